@@ -1,0 +1,318 @@
+"""The scheduling contract: the single source of truth for where pods may run.
+
+Each pool class (system, spot GPU, flex-start, on-demand GPU) has a *contract*: the
+taints its nodes carry, the labels they are guaranteed to have, and the PriorityClass of
+the work meant for it. Pools take their taints and labels from :func:`contract`;
+workloads take their tolerations, node selector and affinity from :func:`placement` for
+the class they target. Because both sides are derived from the same table, a workload
+cannot be built that misses a toleration of the pool it targets.
+
+The second half, :func:`misfits`, answers "could this pod land on this node?" the way
+kube-scheduler's filters do (taints, nodeSelector, required node affinity, GPU capacity).
+``spotproof plan`` runs it over the *rendered* resources, so a hand-edited manifest or a
+mutated pool is caught too.
+
+Taint effects are spelled three ways: ``NoSchedule`` in Kubernetes and Karpenter,
+``NO_SCHEDULE`` in the GCP and AWS APIs, ``key=value:NoSchedule`` strings in AKS.
+:func:`cloud_effect` and :func:`aks_taint` own that translation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from spotproof.spec.types import PoolClass, Taint, TaintEffect
+
+POOL_CLASS_LABEL = "spotproof.dev/pool-class"
+"""Node label every spotproof pool carries; workloads select on it."""
+CAPACITY_TAINT_KEY = "spotproof.dev/capacity"
+"""Taint key that keeps ordinary pods off spot and flex-start capacity."""
+GPU_RESOURCE = "nvidia.com/gpu"
+
+SYSTEM_TAINT = Taint("CriticalAddonsOnly", "true", TaintEffect.NO_SCHEDULE)
+GPU_TAINT = Taint(GPU_RESOURCE, "present", TaintEffect.NO_SCHEDULE)
+"""GKE adds this taint to every GPU pool itself; declaring it keeps ``pulumi up`` diff-free."""
+
+
+@dataclass(frozen=True)
+class PriorityClassSpec:
+    name: str
+    value: int
+    description: str
+    preempts: bool = True
+    """False sets ``preemptionPolicy: Never``: the pod waits instead of evicting others."""
+
+
+PLATFORM_PRIORITY = PriorityClassSpec(
+    "spotproof-platform", 1_000_000, "Cluster add-ons on the system pool; never preempted by work."
+)
+TRAINING_PRIORITY = PriorityClassSpec(
+    "spotproof-training",
+    1_000,
+    "Training on capacity that is not reclaimed (on-demand, flex-start).",
+)
+SPOT_BATCH_PRIORITY = PriorityClassSpec(
+    "spotproof-spot-batch",
+    -100,
+    "Preemptible batch work on spot capacity: negative, so the scheduler evicts it first.",
+    preempts=False,
+)
+PRIORITY_CLASSES = (PLATFORM_PRIORITY, TRAINING_PRIORITY, SPOT_BATCH_PRIORITY)
+
+
+@dataclass(frozen=True)
+class PoolContract:
+    """What every node of one pool class carries, and what work targeting it runs at."""
+
+    pool_class: PoolClass
+    taints: tuple[Taint, ...]
+    labels: Mapping[str, str]
+    priority: PriorityClassSpec
+
+
+_CONTRACTS: dict[PoolClass, PoolContract] = {
+    PoolClass.SYSTEM: PoolContract(
+        PoolClass.SYSTEM, (SYSTEM_TAINT,), {POOL_CLASS_LABEL: "system"}, PLATFORM_PRIORITY
+    ),
+    PoolClass.SPOT_GPU: PoolContract(
+        PoolClass.SPOT_GPU,
+        (Taint(CAPACITY_TAINT_KEY, "spot"), GPU_TAINT),
+        {POOL_CLASS_LABEL: "spot-gpu"},
+        SPOT_BATCH_PRIORITY,
+    ),
+    PoolClass.FLEX_START: PoolContract(
+        PoolClass.FLEX_START,
+        (Taint(CAPACITY_TAINT_KEY, "flex-start"), GPU_TAINT),
+        {POOL_CLASS_LABEL: "flex-start"},
+        TRAINING_PRIORITY,
+    ),
+    PoolClass.ON_DEMAND_GPU: PoolContract(
+        PoolClass.ON_DEMAND_GPU,
+        (GPU_TAINT,),
+        {POOL_CLASS_LABEL: "on-demand-gpu"},
+        TRAINING_PRIORITY,
+    ),
+}
+
+
+def contract(pool_class: PoolClass) -> PoolContract:
+    return _CONTRACTS[pool_class]
+
+
+# --- what the platform adds to nodes on its own -------------------------------------------
+
+GKE_NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+GKE_SPOT_LABEL = "cloud.google.com/gke-spot"
+GKE_FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
+
+
+def gke_injected_labels(
+    pool_name: str, accelerator: str | None, *, spot: bool, flex_start: bool
+) -> dict[str, str]:
+    """Labels GKE puts on a node pool's nodes. They live under the reserved
+    ``cloud.google.com/`` prefix, which the GKE API refuses in a pool's own labels, so they
+    are modelled here rather than declared."""
+    labels = {GKE_NODEPOOL_LABEL: pool_name}
+    if accelerator:
+        labels[GKE_ACCELERATOR_LABEL] = accelerator
+    if spot:
+        labels[GKE_SPOT_LABEL] = "true"
+    if flex_start:
+        labels[GKE_FLEX_START_LABEL] = "true"
+    return labels
+
+
+# --- workloads ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Everything a pod spec needs to land on one pool class, in Kubernetes spelling."""
+
+    tolerations: tuple[dict[str, str], ...]
+    node_selector: dict[str, str]
+    node_affinity: dict[str, Any] | None
+    priority_class_name: str
+
+
+def toleration_for(taint: Taint) -> dict[str, str]:
+    return {
+        "key": taint.key,
+        "operator": "Equal",
+        "value": taint.value,
+        "effect": taint.effect.value,
+    }
+
+
+def placement(pool_class: PoolClass, accelerators: Iterable[str] = ()) -> Placement:
+    """Where a workload targeting ``pool_class`` goes, on GKE.
+
+    ``accelerators`` narrows GPU work to nodes with one of these GPU models (required node
+    affinity on ``cloud.google.com/gke-accelerator``). Flex-start work selects the labels
+    GKE documents for DWS flex-start, so node auto-provisioning can create such a pool too.
+    """
+    pool_contract = contract(pool_class)
+    accelerators = sorted(set(accelerators))
+    selector = dict(pool_contract.labels)
+    affinity = None
+    if pool_class is PoolClass.FLEX_START and len(accelerators) == 1:
+        selector = {GKE_FLEX_START_LABEL: "true", GKE_ACCELERATOR_LABEL: accelerators[0]}
+    elif accelerators:
+        affinity = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": GKE_ACCELERATOR_LABEL, "operator": "In", "values": accelerators}
+                        ]
+                    }
+                ]
+            }
+        }
+    return Placement(
+        tolerations=tuple(toleration_for(t) for t in pool_contract.taints),
+        node_selector=selector,
+        node_affinity=affinity,
+        priority_class_name=pool_contract.priority.name,
+    )
+
+
+def cloud_effect(effect: TaintEffect) -> str:
+    """GCP and AWS API spelling: ``NoSchedule`` -> ``NO_SCHEDULE``."""
+    return {
+        TaintEffect.NO_SCHEDULE: "NO_SCHEDULE",
+        TaintEffect.PREFER_NO_SCHEDULE: "PREFER_NO_SCHEDULE",
+        TaintEffect.NO_EXECUTE: "NO_EXECUTE",
+    }[effect]
+
+
+def kubernetes_effect(cloud_spelling: str) -> TaintEffect:
+    """The inverse of :func:`cloud_effect`; accepts Kubernetes spelling unchanged."""
+    for effect in TaintEffect:
+        if cloud_spelling in (effect.value, cloud_effect(effect)):
+            return effect
+    raise ValueError(f"unknown taint effect {cloud_spelling!r}")
+
+
+def aks_taint(taint: Taint) -> str:
+    """AKS node pool spelling: ``key=value:NoSchedule``."""
+    return f"{taint.key}={taint.value}:{taint.effect.value}"
+
+
+# --- the fit check -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """One pool's nodes as the scheduler sees them."""
+
+    pool: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    gpus: int = 0
+    spot: bool = False
+    flex_start: bool = False
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def reclaimable(self) -> bool:
+        """Capacity the cloud may take back: spot, or flex-start at the end of its run."""
+        return self.spot or self.flex_start
+
+
+def tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Taint) -> bool:
+    for tol in tolerations:
+        operator = tol.get("operator") or "Equal"
+        key_matches = tol.get("key") == taint.key or (not tol.get("key") and operator == "Exists")
+        effect_matches = not tol.get("effect") or tol.get("effect") == taint.effect.value
+        value_matches = operator == "Exists" or str(tol.get("value") or "") == taint.value
+        if key_matches and effect_matches and value_matches:
+            return True
+    return False
+
+
+def _expression_holds(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key, operator = expression.get("key"), expression.get("operator")
+    values = [str(v) for v in expression.get("values") or []]
+    present = key in labels
+    if operator == "In":
+        return present and labels[key] in values
+    if operator == "NotIn":
+        return not present or labels[key] not in values
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    if operator in ("Gt", "Lt") and present and values:
+        try:
+            actual, bound = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return actual > bound if operator == "Gt" else actual < bound
+    return False
+
+
+def gpu_request(pod_spec: Mapping[str, Any]) -> int:
+    """GPUs the pod needs: the largest of its init containers or the sum of its containers."""
+
+    def gpus(container: Mapping[str, Any]) -> int:
+        resources = container.get("resources") or {}
+        limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+        return int(float(limits.get(GPU_RESOURCE, requests.get(GPU_RESOURCE, 0))))
+
+    regular = sum(gpus(c) for c in pod_spec.get("containers") or [])
+    init = max((gpus(c) for c in pod_spec.get("initContainers") or []), default=0)
+    return max(regular, init)
+
+
+def misfits(pod_spec: Mapping[str, Any], node: NodeShape) -> list[str]:
+    """Why a pod with ``pod_spec`` (camelCase) cannot land on ``node``; empty if it can."""
+    reasons = []
+    tolerations = pod_spec.get("tolerations") or []
+    for taint in node.taints:
+        if taint.effect is not TaintEffect.PREFER_NO_SCHEDULE and not tolerates(tolerations, taint):
+            reasons.append(f"taint {taint.key}={taint.value}:{taint.effect.value} not tolerated")
+    for key, value in (pod_spec.get("nodeSelector") or {}).items():
+        if node.labels.get(key) != str(value):
+            reasons.append(f"nodeSelector {key}={value} not on the node")
+    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = required.get("nodeSelectorTerms") or []
+    if terms and not any(
+        all(_expression_holds(e, node.labels) for e in term.get("matchExpressions") or [])
+        for term in terms
+    ):
+        reasons.append("required node affinity not satisfied")
+    needed = gpu_request(pod_spec)
+    if needed > node.gpus:
+        reasons.append(f"needs {needed} {GPU_RESOURCE}, node has {node.gpus}")
+    return reasons
+
+
+SYSTEM_NAMESPACES = frozenset({"kube-system", "gke-managed-system", "karpenter"})
+SYSTEM_PRIORITY_CLASSES = frozenset(
+    {"system-cluster-critical", "system-node-critical", PLATFORM_PRIORITY.name}
+)
+
+
+def is_system_workload(namespace: str, pod_spec: Mapping[str, Any]) -> bool:
+    """Cluster add-ons: they must run on the system pool and never on reclaimable capacity."""
+    return (
+        namespace in SYSTEM_NAMESPACES
+        or pod_spec.get("priorityClassName") in SYSTEM_PRIORITY_CLASSES
+    )
+
+
+def reference_system_pod() -> dict[str, Any]:
+    """A pod like the add-ons the platform itself runs (kube-dns, metrics-server, ...):
+    they tolerate ``CriticalAddonsOnly`` and request no GPU. If it fits a spot pool, the
+    platform's own add-ons would land on spot capacity too."""
+    return {
+        "priorityClassName": "system-cluster-critical",
+        "tolerations": [{"key": SYSTEM_TAINT.key, "operator": "Exists"}],
+        "containers": [{"name": "addon", "resources": {"requests": {"cpu": "100m"}}}],
+    }

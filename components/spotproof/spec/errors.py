@@ -1,0 +1,21 @@
+"""The one error a bad stack config raises."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SpecError(ValueError):
+    """A stack config value spotproof cannot build.
+
+    Renders as one line naming the config key, the value and what is allowed, e.g.
+    ``spotproof:gpuPools[1].gpusPerNode = 3: n1-standard-8 cannot carry 3 x nvidia-tesla-t4;
+    allowed: 1, 2, 4``.
+    """
+
+    def __init__(self, key: str, value: Any, problem: str, allowed: str) -> None:
+        self.key = key
+        self.value = value
+        self.problem = problem
+        self.allowed = allowed
+        super().__init__(f"{key} = {value!r}: {problem}; allowed: {allowed}")

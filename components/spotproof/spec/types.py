@@ -1,0 +1,189 @@
+"""The fleet: what a stack asks for, independent of any cloud SDK.
+
+Every field is documented once, here, with its default in the type. The stack config
+uses the same names in camelCase (``spotproof:gpuPools[0].maxNodes``); ``spotproof.spec.config``
+reads and validates it into these frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from spotproof.catalog import Cloud
+
+
+class PoolClass(StrEnum):
+    """What a pool is for; the scheduling contract gives each class its taints and labels."""
+
+    SYSTEM = "system"
+    """On-demand nodes for cluster add-ons; tainted ``CriticalAddonsOnly`` so nothing else lands."""
+    SPOT_GPU = "spot-gpu"
+    """Spot/preemptible GPU nodes: cheap, reclaimed with seconds of notice."""
+    FLEX_START = "flex-start"
+    """GKE DWS flex-start GPU nodes: obtained when capacity frees up, kept for a bounded run."""
+    ON_DEMAND_GPU = "on-demand-gpu"
+    """Regular GPU nodes: the fallback when spot capacity is gone."""
+
+
+class Capacity(StrEnum):
+    """How a GPU pool's nodes are bought."""
+
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+
+
+class TaintEffect(StrEnum):
+    """Kubernetes taint effects, spelled as Kubernetes spells them."""
+
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: TaintEffect = TaintEffect.NO_SCHEDULE
+
+
+@dataclass(frozen=True)
+class SystemPool:
+    """The on-demand pool that runs cluster add-ons and nothing else."""
+
+    machine_type: str = "e2-standard-4"
+    min_nodes: int = 1
+    """Nodes per zone the autoscaler keeps; at least 1 so add-ons always have a home."""
+    max_nodes: int = 3
+    """Upper bound per zone."""
+    disk_gb: int = 100
+
+
+@dataclass(frozen=True)
+class GpuPool:
+    """One machine type of GPU nodes. Several pools of one class diversify the fleet."""
+
+    name: str
+    """Node pool name, unique in the stack."""
+    machine_type: str
+    gpu_type: str
+    """Accelerator name (``nvidia-l4``); implied by accelerator-optimized machine types."""
+    gpus_per_node: int
+    """GPUs on each node; implied by accelerator-optimized machine types."""
+    max_nodes: int
+    """Upper bound per zone."""
+    capacity: Capacity = Capacity.SPOT
+    min_nodes: int = 0
+    """Nodes per zone kept when idle; 0 lets an idle GPU pool cost nothing."""
+    zones: tuple[str, ...] = ()
+    """Zones to spread over; empty means every zone of the region that has the GPU."""
+    disk_gb: int = 200
+    """Boot disk; GPU images with CUDA are large."""
+    extra_taints: tuple[Taint, ...] = ()
+    """Taints on top of the contract's, e.g. to dedicate a pool to one team."""
+    extra_labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pool_class(self) -> PoolClass:
+        return PoolClass.SPOT_GPU if self.capacity is Capacity.SPOT else PoolClass.ON_DEMAND_GPU
+
+
+@dataclass(frozen=True)
+class FlexStartPool:
+    """A GKE DWS flex-start pool: GPUs obtained when available, held for ``max_run_hours``."""
+
+    name: str
+    machine_type: str
+    gpu_type: str
+    gpus_per_node: int
+    max_nodes: int
+    max_run_hours: int = 24
+    """How long a node may live before GKE reclaims it; at most 168 (7 days)."""
+    queued_provisioning: bool = False
+    """Provision whole gangs through ProvisioningRequest (needs Kueue or the API directly)."""
+    zones: tuple[str, ...] = ()
+    disk_gb: int = 200
+
+
+@dataclass(frozen=True)
+class Autoprovisioning:
+    """Node auto-provisioning: lets the cluster create pools for pods nothing else fits."""
+
+    enabled: bool = True
+    max_cpu: int = 256
+    """Cluster-wide vCPU ceiling for all nodes."""
+    max_memory_gb: int = 1024
+    gpu_limits: dict[str, int] = field(default_factory=dict)
+    """Cluster-wide GPU ceiling per accelerator name, e.g. ``{"nvidia-l4": 8}``."""
+
+
+@dataclass(frozen=True)
+class CheckpointBucket:
+    """The regional bucket training jobs checkpoint into."""
+
+    name: str
+    """Globally unique; defaults to ``<project>-<stack>-checkpoints``."""
+    location: str
+    """Must equal the cluster's region: cross-region checkpoint traffic is slow and billed."""
+    prefix: str = "checkpoints"
+    """Key prefix under which jobs write; the workload identity is scoped to the bucket."""
+    noncurrent_versions_kept: int = 3
+    """Older versions of an object kept after it is overwritten or deleted."""
+    noncurrent_days: int = 7
+    """Days a noncurrent version lives before the lifecycle rule deletes it."""
+
+
+@dataclass(frozen=True)
+class SmokeTest:
+    """The training Job that proves preemption recovery on the real cluster."""
+
+    image: str = "ghcr.io/spotproof/smoke-trainer:0.1.0"
+    namespace: str = "spotproof"
+    target: PoolClass = PoolClass.SPOT_GPU
+    """Pool class the Job runs on: spot-gpu, flex-start or on-demand-gpu."""
+    gpus: int = 1
+    cpu: str = "2"
+    memory: str = "8Gi"
+    checkpoint_interval: int = 50
+    """Steps between periodic checkpoints."""
+    total_steps: int = 2000
+    seed: int = 0
+    model_mb: int = 64
+    """Size of the model's state; large values exercise checkpoint throughput."""
+    grace_period_seconds: int | None = None
+    """terminationGracePeriodSeconds; defaults to the cloud's preemption notice."""
+    backoff_limit: int = 3
+    """Real failures allowed; preemptions do not count (see the Job's podFailurePolicy)."""
+
+
+@dataclass(frozen=True)
+class FleetSpec:
+    """Everything one stack builds: one cluster, its pools, its bucket, its smoke test."""
+
+    stack: str
+    cloud: Cloud
+    environment: str
+    project: str
+    """Cloud project / account scope (GCP project id on GKE)."""
+    region: str
+    bucket: CheckpointBucket
+    kubernetes_version: str = "1.33"
+    """Minor version; plan validates manifests against this version's OpenAPI schema."""
+    protect: bool = False
+    """Protect stateful resources (cluster, bucket) from deletion; on by default in prod."""
+    system_pool: SystemPool = field(default_factory=SystemPool)
+    gpu_pools: tuple[GpuPool, ...] = ()
+    flex_start: FlexStartPool | None = None
+    autoprovisioning: Autoprovisioning = field(default_factory=Autoprovisioning)
+    smoke_test: SmokeTest | None = field(default_factory=SmokeTest)
+
+    @property
+    def cluster_name(self) -> str:
+        return self.stack
+
+    def pools_of(self, pool_class: PoolClass) -> list[GpuPool | FlexStartPool]:
+        """The GPU pools of one class, in stack order."""
+        if pool_class is PoolClass.FLEX_START:
+            return [self.flex_start] if self.flex_start else []
+        return [pool for pool in self.gpu_pools if pool.pool_class is pool_class]
