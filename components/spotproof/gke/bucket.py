@@ -1,0 +1,112 @@
+"""The regional checkpoint bucket and the identity that may write to it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from spotproof.gke.names import service_account_id
+from spotproof.spec.types import FleetSpec
+
+OBJECT_ROLE = "roles/storage.objectUser"
+"""Read, write, list and delete objects; no say over the bucket's own settings or IAM."""
+
+
+@dataclass
+class CheckpointBucketArgs:
+    spec: FleetSpec
+    kubernetes_namespace: str
+    kubernetes_service_account: str
+    """The pod identity (namespace/name) that Workload Identity maps to the trainer's account."""
+
+
+class CheckpointBucket(pulumi.ComponentResource):
+    """A bucket in the cluster's region, hardened for checkpoints, writable by one identity.
+
+    - Same region as the cluster: checkpoint traffic stays local and is not billed as egress.
+    - Versioning on, with lifecycle rules that delete noncurrent versions after N newer ones
+      or D days, so an overwritten or deleted checkpoint can be recovered for a while
+      without the bucket growing forever.
+    - Uniform bucket-level access and public access prevention enforced: no ACLs, no
+      public objects. GCS serves its APIs over TLS only, so there is no plain-HTTP path to
+      deny.
+    - The trainer's Google service account gets ``roles/storage.objectUser`` on this bucket
+      alone, and the Kubernetes service account impersonates it through Workload Identity:
+      no key files anywhere.
+    """
+
+    name: pulumi.Output[str]
+    url: pulumi.Output[str]
+    trainer_email: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("spotproof:gke:CheckpointBucket", name, None, opts)
+        spec, settings = args.spec, args.spec.bucket
+        child = pulumi.ResourceOptions(parent=self)
+
+        bucket = gcp.storage.Bucket(
+            f"{name}-bucket",
+            name=settings.name,
+            project=spec.project,
+            location=settings.location.upper(),
+            storage_class="STANDARD",
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            versioning={"enabled": True},
+            lifecycle_rules=[
+                {
+                    "action": {"type": "Delete"},
+                    "condition": {
+                        "num_newer_versions": settings.noncurrent_versions_kept,
+                        "with_state": "ARCHIVED",
+                    },
+                },
+                {
+                    "action": {"type": "Delete"},
+                    "condition": {
+                        "days_since_noncurrent_time": settings.noncurrent_days,
+                        "with_state": "ARCHIVED",
+                    },
+                },
+                {"action": {"type": "AbortIncompleteMultipartUpload"}, "condition": {"age": 1}},
+            ],
+            force_destroy=not spec.protect,
+            labels={"spotproof-stack": spec.stack, "spotproof-purpose": "checkpoints"},
+            opts=pulumi.ResourceOptions(parent=self, protect=spec.protect),
+        )
+
+        trainer = gcp.serviceaccount.Account(
+            f"{name}-trainer",
+            account_id=service_account_id(spec.stack, "trainer"),
+            project=spec.project,
+            display_name=f"spotproof trainer ({spec.stack})",
+            description="Writes checkpoints; impersonated through GKE Workload Identity.",
+            opts=child,
+        )
+        gcp.storage.BucketIAMMember(
+            f"{name}-trainer-objects",
+            bucket=bucket.name,
+            role=OBJECT_ROLE,
+            member=trainer.email.apply(lambda email: f"serviceAccount:{email}"),
+            opts=child,
+        )
+        pool = f"{spec.project}.svc.id.goog"
+        gcp.serviceaccount.IAMMember(
+            f"{name}-trainer-workload-identity",
+            service_account_id=trainer.name,
+            role="roles/iam.workloadIdentityUser",
+            member=f"serviceAccount:{pool}[{args.kubernetes_namespace}/"
+            f"{args.kubernetes_service_account}]",
+            opts=child,
+        )
+
+        self.name = bucket.name
+        self.url = bucket.name.apply(lambda bucket_name: f"gs://{bucket_name}")
+        self.trainer_email = trainer.email
+        self.register_outputs(
+            {"name": self.name, "url": self.url, "trainer_email": self.trainer_email}
+        )

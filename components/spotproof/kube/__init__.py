@@ -1,0 +1,12 @@
+"""Cloud-neutral Kubernetes objects, as Pulumi components.
+
+Every object here takes its placement (tolerations, selectors, priority) from
+``spotproof.scheduling`` and its cloud specifics (workload identity annotations,
+checkpoint URL, grace period) from the caller, so the same components render on GKE,
+EKS and AKS.
+"""
+
+from spotproof.kube.baseline import ClusterBaseline, ClusterBaselineArgs
+from spotproof.kube.smoke import SmokeTestJob, SmokeTestJobArgs
+
+__all__ = ["ClusterBaseline", "ClusterBaselineArgs", "SmokeTestJob", "SmokeTestJobArgs"]

@@ -1,0 +1,65 @@
+"""What every spotproof cluster has before any workload: a namespace and PriorityClasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from spotproof import scheduling
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "spotproof"}
+
+
+@dataclass
+class ClusterBaselineArgs:
+    namespace: str
+    """Namespace for spotproof's workloads (the smoke test, trainers)."""
+    pod_security: str = "restricted"
+    """Pod Security Standard enforced in that namespace."""
+
+
+class ClusterBaseline(pulumi.ComponentResource):
+    """The namespace for training work and the PriorityClasses of the scheduling contract.
+
+    Spot batch work runs at a negative priority so that, under pressure, the scheduler
+    evicts it before anything else; add-ons on the system pool run far above it.
+    """
+
+    namespace: pulumi.Output[str]
+    priority_classes: dict[str, k8s.scheduling.v1.PriorityClass]
+
+    def __init__(
+        self, name: str, args: ClusterBaselineArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("spotproof:kube:ClusterBaseline", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={
+                "name": args.namespace,
+                "labels": {
+                    **MANAGED_BY,
+                    "pod-security.kubernetes.io/enforce": args.pod_security,
+                    "pod-security.kubernetes.io/enforce-version": "latest",
+                },
+            },
+            opts=child,
+        )
+        self.namespace = namespace.metadata.apply(lambda m: m["name"])
+
+        self.priority_classes = {
+            spec.name: k8s.scheduling.v1.PriorityClass(
+                f"{name}-{spec.name}",
+                metadata={"name": spec.name, "labels": MANAGED_BY},
+                value=spec.value,
+                global_default=False,
+                preemption_policy="PreemptLowerPriority" if spec.preempts else "Never",
+                description=spec.description,
+                opts=child,
+            )
+            for spec in scheduling.PRIORITY_CLASSES
+        }
+        self.register_outputs({"namespace": self.namespace})

@@ -1,0 +1,184 @@
+"""The smoke-test Job: a real training run, preempted on purpose, that must finish.
+
+Why each field is what it is:
+
+- ``restartPolicy: Never`` and a ``podFailurePolicy``: a preempted pod is replaced by the
+  Job controller on another node instead of restarted in place on a node that is going
+  away. Pods that fail with the ``DisruptionTarget`` condition (node shutdown, spot
+  reclaim, eviction) and trainers that exit ``PREEMPTED`` after committing their final
+  checkpoint are *ignored*, so preemptions never use up ``backoffLimit``; a ``BAD_CONFIG``
+  exit fails the Job at once because no retry can fix it.
+- ``terminationGracePeriodSeconds`` fits the cloud's preemption notice: a longer grace
+  period is cut short by the node going away, and the final save would be lost with it.
+- GPU limits are always declared: without them the device plugin gives the pod no GPU.
+- A PodDisruptionBudget with ``maxUnavailable: 0`` and the autoscaler's ``safe-to-evict:
+  "false"`` keep *voluntary* disruptions (scale-down, upgrades) away from a running
+  trainer; involuntary ones (spot reclaim) are what the checkpoint is for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from spotproof import scheduling
+from spotproof.kube.baseline import MANAGED_BY
+from spotproof.runtime import exit_codes
+from spotproof.spec.types import PoolClass, SmokeTest
+
+TRAINER_CONTAINER = "trainer"
+TRAINER_COMMAND = ["python", "-m", "spotproof.smoke.train"]
+JOB_NAME = "spotproof-smoke"
+SERVICE_ACCOUNT_NAME = "spotproof-trainer"
+
+
+@dataclass
+class SmokeTestJobArgs:
+    smoke: SmokeTest
+    namespace: pulumi.Input[str]
+    checkpoint_url: pulumi.Input[str]
+    """Where the trainer commits checkpoints, e.g. ``gs://bucket/checkpoints/smoke``."""
+    accelerators: list[str]
+    """GPU models of the pools in the target class; the Job requires one of them."""
+    service_account_annotations: pulumi.Input[dict[str, str]] = field(default_factory=dict)
+    """Workload identity binding, e.g. ``iam.gke.io/gcp-service-account``."""
+
+
+def pod_labels() -> dict[str, str]:
+    return {"app.kubernetes.io/name": "spotproof-smoke", "app.kubernetes.io/component": "trainer"}
+
+
+def trainer_env(smoke: SmokeTest, checkpoint_url: str) -> list[dict[str, str]]:
+    """The trainer's whole configuration; see DESIGN.md, "Interfaces"."""
+    values = {
+        "CHECKPOINT_URL": checkpoint_url,
+        "CHECKPOINT_INTERVAL": smoke.checkpoint_interval,
+        "TOTAL_STEPS": smoke.total_steps,
+        "SEED": smoke.seed,
+        "MODEL_MB": smoke.model_mb,
+    }
+    return [{"name": name, "value": str(value)} for name, value in values.items()]
+
+
+def _trainer_exits(code: int) -> dict[str, Any]:
+    return {"containerName": TRAINER_CONTAINER, "operator": "In", "values": [code]}
+
+
+def pod_failure_policy() -> dict[str, Any]:
+    disrupted = [{"type": "DisruptionTarget", "status": "True"}]
+    return {
+        "rules": [
+            {"action": "FailJob", "onExitCodes": _trainer_exits(exit_codes.BAD_CONFIG)},
+            {"action": "Ignore", "onPodConditions": disrupted},
+            {"action": "Ignore", "onExitCodes": _trainer_exits(exit_codes.PREEMPTED)},
+        ]
+    }
+
+
+def job_spec(smoke: SmokeTest, checkpoint_url: str, accelerators: list[str]) -> dict[str, Any]:
+    """The Job's ``spec`` in Kubernetes spelling."""
+    placement = scheduling.placement(smoke.target, accelerators)
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "serviceAccountName": SERVICE_ACCOUNT_NAME,
+        "priorityClassName": placement.priority_class_name,
+        "terminationGracePeriodSeconds": smoke.grace_period_seconds,
+        "tolerations": [dict(t) for t in placement.tolerations],
+        "nodeSelector": placement.node_selector,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 1000,
+            "fsGroup": 1000,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": TRAINER_CONTAINER,
+                "image": smoke.image,
+                "command": TRAINER_COMMAND,
+                "env": trainer_env(smoke, checkpoint_url),
+                "resources": {
+                    "requests": {"cpu": smoke.cpu, "memory": smoke.memory},
+                    "limits": {"memory": smoke.memory, scheduling.GPU_RESOURCE: smoke.gpus},
+                },
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "readOnlyRootFilesystem": True,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+                "volumeMounts": [{"name": "scratch", "mountPath": "/tmp"}],
+            }
+        ],
+        "volumes": [{"name": "scratch", "emptyDir": {}}],
+    }
+    if placement.node_affinity:
+        pod_spec["affinity"] = {"nodeAffinity": placement.node_affinity}
+    return {
+        "backoffLimit": smoke.backoff_limit,
+        "completions": 1,
+        "parallelism": 1,
+        "ttlSecondsAfterFinished": 7 * 24 * 3600,
+        "podFailurePolicy": pod_failure_policy(),
+        "template": {
+            "metadata": {
+                "labels": pod_labels(),
+                "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+            },
+            "spec": pod_spec,
+        },
+    }
+
+
+class SmokeTestJob(pulumi.ComponentResource):
+    """The trainer's service account (bound to the bucket by workload identity), its Job and
+    the disruption budget that keeps voluntary evictions away from it."""
+
+    job_name: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: SmokeTestJobArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("spotproof:kube:SmokeTestJob", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        if args.smoke.target is PoolClass.SYSTEM:
+            raise ValueError("the smoke test never runs on the system pool")
+
+        account = k8s.core.v1.ServiceAccount(
+            f"{name}-sa",
+            metadata={
+                "name": SERVICE_ACCOUNT_NAME,
+                "namespace": args.namespace,
+                "labels": MANAGED_BY,
+                "annotations": args.service_account_annotations,
+            },
+            opts=child,
+        )
+        job = k8s.batch.v1.Job(
+            f"{name}-job",
+            metadata={
+                "name": JOB_NAME,
+                "namespace": args.namespace,
+                "labels": {**MANAGED_BY, **pod_labels()},
+            },
+            spec=pulumi.Output.from_input(args.checkpoint_url).apply(
+                lambda url: job_spec(args.smoke, url, args.accelerators)
+            ),
+            # A Job's pod template is immutable: change means a new Job.
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[account],
+                replace_on_changes=["spec"],
+                delete_before_replace=True,
+            ),
+        )
+        k8s.policy.v1.PodDisruptionBudget(
+            f"{name}-pdb",
+            metadata={"name": JOB_NAME, "namespace": args.namespace, "labels": MANAGED_BY},
+            spec={"maxUnavailable": 0, "selector": {"matchLabels": pod_labels()}},
+            opts=child,
+        )
+        self.job_name = job.metadata.apply(lambda m: m["name"])
+        self.register_outputs({"job_name": self.job_name})

@@ -1,0 +1,78 @@
+"""``spotproof plan``: run a stack's Pulumi program offline and check what it would build.
+
+Steps, each in its own module:
+
+1. ``project``   find ``Pulumi.yaml`` and read the stack's config as the engine would;
+2. ``spotproof.spec`` validate that config (a bad value is an input error, exit 2);
+3. ``recorder``  run the program in-process under Pulumi mocks, recording every resource;
+4. ``manifests`` write the Kubernetes objects as YAML and validate them against the
+   OpenAPI schema of the cluster's Kubernetes version;
+5. ``spotproof.policy`` and ``workloads`` run the policy rules and the scheduling check
+   over the nodes the plan would create (``nodes``).
+
+Exit codes: 0 when every check passes, 1 when any is violated, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spotproof import scheduling
+from spotproof.plan import manifests, nodes, workloads
+from spotproof.plan.project import PlanInputError, Project, find_project, stack_config
+from spotproof.plan.recorder import Recording, record
+from spotproof.policy import Violation, evaluate
+from spotproof.spec import FleetSpec, fleet_from_config
+
+__all__ = ["PlanInputError", "PlanResult", "check", "run_plan"]
+
+
+@dataclass
+class PlanResult:
+    spec: FleetSpec
+    recording: Recording
+    nodes: list[scheduling.NodeShape]
+    violations: list[Violation] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.violations else 0
+
+
+def check(spec: FleetSpec, recording: Recording) -> PlanResult:
+    """Every check over a recording; tests mutate a recording and call this again."""
+    shapes = nodes.node_shapes(recording)
+    violations = manifests.validate(recording, spec.kubernetes_version)
+    violations += evaluate(recording.resources)
+    violations += workloads.check(recording, shapes)
+    return PlanResult(spec, recording, shapes, violations)
+
+
+def run_program(project: Project, stack: str, config: dict[str, str], spec: FleetSpec) -> Recording:
+    """Run the project's program file as ``pulumi preview`` would, but against mocks."""
+    program_dir = str(project.main.parent)
+
+    def program() -> None:
+        sys.path.insert(0, program_dir)
+        try:
+            runpy.run_path(str(project.main), run_name="__main__")
+        finally:
+            sys.path.remove(program_dir)
+
+    return record(
+        program, stack=stack, project=project.name, config=config, cloud_project_id=spec.project
+    )
+
+
+def run_plan(stack: str, start: Path | None = None) -> PlanResult:
+    """Plan ``stack`` of the project at or above ``start`` (default: the working directory).
+
+    Raises :class:`PlanInputError` or :class:`spotproof.spec.SpecError` on bad input.
+    """
+    project = find_project((start or Path.cwd()).resolve())
+    config = stack_config(project, stack)
+    spec = fleet_from_config(stack, config)
+    return check(spec, run_program(project, stack, config, spec))

@@ -1,0 +1,184 @@
+"""Run a Pulumi program in-process against mocks and record every registration.
+
+This is how ``spotproof plan`` and the component tests see what a program would create
+without the Pulumi engine, providers or credentials. :class:`RecordingMonitor` extends
+the SDK's mock monitor to keep what the plain one drops: each resource's parent and
+whether it is a component. :class:`OfflineMocks` answers registrations with the inputs
+plus plausible values for the outputs a program reads back (a cluster's endpoint, a
+service account's email), so ``apply`` chains run to completion.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime.sync_await import _sync_await
+
+STACK_TYPE = "pulumi:pulumi:Stack"
+
+
+@dataclass
+class Resource:
+    """One registration: what ``pulumi preview`` would show as a row."""
+
+    type: str
+    name: str
+    urn: str
+    parent: str | None
+    """URN of the parent; None for the stack itself."""
+    custom: bool
+    inputs: dict[str, Any]
+    provider: str | None = None
+
+    @property
+    def is_kubernetes(self) -> bool:
+        return self.type.startswith("kubernetes:") and self.custom and "apiVersion" in self.inputs
+
+
+@dataclass
+class Recording:
+    """Everything a program registered, in registration order."""
+
+    stack: str
+    project: str
+    resources: list[Resource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def of_type(self, type_: str) -> list[Resource]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str, name: str) -> Resource:
+        matches = [r for r in self.resources if r.type == type_ and r.name == name]
+        if len(matches) != 1:
+            known = sorted(r.name for r in self.of_type(type_))
+            raise LookupError(f"{len(matches)} resources {type_} named {name!r}; have {known}")
+        return matches[0]
+
+    def children(self, parent: Resource) -> Iterator[Resource]:
+        return (r for r in self.resources if r.parent == parent.urn)
+
+    def kubernetes_objects(self) -> list[Resource]:
+        return [r for r in self.resources if r.is_kubernetes]
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    def __init__(self, mocks: pulumi_mocks.Mocks, recording: Recording) -> None:
+        super().__init__(mocks)
+        self.recording = recording
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+        response = super().RegisterResource(request)
+        if request.type != STACK_TYPE:
+            inputs = pulumi.runtime.rpc.deserialize_properties(request.object)
+            self.recording.resources.append(
+                Resource(
+                    type=request.type,
+                    name=request.name,
+                    urn=response.urn,
+                    parent=request.parent or None,
+                    custom=bool(request.custom),
+                    inputs=whole_numbers(inputs),
+                    provider=request.provider or None,
+                )
+            )
+        return response
+
+
+def whole_numbers(value: Any) -> Any:
+    """Mock inputs carry every number as a float; Kubernetes and cloud APIs want ints back."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {k: whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [whole_numbers(v) for v in value]
+    return value
+
+
+# Outputs a program reads back from resources, per type, computed from the inputs.
+_FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\noffline\n-----END").decode()
+OutputFaker = Callable[[str, dict[str, Any], str], dict[str, Any]]
+_OUTPUTS: dict[str, OutputFaker] = {
+    "gcp:container/cluster:Cluster": lambda name, inputs, project: {
+        "name": inputs.get("name", name),
+        "endpoint": "203.0.113.10",
+        "masterAuth": {"clusterCaCertificate": _FAKE_CA},
+        "selfLink": f"https://container.googleapis.com/v1/projects/{project}/clusters/{name}",
+    },
+    "gcp:serviceaccount/account:Account": lambda name, inputs, project: {
+        "email": f"{inputs.get('accountId', name)}@{project}.iam.gserviceaccount.com",
+        "name": f"projects/{project}/serviceAccounts/{inputs.get('accountId', name)}",
+    },
+    "gcp:storage/bucket:Bucket": lambda name, inputs, project: {
+        "name": inputs.get("name", name),
+        "url": f"gs://{inputs.get('name', name)}",
+    },
+}
+
+
+class OfflineMocks(pulumi_mocks.Mocks):
+    def __init__(self, project_id: str) -> None:
+        self.project_id = project_id
+
+    def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict]:
+        outputs = dict(args.inputs)
+        faker = _OUTPUTS.get(args.typ)
+        if faker:
+            outputs.update(faker(args.name, args.inputs, self.project_id))
+        return f"{args.name}-id", outputs
+
+    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict, list | None]:
+        return {}, None
+
+
+def record(
+    program: Callable[[], None],
+    *,
+    stack: str,
+    project: str,
+    config: Mapping[str, str] | None = None,
+    cloud_project_id: str = "offline-project",
+) -> Recording:
+    """Run ``program`` as a Pulumi program of ``project``/``stack`` and return what it registered.
+
+    ``config`` is the flat Pulumi config (``ns:key`` -> string, objects JSON-encoded) exactly
+    as the engine would hand it to the program.
+    """
+    recording = Recording(stack=stack, project=project)
+    mocks = OfflineMocks(cloud_project_id)
+    # Offline there is no engine to answer for the language host; keep the SDK from waiting.
+    os.environ.setdefault("PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION", "true")
+    pulumi.runtime.settings.SETTINGS.rpc_manager.clear()
+    pulumi.runtime.settings.SETTINGS.outputs.clear()
+    pulumi_mocks.set_mocks(
+        mocks,
+        project=project,
+        stack=stack,
+        preview=True,
+        monitor=RecordingMonitor(mocks, recording),
+    )
+    pulumi.runtime.set_all_config(dict(config or {}), [])
+    stack_resource = pulumi.runtime.get_root_resource()
+
+    def run() -> None:
+        program()
+
+    _sync_await(pulumi.runtime.stack.run_pulumi_func(run))
+    if stack_resource is not None:
+        recording.outputs = _resolved_outputs(stack_resource)
+    return recording
+
+
+def _resolved_outputs(stack_resource: Any) -> dict[str, Any]:
+    outputs = getattr(stack_resource, "outputs", {}) or {}
+    resolved = {}
+    for key, value in outputs.items():
+        output = pulumi.Output.from_input(value)
+        resolved[key] = _sync_await(output.future())
+    return resolved

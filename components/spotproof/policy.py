@@ -1,0 +1,327 @@
+"""Policy rules over planned resources, as plain functions.
+
+``spotproof plan`` runs them over the offline recording; ``policies/`` wraps the same
+functions as a Pulumi CrossGuard pack so ``pulumi preview --policy-pack policies`` enforces
+them against real previews. A rule sees a resource as its Pulumi type token, its name and
+its inputs (camelCase, as both the mocks and CrossGuard present them).
+
+Resource rules judge one resource at a time; stack rules need several (a bucket against
+its cluster's region, a Job against the PriorityClasses it uses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from spotproof import scheduling
+from spotproof.catalog import PREEMPTION_NOTICE_SECONDS, Cloud
+
+NODE_POOL = "gcp:container/nodePool:NodePool"
+CLUSTER = "gcp:container/cluster:Cluster"
+BUCKET = "gcp:storage/bucket:Bucket"
+SERVICE_ACCOUNT_KEY = "gcp:serviceaccount/key:Key"
+PROJECT_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
+JOB = "kubernetes:batch/v1:Job"
+PRIORITY_CLASS = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
+
+
+@dataclass(frozen=True)
+class Violation:
+    policy: str
+    resource: str
+    message: str
+
+
+class PlannedResource(Protocol):
+    type: str
+    name: str
+    inputs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ResourceRule:
+    name: str
+    description: str
+    resource_type: str
+    check: Callable[[Mapping[str, Any]], Iterable[str]]
+
+
+@dataclass(frozen=True)
+class StackRule:
+    name: str
+    description: str
+    check: Callable[[list[PlannedResource]], Iterable[tuple[str, str]]]
+    """Yields (resource name, message) pairs."""
+
+
+def _taints(inputs: Mapping[str, Any]) -> set[tuple[str, str, str]]:
+    taints = (inputs.get("nodeConfig") or {}).get("taints") or []
+    return {(t.get("key"), str(t.get("value")), t.get("effect")) for t in taints}
+
+
+def _pool_class(inputs: Mapping[str, Any]) -> str | None:
+    labels = (inputs.get("nodeConfig") or {}).get("labels") or {}
+    return labels.get(scheduling.POOL_CLASS_LABEL)
+
+
+def _as_cloud_taint(taint: scheduling.Taint) -> tuple[str, str, str]:
+    return (taint.key, taint.value, scheduling.cloud_effect(taint.effect))
+
+
+# --- GKE ---------------------------------------------------------------------------------
+
+
+def system_pool_on_demand(inputs: Mapping[str, Any]) -> Iterator[str]:
+    if _pool_class(inputs) != "system":
+        return
+    config = inputs.get("nodeConfig") or {}
+    if config.get("spot") or config.get("preemptible"):
+        yield "the system pool must be on-demand: add-ons cannot survive spot reclaims"
+    if _as_cloud_taint(scheduling.SYSTEM_TAINT) not in _taints(inputs):
+        yield "the system pool must be tainted CriticalAddonsOnly=true:NO_SCHEDULE"
+
+
+def spot_pool_isolated(inputs: Mapping[str, Any]) -> Iterator[str]:
+    config = inputs.get("nodeConfig") or {}
+    if not (config.get("spot") or config.get("preemptible")):
+        return
+    spot_taint = scheduling.contract(scheduling.PoolClass.SPOT_GPU).taints[0]
+    if _as_cloud_taint(spot_taint) not in _taints(inputs):
+        yield (
+            f"spot pool lacks taint {spot_taint.key}={spot_taint.value}:NO_SCHEDULE; "
+            "untolerating pods (system add-ons among them) could land on it"
+        )
+    if (inputs.get("autoscaling") or {}).get("locationPolicy") != "ANY":
+        yield "spot pool should autoscale with locationPolicy ANY to find capacity in any zone"
+
+
+def gpu_driver_managed(inputs: Mapping[str, Any]) -> Iterator[str]:
+    for accelerator in (inputs.get("nodeConfig") or {}).get("guestAccelerators") or []:
+        version = (accelerator.get("gpuDriverInstallationConfig") or {}).get("gpuDriverVersion")
+        if not version or version == "INSTALLATION_DISABLED":
+            yield f"{accelerator.get('type')}: set gpuDriverInstallationConfig so GKE installs it"
+
+
+def flex_start_settings(inputs: Mapping[str, Any]) -> Iterator[str]:
+    config = inputs.get("nodeConfig") or {}
+    if not config.get("flexStart"):
+        return
+    if not config.get("maxRunDuration"):
+        yield "flex-start pool needs maxRunDuration"
+    affinity = (config.get("reservationAffinity") or {}).get("consumeReservationType")
+    if affinity != "NO_RESERVATION":
+        yield "flex-start pool must not consume reservations (reservationAffinity NO_RESERVATION)"
+    if (inputs.get("management") or {}).get("autoRepair") is not False:
+        yield "flex-start pool must have auto-repair off"
+    autoscaling = inputs.get("autoscaling") or {}
+    if autoscaling.get("locationPolicy") != "ANY" or (autoscaling.get("minNodeCount") or 0) != 0:
+        yield "flex-start pool must autoscale from 0 with locationPolicy ANY"
+
+
+def node_metadata_server(inputs: Mapping[str, Any]) -> Iterator[str]:
+    mode = ((inputs.get("nodeConfig") or {}).get("workloadMetadataConfig") or {}).get("mode")
+    if mode != "GKE_METADATA":
+        yield "node pool must run the GKE metadata server (workloadMetadataConfig GKE_METADATA)"
+
+
+def cluster_workload_identity(inputs: Mapping[str, Any]) -> Iterator[str]:
+    if not (inputs.get("workloadIdentityConfig") or {}).get("workloadPool"):
+        yield "Workload Identity must be on: pods reach the bucket without static keys"
+    if not inputs.get("removeDefaultNodePool"):
+        yield "remove the default node pool: it is untainted and would take any pod"
+
+
+def bucket_hardened(inputs: Mapping[str, Any]) -> Iterator[str]:
+    if not (inputs.get("versioning") or {}).get("enabled"):
+        yield "versioning must be on"
+    if not inputs.get("uniformBucketLevelAccess"):
+        yield "uniform bucket-level access must be on"
+    if inputs.get("publicAccessPrevention") != "enforced":
+        yield "public access prevention must be enforced"
+    rules = inputs.get("lifecycleRules") or []
+    expires_noncurrent = any(
+        (r.get("action") or {}).get("type") == "Delete"
+        and (
+            (r.get("condition") or {}).get("numNewerVersions")
+            or (r.get("condition") or {}).get("daysSinceNoncurrentTime")
+        )
+        for r in rules
+    )
+    if not expires_noncurrent:
+        yield "a lifecycle rule must delete old noncurrent versions"
+
+
+def no_static_keys(_inputs: Mapping[str, Any]) -> Iterator[str]:
+    yield "service account keys are forbidden: use Workload Identity"
+
+
+# --- Kubernetes --------------------------------------------------------------------------
+
+
+def _pod_spec(job_inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+    return ((job_inputs.get("spec") or {}).get("template") or {}).get("spec") or {}
+
+
+def job_preemption_safe(inputs: Mapping[str, Any]) -> Iterator[str]:
+    spec = inputs.get("spec") or {}
+    pod = _pod_spec(inputs)
+    if pod.get("restartPolicy") != "Never":
+        yield "restartPolicy must be Never: a preempted pod is replaced, not restarted in place"
+    rules = (spec.get("podFailurePolicy") or {}).get("rules") or []
+    ignores_disruption = any(
+        r.get("action") == "Ignore"
+        and any(c.get("type") == "DisruptionTarget" for c in r.get("onPodConditions") or [])
+        for r in rules
+    )
+    if not ignores_disruption:
+        yield "podFailurePolicy must Ignore DisruptionTarget so preemptions keep backoffLimit"
+    if scheduling.tolerates(pod.get("tolerations") or [], scheduling.GPU_TAINT):
+        for container in pod.get("containers") or []:
+            limits = (container.get("resources") or {}).get("limits") or {}
+            if not limits.get(scheduling.GPU_RESOURCE):
+                yield f"container {container.get('name')} targets GPU nodes without a GPU limit"
+
+
+def spot_priority_negative(inputs: Mapping[str, Any]) -> Iterator[str]:
+    name = (inputs.get("metadata") or {}).get("name")
+    if name == scheduling.SPOT_BATCH_PRIORITY.name and (inputs.get("value") or 0) >= 0:
+        yield "the spot batch PriorityClass must be negative so spot work is preempted first"
+
+
+# --- stack rules -------------------------------------------------------------------------
+
+
+def _cloud(resources: list[PlannedResource]) -> Cloud | None:
+    if any(r.type == CLUSTER for r in resources):
+        return Cloud.GKE
+    return None
+
+
+def bucket_in_cluster_region(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
+    regions = {str(r.inputs.get("location", "")).lower() for r in resources if r.type == CLUSTER}
+    for bucket in (r for r in resources if r.type == BUCKET):
+        location = str(bucket.inputs.get("location", "")).lower()
+        if regions and location not in regions:
+            yield bucket.name, f"bucket in {location}, cluster in {', '.join(sorted(regions))}"
+
+
+def job_fits_preemption_notice(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
+    cloud = _cloud(resources)
+    priorities = {
+        (r.inputs.get("metadata") or {}).get("name"): r.inputs.get("value")
+        for r in resources
+        if r.type == PRIORITY_CLASS
+    }
+    spot_taint = scheduling.contract(scheduling.PoolClass.SPOT_GPU).taints[0]
+    for job in (r for r in resources if r.type == JOB):
+        pod = _pod_spec(job.inputs)
+        grace = pod.get("terminationGracePeriodSeconds", 30)
+        if cloud and grace > PREEMPTION_NOTICE_SECONDS[cloud]:
+            yield (
+                job.name,
+                (
+                    f"terminationGracePeriodSeconds {grace} exceeds the {cloud.value} preemption "
+                    f"notice of {PREEMPTION_NOTICE_SECONDS[cloud]} s; the final save would be lost"
+                ),
+            )
+        if scheduling.tolerates(pod.get("tolerations") or [], spot_taint):
+            value = priorities.get(pod.get("priorityClassName"))
+            if value is None or value >= 0:
+                yield job.name, "work on spot capacity must use a negative-value PriorityClass"
+
+
+def bucket_access_scoped(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
+    for grant in (r for r in resources if r.type == PROJECT_IAM_MEMBER):
+        role = str(grant.inputs.get("role", ""))
+        if role.startswith("roles/storage."):
+            yield grant.name, f"{role} granted project-wide; grant it on the checkpoint bucket"
+
+
+RESOURCE_RULES: tuple[ResourceRule, ...] = (
+    ResourceRule(
+        "gke-system-pool-on-demand",
+        "System pool is on-demand and tainted.",
+        NODE_POOL,
+        system_pool_on_demand,
+    ),
+    ResourceRule(
+        "gke-spot-pool-isolated",
+        "Spot pools are tainted and find capacity anywhere.",
+        NODE_POOL,
+        spot_pool_isolated,
+    ),
+    ResourceRule(
+        "gke-gpu-driver-managed", "GKE installs the GPU driver.", NODE_POOL, gpu_driver_managed
+    ),
+    ResourceRule(
+        "gke-flex-start-settings",
+        "Flex-start pools meet GKE's requirements.",
+        NODE_POOL,
+        flex_start_settings,
+    ),
+    ResourceRule(
+        "gke-node-metadata-server",
+        "Nodes serve Workload Identity.",
+        NODE_POOL,
+        node_metadata_server,
+    ),
+    ResourceRule(
+        "gke-workload-identity",
+        "Cluster has Workload Identity, no default pool.",
+        CLUSTER,
+        cluster_workload_identity,
+    ),
+    ResourceRule(
+        "gcs-bucket-hardened",
+        "Checkpoint bucket is versioned and private.",
+        BUCKET,
+        bucket_hardened,
+    ),
+    ResourceRule(
+        "gcp-no-static-keys", "No service account keys.", SERVICE_ACCOUNT_KEY, no_static_keys
+    ),
+    ResourceRule("k8s-job-preemption-safe", "Jobs survive preemption.", JOB, job_preemption_safe),
+    ResourceRule(
+        "k8s-spot-priority-negative",
+        "Spot work is preempted first.",
+        PRIORITY_CLASS,
+        spot_priority_negative,
+    ),
+)
+
+STACK_RULES: tuple[StackRule, ...] = (
+    StackRule(
+        "bucket-in-cluster-region",
+        "Checkpoints stay in the cluster's region.",
+        bucket_in_cluster_region,
+    ),
+    StackRule(
+        "job-fits-preemption-notice",
+        "Grace periods and priorities fit spot.",
+        job_fits_preemption_notice,
+    ),
+    StackRule(
+        "bucket-access-scoped",
+        "Storage roles are granted on the bucket only.",
+        bucket_access_scoped,
+    ),
+)
+
+
+def evaluate(resources: list[PlannedResource]) -> list[Violation]:
+    """Every violation of every rule over a whole stack's resources."""
+    violations = [
+        Violation(rule.name, resource.name, message)
+        for resource in resources
+        for rule in RESOURCE_RULES
+        if rule.resource_type == resource.type
+        for message in rule.check(resource.inputs)
+    ]
+    violations += [
+        Violation(rule.name, name, message)
+        for rule in STACK_RULES
+        for name, message in rule.check(resources)
+    ]
+    return violations

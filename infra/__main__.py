@@ -1,0 +1,5 @@
+"""The spotproof Pulumi program: `pulumi up -s gke-dev` runs this file."""
+
+from spotproof.program import main
+
+main()
