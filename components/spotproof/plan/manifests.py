@@ -9,17 +9,30 @@ from typing import Any
 import kubernetes_validate
 import yaml
 
-from spotproof.plan.recorder import Recording, Resource
+from spotproof.plan.recorder import Recording, Resource, reveal
 from spotproof.policy import Violation
 
 SCHEMA_POLICY = "kubernetes-schema"
 
 
+# Keys that read best first; the rest follow alphabetically. The engine's wire format
+# does not keep the order a program wrote them in, so a stable order is imposed here.
+_LEADING_KEYS = ("apiVersion", "kind", "metadata", "name", "namespace", "key", "type", "spec")
+
+
+def _ordered(value: Any) -> Any:
+    if isinstance(value, dict):
+        rank = {key: index for index, key in enumerate(_LEADING_KEYS)}
+        keys = sorted(value, key=lambda k: (rank.get(k, len(rank)), k))
+        return {key: _ordered(value[key]) for key in keys}
+    if isinstance(value, list):
+        return [_ordered(item) for item in value]
+    return value
+
+
 def manifest(resource: Resource) -> dict[str, Any]:
-    """The object as ``kubectl apply`` would receive it, top-level keys in the usual order."""
-    inputs = dict(resource.inputs)
-    ordered = {key: inputs.pop(key) for key in ("apiVersion", "kind", "metadata") if key in inputs}
-    return {**ordered, **inputs}
+    """The object as ``kubectl apply`` would receive it."""
+    return _ordered(reveal(resource.inputs))
 
 
 def describe(obj: dict[str, Any]) -> str:
@@ -28,12 +41,45 @@ def describe(obj: dict[str, Any]) -> str:
     return f"{obj.get('kind')}/{namespace}{metadata.get('name')}"
 
 
+# The order ``kubectl apply -f DIR`` should see them in: what others refer to comes first.
+_INSTALL_ORDER = (
+    "Namespace",
+    "CustomResourceDefinition",
+    "PriorityClass",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "Secret",
+    "ConfigMap",
+    "PodDisruptionBudget",
+    "Service",
+    "DaemonSet",
+    "Deployment",
+    "StatefulSet",
+    "Job",
+    "CronJob",
+)
+
+
+def ordered_objects(recording: Recording) -> list[dict[str, Any]]:
+    """Every Kubernetes object, in install order, then by namespace and name."""
+
+    def key(obj: dict[str, Any]) -> tuple[int, str, str]:
+        kind = str(obj.get("kind"))
+        rank = _INSTALL_ORDER.index(kind) if kind in _INSTALL_ORDER else len(_INSTALL_ORDER)
+        metadata = obj.get("metadata") or {}
+        return rank, str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+
+    return sorted((manifest(r) for r in recording.kubernetes_objects()), key=key)
+
+
 def write(recording: Recording, out_dir: Path) -> list[Path]:
-    """One YAML file per object, numbered in registration order (dependencies first)."""
+    """One YAML file per object, numbered in install order."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for index, resource in enumerate(recording.kubernetes_objects(), start=1):
-        obj = manifest(resource)
+    for index, obj in enumerate(ordered_objects(recording), start=1):
         metadata = obj.get("metadata") or {}
         parts = [obj.get("kind", "object"), metadata.get("namespace"), metadata.get("name")]
         slug = re.sub(r"[^a-z0-9.-]+", "-", "-".join(p for p in parts if p).lower())

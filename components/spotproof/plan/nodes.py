@@ -15,7 +15,9 @@ GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
 
 
 def node_shapes(recording: Recording) -> list[scheduling.NodeShape]:
-    return [_gke_pool(resource.inputs) for resource in recording.of_type(GKE_NODE_POOL)]
+    """Sorted by pool name: registration order under mocks depends on timing."""
+    shapes = [_gke_pool(resource.inputs) for resource in recording.of_type(GKE_NODE_POOL)]
+    return sorted(shapes, key=lambda shape: shape.pool)
 
 
 def _gke_pool(inputs: dict) -> scheduling.NodeShape:

@@ -35,6 +35,9 @@ class Resource:
     custom: bool
     inputs: dict[str, Any]
     provider: str | None = None
+    protect: bool = False
+    """Pulumi refuses to delete it (``protect=True``)."""
+    replace_on_changes: tuple[str, ...] = ()
 
     @property
     def is_kubernetes(self) -> bool:
@@ -85,16 +88,39 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     custom=bool(request.custom),
                     inputs=whole_numbers(inputs),
                     provider=request.provider or None,
+                    protect=bool(request.protect),
+                    replace_on_changes=tuple(request.replaceOnChanges),
                 )
             )
         return response
 
 
+@dataclass(frozen=True)
+class Secret:
+    """An input the program marked secret; reports show it redacted."""
+
+    value: Any
+
+
+def reveal(value: Any) -> Any:
+    """``value`` with every :class:`Secret` unwrapped (for manifests a user asked to write)."""
+    if isinstance(value, Secret):
+        return reveal(value.value)
+    if isinstance(value, Mapping):
+        return {k: reveal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [reveal(v) for v in value]
+    return value
+
+
 def whole_numbers(value: Any) -> Any:
-    """Mock inputs carry every number as a float; Kubernetes and cloud APIs want ints back."""
+    """Mock inputs carry every number as a float; Kubernetes and cloud APIs want ints back.
+    Secrets arrive wrapped in the wire format's signature object; they become :class:`Secret`."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, Mapping):
+        if value.get(pulumi.runtime.rpc._special_sig_key) == pulumi.runtime.rpc._special_secret_sig:
+            return Secret(whole_numbers(value.get("value")))
         return {k: whole_numbers(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [whole_numbers(v) for v in value]
@@ -156,6 +182,9 @@ def record(
     os.environ.setdefault("PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION", "true")
     pulumi.runtime.settings.SETTINGS.rpc_manager.clear()
     pulumi.runtime.settings.SETTINGS.outputs.clear()
+    # set_mocks only creates a Stack when none exists; a second plan in the same process
+    # must not hang its resources under the first plan's stack.
+    pulumi.runtime.settings.ROOT.set(None)
     pulumi_mocks.set_mocks(
         mocks,
         project=project,

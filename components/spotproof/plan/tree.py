@@ -16,7 +16,9 @@ def render(recording: Recording) -> str:
     rows: list[tuple[str, str]] = [("pulumi:pulumi:Stack", stack_name)]
 
     def walk(parent: str | None, prefix: str) -> None:
-        children = by_parent.get(parent, [])
+        # Resources before sub-components, then by type and name: registration order under
+        # mocks follows input resolution and is not stable from run to run.
+        children = sorted(by_parent.get(parent, []), key=lambda r: (not r.custom, r.type, r.name))
         for index, child in enumerate(children):
             last = index == len(children) - 1
             rows.append((f"{prefix}{'└─ ' if last else '├─ '}{child.type}", child.name))

@@ -77,7 +77,7 @@ def workloads(recording: Recording) -> list[Workload]:
                 pod_spec,
             )
         )
-    return found
+    return sorted(found, key=lambda w: (w.kind, w.namespace, w.name))
 
 
 def _class_of(node: scheduling.NodeShape) -> str | None:
@@ -144,9 +144,14 @@ def check(recording: Recording, nodes: list[scheduling.NodeShape]) -> list[Viola
     return violations
 
 
+REFERENCE_ADD_ON = Workload(
+    "platform-add-ons", "Pod", "kube-system", "reference-add-on", scheduling.reference_system_pod()
+)
+
+
 def placements(recording: Recording, nodes: list[scheduling.NodeShape]) -> dict[str, list[str]]:
-    """Which pools each workload fits, for the report."""
+    """Which pools each workload fits (and the platform's add-ons), for the report."""
     return {
         w.label: [n.pool for n in nodes if not scheduling.misfits(w.pod_spec, n)]
-        for w in workloads(recording)
+        for w in [*workloads(recording), REFERENCE_ADD_ON]
     }

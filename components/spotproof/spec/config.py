@@ -53,15 +53,19 @@ _MISSING: Any = object()
 class _Object:
     """One config object being read; remembers which keys were read to reject the rest."""
 
-    def __init__(self, key: str, raw: Any) -> None:
+    def __init__(self, key: str, raw: Any, separator: str = ".") -> None:
         raw = _decode(raw)
         if not isinstance(raw, Mapping):
             raise SpecError(key, raw, "expected an object", "a mapping of field names to values")
         self.key, self.raw, self.known = key, raw, set[str]()
+        self.separator = separator  # ":" between a config namespace and its keys
+
+    def key_of(self, name: str) -> str:
+        return f"{self.key}{self.separator}{name}"
 
     def field(self, name: str, parse: Callable[[str, Any], T], default: Any = _MISSING) -> T:
         self.known.add(name)
-        key = f"{self.key}.{name}"
+        key = self.key_of(name)
         if name not in self.raw or self.raw[name] is None:
             if default is _MISSING:
                 raise SpecError(key, None, "required", "a value")
@@ -71,13 +75,13 @@ class _Object:
     def section(self, name: str, parse: Callable[[str, Any], T]) -> T:
         """A nested object whose fields all have defaults: absent reads as ``{}``."""
         self.known.add(name)
-        return parse(f"{self.key}.{name}", self.raw.get(name) or {})
+        return parse(self.key_of(name), self.raw.get(name) or {})
 
     def finish(self) -> None:
         for name in self.raw:
             if name not in self.known:
                 raise SpecError(
-                    f"{self.key}.{name}",
+                    self.key_of(name),
                     self.raw[name],
                     "unknown field",
                     ", ".join(sorted(self.known)),
@@ -435,8 +439,8 @@ def fleet_from_config(stack: str, config: Mapping[str, Any]) -> FleetSpec:
     top = _Object(
         NAMESPACE,
         {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{NAMESPACE}:")},
+        separator=":",
     )
-    top.key = NAMESPACE
     cloud = Cloud(top.field("cloud", choice(tuple(c.value for c in SUPPORTED_CLOUDS))))
     project = text(_GCP_PROJECT, "a GCP project id")(
         "gcp:project", config.get("gcp:project") or _missing("gcp:project", "a GCP project id")

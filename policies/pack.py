@@ -1,0 +1,58 @@
+"""CrossGuard wrappers around ``spotproof.policy``: one Pulumi policy per spotproof rule.
+
+Kept apart from ``__main__.py`` because constructing a ``PolicyPack`` starts serving it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from spotproof import policy
+
+
+@dataclass
+class _Planned:
+    """A CrossGuard resource in the shape spotproof's rules read."""
+
+    type: str
+    name: str
+    inputs: dict[str, Any]
+
+
+def _resource_policy(rule: policy.ResourceRule) -> ResourceValidationPolicy:
+    def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
+        if args.resource_type == rule.resource_type:
+            for message in rule.check(dict(args.props)):
+                report(message, args.urn)
+
+    return ResourceValidationPolicy(rule.name, rule.description, validate)
+
+
+def _stack_policy(rule: policy.StackRule) -> StackValidationPolicy:
+    def validate(args: StackValidationArgs, report: ReportViolation) -> None:
+        planned = [_Planned(r.resource_type, r.name, dict(r.props)) for r in args.resources]
+        urns = {r.name: r.urn for r in args.resources}
+        for name, message in rule.check(planned):
+            report(message, urns.get(name))
+
+    return StackValidationPolicy(rule.name, rule.description, validate)
+
+
+def policies() -> list[ResourceValidationPolicy | StackValidationPolicy]:
+    return [
+        *(_resource_policy(rule) for rule in policy.RESOURCE_RULES),
+        *(_stack_policy(rule) for rule in policy.STACK_RULES),
+    ]
+
+
+ENFORCEMENT = EnforcementLevel.MANDATORY

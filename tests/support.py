@@ -1,0 +1,33 @@
+"""Helpers the tests share: real plans, stack configs, the CLI run in-process."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from spotproof import cli
+from spotproof.plan import PlanResult, run_plan
+
+REPO = Path(__file__).resolve().parents[1]
+_PLANS: dict[str, PlanResult] = {}
+
+
+def plan_of(stack: str) -> PlanResult:
+    """A private copy of the real plan of ``stack``: tests may mutate it freely."""
+    if stack not in _PLANS:
+        _PLANS[stack] = run_plan(stack, REPO)
+    return copy.deepcopy(_PLANS[stack])
+
+
+def stack_config(stack: str) -> dict[str, Any]:
+    return yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err

@@ -1,0 +1,218 @@
+"""What the GKE components render, read from the recorded registrations of real stacks."""
+
+from __future__ import annotations
+
+import pulumi
+
+from spotproof.gke import CheckpointBucket, CheckpointBucketArgs
+from spotproof.gke.names import service_account_id
+from spotproof.plan import PlanResult
+from spotproof.plan.recorder import Secret, record
+from spotproof.spec import fleet_from_config
+from tests.support import stack_config
+
+POOL = "gcp:container/nodePool:NodePool"
+CLUSTER = "gcp:container/cluster:Cluster"
+BUCKET = "gcp:storage/bucket:Bucket"
+
+
+def _pool(plan: PlanResult, name: str) -> dict:
+    return plan.recording.one(POOL, f"{plan.spec.stack}-{name}").inputs
+
+
+def test_cluster_is_regional_without_default_pool_and_with_workload_identity(
+    gke_dev: PlanResult,
+) -> None:
+    cluster = gke_dev.recording.one(CLUSTER, "gke-dev").inputs
+    assert cluster["location"] == "us-central1"
+    assert cluster["removeDefaultNodePool"] is True
+    assert cluster["workloadIdentityConfig"] == {"workloadPool": "spotproof-dev.svc.id.goog"}
+    assert cluster["minMasterVersion"] == "1.33"
+
+
+def test_autoprovisioning_limits_gpus_by_accelerator_name(gke_dev: PlanResult) -> None:
+    autoscaling = gke_dev.recording.one(CLUSTER, "gke-dev").inputs["clusterAutoscaling"]
+    assert autoscaling["enabled"] is True
+    limits = {limit["resourceType"]: limit["maximum"] for limit in autoscaling["resourceLimits"]}
+    assert limits == {"cpu": 128, "memory": 512, "nvidia-l4": 8, "nvidia-tesla-t4": 8}
+    assert autoscaling["autoProvisioningDefaults"]["serviceAccount"].startswith("gke-dev-nodes@")
+
+
+def test_system_pool_is_on_demand_and_tainted_critical_addons_only(gke_dev: PlanResult) -> None:
+    pool = _pool(gke_dev, "system")
+    config = pool["nodeConfig"]
+    assert config["spot"] is False
+    assert config["taints"] == [
+        {"key": "CriticalAddonsOnly", "value": "true", "effect": "NO_SCHEDULE"}
+    ]
+    assert config["labels"] == {"spotproof.dev/pool-class": "system"}
+    assert pool["autoscaling"]["minNodeCount"] == 1
+
+
+def test_spot_pool_is_spot_tainted_in_gcp_spelling_and_scales_from_zero_anywhere(
+    gke_dev: PlanResult,
+) -> None:
+    pool = _pool(gke_dev, "l4-spot")
+    config = pool["nodeConfig"]
+    assert config["spot"] is True
+    assert config["machineType"] == "g2-standard-8"
+    assert config["taints"] == [
+        {"key": "spotproof.dev/capacity", "value": "spot", "effect": "NO_SCHEDULE"},
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"},
+    ]
+    assert pool["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 4, "locationPolicy": "ANY"}
+    assert pool["initialNodeCount"] == 0
+
+
+def test_gpu_pools_declare_accelerators_with_managed_driver(gke_dev: PlanResult) -> None:
+    accelerators = _pool(gke_dev, "t4-spot")["nodeConfig"]["guestAccelerators"]
+    assert accelerators == [
+        {
+            "type": "nvidia-tesla-t4",
+            "count": 1,
+            "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"},
+        }
+    ]
+
+
+def test_each_gpu_machine_type_is_its_own_pool(gke_prod: PlanResult) -> None:
+    machine_types = {
+        r.inputs["name"]: r.inputs["nodeConfig"]["machineType"]
+        for r in gke_prod.recording.of_type(POOL)
+        if r.inputs["nodeConfig"].get("spot")
+    }
+    assert machine_types == {
+        "l4x4-spot": "g2-standard-48",
+        "a100-spot": "a2-highgpu-1g",
+        "a100x2-spot": "a2-highgpu-2g",
+        "h100-spot": "a3-highgpu-8g",
+    }
+
+
+def test_on_demand_fallback_pool_is_not_spot_and_balances_zones(gke_dev: PlanResult) -> None:
+    pool = _pool(gke_dev, "l4-ondemand")
+    assert pool["nodeConfig"]["spot"] is False
+    assert pool["nodeConfig"]["labels"] == {"spotproof.dev/pool-class": "on-demand-gpu"}
+    assert pool["autoscaling"]["locationPolicy"] == "BALANCED"
+
+
+def test_flex_start_pool_meets_gke_requirements(gke_dev: PlanResult) -> None:
+    pool = _pool(gke_dev, "a100-flex")
+    config = pool["nodeConfig"]
+    assert config["flexStart"] is True
+    assert config["maxRunDuration"] == "86400s"
+    assert config["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+    assert pool["management"]["autoRepair"] is False
+    assert pool["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 2, "locationPolicy": "ANY"}
+    assert "queuedProvisioning" not in pool
+
+
+def test_queued_provisioning_is_enabled_when_asked(gke_prod: PlanResult) -> None:
+    assert _pool(gke_prod, "h100-flex")["queuedProvisioning"] == {"enabled": True}
+
+
+def test_zones_pin_a_pool_to_those_zones(gke_prod: PlanResult) -> None:
+    assert _pool(gke_prod, "h100-spot")["nodeLocations"] == ["us-central1-a", "us-central1-c"]
+
+
+def test_every_pool_runs_the_gke_metadata_server(gke_dev: PlanResult) -> None:
+    for pool in gke_dev.recording.of_type(POOL):
+        assert pool.inputs["nodeConfig"]["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
+
+
+def test_bucket_is_regional_versioned_private_and_expires_noncurrent_versions(
+    gke_dev: PlanResult,
+) -> None:
+    bucket = gke_dev.recording.one(BUCKET, "gke-dev-checkpoints-bucket").inputs
+    assert bucket["name"] == "spotproof-dev-gke-dev-checkpoints"
+    assert bucket["location"] == "US-CENTRAL1"
+    assert bucket["versioning"] == {"enabled": True}
+    assert bucket["uniformBucketLevelAccess"] is True
+    assert bucket["publicAccessPrevention"] == "enforced"
+    conditions = [rule["condition"] for rule in bucket["lifecycleRules"]]
+    assert {"numNewerVersions": 2, "withState": "ARCHIVED"} in conditions
+    assert {"daysSinceNoncurrentTime": 3, "withState": "ARCHIVED"} in conditions
+    assert bucket["forceDestroy"] is True
+
+
+def test_prod_bucket_and_cluster_are_protected(gke_prod: PlanResult) -> None:
+    bucket = gke_prod.recording.one(BUCKET, "gke-prod-checkpoints-bucket")
+    cluster = gke_prod.recording.one(CLUSTER, "gke-prod")
+    assert bucket.protect and cluster.protect
+    assert bucket.inputs["forceDestroy"] is False
+    assert cluster.inputs["deletionProtection"] is True
+
+
+def test_trainer_may_write_objects_of_this_bucket_only(gke_dev: PlanResult) -> None:
+    grant = gke_dev.recording.one(
+        "gcp:storage/bucketIAMMember:BucketIAMMember", "gke-dev-checkpoints-trainer-objects"
+    ).inputs
+    assert grant == {
+        "bucket": "spotproof-dev-gke-dev-checkpoints",
+        "role": "roles/storage.objectUser",
+        "member": "serviceAccount:gke-dev-trainer@spotproof-dev.iam.gserviceaccount.com",
+    }
+    project_roles = [
+        r.inputs["role"] for r in gke_dev.recording.of_type("gcp:projects/iAMMember:IAMMember")
+    ]
+    assert not any(role.startswith("roles/storage.") for role in project_roles)
+
+
+def test_kubernetes_service_account_impersonates_the_trainer_through_workload_identity(
+    gke_dev: PlanResult,
+) -> None:
+    binding = gke_dev.recording.one(
+        "gcp:serviceaccount/iAMMember:IAMMember", "gke-dev-checkpoints-trainer-workload-identity"
+    ).inputs
+    assert binding["role"] == "roles/iam.workloadIdentityUser"
+    assert (
+        binding["member"] == "serviceAccount:spotproof-dev.svc.id.goog[spotproof/spotproof-trainer]"
+    )
+    assert not gke_dev.recording.of_type("gcp:serviceaccount/key:Key")
+
+
+def test_kubernetes_objects_use_the_provider_built_from_the_cluster(gke_dev: PlanResult) -> None:
+    provider = gke_dev.recording.one("pulumi:providers:kubernetes", "gke-dev-kubernetes")
+    kubeconfig = provider.inputs["kubeconfig"]
+    assert isinstance(kubeconfig, Secret)
+    assert "gke-gcloud-auth-plugin" in kubeconfig.value
+    for obj in gke_dev.recording.kubernetes_objects():
+        assert obj.provider and obj.provider.startswith(provider.urn), obj.name
+
+
+def test_stack_exports_what_a_user_needs(gke_dev: PlanResult) -> None:
+    outputs = gke_dev.recording.outputs
+    assert outputs["cluster_name"] == "gke-dev"
+    assert outputs["checkpoint_bucket_url"] == "gs://spotproof-dev-gke-dev-checkpoints"
+    assert outputs["pool_names"] == ["system", "l4-spot", "t4-spot", "l4-ondemand", "a100-flex"]
+    assert "certificate-authority-data" in outputs["kubeconfig"]
+
+
+def test_checkpoint_bucket_component_parents_its_children() -> None:
+    spec = fleet_from_config("gke-dev", stack_config("gke-dev"))
+
+    def program() -> None:
+        bucket = CheckpointBucket("ckpt", CheckpointBucketArgs(spec, "team-a", "trainer"))
+        pulumi.export("url", bucket.url)
+
+    recording = record(program, stack="gke-dev", project="spotproof")
+    component = recording.one("spotproof:gke:CheckpointBucket", "ckpt")
+    assert {r.type for r in recording.children(component)} == {
+        BUCKET,
+        "gcp:serviceaccount/account:Account",
+        "gcp:storage/bucketIAMMember:BucketIAMMember",
+        "gcp:serviceaccount/iAMMember:IAMMember",
+    }
+    binding = recording.one(
+        "gcp:serviceaccount/iAMMember:IAMMember", "ckpt-trainer-workload-identity"
+    )
+    assert binding.inputs["member"].endswith("[team-a/trainer]")
+    assert recording.outputs["url"] == "gs://spotproof-dev-gke-dev-checkpoints"
+
+
+def test_service_account_ids_fit_gcp_limits_and_stay_stable() -> None:
+    long_stack = "gke-a-very-long-environment-name-01"
+    account = service_account_id(long_stack, "trainer")
+    assert len(account) <= 30 and account.endswith("-trainer")
+    assert account == service_account_id(long_stack, "trainer")
+    assert service_account_id("gke-dev", "nodes") == "gke-dev-nodes"

@@ -1,0 +1,186 @@
+"""The cloud-neutral Kubernetes layer: the smoke-test Job, PriorityClasses, the PDB, the
+service account, as rendered for a real stack."""
+
+from __future__ import annotations
+
+import pulumi
+
+from spotproof import scheduling
+from spotproof.kube import ClusterBaseline, ClusterBaselineArgs, SmokeTestJob, SmokeTestJobArgs
+from spotproof.plan import PlanResult
+from spotproof.plan.recorder import record
+from spotproof.runtime import exit_codes
+from spotproof.spec import PoolClass, SmokeTest
+
+JOB = "kubernetes:batch/v1:Job"
+
+
+def _job(plan: PlanResult) -> dict:
+    return plan.recording.one(JOB, f"{plan.spec.stack}-smoke-job").inputs
+
+
+def _pod(plan: PlanResult) -> dict:
+    return _job(plan)["spec"]["template"]["spec"]
+
+
+def test_job_never_restarts_in_place(gke_dev: PlanResult) -> None:
+    assert _pod(gke_dev)["restartPolicy"] == "Never"
+
+
+def test_preemptions_do_not_use_up_the_backoff_limit(gke_dev: PlanResult) -> None:
+    spec = _job(gke_dev)["spec"]
+    assert spec["backoffLimit"] == 3
+    assert spec["podFailurePolicy"]["rules"] == [
+        {
+            "action": "FailJob",
+            "onExitCodes": {
+                "containerName": "trainer",
+                "operator": "In",
+                "values": [exit_codes.BAD_CONFIG],
+            },
+        },
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        {
+            "action": "Ignore",
+            "onExitCodes": {
+                "containerName": "trainer",
+                "operator": "In",
+                "values": [exit_codes.PREEMPTED],
+            },
+        },
+    ]
+
+
+def test_grace_period_fits_gke_notice_for_non_system_pods(gke_dev: PlanResult) -> None:
+    assert _pod(gke_dev)["terminationGracePeriodSeconds"] == 15
+
+
+def test_trainer_gets_its_whole_configuration_from_the_environment(gke_dev: PlanResult) -> None:
+    container = _pod(gke_dev)["containers"][0]
+    assert container["command"] == ["python", "-m", "spotproof.smoke.train"]
+    assert {e["name"]: e["value"] for e in container["env"]} == {
+        "CHECKPOINT_URL": "gs://spotproof-dev-gke-dev-checkpoints/checkpoints/smoke",
+        "CHECKPOINT_INTERVAL": "50",
+        "TOTAL_STEPS": "2000",
+        "SEED": "0",
+        "MODEL_MB": "64",
+    }
+
+
+def test_gpu_limit_is_declared(gke_dev: PlanResult) -> None:
+    limits = _pod(gke_dev)["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == 1
+
+
+def test_job_tolerates_exactly_the_taints_of_its_target_pools(gke_dev: PlanResult) -> None:
+    pod = _pod(gke_dev)
+    spot_pool_taints = {
+        (t["key"], t["value"])
+        for r in gke_dev.recording.of_type("gcp:container/nodePool:NodePool")
+        if r.inputs["nodeConfig"].get("spot")
+        for t in r.inputs["nodeConfig"]["taints"]
+    }
+    assert {(t["key"], t["value"]) for t in pod["tolerations"]} == spot_pool_taints
+    assert all(t["effect"] == "NoSchedule" for t in pod["tolerations"])
+
+
+def test_job_selects_the_spot_class_and_its_gpu_models(gke_dev: PlanResult) -> None:
+    pod = _pod(gke_dev)
+    assert pod["nodeSelector"] == {"spotproof.dev/pool-class": "spot-gpu"}
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"][0]["matchExpressions"] == [
+        {
+            "key": "cloud.google.com/gke-accelerator",
+            "operator": "In",
+            "values": ["nvidia-l4", "nvidia-tesla-t4"],
+        }
+    ]
+    assert pod["priorityClassName"] == "spotproof-spot-batch"
+
+
+def test_job_passes_the_restricted_pod_security_standard(gke_dev: PlanResult) -> None:
+    pod = _pod(gke_dev)
+    container = pod["containers"][0]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    namespace = gke_dev.recording.one("kubernetes:core/v1:Namespace", "gke-dev-baseline-namespace")
+    assert (
+        namespace.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    )
+
+
+def test_job_is_replaced_rather_than_patched(gke_dev: PlanResult) -> None:
+    job = gke_dev.recording.one(JOB, "gke-dev-smoke-job")
+    assert job.replace_on_changes == ("spec",)
+
+
+def test_spot_batch_priority_is_negative_and_does_not_preempt(gke_dev: PlanResult) -> None:
+    classes = {
+        r.inputs["metadata"]["name"]: r.inputs
+        for r in gke_dev.recording.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")
+    }
+    assert classes["spotproof-spot-batch"]["value"] < 0
+    assert classes["spotproof-spot-batch"]["preemptionPolicy"] == "Never"
+    assert classes["spotproof-platform"]["value"] > classes["spotproof-training"]["value"] > 0
+    assert not any(c["globalDefault"] for c in classes.values())
+
+
+def test_disruption_budget_guards_the_trainer_pods(gke_dev: PlanResult) -> None:
+    pdb = gke_dev.recording.one(
+        "kubernetes:policy/v1:PodDisruptionBudget", "gke-dev-smoke-pdb"
+    ).inputs
+    template_labels = _job(gke_dev)["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["maxUnavailable"] == 0
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= template_labels.items()
+
+
+def test_service_account_is_bound_to_the_trainer_identity(gke_dev: PlanResult) -> None:
+    account = gke_dev.recording.one("kubernetes:core/v1:ServiceAccount", "gke-dev-smoke-sa").inputs
+    assert account["metadata"]["annotations"] == {
+        "iam.gke.io/gcp-service-account": "gke-dev-trainer@spotproof-dev.iam.gserviceaccount.com"
+    }
+    assert _pod(gke_dev)["serviceAccountName"] == account["metadata"]["name"]
+
+
+def test_smoke_job_on_flex_start_selects_flex_nodes_and_runs_at_training_priority() -> None:
+    def program() -> None:
+        provider = pulumi.ProviderResource("kubernetes", "k8s", {"kubeconfig": "{}"})
+        SmokeTestJob(
+            "smoke",
+            SmokeTestJobArgs(
+                smoke=SmokeTest(target=PoolClass.FLEX_START),
+                namespace="ml",
+                checkpoint_url="gs://b/ckpt",
+                accelerators=["nvidia-h100-80gb"],
+            ),
+            opts=pulumi.ResourceOptions(provider=provider),
+        )
+
+    pod = (
+        record(program, stack="s", project="p")
+        .one(JOB, "smoke-job")
+        .inputs["spec"]["template"]["spec"]
+    )
+    assert pod["nodeSelector"] == {
+        "cloud.google.com/gke-flex-start": "true",
+        "cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
+    }
+    assert pod["priorityClassName"] == scheduling.TRAINING_PRIORITY.name
+    assert {t["value"] for t in pod["tolerations"]} == {"flex-start", "present"}
+
+
+def test_baseline_creates_namespace_and_every_priority_class() -> None:
+    def program() -> None:
+        ClusterBaseline("base", ClusterBaselineArgs(namespace="ml", pod_security="baseline"))
+
+    recording = record(program, stack="s", project="p")
+    namespace = recording.one("kubernetes:core/v1:Namespace", "base-namespace").inputs
+    assert namespace["metadata"]["name"] == "ml"
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    names = {
+        r.inputs["metadata"]["name"]
+        for r in recording.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")
+    }
+    assert names == {p.name for p in scheduling.PRIORITY_CLASSES}

@@ -1,0 +1,201 @@
+"""Each policy rule passes on the real plan and fails, naming the resource, when the one
+setting it guards is broken. The CrossGuard pack reports the same violations."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from spotproof import policy
+from spotproof.plan import PlanResult
+from tests.support import REPO, plan_of
+
+POOL = "gcp:container/nodePool:NodePool"
+
+
+def _mutate(
+    type_: str, name: str, change: Callable[[dict[str, Any]], None]
+) -> list[policy.Violation]:
+    plan = plan_of("gke-dev")
+    change(plan.recording.one(type_, name).inputs)
+    return policy.evaluate(plan.recording.resources)
+
+
+BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
+    "system pool on spot": (
+        POOL,
+        "gke-dev-system",
+        lambda i: i["nodeConfig"].update(spot=True),
+        "gke-system-pool-on-demand",
+    ),
+    "system pool without its taint": (
+        POOL,
+        "gke-dev-system",
+        lambda i: i["nodeConfig"].update(taints=[]),
+        "gke-system-pool-on-demand",
+    ),
+    "spot pool without the spot taint": (
+        POOL,
+        "gke-dev-t4-spot",
+        lambda i: i["nodeConfig"]["taints"].pop(0),
+        "gke-spot-pool-isolated",
+    ),
+    "spot pool balancing zones": (
+        POOL,
+        "gke-dev-t4-spot",
+        lambda i: i["autoscaling"].update(locationPolicy="BALANCED"),
+        "gke-spot-pool-isolated",
+    ),
+    "GPU without a managed driver": (
+        POOL,
+        "gke-dev-t4-spot",
+        lambda i: i["nodeConfig"]["guestAccelerators"][0].pop("gpuDriverInstallationConfig"),
+        "gke-gpu-driver-managed",
+    ),
+    "flex-start with auto-repair": (
+        POOL,
+        "gke-dev-a100-flex",
+        lambda i: i["management"].update(autoRepair=True),
+        "gke-flex-start-settings",
+    ),
+    "flex-start consuming reservations": (
+        POOL,
+        "gke-dev-a100-flex",
+        lambda i: i["nodeConfig"].pop("reservationAffinity"),
+        "gke-flex-start-settings",
+    ),
+    "pool without the GKE metadata server": (
+        POOL,
+        "gke-dev-l4-spot",
+        lambda i: i["nodeConfig"].pop("workloadMetadataConfig"),
+        "gke-node-metadata-server",
+    ),
+    "cluster without workload identity": (
+        "gcp:container/cluster:Cluster",
+        "gke-dev",
+        lambda i: i.pop("workloadIdentityConfig"),
+        "gke-workload-identity",
+    ),
+    "bucket without versioning": (
+        "gcp:storage/bucket:Bucket",
+        "gke-dev-checkpoints-bucket",
+        lambda i: i.update(versioning={"enabled": False}),
+        "gcs-bucket-hardened",
+    ),
+    "bucket open to the public": (
+        "gcp:storage/bucket:Bucket",
+        "gke-dev-checkpoints-bucket",
+        lambda i: i.update(publicAccessPrevention="inherited"),
+        "gcs-bucket-hardened",
+    ),
+    "bucket keeping noncurrent versions forever": (
+        "gcp:storage/bucket:Bucket",
+        "gke-dev-checkpoints-bucket",
+        lambda i: i.update(lifecycleRules=[]),
+        "gcs-bucket-hardened",
+    ),
+    "bucket in another region": (
+        "gcp:storage/bucket:Bucket",
+        "gke-dev-checkpoints-bucket",
+        lambda i: i.update(location="EU"),
+        "bucket-in-cluster-region",
+    ),
+    "job restarting in place": (
+        "kubernetes:batch/v1:Job",
+        "gke-dev-smoke-job",
+        lambda i: i["spec"]["template"]["spec"].update(restartPolicy="OnFailure"),
+        "k8s-job-preemption-safe",
+    ),
+    "job counting preemptions as failures": (
+        "kubernetes:batch/v1:Job",
+        "gke-dev-smoke-job",
+        lambda i: i["spec"].pop("podFailurePolicy"),
+        "k8s-job-preemption-safe",
+    ),
+    "GPU job without a GPU limit": (
+        "kubernetes:batch/v1:Job",
+        "gke-dev-smoke-job",
+        lambda i: i["spec"]["template"]["spec"]["containers"][0]["resources"].pop("limits"),
+        "k8s-job-preemption-safe",
+    ),
+    "grace period beyond GKE's notice": (
+        "kubernetes:batch/v1:Job",
+        "gke-dev-smoke-job",
+        lambda i: i["spec"]["template"]["spec"].update(terminationGracePeriodSeconds=30),
+        "job-fits-preemption-notice",
+    ),
+    "spot job at a positive priority": (
+        "kubernetes:batch/v1:Job",
+        "gke-dev-smoke-job",
+        lambda i: i["spec"]["template"]["spec"].update(priorityClassName="spotproof-training"),
+        "job-fits-preemption-notice",
+    ),
+    "spot priority class made positive": (
+        "kubernetes:scheduling.k8s.io/v1:PriorityClass",
+        "gke-dev-baseline-spotproof-spot-batch",
+        lambda i: i.update(value=10),
+        "k8s-spot-priority-negative",
+    ),
+    "storage role granted project-wide": (
+        "gcp:projects/iAMMember:IAMMember",
+        "gke-dev-nodes-artifactregistry.reader",
+        lambda i: i.update(role="roles/storage.objectAdmin"),
+        "bucket-access-scoped",
+    ),
+}
+
+
+def test_real_plan_violates_no_rule(gke_dev: PlanResult, gke_prod: PlanResult) -> None:
+    assert policy.evaluate(gke_dev.recording.resources) == []
+    assert policy.evaluate(gke_prod.recording.resources) == []
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_broken_setting_is_reported_by_its_rule(case: str) -> None:
+    type_, name, change, rule = BROKEN[case]
+    violations = _mutate(type_, name, change)
+    # One break may trip a second rule too (a spot system pool is also an untainted spot pool).
+    assert [v.resource for v in violations if v.policy == rule] == [name], violations
+
+
+def test_every_rule_is_exercised_by_a_broken_case() -> None:
+    rules = {r.name for r in policy.RESOURCE_RULES} | {r.name for r in policy.STACK_RULES}
+    assert rules - {"gcp-no-static-keys"} == {case[3] for case in BROKEN.values()}
+
+
+def test_service_account_keys_are_always_a_violation() -> None:
+    [rule] = [r for r in policy.RESOURCE_RULES if r.name == "gcp-no-static-keys"]
+    assert list(rule.check({"serviceAccountId": "x"}))
+
+
+def _load_pack() -> Any:
+    pytest.importorskip("pulumi_policy")
+    spec = importlib.util.spec_from_file_location("spotproof_pack", REPO / "policies" / "pack.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_crossguard_pack_wraps_every_rule() -> None:
+    pack = _load_pack()
+    names = {p.name for p in pack.policies()}
+    assert names == {r.name for r in policy.RESOURCE_RULES} | {r.name for r in policy.STACK_RULES}
+
+
+def test_crossguard_resource_policy_reports_a_broken_pool() -> None:
+    from pulumi_policy import ResourceValidationArgs  # noqa: PLC0415
+
+    pack = _load_pack()
+    [spot_policy] = [p for p in pack.policies() if p.name == "gke-spot-pool-isolated"]
+    pool = plan_of("gke-dev").recording.one(POOL, "gke-dev-l4-spot")
+    pool.inputs["nodeConfig"]["taints"] = []
+    reported: list[str] = []
+    args = ResourceValidationArgs(POOL, pool.inputs, pool.urn, pool.name, None, None)  # type: ignore[arg-type]
+    spot_policy.validate(args, lambda message, urn=None: reported.append(message))
+    assert len(reported) == 1 and "lacks taint spotproof.dev/capacity=spot" in reported[0]

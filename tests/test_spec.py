@@ -1,0 +1,278 @@
+"""The stack config is validated before anything is declared; bad values exit 2 in one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spotproof.catalog import Cloud
+from spotproof.spec import Capacity, PoolClass, SpecError, TaintEffect, fleet_from_config
+from tests.support import REPO, run_cli, stack_config
+
+
+def test_dev_stack_reads_into_a_fleet_with_stated_defaults() -> None:
+    fleet = fleet_from_config("gke-dev", stack_config("gke-dev"))
+    assert fleet.cloud is Cloud.GKE
+    assert fleet.environment == "dev"
+    assert fleet.protect is False
+    assert [p.name for p in fleet.gpu_pools] == ["l4-spot", "t4-spot", "l4-ondemand"]
+    l4 = fleet.gpu_pools[0]
+    assert (l4.gpu_type, l4.gpus_per_node, l4.capacity, l4.min_nodes) == (
+        "nvidia-l4",
+        1,
+        Capacity.SPOT,
+        0,
+    )
+    assert fleet.bucket.name == "spotproof-dev-gke-dev-checkpoints"
+    assert fleet.bucket.location == "us-central1"
+    assert fleet.smoke_test is not None
+    assert fleet.smoke_test.grace_period_seconds == 15  # GKE's notice for non-system pods
+
+
+def test_prod_environment_is_protected_by_default() -> None:
+    assert fleet_from_config("gke-prod", stack_config("gke-prod")).protect is True
+
+
+def test_values_arrive_as_strings_from_the_pulumi_engine() -> None:
+    config = {
+        k: str(v) if not isinstance(v, dict | list) else v
+        for k, v in stack_config("gke-dev").items()
+    }
+    config["spotproof:protect"] = "true"
+    assert fleet_from_config("gke-dev", config).protect is True
+
+
+def test_taint_spelling_is_parsed_into_kubernetes_effects() -> None:
+    config = stack_config("gke-dev")
+    config["spotproof:gpuPools"][0]["extraTaints"] = ["team=research:NoExecute"]
+    taint = fleet_from_config("gke-dev", config).gpu_pools[0].extra_taints[0]
+    assert (taint.key, taint.value, taint.effect) == ("team", "research", TaintEffect.NO_EXECUTE)
+
+
+def test_pools_are_grouped_by_class() -> None:
+    fleet = fleet_from_config("gke-dev", stack_config("gke-dev"))
+    assert [p.name for p in fleet.pools_of(PoolClass.SPOT_GPU)] == ["l4-spot", "t4-spot"]
+    assert [p.name for p in fleet.pools_of(PoolClass.ON_DEMAND_GPU)] == ["l4-ondemand"]
+    assert [p.name for p in fleet.pools_of(PoolClass.FLEX_START)] == ["a100-flex"]
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """A mutation of the dev config: ``path`` like ``spotproof:gpuPools.1.gpusPerNode``."""
+
+    def mutate(config: dict[str, Any]) -> None:
+        key, *rest = path.split(".")
+        if not rest:
+            config[key] = value
+            return
+        node = config[key]
+        for part in rest[:-1]:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        last = rest[-1]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return mutate
+
+
+def _drop(key: str) -> Callable[[dict[str, Any]], None]:
+    return lambda config: config.pop(key)
+
+
+def _both(*mutations: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], None]:
+    def mutate(config: dict[str, Any]) -> None:
+        for mutation in mutations:
+            mutation(config)
+
+    return mutate
+
+
+BAD_INPUT = {
+    "unknown taint effect": (
+        _set("spotproof:gpuPools.0.extraTaints", ["team=a:NoEvict"]),
+        "spotproof:gpuPools[0].extraTaints[0]",
+        "unknown taint effect NoEvict",
+    ),
+    "unknown GPU type": (
+        _set("spotproof:gpuPools.1.gpuType", "nvidia-tesla-k80"),
+        "spotproof:gpuPools[1].gpuType",
+        "nvidia-l4",
+    ),
+    "GPU count an N1 machine cannot carry": (
+        _set("spotproof:gpuPools.1.gpusPerNode", 3),
+        "spotproof:gpuPools[1].gpusPerNode = 3",
+        "allowed: 1, 2, 4",
+    ),
+    "GPU count that contradicts an accelerator-optimized type": (
+        _set("spotproof:gpuPools.0.gpusPerNode", 2),
+        "spotproof:gpuPools[0].gpusPerNode = 2",
+        "carries exactly 1",
+    ),
+    "machine type that carries no GPU": (
+        _set("spotproof:gpuPools.0.machineType", "e2-standard-8"),
+        "spotproof:gpuPools[0].machineType",
+        "not a GPU machine type",
+    ),
+    "negative min nodes": (
+        _set("spotproof:gpuPools.0.minNodes", -1),
+        "spotproof:gpuPools[0].minNodes = -1",
+        ">= 0",
+    ),
+    "max below min": (
+        _set("spotproof:systemPool", {"minNodes": 3, "maxNodes": 2}),
+        "spotproof:systemPool.maxNodes = 2",
+        "below minNodes (3)",
+    ),
+    "system pool that may scale to zero": (
+        _set("spotproof:systemPool", {"minNodes": 0}),
+        "spotproof:systemPool.minNodes = 0",
+        ">= 1",
+    ),
+    "duplicate pool names": (
+        _set("spotproof:gpuPools.1.name", "l4-spot"),
+        "spotproof:gpuPools[1].name = 'l4-spot'",
+        "duplicate pool name",
+    ),
+    "flex-start pool named like a GPU pool": (
+        _set("spotproof:flexStartPool.name", "t4-spot"),
+        "spotproof:flexStartPool.name",
+        "duplicate pool name",
+    ),
+    "bucket in another region": (
+        _set("spotproof:checkpointBucket", {"location": "europe-west4"}),
+        "spotproof:checkpointBucket.location = 'europe-west4'",
+        "allowed: us-central1",
+    ),
+    "grace period longer than GKE's notice": (
+        _set("spotproof:smokeTest.gracePeriodSeconds", 30),
+        "spotproof:smokeTest.gracePeriodSeconds = 30",
+        "<= 15",
+    ),
+    "misspelt top-level key": (
+        _set("spotproof:gpuPool", []),
+        "spotproof:gpuPool",
+        "unknown field",
+    ),
+    "misspelt pool field": (
+        _set("spotproof:gpuPools.0.maxNode", 3),
+        "spotproof:gpuPools[0].maxNode",
+        "maxNodes",
+    ),
+    "zone outside the region": (
+        _set("spotproof:gpuPools.0.zones", ["europe-west4-a"]),
+        "spotproof:gpuPools[0].zones[0]",
+        "us-central1-a",
+    ),
+    "unquoted Kubernetes version that YAML turns into 1.3": (
+        _set("spotproof:kubernetesVersion", 1.30),
+        "spotproof:kubernetesVersion",
+        "quote it",
+    ),
+    "smoke test aimed at a class without pools": (
+        _both(_drop("spotproof:flexStartPool"), _set("spotproof:smokeTest.target", "flex-start")),
+        "spotproof:smokeTest.target = 'flex-start'",
+        "no pool of that class",
+    ),
+    "unknown cloud": (_set("spotproof:cloud", "openstack"), "spotproof:cloud", "allowed: gke"),
+    "missing GCP project": (_drop("gcp:project"), "gcp:project", "required"),
+    "flex-start run longer than seven days": (
+        _set("spotproof:flexStartPool.maxRunHours", 200),
+        "spotproof:flexStartPool.maxRunHours = 200",
+        "<= 168",
+    ),
+    "autoprovisioning limit of zero GPUs": (
+        _set("spotproof:autoprovisioning.gpuLimits", {"nvidia-l4": 0}),
+        "spotproof:autoprovisioning.gpuLimits.nvidia-l4",
+        ">= 1",
+    ),
+    "autoprovisioning limit for an unknown GPU": (
+        _set("spotproof:autoprovisioning.gpuLimits", {"nvidia-k80": 4}),
+        "spotproof:autoprovisioning.gpuLimits.nvidia-k80",
+        "unknown GPU type",
+    ),
+    "smoke test asking for more GPUs than any target node has": (
+        _set("spotproof:smokeTest.gpus", 2),
+        "spotproof:smokeTest.gpus = 2",
+        "<= 1",
+    ),
+    "checkpoint interval beyond the run": (
+        _set("spotproof:smokeTest.totalSteps", 10),
+        "spotproof:smokeTest.totalSteps = 10",
+        ">= 50",
+    ),
+    "a pool that is not an object": (
+        _set("spotproof:gpuPools.0", "l4-spot"),
+        "spotproof:gpuPools[0]",
+        "expected an object",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_config_exits_2_with_one_line_naming_key_and_allowed_values(
+    case: str, make_project: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    mutate, key, hint = BAD_INPUT[case]
+    config = stack_config("gke-dev")
+    mutate(config)
+    root = make_project(config)
+
+    code, out, err = run_cli(capsys, "plan", "--stack", "gke-test", "--project-dir", str(root))
+
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1, err
+    assert key in err and hint in err, err
+    assert "allowed:" in err
+
+
+def test_spec_error_names_key_value_and_allowed() -> None:
+    error = SpecError("spotproof:x", 3, "too many", "1 or 2")
+    assert str(error) == "spotproof:x = 3: too many; allowed: 1 or 2"
+
+
+def test_unknown_stack_exits_2_listing_the_stacks(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "plan", "--stack", "gke-staging", "--project-dir", str(REPO))
+    assert code == 2
+    assert "unknown stack 'gke-staging'" in err and "gke-dev, gke-prod" in err
+
+
+def test_stack_file_that_is_not_yaml_exits_2(
+    make_project: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_project(stack_config("gke-dev"))
+    (root / "stacks" / "Pulumi.gke-test.yaml").write_text("config: [unclosed\n")
+    code, _, err = run_cli(capsys, "plan", "--stack", "gke-test", "--project-dir", str(root))
+    assert code == 2
+    assert "not valid YAML" in err and err.count("\n") == 1
+
+
+def test_missing_flag_exits_2_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(capsys, "plan")
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_bad_input_from_a_real_process_prints_no_traceback(
+    make_project: Callable[..., Path],
+) -> None:
+    config = stack_config("gke-dev")
+    config["spotproof:gpuPools"][1]["gpusPerNode"] = 3
+    root = make_project(config)
+    done = subprocess.run(
+        [sys.executable, "-m", "spotproof.cli", "plan", "--stack", "gke-test"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("spotproof plan: spotproof:gpuPools[1].gpusPerNode = 3")
