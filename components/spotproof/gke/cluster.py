@@ -90,15 +90,13 @@ class HybridCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, protect=spec.protect),
         )
 
-        pool_opts = pulumi.ResourceOptions(parent=self, depends_on=node_roles)
-        system = pools.system_pool(spec, cluster, nodes.email, pool_opts)
-        gpu_pools = [
-            pools.gpu_pool(spec, p, cluster, nodes.email, pool_opts) for p in spec.gpu_pools
-        ]
+        pool_context = pools.PoolContext(
+            spec, cluster, nodes.email, pulumi.ResourceOptions(parent=self, depends_on=node_roles)
+        )
+        system = pools.system_pool(pool_context)
+        gpu_pools = [pools.gpu_pool(pool_context, pool) for pool in spec.gpu_pools]
         if spec.flex_start:
-            gpu_pools.append(
-                pools.flex_start_pool(spec, spec.flex_start, cluster, nodes.email, pool_opts)
-            )
+            gpu_pools.append(pools.flex_start_pool(pool_context, spec.flex_start))
 
         namespace = spec.smoke_test.namespace if spec.smoke_test else "spotproof"
         self.bucket = CheckpointBucket(
