@@ -7,6 +7,8 @@ genuine crashes spend ``backoffLimit``.
 
 COMPLETED = 0
 """Training reached TOTAL_STEPS; the Job is complete."""
+STORAGE_UNAVAILABLE = 1
+"""The checkpoint store could not be reached: a retry on another node may succeed."""
 BAD_CONFIG = 2
 """The environment was unusable (missing or malformed variable): retrying cannot help."""
 PREEMPTED = 143

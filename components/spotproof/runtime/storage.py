@@ -1,0 +1,223 @@
+"""Object storage behind one interface, over fsspec: ``file://``, ``s3://``, ``gs://``, ``az://``.
+
+The checkpoint protocol needs five operations and one guarantee: ``put_if_absent`` is a
+single atomic create-only write. fsspec exposes it for all three clouds as
+``pipe_file(..., mode="create")`` (S3 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``,
+Azure ``overwrite=False``); locally a fully written temporary file is ``link()``-ed into
+place, which fails if the name exists and never exposes a partial file.
+
+Endpoints and credentials come from each SDK's usual environment (``AWS_ENDPOINT_URL``,
+``STORAGE_EMULATOR_HOST``, ``AZURE_STORAGE_CONNECTION_STRING``, workload identity...).
+Every failure becomes a one-line :class:`StorageError`; a URL is never reinterpreted as a
+local path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+# gcsfs otherwise probes every bucket for zonal/HNS support over gRPC, which waits 60 s
+# wherever that endpoint is not reachable (emulators, locked-down networks). It reads the
+# variable at import, so it must be set before fsspec loads gcsfs.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+import fsspec
+
+SCHEMES = {"file": "file", "s3": "s3", "gs": "gcs", "gcs": "gcs", "az": "abfs", "abfs": "abfs"}
+ALLOWED = "file:///path, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix"
+
+
+class StorageError(RuntimeError):
+    """The store cannot be used: bad URL, no credentials, unreachable, or a failed call."""
+
+
+class StorageURLError(StorageError):
+    """The URL itself is wrong: retrying cannot help."""
+
+
+class AlreadyExists(Exception):
+    """A create-only write found the object already there."""
+
+
+def _exists_error(error: BaseException) -> bool:
+    if isinstance(error, FileExistsError):
+        return True
+    text = f"{type(error).__name__} {error}"
+    return any(
+        s in text for s in ("PreconditionFailed", "412", "ConditionNotMet", "BlobAlreadyExists")
+    )
+
+
+def _describe(error: BaseException) -> str:
+    name = type(error).__name__
+    text = " ".join(str(error).split()) or name
+    lowered = f"{name} {text}".lower()
+    if "credential" in lowered or "unauthorized" in lowered or "403" in lowered or "401" in lowered:
+        return f"no usable credentials ({text[:200]})"
+    if any(
+        s in lowered for s in ("connect", "timeout", "unreachable", "name or service not known")
+    ):
+        return f"endpoint unreachable ({text[:200]})"
+    if isinstance(error, FileNotFoundError) or "nosuchbucket" in lowered or "not found" in lowered:
+        return f"bucket or path does not exist ({text[:200]})"
+    return f"{name}: {text[:200]}"
+
+
+class ObjectStore:
+    """Keys relative to one root URL."""
+
+    def __init__(self, url: str, fs: fsspec.AbstractFileSystem, root: str, local: bool) -> None:
+        self.url = url
+        self.fs = fs
+        self.root = root.rstrip("/")
+        self.local = local
+
+    def path(self, key: str) -> str:
+        return f"{self.root}/{key}"
+
+    @contextlib.contextmanager
+    def _calling(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except (AlreadyExists, FileNotFoundError):
+            raise
+        except Exception as error:
+            raise StorageError(f"{self.url}: {what} failed: {_describe(error)}") from error
+
+    def put(self, key: str, data: bytes | memoryview) -> None:
+        with self._calling(f"writing {key}"):
+            if self.local:
+                _write_local(Path(self.path(key)), data)
+            else:
+                self.fs.pipe_file(self.path(key), bytes(data))
+
+    def put_if_absent(self, key: str, data: bytes) -> None:
+        """Create ``key`` atomically, or raise :class:`AlreadyExists` and change nothing."""
+        try:
+            if self.local:
+                _create_local(Path(self.path(key)), data)
+            else:
+                # One request, never a resumable/multipart upload: manifests are small, and a
+                # single PUT is what carries the precondition on every backend.
+                self.fs.pipe_file(self.path(key), data, mode="create", chunksize=len(data) + 1)
+        except Exception as error:
+            if _exists_error(error):
+                raise AlreadyExists(key) from None
+            raise StorageError(
+                f"{self.url}: committing {key} failed: {_describe(error)}"
+            ) from error
+
+    def get(self, key: str) -> bytes:
+        with self._calling(f"reading {key}"):
+            return bytes(self.fs.cat_file(self.path(key)))
+
+    def exists(self, key: str) -> bool:
+        with self._calling(f"checking {key}"):
+            self.fs.invalidate_cache(self.path(key))
+            return bool(self.fs.exists(self.path(key)))
+
+    def list(self, prefix: str) -> list[str]:
+        """Names directly under ``prefix`` (keys relative to the root); empty if none."""
+        with self._calling(f"listing {prefix}"):
+            self.fs.invalidate_cache(self.path(prefix))
+            try:
+                entries = self.fs.ls(self.path(prefix), detail=False)
+            except FileNotFoundError:
+                return []
+        return [entry.rstrip("/")[len(self.root) + 1 :] for entry in entries]
+
+    def delete(self, keys: list[str]) -> None:
+        for key in keys:
+            with self._calling(f"deleting {key}"), contextlib.suppress(FileNotFoundError):
+                self.fs.rm_file(self.path(key))
+
+    def delete_prefix(self, prefix: str) -> None:
+        with self._calling(f"deleting {prefix}"), contextlib.suppress(FileNotFoundError):
+            self.fs.invalidate_cache(self.path(prefix))
+            if self.fs.exists(self.path(prefix)):
+                self.fs.rm(self.path(prefix), recursive=True)
+
+
+def _write_local(path: Path, data: bytes | memoryview) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as file:
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def _create_local(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.link(temporary, path)  # atomic, and refuses an existing name
+    finally:
+        os.unlink(temporary)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def open_store(url: str, **storage_options: Any) -> ObjectStore:
+    """The store at ``url``; checks that it is reachable before anything is written."""
+    parsed = urlparse(url)
+    if parsed.scheme not in SCHEMES:
+        scheme = parsed.scheme or "(none)"
+        raise StorageURLError(
+            f"checkpoint URL {url!r}: unsupported scheme {scheme!r}; allowed: {ALLOWED}"
+        )
+    protocol = SCHEMES[parsed.scheme]
+    local = protocol == "file"
+    if local:
+        if parsed.netloc not in ("", "localhost"):
+            raise StorageURLError(
+                f"checkpoint URL {url!r}: file URLs take no host; allowed: file:///absolute/path"
+            )
+        root = parsed.path
+        if not root.startswith("/"):
+            raise StorageURLError(
+                f"checkpoint URL {url!r}: path must be absolute; allowed: file:///absolute/path"
+            )
+    else:
+        if not parsed.netloc:
+            raise StorageURLError(f"checkpoint URL {url!r}: no bucket; allowed: {ALLOWED}")
+        root = f"{parsed.netloc}{parsed.path}".rstrip("/")
+    try:
+        fs = fsspec.filesystem(protocol, **_default_options(protocol), **storage_options)
+    except ImportError as error:
+        raise StorageURLError(
+            f"checkpoint URL {url!r}: the {protocol} backend is not installed ({error.name})"
+        ) from None
+    except Exception as error:
+        raise StorageError(
+            f"checkpoint URL {url!r}: cannot set up {protocol}: {_describe(error)}"
+        ) from None
+    store = ObjectStore(url, fs, root, local)
+    if local:
+        Path(root).mkdir(parents=True, exist_ok=True)
+    else:
+        bucket = parsed.netloc
+        with store._calling("reaching the bucket"):
+            if not fs.exists(bucket):
+                raise StorageError(f"{url}: bucket {bucket!r} does not exist or is not visible")
+    return store
+
+
+def _default_options(protocol: str) -> dict[str, Any]:
+    if protocol == "gcs" and os.environ.get("STORAGE_EMULATOR_HOST"):
+        return {"token": "anon", "endpoint_url": os.environ["STORAGE_EMULATOR_HOST"]}
+    if protocol == "abfs" and os.environ.get("AZURE_STORAGE_CONNECTION_STRING"):
+        return {"connection_string": os.environ["AZURE_STORAGE_CONNECTION_STRING"]}
+    return {}

@@ -1,0 +1,1 @@
+"""The smoke test: a deterministic trainer, and a harness that preempts it on purpose."""

@@ -1,0 +1,238 @@
+"""The smoke-test trainer: ``python -m spotproof.smoke.train``.
+
+A deterministic PyTorch training loop whose whole state (model, optimizer, RNG, step; the
+data position is the step, batches are generated from ``SEED`` and the step) goes into
+each checkpoint, so a run interrupted any number of times ends with the same ``digest`` as
+one that never was.
+
+Configuration (environment):
+
+================== ========================================================== =========
+CHECKPOINT_URL     where checkpoints go (file://, s3://, gs://, az://)         required
+CHECKPOINT_INTERVAL steps between periodic checkpoints                         required
+TOTAL_STEPS        steps to train                                             required
+SEED               seed of weights, data and dropout                          0
+MODEL_MB           size of model + optimizer state in MiB                     16
+GRACE_SECONDS      budget from SIGTERM to SIGKILL                             15
+STEP_SECONDS       pause after each step (lets a harness interrupt mid-run)   0
+KEEP_CHECKPOINTS   committed checkpoints kept                                 3
+CHECKPOINT_PART_KB size of each uploaded part                                 65536
+EMIT_STEPS         1 to print a ``step`` event after every step               0
+TRAIN_THREADS      torch intra-op threads                                     1
+================== ========================================================== =========
+
+Output: one JSON object per line on stdout (``resumed``, ``saving``, ``checkpoint``,
+``preempted``, ``done``, ...). A ``checkpoint`` event is printed only once its step is
+committed. Exit codes: see ``spotproof.runtime.exit_codes``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from spotproof.runtime import exit_codes, torch_state
+from spotproof.runtime.async_save import AsyncCheckpointer
+from spotproof.runtime.checkpoint import CheckpointStore, SaveResult
+from spotproof.runtime.guard import PreemptionGuard
+from spotproof.runtime.storage import StorageError, StorageURLError
+
+DEPTH = 4
+BATCH = 16
+BYTES_PER_PARAMETER = 12  # fp32 weight + AdamW's two moments
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    checkpoint_url: str
+    interval: int
+    total_steps: int
+    seed: int = 0
+    model_mb: float = 16
+    grace_seconds: float = 15
+    step_seconds: float = 0
+    keep: int = 3
+    part_kb: int = 65536
+    emit_steps: bool = False
+    threads: int = 1
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> TrainConfig:
+        def number(name: str, default: float | None, kind: type, minimum: float) -> Any:
+            raw = env.get(name)
+            if raw is None or raw == "":
+                if default is None:
+                    raise ConfigError(f"{name} is required")
+                return default
+            try:
+                value = kind(raw)
+            except ValueError:
+                raise ConfigError(f"{name}={raw!r}: not a {kind.__name__}") from None
+            if value < minimum:
+                raise ConfigError(f"{name}={raw!r}: must be >= {minimum}")
+            return value
+
+        url = env.get("CHECKPOINT_URL") or ""
+        if not url:
+            raise ConfigError("CHECKPOINT_URL is required (file://, s3://, gs:// or az:// URL)")
+        return cls(
+            checkpoint_url=url,
+            interval=number("CHECKPOINT_INTERVAL", None, int, 1),
+            total_steps=number("TOTAL_STEPS", None, int, 1),
+            seed=number("SEED", 0, int, 0),
+            model_mb=number("MODEL_MB", 16, float, 0.01),
+            grace_seconds=number("GRACE_SECONDS", 15, float, 1),
+            step_seconds=number("STEP_SECONDS", 0, float, 0),
+            keep=number("KEEP_CHECKPOINTS", 3, int, 1),
+            part_kb=number("CHECKPOINT_PART_KB", 65536, int, 4),
+            emit_steps=env.get("EMIT_STEPS", "0") == "1",
+            threads=number("TRAIN_THREADS", 1, int, 1),
+        )
+
+
+_print_lock = threading.Lock()
+
+
+def emit(event: str, **fields: Any) -> None:
+    with _print_lock:
+        print(json.dumps({"event": event, **fields}), flush=True)
+
+
+def build(config: TrainConfig) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    """An MLP sized so that weights plus AdamW state take about ``MODEL_MB``."""
+    torch.manual_seed(config.seed)
+    parameters = config.model_mb * 2**20 / BYTES_PER_PARAMETER
+    width = max(8, int(math.sqrt(parameters / DEPTH)))
+    layers: list[torch.nn.Module] = []
+    for _ in range(DEPTH):
+        layers += [torch.nn.Linear(width, width), torch.nn.GELU(), torch.nn.Dropout(0.1)]
+    model = torch.nn.Sequential(*layers)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+
+def batch(config: TrainConfig, step: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batch ``step`` of an endless synthetic data set: the data position *is* the step."""
+    generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
+    inputs = torch.randn(BATCH, width, generator=generator)
+    return inputs, inputs.roll(1, dims=1)
+
+
+def digest(model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int) -> str:
+    """sha256 of the final model and optimizer state, in a fixed order."""
+    hasher = hashlib.sha256(f"step={step}".encode())
+
+    def feed(prefix: str, value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            hasher.update(prefix.encode())
+            hasher.update(value.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(value, dict):
+            for key in sorted(value, key=str):
+                feed(f"{prefix}/{key}", value[key])
+        elif isinstance(value, list | tuple):
+            for index, item in enumerate(value):
+                feed(f"{prefix}/{index}", item)
+        else:
+            hasher.update(f"{prefix}={value!r}".encode())
+
+    feed("model", model.state_dict())
+    feed("optimizer", optimizer.state_dict())
+    return hasher.hexdigest()
+
+
+def train(config: TrainConfig) -> int:
+    torch.set_num_threads(config.threads)
+    torch.use_deterministic_algorithms(True)
+    store = CheckpointStore(
+        config.checkpoint_url, keep=config.keep, part_bytes=config.part_kb * 1024
+    )
+    model, optimizer = build(config)
+    width = model[0].in_features
+
+    step = 0
+    latest = store.load_latest(on_skip=lambda s, why: emit("skipped", step=s, reason=why))
+    if latest is not None:
+        step = torch_state.restore(model, optimizer, latest.blobs["state"])["step"]
+    emit("resumed", step=step, writer=store.writer_id)
+
+    received: dict[str, float] = {}
+
+    def on_done(result: SaveResult, kind: str) -> None:
+        if result.committed:
+            fields: dict[str, Any] = {"kind": kind, "bytes": result.bytes}
+            if kind == "final" and "at" in received:
+                fields["since_signal"] = round(time.monotonic() - received["at"], 4)
+            emit("checkpoint", step=result.step, seconds=round(result.seconds, 4), **fields)
+        else:
+            emit("checkpoint_refused", step=result.step, kind=kind, reason=result.reason)
+
+    saver = AsyncCheckpointer(
+        store, on_start=lambda s, kind: emit("saving", step=s, kind=kind), on_done=on_done
+    )
+
+    def save(final: bool) -> SaveResult | None:
+        state = torch_state.snapshot(model, optimizer, step)
+        serialize = lambda: {"state": torch_state.to_bytes(state)}  # noqa: E731
+        metadata = {"seed": config.seed, "total_steps": config.total_steps}
+        if final:
+            return saver.save_final(step, serialize, metadata)
+        saver.save_async(step, serialize, metadata)
+        return None
+
+    loss_fn = torch.nn.MSELoss()
+    with PreemptionGuard(config.grace_seconds) as guard:
+        while step < config.total_steps and not guard.preempted:
+            inputs, targets = batch(config, step, width)
+            optimizer.zero_grad(set_to_none=True)
+            loss_fn(model(inputs), targets).backward()
+            optimizer.step()
+            step += 1
+            if config.emit_steps:
+                emit("step", step=step)
+            if guard.preempted:
+                break
+            if step % config.interval == 0 and step < config.total_steps:
+                save(final=False)
+            if config.step_seconds:
+                guard.wait(config.step_seconds)
+
+        if guard.preempted:
+            received["at"] = guard.received_at or time.monotonic()
+            signal_name = guard.signal_received.name if guard.signal_received else "SIGTERM"
+            emit("preempted", step=step, signal=signal_name, grace_left=round(guard.remaining(), 3))
+            save(final=True)
+            return exit_codes.PREEMPTED
+
+    # The completed state is committed too, so a rerun of a finished Job finishes at once.
+    save(final=True)
+    emit("done", step=step, digest=digest(model, optimizer, step))
+    return exit_codes.COMPLETED
+
+
+def main() -> int:
+    try:
+        config = TrainConfig.from_env(os.environ)
+        return train(config)
+    except (ConfigError, StorageURLError) as error:
+        print(f"spotproof.smoke.train: {error}", file=sys.stderr)
+        return exit_codes.BAD_CONFIG
+    except StorageError as error:
+        print(f"spotproof.smoke.train: {error}", file=sys.stderr)
+        return exit_codes.STORAGE_UNAVAILABLE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
