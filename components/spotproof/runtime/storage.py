@@ -90,6 +90,11 @@ class ObjectStore:
         except Exception as error:
             raise StorageError(f"{self.url}: {what} failed: {_describe(error)}") from error
 
+    def _single_request(self, data: bytes) -> dict[str, Any]:
+        """gcsfs switches to a resumable upload at ``chunksize``; a single request is what
+        carries the precondition everywhere (fake-gcs-server ignores it on resumable ones)."""
+        return {"chunksize": len(data) + 1} if self.fs.protocol[0] in ("gcs", "gs") else {}
+
     def put(self, key: str, data: bytes | memoryview) -> None:
         with self._calling(f"writing {key}"):
             if self.local:
@@ -103,9 +108,7 @@ class ObjectStore:
             if self.local:
                 _create_local(Path(self.path(key)), data)
             else:
-                # One request, never a resumable/multipart upload: manifests are small, and a
-                # single PUT is what carries the precondition on every backend.
-                self.fs.pipe_file(self.path(key), data, mode="create", chunksize=len(data) + 1)
+                self.fs.pipe_file(self.path(key), data, mode="create", **self._single_request(data))
         except Exception as error:
             if _exists_error(error):
                 raise AlreadyExists(key) from None

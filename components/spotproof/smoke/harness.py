@@ -1,0 +1,341 @@
+"""The local preemption harness behind ``spotproof smoke``.
+
+It plays kubelet and the Job controller against real trainer processes and a real (emulated)
+bucket:
+
+1. a **reference** run trains uninterrupted and reports its digest;
+2. the **interrupted** run is preempted ``preemptions`` times (SIGTERM, up to the grace
+   period, then SIGKILL, then a replacement) and hard-killed ``hard_kills`` times (SIGKILL
+   with no warning), at random steps. Hard kills aim at a checkpoint upload until one lands
+   inside one; the first preemption starts its replacement *while the old process is still
+   saving*, so two writers race on the same bucket;
+3. the run passes only if it ends with the reference digest, graceful preemptions lose no
+   step, no hard kill loses more than the async guarantee (one interval, plus the steps
+   trained while the newest checkpoint was uploading), and every final save commits within
+   the grace period.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from spotproof.runtime import exit_codes
+from spotproof.runtime.storage import open_store
+from spotproof.smoke.emulators import Bucket, emulated
+from spotproof.smoke.process import TrainerProcess
+
+
+@dataclass(frozen=True)
+class SmokeConfig:
+    store: str = "file"
+    preemptions: int = 2
+    hard_kills: int = 2
+    total_steps: int = 240
+    interval: int = 20
+    model_mb: float = 4
+    seed: int = 0
+    grace_seconds: float = 15
+    step_seconds: float = 0.005
+    part_kb: int = 256
+    """Small parts make an upload many objects, so a kill can land between them."""
+    schedule_seed: int = 1
+
+
+@dataclass
+class Interruption:
+    kind: str
+    """``preemption`` (SIGTERM, grace, SIGKILL) or ``hard-kill`` (SIGKILL)."""
+    attempt: int
+    at: float
+    """Seconds since the interrupted run started."""
+    at_step: int
+    """The step the process had reached."""
+    exit_code: int | None = None
+    resumed_from: int | None = None
+    steps_lost: int | None = None
+    max_steps_lost: int | None = None
+    final_save_seconds: float | None = None
+    """SIGTERM to committed final checkpoint."""
+    grace_seconds: float | None = None
+    sigkilled_after_grace: bool = False
+    replacement_overlapped: bool = False
+    upload_step: int | None = None
+    kill_point: str | None = None
+    """Where a hard kill hit the newest checkpoint: ``before-upload`` (no part written),
+    ``in-upload`` (parts written, no manifest) or ``after-commit``."""
+
+    @property
+    def landed_in_upload(self) -> bool:
+        return self.kill_point == "in-upload"
+
+
+@dataclass
+class Attempt:
+    index: int
+    started: float
+    ended: float | None
+    resumed_from: int
+    exit_code: int | None
+    steps: list[tuple[float, int]] = field(default_factory=list)
+
+
+@dataclass
+class SmokeReport:
+    config: SmokeConfig
+    reference_digest: str | None = None
+    digest: str | None = None
+    reference_seconds: float = 0.0
+    interrupted_seconds: float = 0.0
+    interruptions: list[Interruption] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
+    reference: Attempt | None = None
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return (
+            not self.failures and self.digest is not None and self.digest == self.reference_digest
+        )
+
+
+Progress = Callable[[str], None]
+
+
+class _Run:
+    """One trainer lineage writing to one checkpoint prefix."""
+
+    def __init__(self, config: SmokeConfig, bucket: Bucket, name: str, progress: Progress):
+        self.config, self.progress = config, progress
+        self.url = bucket.prefix(name)
+        self.bucket = bucket
+        self.origin = time.monotonic()
+        self.processes: list[TrainerProcess] = []
+        self.env = {
+            **bucket.env,
+            "CHECKPOINT_URL": self.url,
+            "CHECKPOINT_INTERVAL": str(config.interval),
+            "TOTAL_STEPS": str(config.total_steps),
+            "SEED": str(config.seed),
+            "MODEL_MB": str(config.model_mb),
+            "GRACE_SECONDS": str(config.grace_seconds),
+            "STEP_SECONDS": str(config.step_seconds),
+            "CHECKPOINT_PART_KB": str(config.part_kb),
+            "EMIT_STEPS": "1",
+        }
+
+    def start(self) -> TrainerProcess:
+        process = TrainerProcess(self.env, self.origin, index=len(self.processes))
+        self.processes.append(process)
+        return process
+
+    def resumed(self, process: TrainerProcess) -> int:
+        event = process.wait_for(lambda e: e["event"] == "resumed")
+        if event is None:
+            raise RuntimeError(
+                f"trainer {process.index} exited before resuming: {_stderr(process)}"
+            )
+        self.progress(f"  attempt {process.index}: resumed at step {event['step']}")
+        return int(event["step"])
+
+    def attempts(self) -> list[Attempt]:
+        return [
+            Attempt(
+                p.index,
+                p.started,
+                p.ended,
+                int((p.first("resumed") or {}).get("step", 0)),
+                p.popen.returncode,
+                [(t, int(e["step"])) for t, e in p.events if e["event"] in ("step", "resumed")],
+            )
+            for p in self.processes
+        ]
+
+
+def _stderr(process: TrainerProcess) -> str:
+    return process.stderr[-1] if process.stderr else f"exit code {process.popen.returncode}"
+
+
+def _run_to_completion(run: _Run, process: TrainerProcess, report: SmokeReport) -> str | None:
+    done = process.wait_for(lambda e: e["event"] == "done", timeout=600)
+    code = process.finish(timeout=60)
+    if done is None or code != exit_codes.COMPLETED:
+        report.failures.append(
+            f"trainer {process.index} did not complete (exit {code}): {_stderr(process)}"
+        )
+        return None
+    return str(done["digest"])
+
+
+def _preempt(
+    run: _Run, process: TrainerProcess, record: Interruption, overlap: bool
+) -> TrainerProcess:
+    """What kubelet does on node shutdown; with ``overlap`` the replacement starts at once."""
+    grace = run.config.grace_seconds
+    process.send(signal.SIGTERM)
+    replacement = run.start() if overlap else None
+    code = process.finish(timeout=grace)
+    if code is None:
+        process.send(signal.SIGKILL)
+        code = process.finish()
+        record.sigkilled_after_grace = True
+    record.exit_code = code
+    record.grace_seconds = grace
+    record.replacement_overlapped = overlap
+    preempted = process.first("preempted")
+    if preempted is not None:
+        record.at_step = int(preempted["step"])
+    final = [e for e in process.of("checkpoint") if e.get("kind") == "final"]
+    if final:
+        record.final_save_seconds = float(final[-1].get("since_signal", final[-1]["seconds"]))
+    return replacement or run.start()
+
+
+def _hard_kill(
+    run: _Run,
+    process: TrainerProcess,
+    record: Interruption,
+    aim: random.Random | None,
+    upload_seconds: float,
+) -> TrainerProcess:
+    """SIGKILL, like a node that vanishes. With ``aim``, the kill waits for the next upload to
+    begin and lands a random fraction of a typical upload's duration into it."""
+    if aim is not None:
+        delay = aim.uniform(0.25, 0.65) * upload_seconds
+        starts = lambda e: e["event"] == "saving" and e["step"] >= record.at_step  # noqa: E731
+        process.arm(starts, signal.SIGKILL, delay)
+        process.wait_for(starts)
+        process.finish(timeout=delay + 5)
+    process.send(signal.SIGKILL)
+    record.exit_code = process.finish()
+    record.at_step = process.last_step
+    saves = process.of("saving")
+    if saves:
+        newest = int(saves[-1]["step"])
+        with run.bucket.apply():
+            store = open_store(run.url)
+            committed = store.exists(f"manifests/{newest:012d}.json")
+            written = bool(store.list(f"steps/{newest:012d}"))
+        record.upload_step = newest
+        record.kill_point = (
+            "after-commit" if committed else "in-upload" if written else "before-upload"
+        )
+    return run.start()
+
+
+def run_smoke(config: SmokeConfig, progress: Progress = print) -> SmokeReport:
+    report = SmokeReport(config)
+    schedule = random.Random(config.schedule_seed)
+    with emulated(config.store) as bucket:
+        progress(f"store: {config.store} ({bucket.url})")
+
+        progress("reference run (never interrupted)")
+        reference = _Run(config, bucket, "reference", progress)
+        process = reference.start()
+        reference.resumed(process)
+        report.reference_digest = _run_to_completion(reference, process, report)
+        report.reference_seconds = time.monotonic() - reference.origin
+        report.reference = reference.attempts()[0]
+        uploads = sorted(
+            float(e["seconds"]) for e in process.of("checkpoint") if e["kind"] == "periodic"
+        )
+        upload_seconds = uploads[len(uploads) // 2] if uploads else 0.05
+        progress(f"  done in {report.reference_seconds:.1f} s, digest {report.reference_digest}")
+
+        kinds = ["preemption"] * config.preemptions + ["hard-kill"] * config.hard_kills
+        schedule.shuffle(kinds)
+        progress(f"interrupted run: {' -> '.join(kinds) or 'no interruptions'}")
+        run = _Run(config, bucket, "interrupted", progress)
+        process = run.start()
+        resumed = run.resumed(process)
+        overlapped = False
+        for kind in kinds:
+            target = resumed + schedule.randint(max(2, config.interval // 2), 2 * config.interval)
+            if target >= config.total_steps - 1:
+                report.failures.append(
+                    f"TOTAL_STEPS too small to place every interruption ({kind} at {target})"
+                )
+                break
+            if (
+                process.wait_for(lambda e, t=target: e["event"] == "step" and e["step"] >= t)
+                is None
+            ):
+                report.failures.append(
+                    f"trainer {process.index} ended before step {target}: {_stderr(process)}"
+                )
+                break
+            record = Interruption(kind, process.index, round(process.now(), 3), target)
+            if kind == "preemption":
+                process = _preempt(run, process, record, overlap=not overlapped)
+                overlapped = True
+            else:
+                landed = any(i.landed_in_upload for i in report.interruptions)
+                aim = None if landed else schedule
+                process = _hard_kill(run, process, record, aim, upload_seconds)
+            resumed = run.resumed(process)
+            record.resumed_from = resumed
+            record.steps_lost = max(0, record.at_step - resumed)
+            _judge(record, config, report)
+            report.interruptions.append(record)
+            progress("  " + describe(record))
+        report.digest = _run_to_completion(run, process, report)
+        report.interrupted_seconds = time.monotonic() - run.origin
+        report.attempts = run.attempts()
+
+    if config.hard_kills and not any(i.landed_in_upload for i in report.interruptions):
+        report.failures.append("no hard kill landed inside a checkpoint upload")
+    if report.digest is not None and report.digest != report.reference_digest:
+        report.failures.append(
+            f"digest {report.digest} differs from reference {report.reference_digest}"
+        )
+    return report
+
+
+def _judge(record: Interruption, config: SmokeConfig, report: SmokeReport) -> None:
+    lost = record.steps_lost or 0
+    if record.kind == "preemption":
+        if record.exit_code != exit_codes.PREEMPTED:
+            report.failures.append(
+                f"preempted trainer exited {record.exit_code}, not {exit_codes.PREEMPTED}"
+            )
+        if record.final_save_seconds is None or record.sigkilled_after_grace:
+            report.failures.append(
+                f"final checkpoint at step {record.at_step} did not commit within the grace period"
+            )
+        # An overlapped replacement resumes from what was committed when it started; the
+        # final save still commits, and the replacement redoes those steps bit-exactly.
+        record.max_steps_lost = None if record.replacement_overlapped else 0
+    else:
+        in_flight = (
+            record.upload_step if record.kill_point in ("in-upload", "before-upload") else None
+        )
+        record.max_steps_lost = config.interval + (
+            record.at_step - in_flight if in_flight is not None else 0
+        )
+    if record.max_steps_lost is not None and lost > record.max_steps_lost:
+        report.failures.append(
+            f"{record.kind} at step {record.at_step} lost {lost} steps "
+            f"(at most {record.max_steps_lost})"
+        )
+
+
+def describe(record: Interruption) -> str:
+    text = (
+        f"{record.kind} at step {record.at_step}: "
+        f"resumed from {record.resumed_from}, {record.steps_lost} steps lost"
+    )
+    if record.kind == "preemption":
+        save = (
+            f"{record.final_save_seconds:.2f} s"
+            if record.final_save_seconds is not None
+            else "none"
+        )
+        text += f"; final checkpoint {save} of {record.grace_seconds:.0f} s grace"
+        if record.replacement_overlapped:
+            text += "; replacement started while the old process was saving"
+    elif record.kill_point:
+        text += f"; killed {record.kill_point.replace('-', ' ')} of step {record.upload_step}"
+    return text

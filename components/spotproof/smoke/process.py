@@ -1,0 +1,124 @@
+"""A trainer subprocess whose JSON-lines events can be awaited as they arrive."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Event = dict[str, Any]
+
+
+@dataclass
+class TrainerProcess:
+    """``python -m spotproof.smoke.train`` with ``env``; times are seconds since ``origin``."""
+
+    env: Mapping[str, str]
+    origin: float
+    index: int = 0
+    events: list[tuple[float, Event]] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._changed = threading.Condition()
+        self._trigger: tuple[Callable[[Event], bool], signal.Signals, float] | None = None
+        self.started = self.now()
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "spotproof.smoke.train"],
+            env={**os.environ, **self.env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self._readers = [
+            threading.Thread(target=self._read_events, daemon=True),
+            threading.Thread(target=self._read_stderr, daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def now(self) -> float:
+        return time.monotonic() - self.origin
+
+    def _read_events(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            trigger = self._trigger
+            if trigger is not None and trigger[0](event):
+                # Signal from the reader thread itself: waking the main thread first would
+                # let the trainer run on for milliseconds (and finish the upload we aim at).
+                self._trigger = None
+                time.sleep(trigger[2])
+                self.send(trigger[1])
+            with self._changed:
+                self.events.append((self.now(), event))
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def _read_stderr(self) -> None:
+        assert self.popen.stderr is not None
+        for line in self.popen.stderr:
+            self.stderr.append(line.rstrip())
+
+    def wait_for(self, match: Callable[[Event], bool], timeout: float = 120) -> Event | None:
+        """The first event (past or future) that matches; None if the process ends first."""
+        deadline = time.monotonic() + timeout
+        seen = 0
+        with self._changed:
+            while True:
+                for _, event in self.events[seen:]:
+                    if match(event):
+                        return event
+                seen = len(self.events)
+                if self.popen.poll() is not None and not self._readers[0].is_alive():
+                    return None
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(
+                        f"trainer {self.index}: no matching event in {timeout:.0f} s"
+                    )
+                self._changed.wait(min(remaining, 0.2))
+
+    def first(self, name: str) -> Event | None:
+        return next((e for _, e in self.events if e.get("event") == name), None)
+
+    def of(self, name: str) -> list[Event]:
+        return [e for _, e in self.events if e.get("event") == name]
+
+    @property
+    def last_step(self) -> int:
+        steps = [e["step"] for _, e in self.events if e.get("event") in ("step", "resumed")]
+        return max(steps, default=0)
+
+    def arm(self, match: Callable[[Event], bool], signum: signal.Signals, delay: float = 0) -> None:
+        """Send ``signum`` ``delay`` seconds after an event matching ``match`` is read."""
+        self._trigger = (match, signum, delay)
+
+    def send(self, signum: signal.Signals) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signum)
+
+    def finish(self, timeout: float | None = None) -> int | None:
+        """Wait for exit; None if still running after ``timeout``."""
+        try:
+            code = self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        for reader in self._readers:
+            reader.join(5)
+        self.ended = self.now()
+        return code
+
+    ended: float | None = None
