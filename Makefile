@@ -1,6 +1,6 @@
-# Two entry points, both self-bootstrapping on a fresh machine with Python 3.11:
-#   make demo   offline plan of the default stack (gke-dev)
-#   make test   lint, format check and the whole test suite
+# Two entry points, both self-bootstrapping on a fresh machine with Python 3.11 and npm:
+#   make demo   offline plan of the default stack (gke-dev), then the local preemption smoke test
+#   make test   lint, format check and the whole test suite (starts its own emulators)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -9,13 +9,18 @@ STACK  ?= gke-dev
 
 .PHONY: demo test lint plan clean
 
-$(STAMP): pyproject.toml
+STORE  ?= s3
+
+$(STAMP): pyproject.toml package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps 'pulumi-policy==1.21.0'
+	npm ci --no-audit --no-fund --loglevel=error
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/spotproof plan --stack $(STACK) --out out/$(STACK) --json out/$(STACK).json
+	$(BIN)/spotproof smoke --store $(STORE) --json out/smoke-$(STORE).json
 
 test: $(STAMP) lint
 	$(BIN)/pytest
@@ -27,4 +32,4 @@ lint: $(STAMP)
 plan: demo
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .ruff_cache
+	rm -rf $(VENV) node_modules out .pytest_cache .ruff_cache

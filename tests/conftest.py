@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import pytest
 import yaml
 
 from spotproof.plan import PlanResult
+from spotproof.smoke.emulators import Bucket, emulated
 from tests.support import REPO, plan_of
 
 
@@ -39,3 +42,35 @@ def make_project(tmp_path: Path) -> Callable[..., Path]:
         return root
 
     return make
+
+
+# --- object stores: one real emulator per store for the whole session -------------------
+
+STORES = ("file", "s3", "gcs", "azure")
+
+
+@pytest.fixture(scope="session")
+def emulators() -> Iterator[dict[str, Bucket]]:
+    """Started lazily: a test run that needs no emulator starts none."""
+    with contextlib.ExitStack() as stack:
+        started: dict[str, Bucket] = {}
+
+        class Lazy(dict[str, Bucket]):
+            def __missing__(self, store: str) -> Bucket:
+                started[store] = stack.enter_context(emulated(store))
+                self[store] = started[store]
+                return started[store]
+
+        yield Lazy()
+
+
+@pytest.fixture(params=STORES)
+def bucket(
+    request: pytest.FixtureRequest, emulators: dict[str, Bucket], monkeypatch: pytest.MonkeyPatch
+) -> Bucket:
+    """Each store in turn, with this process's environment pointing at its emulator and a
+    fresh prefix for the test."""
+    shared = emulators[request.param]
+    for key, value in shared.env.items():
+        monkeypatch.setenv(key, value)
+    return Bucket(shared.store, shared.prefix(f"t-{uuid.uuid4().hex[:12]}"), dict(shared.env))

@@ -1,7 +1,8 @@
-"""The ``spotproof`` command line: ``spotproof plan``.
+"""The ``spotproof`` command line: ``spotproof plan`` and ``spotproof smoke``.
 
-Exit codes follow DESIGN.md: 0 when every check passes, 1 when a policy or scheduling
-check fails, 2 on bad input, always as one line on stderr and never a traceback.
+Exit codes follow DESIGN.md: 0 when every check passes, 1 when a check fails (a policy,
+the scheduling check, or different digests), 2 on bad input, always as one line on stderr
+and never a traceback.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from spotproof.plan import PlanResult
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT = 0, 1, 2
+STORES = ("file", "s3", "gcs", "azure")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,7 +44,83 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--project-dir", type=Path, default=None, help="the Pulumi project (default: cwd)"
     )
+
+    smoke = commands.add_parser(
+        "smoke",
+        help="prove preemption recovery locally against an emulated bucket",
+        description="Start the store's emulator, run the trainer once uninterrupted and once "
+        "with preemptions and hard kills, and fail unless both end with the same digest.",
+    )
+    smoke.add_argument("--store", choices=STORES, default="s3", help="bucket to checkpoint into")
+    smoke.add_argument("--preemptions", type=_count(0, 20), default=2, help="graceful (SIGTERM)")
+    smoke.add_argument("--hard-kills", type=_count(0, 20), default=2, help="SIGKILL, no warning")
+    smoke.add_argument("--steps", type=_count(20, 100_000), default=240, help="TOTAL_STEPS")
+    smoke.add_argument("--interval", type=_count(1, 10_000), default=20, help="CHECKPOINT_INTERVAL")
+    smoke.add_argument("--model-mb", type=_count(1, 4096), default=4, help="MODEL_MB")
+    smoke.add_argument("--seed", type=_count(0, 2**31), default=0, help="SEED of the trainer")
+    smoke.add_argument("--grace", type=_count(1, 600), default=15, help="grace period, seconds")
+    smoke.add_argument("--json", type=Path, help="write the report as JSON here")
+    smoke.add_argument(
+        "--timeline", type=Path, help="PNG timeline (default: next to --json, else ./smoke.png)"
+    )
     return parser
+
+
+def _count(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: {low}..{high}")
+        return value
+
+    return parse
+
+
+def _smoke(args: argparse.Namespace) -> int:
+    from spotproof.smoke.emulators import EmulatorError  # noqa: PLC0415
+    from spotproof.smoke.harness import SmokeConfig, run_smoke  # noqa: PLC0415
+    from spotproof.smoke.report import render_timeline, summary, to_json  # noqa: PLC0415
+
+    if args.steps < 4 * args.interval:
+        print(
+            f"spotproof smoke: --steps {args.steps} leaves no room to interrupt; "
+            f"allowed: at least 4 x --interval ({4 * args.interval})",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    config = SmokeConfig(
+        store=args.store,
+        preemptions=args.preemptions,
+        hard_kills=args.hard_kills,
+        total_steps=args.steps,
+        interval=args.interval,
+        model_mb=args.model_mb,
+        seed=args.seed,
+        grace_seconds=args.grace,
+    )
+    try:
+        report = run_smoke(config, progress=lambda line: print(line, flush=True))
+    except EmulatorError as error:
+        print(f"spotproof smoke: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print()
+    print(summary(report))
+    timeline = args.timeline or (args.json.with_suffix(".png") if args.json else Path("smoke.png"))
+    _write(lambda: render_timeline(report, timeline), timeline)
+    print(f"timeline: {timeline}")
+    if args.json:
+        text = json.dumps(to_json(report), indent=2) + "\n"
+        _write(
+            lambda: (
+                args.json.parent.mkdir(parents=True, exist_ok=True),
+                args.json.write_text(text),
+            ),
+            args.json,
+        )
+    return EXIT_OK if report.passed else EXIT_VIOLATIONS
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -129,6 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "plan":
         return _plan(args)
+    if args.command == "smoke":
+        return _smoke(args)
     return EXIT_BAD_INPUT
 
 

@@ -15,6 +15,7 @@ local path.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -28,6 +29,10 @@ from urllib.parse import urlparse
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 import fsspec
+
+# gcsfs logs every exhausted retry with a full traceback; the failure reaches the caller as
+# one StorageError line, so the log would only repeat it as noise on stderr.
+logging.getLogger("gcsfs").setLevel(logging.CRITICAL)
 
 SCHEMES = {"file": "file", "s3": "s3", "gs": "gcs", "gcs": "gcs", "az": "abfs", "abfs": "abfs"}
 ALLOWED = "file:///path, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix"
@@ -198,7 +203,10 @@ def open_store(url: str, **storage_options: Any) -> ObjectStore:
             raise StorageURLError(f"checkpoint URL {url!r}: no bucket; allowed: {ALLOWED}")
         root = f"{parsed.netloc}{parsed.path}".rstrip("/")
     try:
-        fs = fsspec.filesystem(protocol, **_default_options(protocol), **storage_options)
+        # No instance cache: endpoints and credentials come from the environment, which a
+        # cached filesystem would silently ignore after it changes.
+        options = {"skip_instance_cache": True, **_default_options(protocol), **storage_options}
+        fs = fsspec.filesystem(protocol, **options)
     except ImportError as error:
         raise StorageURLError(
             f"checkpoint URL {url!r}: the {protocol} backend is not installed ({error.name})"
@@ -212,9 +220,11 @@ def open_store(url: str, **storage_options: Any) -> ObjectStore:
         Path(root).mkdir(parents=True, exist_ok=True)
     else:
         bucket = parsed.netloc
-        with store._calling("reaching the bucket"):
-            if not fs.exists(bucket):
-                raise StorageError(f"{url}: bucket {bucket!r} does not exist or is not visible")
+        try:
+            with store._calling("reaching the bucket"):
+                fs.ls(bucket, detail=False)
+        except FileNotFoundError:
+            raise StorageError(f"{url}: bucket {bucket!r} does not exist") from None
     return store
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from spotproof.runtime import exit_codes
+from spotproof.runtime.checkpoint import CheckpointStore
 from spotproof.runtime.storage import open_store
 from spotproof.smoke.emulators import Bucket, emulated
 from spotproof.smoke.process import TrainerProcess
@@ -63,6 +64,9 @@ class Interruption:
     grace_seconds: float | None = None
     sigkilled_after_grace: bool = False
     replacement_overlapped: bool = False
+    newest_committed: int | None = None
+    """Newest step with a manifest once the process was gone: a replacement that starts
+    afterwards must resume from it (nothing committed is ever lost)."""
     upload_step: int | None = None
     kill_point: str | None = None
     """Where a hard kill hit the newest checkpoint: ``before-upload`` (no part written),
@@ -140,6 +144,11 @@ class _Run:
             )
         self.progress(f"  attempt {process.index}: resumed at step {event['step']}")
         return int(event["step"])
+
+    def newest_committed(self) -> int | None:
+        with self.bucket.apply():
+            steps = CheckpointStore(self.url).committed_steps()
+        return steps[-1] if steps else None
 
     def attempts(self) -> list[Attempt]:
         return [
@@ -275,6 +284,7 @@ def run_smoke(config: SmokeConfig, progress: Progress = print) -> SmokeReport:
                 landed = any(i.landed_in_upload for i in report.interruptions)
                 aim = None if landed else schedule
                 process = _hard_kill(run, process, record, aim, upload_seconds)
+            record.newest_committed = run.newest_committed()
             resumed = run.resumed(process)
             record.resumed_from = resumed
             record.steps_lost = max(0, record.at_step - resumed)
@@ -314,6 +324,13 @@ def _judge(record: Interruption, config: SmokeConfig, report: SmokeReport) -> No
         )
         record.max_steps_lost = config.interval + (
             record.at_step - in_flight if in_flight is not None else 0
+        )
+    committed = record.newest_committed
+    started_after_exit = not record.replacement_overlapped
+    if started_after_exit and committed is not None and (record.resumed_from or 0) < committed:
+        report.failures.append(
+            f"{record.kind}: step {committed} was committed but the replacement resumed from "
+            f"{record.resumed_from}"
         )
     if record.max_steps_lost is not None and lost > record.max_steps_lost:
         report.failures.append(

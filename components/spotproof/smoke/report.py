@@ -1,0 +1,76 @@
+"""What ``spotproof smoke`` tells a person: a table per interruption, JSON, and a timeline."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from spotproof.smoke.harness import SmokeReport, describe
+
+
+def to_json(report: SmokeReport) -> dict[str, Any]:
+    body = asdict(report)
+    body["passed"] = report.passed
+    for record, interruption in zip(body["interruptions"], report.interruptions, strict=True):
+        record["landed_in_upload"] = interruption.landed_in_upload
+    return body
+
+
+def summary(report: SmokeReport) -> str:
+    lines = [
+        f"reference digest   {report.reference_digest}",
+        f"interrupted digest {report.digest}",
+        f"reference run {report.reference_seconds:.1f} s, interrupted run "
+        f"{report.interrupted_seconds:.1f} s over {len(report.attempts)} processes",
+        "",
+        f"{'#':>2}  {'kind':<10} {'step':>5} {'resumed':>7} {'lost':>5}  detail",
+    ]
+    for index, record in enumerate(report.interruptions, start=1):
+        detail = describe(record).split("; ", 1)[1] if "; " in describe(record) else ""
+        lines.append(
+            f"{index:>2}  {record.kind:<10} {record.at_step:>5} {record.resumed_from!s:>7} "
+            f"{record.steps_lost!s:>5}  {detail}"
+        )
+    lines.append("")
+    if report.passed:
+        lines.append("PASSED: the interrupted run ended with the reference digest")
+    else:
+        lines += ["FAILED:", *(f"  - {failure}" for failure in report.failures)]
+    return "\n".join(lines)
+
+
+def render_timeline(report: SmokeReport, path: Path) -> None:
+    """Training progress against wall time, both runs, with interruptions and resumes marked."""
+    import matplotlib  # noqa: PLC0415 - heavy, and only needed for the picture
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    figure, axes = plt.subplots(figsize=(10, 5), dpi=110)
+    if report.reference and report.reference.steps:
+        times, steps = zip(*report.reference.steps, strict=True)
+        axes.plot(times, steps, color="0.6", linestyle="--", label="reference (uninterrupted)")
+    palette = plt.get_cmap("tab10")
+    for attempt in report.attempts:
+        if not attempt.steps:
+            continue
+        times, steps = zip(*attempt.steps, strict=True)
+        axes.plot(times, steps, color=palette(attempt.index % 10), linewidth=1.8)
+        axes.scatter([times[0]], [steps[0]], marker="o", color="green", zorder=3)
+    for record in report.interruptions:
+        style = {"preemption": ("v", "orange"), "hard-kill": ("X", "red")}[record.kind]
+        axes.scatter([record.at], [record.at_step], marker=style[0], color=style[1], s=80, zorder=4)
+    axes.scatter([], [], marker="v", color="orange", label="preemption (SIGTERM, grace, SIGKILL)")
+    axes.scatter([], [], marker="X", color="red", label="hard kill (SIGKILL)")
+    axes.scatter([], [], marker="o", color="green", label="process start / resume")
+    verdict = "PASSED" if report.passed else "FAILED"
+    axes.set_title(f"spotproof smoke on {report.config.store}: {verdict}")
+    axes.set_xlabel("wall time (s)")
+    axes.set_ylabel("training step")
+    axes.grid(alpha=0.3)
+    axes.legend(loc="lower right", fontsize=8)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    plt.close(figure)

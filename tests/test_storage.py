@@ -1,0 +1,97 @@
+"""The object stores behind checkpoints: create-only writes are refused by every emulator,
+and every way of pointing at an unusable store is one clear error."""
+
+from __future__ import annotations
+
+import pytest
+
+from spotproof.runtime.storage import AlreadyExists, StorageError, StorageURLError, open_store
+from spotproof.smoke.emulators import Bucket, free_port
+
+
+def test_second_create_only_write_is_refused_and_first_bytes_survive(bucket: Bucket) -> None:
+    store = open_store(bucket.url)
+    store.put_if_absent("manifests/000000000001.json", b"first")
+
+    with pytest.raises(AlreadyExists):
+        store.put_if_absent("manifests/000000000001.json", b"second")
+
+    assert store.get("manifests/000000000001.json") == b"first"
+
+
+def test_objects_round_trip_and_list_by_prefix(bucket: Bucket) -> None:
+    store = open_store(bucket.url)
+    store.put("steps/000000000010/w1/state.00000", b"x" * 1000)
+    store.put("steps/000000000010/w1/state.00001", memoryview(b"y" * 10))
+
+    assert store.list("steps") == ["steps/000000000010"]
+    assert sorted(store.list("steps/000000000010/w1")) == [
+        "steps/000000000010/w1/state.00000",
+        "steps/000000000010/w1/state.00001",
+    ]
+    assert store.get("steps/000000000010/w1/state.00001") == b"y" * 10
+    assert store.list("nothing-here") == []
+
+
+def test_deleting_a_prefix_removes_every_object_under_it(bucket: Bucket) -> None:
+    store = open_store(bucket.url)
+    store.put("steps/000000000010/w1/a", b"1")
+    store.put("steps/000000000010/w2/b", b"2")
+    store.delete_prefix("steps/000000000010")
+    assert not store.exists("steps/000000000010/w1/a")
+    assert not store.exists("steps/000000000010/w2/b")
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("my-bucket/checkpoints", "unsupported scheme '(none)'"),
+        ("ftp://host/x", "unsupported scheme 'ftp'"),
+        ("file://relative/dir", "file URLs take no host"),
+        ("s3:///no-bucket", "no bucket"),
+    ],
+)
+def test_bad_urls_are_refused_without_falling_back_to_local_disk(url: str, says: str) -> None:
+    with pytest.raises(StorageURLError) as error:
+        open_store(url)
+    message = str(error.value)
+    assert says in message and "allowed:" in message and "\n" not in message
+
+
+def test_unreachable_endpoint_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    with pytest.raises(StorageError) as error:
+        open_store("s3://spotproof-smoke/x")
+    assert "endpoint unreachable" in str(error.value) and "\n" not in str(error.value)
+
+
+def test_missing_credentials_is_one_line(
+    emulators: dict[str, Bucket], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", emulators["s3"].env["AWS_ENDPOINT_URL"])
+    for variable in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_PROFILE",
+        "AWS_SESSION_TOKEN",
+    ):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(StorageError) as error:
+        open_store("s3://spotproof-smoke/x")
+    assert "no usable credentials" in str(error.value)
+
+
+def test_missing_bucket_is_named(
+    emulators: dict[str, Bucket], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in emulators["s3"].env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(StorageError) as error:
+        open_store("s3://no-such-bucket/x")
+    assert "no-such-bucket" in str(error.value)
