@@ -204,8 +204,12 @@ def open_store(url: str, **storage_options: Any) -> ObjectStore:
         root = f"{parsed.netloc}{parsed.path}".rstrip("/")
     try:
         # No instance cache: endpoints and credentials come from the environment, which a
-        # cached filesystem would silently ignore after it changes.
-        options = {"skip_instance_cache": True, **_default_options(protocol), **storage_options}
+        # cached filesystem would silently ignore after it changes. No listings cache: other
+        # writers change the bucket, and a stale listing would hide their manifests.
+        options: dict[str, Any] = {"skip_instance_cache": True, **_default_options(protocol)}
+        if not local:
+            options["use_listings_cache"] = False
+        options.update(storage_options)
         fs = fsspec.filesystem(protocol, **options)
     except ImportError as error:
         raise StorageURLError(

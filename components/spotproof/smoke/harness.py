@@ -17,6 +17,7 @@ bucket:
 
 from __future__ import annotations
 
+import functools
 import random
 import signal
 import time
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 
 from spotproof.runtime import exit_codes
 from spotproof.runtime.checkpoint import CheckpointStore
-from spotproof.runtime.storage import open_store
+from spotproof.runtime.storage import ObjectStore, open_store
 from spotproof.smoke.emulators import Bucket, emulated
 from spotproof.smoke.process import TrainerProcess
 
@@ -145,6 +146,12 @@ class _Run:
         self.progress(f"  attempt {process.index}: resumed at step {event['step']}")
         return int(event["step"])
 
+    @functools.cached_property
+    def observer(self) -> ObjectStore:
+        """A client of the run's bucket, ready before it is needed: aimed kills poll it."""
+        with self.bucket.apply():
+            return open_store(self.url)
+
     def newest_committed(self) -> int | None:
         with self.bucket.apply():
             steps = CheckpointStore(self.url).committed_steps()
@@ -204,20 +211,22 @@ def _preempt(
 
 
 def _hard_kill(
-    run: _Run,
-    process: TrainerProcess,
-    record: Interruption,
-    aim: random.Random | None,
-    upload_seconds: float,
+    run: _Run, process: TrainerProcess, record: Interruption, aim: bool
 ) -> TrainerProcess:
-    """SIGKILL, like a node that vanishes. With ``aim``, the kill waits for the next upload to
-    begin and lands a random fraction of a typical upload's duration into it."""
-    if aim is not None:
-        delay = aim.uniform(0.25, 0.65) * upload_seconds
-        starts = lambda e: e["event"] == "saving" and e["step"] >= record.at_step  # noqa: E731
-        process.arm(starts, signal.SIGKILL, delay)
-        process.wait_for(starts)
-        process.finish(timeout=delay + 5)
+    """SIGKILL, like a node that vanishes. With ``aim``, the kill waits for the next upload and
+    lands as soon as part of its payload is in the bucket and its manifest is not: the
+    moment between payload writes and the commit."""
+    if aim:
+        now = process.last_step  # aim at an upload that has not finished yet
+        saving = process.wait_for(lambda e: e["event"] == "saving" and e["step"] >= now)
+        resumed = process.first("resumed") or {}
+        if saving is not None:
+            step = int(saving["step"])
+            payload = f"steps/{step:012d}/{resumed.get('writer')}"
+            deadline = time.monotonic() + 60
+            while process.popen.poll() is None and time.monotonic() < deadline:
+                if run.observer.list(payload):
+                    break
     process.send(signal.SIGKILL)
     record.exit_code = process.finish()
     record.at_step = process.last_step
@@ -248,10 +257,6 @@ def run_smoke(config: SmokeConfig, progress: Progress = print) -> SmokeReport:
         report.reference_digest = _run_to_completion(reference, process, report)
         report.reference_seconds = time.monotonic() - reference.origin
         report.reference = reference.attempts()[0]
-        uploads = sorted(
-            float(e["seconds"]) for e in process.of("checkpoint") if e["kind"] == "periodic"
-        )
-        upload_seconds = uploads[len(uploads) // 2] if uploads else 0.05
         progress(f"  done in {report.reference_seconds:.1f} s, digest {report.reference_digest}")
 
         kinds = ["preemption"] * config.preemptions + ["hard-kill"] * config.hard_kills
@@ -260,6 +265,7 @@ def run_smoke(config: SmokeConfig, progress: Progress = print) -> SmokeReport:
         run = _Run(config, bucket, "interrupted", progress)
         process = run.start()
         resumed = run.resumed(process)
+        run.observer  # noqa: B018 - connect now, not when a kill is being aimed
         overlapped = False
         for kind in kinds:
             target = resumed + schedule.randint(max(2, config.interval // 2), 2 * config.interval)
@@ -282,8 +288,7 @@ def run_smoke(config: SmokeConfig, progress: Progress = print) -> SmokeReport:
                 overlapped = True
             else:
                 landed = any(i.landed_in_upload for i in report.interruptions)
-                aim = None if landed else schedule
-                process = _hard_kill(run, process, record, aim, upload_seconds)
+                process = _hard_kill(run, process, record, aim=not landed)
             record.newest_committed = run.newest_committed()
             resumed = run.resumed(process)
             record.resumed_from = resumed

@@ -28,7 +28,6 @@ class TrainerProcess:
 
     def __post_init__(self) -> None:
         self._changed = threading.Condition()
-        self._trigger: tuple[Callable[[Event], bool], signal.Signals, float] | None = None
         self.started = self.now()
         self.popen = subprocess.Popen(
             [sys.executable, "-m", "spotproof.smoke.train"],
@@ -54,13 +53,6 @@ class TrainerProcess:
                 event = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            trigger = self._trigger
-            if trigger is not None and trigger[0](event):
-                # Signal from the reader thread itself: waking the main thread first would
-                # let the trainer run on for milliseconds (and finish the upload we aim at).
-                self._trigger = None
-                time.sleep(trigger[2])
-                self.send(trigger[1])
             with self._changed:
                 self.events.append((self.now(), event))
                 self._changed.notify_all()
@@ -101,10 +93,6 @@ class TrainerProcess:
     def last_step(self) -> int:
         steps = [e["step"] for _, e in self.events if e.get("event") in ("step", "resumed")]
         return max(steps, default=0)
-
-    def arm(self, match: Callable[[Event], bool], signum: signal.Signals, delay: float = 0) -> None:
-        """Send ``signum`` ``delay`` seconds after an event matching ``match`` is read."""
-        self._trigger = (match, signum, delay)
 
     def send(self, signum: signal.Signals) -> None:
         if self.popen.poll() is None:

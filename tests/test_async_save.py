@@ -1,0 +1,70 @@
+"""Background saves, and the final save that waits for or supersedes the one in flight."""
+
+from __future__ import annotations
+
+import threading
+
+from spotproof.runtime.async_save import AsyncCheckpointer
+from spotproof.runtime.checkpoint import CheckpointStore, SaveResult
+from spotproof.smoke.emulators import Bucket
+
+
+def _payload(step: int) -> dict[str, bytes]:
+    return {"state": bytes([step]) * (2 * 1024 * 1024)}
+
+
+def _store(bucket: Bucket) -> CheckpointStore:
+    # Many small parts: the upload takes long enough to be caught in flight.
+    return CheckpointStore(bucket.url, part_bytes=16 * 1024, parallelism=2, keep=10)
+
+
+def test_periodic_save_runs_in_the_background_and_commits(bucket: Bucket) -> None:
+    done: list[SaveResult] = []
+    saver = AsyncCheckpointer(_store(bucket), on_done=lambda result, kind: done.append(result))
+    caller = threading.current_thread()
+    ran_in: list[threading.Thread] = []
+
+    def serialize() -> dict[str, bytes]:
+        ran_in.append(threading.current_thread())
+        return _payload(10)
+
+    saver.save_async(10, serialize, {})
+    result = saver.wait()
+
+    assert result is not None and result.committed and done == [result]
+    assert ran_in and ran_in[0] is not caller
+
+
+def test_final_save_supersedes_an_older_save_in_flight(bucket: Bucket) -> None:
+    store = _store(bucket)
+    started = threading.Event()
+    saver = AsyncCheckpointer(store, on_start=lambda step, kind: started.set())
+    saver.save_async(10, lambda: _payload(10), {})
+    started.wait(10)
+
+    final = saver.save_final(12, lambda: _payload(12), {})
+
+    assert final.committed and final.step == 12
+    assert store.committed_steps() == [12]
+    assert not store.store.list("steps/000000000010")
+
+
+def test_final_save_of_the_step_in_flight_just_waits_for_it(bucket: Bucket) -> None:
+    store = _store(bucket)
+    kinds: list[str] = []
+    saver = AsyncCheckpointer(store, on_done=lambda result, kind: kinds.append(kind))
+    saver.save_async(10, lambda: _payload(10), {})
+
+    final = saver.save_final(10, lambda: _payload(10), {})
+
+    assert final.committed and kinds == ["periodic"]
+    assert store.committed_steps() == [10]
+
+
+def test_next_periodic_save_waits_for_the_previous_one(bucket: Bucket) -> None:
+    store = _store(bucket)
+    saver = AsyncCheckpointer(store)
+    saver.save_async(10, lambda: _payload(10), {})
+    saver.save_async(20, lambda: _payload(20), {})
+    saver.wait()
+    assert store.committed_steps() == [10, 20]

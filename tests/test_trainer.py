@@ -1,0 +1,159 @@
+"""The smoke-test trainer as the Job runs it: env in, JSON lines out, exit codes that mean
+what the Job's podFailurePolicy expects, and bit-exact resume."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spotproof.runtime import exit_codes
+from spotproof.runtime.checkpoint import CheckpointStore, Manifest
+from spotproof.smoke.process import TrainerProcess
+
+
+def _env(url: str, **overrides: object) -> dict[str, str]:
+    env = {
+        "CHECKPOINT_URL": url,
+        "CHECKPOINT_INTERVAL": "10",
+        "TOTAL_STEPS": "60",
+        "SEED": "7",
+        "MODEL_MB": "1",
+        "CHECKPOINT_PART_KB": "64",
+    }
+    env.update({k: str(v) for k, v in overrides.items()})
+    return env
+
+
+def _run(env: dict[str, str]) -> TrainerProcess:
+    process = TrainerProcess(env, time.monotonic())
+    process.finish(timeout=120)
+    return process
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"file://{tmp_path}/ckpt"
+
+
+@pytest.fixture(scope="module")
+def reference_digest(tmp_path_factory: pytest.TempPathFactory) -> str:
+    process = _run(_env(f"file://{tmp_path_factory.mktemp('ref')}/ckpt"))
+    done = process.first("done")
+    assert done is not None and process.popen.returncode == exit_codes.COMPLETED
+    return str(done["digest"])
+
+
+def test_fresh_start_resumes_at_zero_and_completes(url: str, reference_digest: str) -> None:
+    process = _run(_env(url))
+    names = [e["event"] for _, e in process.events]
+    assert names[0] == "resumed" and process.first("resumed")["step"] == 0  # type: ignore[index]
+    assert names[-1] == "done" and process.first("done")["step"] == 60  # type: ignore[index]
+    assert [e["step"] for e in process.of("checkpoint")] == [10, 20, 30, 40, 50, 60]
+    assert process.first("done")["digest"] == reference_digest  # type: ignore[index]
+
+
+def test_checkpoint_event_is_printed_only_after_its_manifest_exists(url: str) -> None:
+    process = TrainerProcess(_env(url, STEP_SECONDS="0.01"), time.monotonic())
+    store = CheckpointStore(url)
+    seen = 0
+    while process.finish(timeout=0.001) is None or seen < len(process.of("checkpoint")):
+        events = process.of("checkpoint")
+        for event in events[seen:]:
+            assert store.store.exists(f"manifests/{event['step']:012d}.json"), event
+        seen = len(events)
+    assert seen == 6
+
+
+def test_sigterm_saves_the_current_step_and_exits_preempted(
+    url: str, reference_digest: str
+) -> None:
+    first = TrainerProcess(_env(url, STEP_SECONDS="0.02", EMIT_STEPS="1"), time.monotonic())
+    first.wait_for(lambda e: e["event"] == "step" and e["step"] >= 23)
+    first.send(signal.SIGTERM)
+    assert first.finish(timeout=30) == exit_codes.PREEMPTED
+    preempted = first.first("preempted")
+    final = [e for e in first.of("checkpoint") if e["kind"] == "final"]
+    assert preempted is not None and final and final[0]["step"] == preempted["step"]
+    assert final[0]["since_signal"] < 15
+
+    second = _run(_env(url))
+    assert second.first("resumed")["step"] == preempted["step"]  # type: ignore[index]
+    assert second.first("done")["digest"] == reference_digest  # type: ignore[index]
+
+
+def test_corrupt_newest_checkpoint_is_skipped_and_the_previous_one_resumed(
+    url: str, reference_digest: str
+) -> None:
+    first = TrainerProcess(_env(url, STEP_SECONDS="0.02", EMIT_STEPS="1"), time.monotonic())
+    first.wait_for(lambda e: e["event"] == "checkpoint" and e["step"] == 30)
+    first.send(signal.SIGKILL)
+    first.finish(timeout=10)
+    store = CheckpointStore(url)
+    newest = store.committed_steps()[-1]
+    part = Manifest.decode(store.store.get(f"manifests/{newest:012d}.json")).parts[0]
+    data = bytearray(store.store.get(part.key))
+    data[-1] ^= 0xFF
+    store.store.put(part.key, bytes(data))
+
+    second = _run(_env(url))
+
+    assert second.first("skipped")["step"] == newest  # type: ignore[index]
+    assert second.first("resumed")["step"] == newest - 10  # type: ignore[index]
+    assert second.first("done")["digest"] == reference_digest  # type: ignore[index]
+
+
+def test_rerun_of_a_finished_job_completes_at_once_with_the_same_digest(
+    url: str, reference_digest: str
+) -> None:
+    _run(_env(url))
+    again = _run(_env(url))
+    assert again.first("resumed")["step"] == 60  # type: ignore[index]
+    assert again.first("done")["digest"] == reference_digest  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"CHECKPOINT_URL": ""}, "CHECKPOINT_URL is required"),
+        ({"TOTAL_STEPS": "lots"}, "TOTAL_STEPS='lots': not a int"),
+        ({"CHECKPOINT_INTERVAL": "0"}, "CHECKPOINT_INTERVAL='0': must be >= 1"),
+        ({"CHECKPOINT_URL": "my-bucket/ckpt"}, "unsupported scheme '(none)'"),
+    ],
+)
+def test_bad_configuration_fails_the_job_at_once(url: str, env: dict[str, str], says: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "spotproof.smoke.train"],
+        env={**_env(url), **env, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == exit_codes.BAD_CONFIG
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and says in done.stderr
+
+
+def test_unreachable_store_exits_for_a_retry_in_one_line(url: str) -> None:
+    from spotproof.smoke.emulators import free_port  # noqa: PLC0415
+
+    env = _env(
+        "s3://spotproof-smoke/x",
+        AWS_ENDPOINT_URL=f"http://127.0.0.1:{free_port()}",
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_MAX_ATTEMPTS="1",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "spotproof.smoke.train"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == exit_codes.STORAGE_UNAVAILABLE
+    assert done.stderr.count("\n") == 1 and "endpoint unreachable" in done.stderr
