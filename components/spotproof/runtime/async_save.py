@@ -1,10 +1,11 @@
 """Periodic checkpoints in the background, and the final one on preemption.
 
-Training must not stop for a periodic save. :meth:`AsyncCheckpointer.save_async` takes a
-*snapshot* the caller has already copied to CPU memory at a step boundary, and serializes
-and uploads it in a background thread while training continues. One save is in flight at
-a time: a new periodic save first waits for the previous one, so a crash never loses more
-than one checkpoint interval.
+Training must not stop for a periodic save. :meth:`AsyncCheckpointer.save_async` calls the
+caller's *capture* (a copy of the state into CPU memory, e.g. ``StateBuffer.capture``) at
+the step boundary, then uploads it in a background thread while training continues. One
+save is in flight at a time: a new one first waits for the previous upload, which also
+makes it safe for capture to reuse one buffer. A crash therefore loses at most one
+checkpoint interval, plus the steps trained while the newest checkpoint was uploading.
 
 On preemption :meth:`AsyncCheckpointer.save_final` takes over: a save in flight for the
 same step is simply awaited; one for an older step is cancelled (it stops between parts
@@ -20,8 +21,9 @@ from typing import Any
 
 from spotproof.runtime.checkpoint import CheckpointStore, SaveCancelled, SaveResult
 
-Serializer = Callable[[], Mapping[str, bytes]]
-"""Turns a snapshot into named blobs; runs in the background for periodic saves."""
+Blobs = Mapping[str, bytes | memoryview]
+Capture = Callable[[], Blobs]
+"""Copies the training state into named blobs; runs in the caller's thread, between steps."""
 
 
 @dataclass
@@ -47,24 +49,21 @@ class AsyncCheckpointer:
         self.on_done = on_done
         self._in_flight: _InFlight | None = None
 
-    def save_async(self, step: int, serialize: Serializer, metadata: Mapping[str, Any]) -> None:
-        """Start a periodic save of ``step`` in the background, after any previous one."""
+    def save_async(self, step: int, capture: Capture, metadata: Mapping[str, Any]) -> None:
+        """Capture ``step`` now and upload it in the background, after any previous upload."""
         self.wait()
-        job = _InFlight(
-            step, threading.Thread(name=f"ckpt-{step}", daemon=True, target=lambda: None)
-        )
+        blobs = capture()
+        job = _InFlight(step)
         job.thread = threading.Thread(
-            name=f"ckpt-{step}",
+            target=self._upload,
+            args=(job, blobs, metadata, "periodic"),
+            name=f"checkpoint-{step}",
             daemon=True,
-            target=self._run,
-            args=(job, serialize, metadata, "periodic"),
         )
         self._in_flight = job
         job.thread.start()
 
-    def save_final(
-        self, step: int, serialize: Serializer, metadata: Mapping[str, Any]
-    ) -> SaveResult:
+    def save_final(self, step: int, capture: Capture, metadata: Mapping[str, Any]) -> SaveResult:
         """Commit ``step`` now, in this thread; waits for or supersedes the save in flight."""
         job = self._in_flight
         if job is not None and job.step == step:
@@ -75,7 +74,7 @@ class AsyncCheckpointer:
             job.cancel.set()
             self.wait()
         final = _InFlight(step)
-        self._run(final, serialize, metadata, "final")
+        self._upload(final, capture(), metadata, "final")
         if final.error is not None:
             raise final.error
         assert final.result is not None
@@ -92,11 +91,8 @@ class AsyncCheckpointer:
             raise job.error
         return job.result
 
-    def _run(
-        self, job: _InFlight, serialize: Serializer, metadata: Mapping[str, Any], kind: str
-    ) -> None:
+    def _upload(self, job: _InFlight, blobs: Blobs, metadata: Mapping[str, Any], kind: str) -> None:
         try:
-            blobs = serialize()
             if self.on_start:
                 self.on_start(job.step, kind)
             job.result = self.store.save(job.step, blobs, metadata, cancel=job.cancel)

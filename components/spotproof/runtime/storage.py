@@ -125,6 +125,27 @@ class ObjectStore:
         with self._calling(f"reading {key}"):
             return bytes(self.fs.cat_file(self.path(key)))
 
+    def read_into(self, key: str, buffer: memoryview) -> int:
+        """Read ``key`` into ``buffer``; returns its size. Locally this is the only copy made
+        (the file is read straight into place); remotely the response is copied in once."""
+        with self._calling(f"reading {key}"):
+            if self.local:
+                with open(self.path(key), "rb", buffering=0) as file:
+                    size = os.fstat(file.fileno()).st_size
+                    if size != len(buffer):
+                        return size
+                    filled = 0
+                    while filled < size:  # one read() returns at most ~2 GiB on Linux
+                        count = file.readinto(buffer[filled:])
+                        if not count:
+                            break
+                        filled += count
+                    return filled
+            data = self.fs.cat_file(self.path(key))
+            if len(data) == len(buffer):
+                buffer[:] = data
+            return len(data)
+
     def exists(self, key: str) -> bool:
         with self._calling(f"checking {key}"):
             self.fs.invalidate_cache(self.path(key))

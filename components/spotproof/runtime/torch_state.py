@@ -1,61 +1,115 @@
-"""Training state as checkpoint bytes, for PyTorch loops.
+"""Training state as checkpoint blobs, for PyTorch loops, with one copy and no pickling of
+tensor data.
 
-:func:`snapshot` copies everything resume needs to CPU memory at a step boundary (model
-and optimizer state, RNG states, the step itself), so training can go on while the copy
-is serialized and uploaded. :func:`restore` puts it back bit for bit.
+At a step boundary :meth:`StateBuffer.capture` copies every tensor of the training state
+(model, optimizer, RNG states) into one flat CPU buffer that is allocated once and reused
+(pinned when CUDA is present). The checkpoint is two blobs: ``tensors``, a view of that
+buffer uploaded as it is, and ``skeleton``, the small structure around it (param groups,
+step, Python RNG state) with each tensor replaced by its offset, dtype and shape.
+:func:`restore` rebuilds the tensors as views of the downloaded buffer and loads them.
+
+The buffer is only written while no upload reads it: ``AsyncCheckpointer`` calls capture
+after the previous save has finished.
 """
 
 from __future__ import annotations
 
 import io
 import random
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-
-def _to_cpu(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu", copy=True)
-    if isinstance(value, dict):
-        return {k: _to_cpu(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(_to_cpu(v) for v in value)
-    return value
+TENSOR_KEY = "__spotproof_tensor__"
 
 
-def snapshot(
-    model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int, **extra: Any
-) -> dict[str, Any]:
-    """A CPU copy of the whole training state, safe to serialize in another thread."""
-    state = {
-        "step": step,
-        "model": _to_cpu(model.state_dict()),
-        "optimizer": _to_cpu(optimizer.state_dict()),
-        "torch_rng": torch.get_rng_state(),
-        "python_rng": random.getstate(),
-        "extra": _to_cpu(extra),
-    }
-    if torch.cuda.is_available():
-        state["cuda_rng"] = torch.cuda.get_rng_state_all()
-    return state
+class StateBuffer:
+    """One reusable flat buffer for the whole training state."""
 
+    def __init__(self) -> None:
+        self._buffer: torch.Tensor | None = None
 
-def to_bytes(state: dict[str, Any]) -> bytes:
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    return buffer.getvalue()
+    def _flat(self, nbytes: int) -> torch.Tensor:
+        if self._buffer is None or self._buffer.numel() != nbytes:
+            pin = torch.cuda.is_available()
+            self._buffer = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pin)
+        return self._buffer
+
+    def capture(
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int, **extra: Any
+    ) -> dict[str, bytes | memoryview]:
+        state = {
+            "step": step,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "python_rng": random.getstate(),
+            "extra": extra,
+        }
+        if torch.cuda.is_available():
+            state["cuda_rng"] = torch.cuda.get_rng_state_all()
+
+        tensors: list[torch.Tensor] = []
+
+        def strip(value: Any) -> Any:
+            if isinstance(value, torch.Tensor):
+                tensors.append(value.detach())
+                return {TENSOR_KEY: len(tensors) - 1}
+            if isinstance(value, dict):
+                return {k: strip(v) for k, v in value.items()}
+            if isinstance(value, list | tuple):
+                return type(value)(strip(v) for v in value)
+            return value
+
+        skeleton = strip(state)
+        sizes = [t.numel() * t.element_size() for t in tensors]
+        flat = self._flat(sum(sizes))
+        layout, offset = [], 0
+        for tensor, size in zip(tensors, sizes, strict=True):
+            source = tensor.contiguous().reshape(-1).view(torch.uint8)
+            flat[offset : offset + size].copy_(source, non_blocking=True)
+            layout.append(
+                (offset, size, str(tensor.dtype).removeprefix("torch."), list(tensor.shape))
+            )
+            offset += size
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        header = io.BytesIO()
+        torch.save({"skeleton": skeleton, "layout": layout}, header)
+        return {"skeleton": header.getvalue(), "tensors": memoryview(flat.numpy()).cast("B")}
 
 
 def restore(
-    model: torch.nn.Module, optimizer: torch.optim.Optimizer, data: bytes
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, blobs: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """Load state saved by :func:`snapshot`; returns it (``step``, ``extra``) for the loop."""
+    """Load state captured by :meth:`StateBuffer.capture`; returns it (``step``, ``extra``)."""
     # weights_only: a checkpoint is data; loading one must never run code from the bucket.
-    state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    header = torch.load(io.BytesIO(bytes(blobs["skeleton"])), weights_only=True)
+    data = blobs["tensors"]
+    flat = (
+        torch.frombuffer(data, dtype=torch.uint8)
+        if len(data)
+        else torch.empty(0, dtype=torch.uint8)
+    )
+    tensors = [
+        flat[offset : offset + size].view(getattr(torch, dtype)).reshape(shape)
+        for offset, size, dtype, shape in header["layout"]
+    ]
+
+    def fill(value: Any) -> Any:
+        if isinstance(value, dict):
+            if set(value) == {TENSOR_KEY}:
+                return tensors[value[TENSOR_KEY]]
+            return {k: fill(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(fill(v) for v in value)
+        return value
+
+    state = fill(header["skeleton"])
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
-    torch.set_rng_state(state["torch_rng"])
+    torch.set_rng_state(state["torch_rng"].clone())
     random.setstate(state["python_rng"])
     if "cuda_rng" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda_rng"])

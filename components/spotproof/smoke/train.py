@@ -165,7 +165,7 @@ def train(config: TrainConfig) -> int:
     step = 0
     latest = store.load_latest(on_skip=lambda s, why: emit("skipped", step=s, reason=why))
     if latest is not None:
-        step = torch_state.restore(model, optimizer, latest.blobs["state"])["step"]
+        step = torch_state.restore(model, optimizer, latest.blobs)["step"]
     emit("resumed", step=step, writer=store.writer_id)
 
     received: dict[str, float] = {}
@@ -183,13 +183,14 @@ def train(config: TrainConfig) -> int:
         store, on_start=lambda s, kind: emit("saving", step=s, kind=kind), on_done=on_done
     )
 
+    buffer = torch_state.StateBuffer()
+
     def save(final: bool) -> SaveResult | None:
-        state = torch_state.snapshot(model, optimizer, step)
-        serialize = lambda: {"state": torch_state.to_bytes(state)}  # noqa: E731
+        capture = lambda: buffer.capture(model, optimizer, step)  # noqa: E731
         metadata = {"seed": config.seed, "total_steps": config.total_steps}
         if final:
-            return saver.save_final(step, serialize, metadata)
-        saver.save_async(step, serialize, metadata)
+            return saver.save_final(step, capture, metadata)
+        saver.save_async(step, capture, metadata)
         return None
 
     loss_fn = torch.nn.MSELoss()
