@@ -18,21 +18,26 @@ def _store(bucket: Bucket) -> CheckpointStore:
     return CheckpointStore(bucket.url, part_bytes=16 * 1024, parallelism=2, keep=10)
 
 
-def test_periodic_save_runs_in_the_background_and_commits(bucket: Bucket) -> None:
+def test_capture_runs_between_steps_and_the_upload_in_the_background(bucket: Bucket) -> None:
     done: list[SaveResult] = []
-    saver = AsyncCheckpointer(_store(bucket), on_done=lambda result, kind: done.append(result))
-    caller = threading.current_thread()
-    ran_in: list[threading.Thread] = []
+    uploaded_in: list[threading.Thread] = []
+    captured_in: list[threading.Thread] = []
+    saver = AsyncCheckpointer(
+        _store(bucket),
+        on_start=lambda step, kind: uploaded_in.append(threading.current_thread()),
+        on_done=lambda result, kind: done.append(result),
+    )
 
-    def serialize() -> dict[str, bytes]:
-        ran_in.append(threading.current_thread())
+    def capture() -> dict[str, bytes]:
+        captured_in.append(threading.current_thread())
         return _payload(10)
 
-    saver.save_async(10, serialize, {})
+    saver.save_async(10, capture, {})
     result = saver.wait()
 
     assert result is not None and result.committed and done == [result]
-    assert ran_in and ran_in[0] is not caller
+    assert captured_in == [threading.current_thread()]
+    assert uploaded_in and uploaded_in[0] is not threading.current_thread()
 
 
 def test_final_save_supersedes_an_older_save_in_flight(bucket: Bucket) -> None:
