@@ -6,7 +6,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /opt/spotproof
 COPY pyproject.toml README.md ./
 COPY components ./components
-RUN pip install '.[train]'
+RUN pip install '.[train,gcs,s3,azure-blob]'
 
 # The Job runs as 1000 with a read-only root filesystem; /tmp is an emptyDir.
 USER 1000:1000

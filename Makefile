@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 STACK  ?= gke-dev
 
-.PHONY: demo test lint plan clean
+.PHONY: demo test lint plan bench clean
 
 STORE  ?= s3
 
@@ -30,6 +30,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 plan: demo
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/checkpoint_io.py
+	$(BIN)/python benchmarks/training_throughput.py
+	$(BIN)/python benchmarks/goodput.py
 
 clean:
 	rm -rf $(VENV) node_modules out .pytest_cache .ruff_cache
