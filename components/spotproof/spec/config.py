@@ -8,14 +8,25 @@ naming the key, the value and what is allowed, before any resource is declared.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from spotproof.catalog import PREEMPTION_NOTICE_SECONDS, Cloud
 from spotproof.catalog import gke as gke_catalog
 from spotproof.spec.errors import SpecError
+from spotproof.spec.fields import (
+    MISSING,
+    ConfigObject,
+    boolean,
+    check_label,
+    choice,
+    decode,
+    integer,
+    items,
+    labels,
+    text,
+)
 from spotproof.spec.types import (
     Autoprovisioning,
     Capacity,
@@ -36,120 +47,10 @@ KUBERNETES_VERSIONS = tuple(f"1.{minor}" for minor in range(31, 38))
 """Minor versions with GA podFailurePolicy (1.31+) that kubernetes-validate has schemas for."""
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_KEY = re.compile(
-    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _GCP_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _GCP_REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
-_RESERVED_LABEL_PREFIXES = ("spotproof.dev/", "cloud.google.com/", "kubernetes.io/", "k8s.io/")
-
-T = TypeVar("T")
-_MISSING: Any = object()
-
-
-class _Object:
-    """One config object being read; remembers which keys were read to reject the rest."""
-
-    def __init__(self, key: str, raw: Any, separator: str = ".") -> None:
-        raw = _decode(raw)
-        if not isinstance(raw, Mapping):
-            raise SpecError(key, raw, "expected an object", "a mapping of field names to values")
-        self.key, self.raw, self.known = key, raw, set[str]()
-        self.separator = separator  # ":" between a config namespace and its keys
-
-    def key_of(self, name: str) -> str:
-        return f"{self.key}{self.separator}{name}"
-
-    def field(self, name: str, parse: Callable[[str, Any], T], default: Any = _MISSING) -> T:
-        self.known.add(name)
-        key = self.key_of(name)
-        if name not in self.raw or self.raw[name] is None:
-            if default is _MISSING:
-                raise SpecError(key, None, "required", "a value")
-            return default
-        return parse(key, self.raw[name])
-
-    def section(self, name: str, parse: Callable[[str, Any], T]) -> T:
-        """A nested object whose fields all have defaults: absent reads as ``{}``."""
-        self.known.add(name)
-        return parse(self.key_of(name), self.raw.get(name) or {})
-
-    def finish(self) -> None:
-        for name in self.raw:
-            if name not in self.known:
-                raise SpecError(
-                    self.key_of(name),
-                    self.raw[name],
-                    "unknown field",
-                    ", ".join(sorted(self.known)),
-                )
-
-
-def _decode(raw: Any) -> Any:
-    """Pulumi passes structured config to programs as JSON strings."""
-    if isinstance(raw, str) and raw[:1] in ("{", "["):
-        try:
-            return json.loads(raw)
-        except json.JSONDecodeError:
-            return raw
-    return raw
-
-
-def integer(minimum: int | None = None, maximum: int | None = None) -> Callable[[str, Any], int]:
-    def parse(key: str, raw: Any) -> int:
-        value = raw
-        whole_text = isinstance(raw, str) and re.fullmatch(r"-?[0-9]+", raw.strip())
-        if whole_text or (isinstance(raw, float) and raw.is_integer()):
-            value = int(raw)
-        allowed = "a whole number" + (f" >= {minimum}" if minimum is not None else "")
-        allowed += f" and <= {maximum}" if maximum is not None else ""
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise SpecError(key, raw, "not a whole number", allowed)
-        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-            raise SpecError(key, raw, "out of range", allowed)
-        return value
-
-    return parse
-
-
-def boolean(key: str, raw: Any) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    if isinstance(raw, str) and raw.lower() in ("true", "false"):
-        return raw.lower() == "true"
-    raise SpecError(key, raw, "not a boolean", "true or false")
-
-
-def text(
-    pattern: re.Pattern[str] | None = None, allowed: str = "a string"
-) -> Callable[[str, Any], str]:
-    def parse(key: str, raw: Any) -> str:
-        if not isinstance(raw, str) or (pattern is not None and not pattern.match(raw)):
-            raise SpecError(key, raw, "malformed", allowed)
-        return raw
-
-    return parse
-
-
-def choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
-    def parse(key: str, raw: Any) -> str:
-        if raw not in options:
-            raise SpecError(key, raw, "unknown value", ", ".join(options))
-        return str(raw)
-
-    return parse
-
-
-def items(key: str, raw: Any) -> Iterator[tuple[str, Any]]:
-    """The elements of a config list, each with its indexed key."""
-    raw = _decode(raw)
-    if not isinstance(raw, list):
-        raise SpecError(key, raw, "expected a list", "a YAML list")
-    for index, element in enumerate(raw):
-        yield f"{key}[{index}]", element
 
 
 def _taint(key: str, raw: Any) -> Taint:
@@ -159,29 +60,8 @@ def _taint(key: str, raw: Any) -> Taint:
     taint_key, value, effect = match.groups()
     if effect not in TaintEffect._value2member_map_:
         raise SpecError(key, raw, f"unknown taint effect {effect}", ", ".join(TaintEffect))
-    _check_label(key, taint_key, value)
+    check_label(key, taint_key, value)
     return Taint(taint_key, value, TaintEffect(effect))
-
-
-def _check_label(key: str, label_key: str, value: str) -> None:
-    if not _LABEL_KEY.match(label_key) or label_key.startswith(_RESERVED_LABEL_PREFIXES):
-        raise SpecError(
-            key,
-            label_key,
-            "not a usable label key",
-            "[prefix/]name, not under " + ", ".join(_RESERVED_LABEL_PREFIXES),
-        )
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
-        raise SpecError(key, value, "not a label value", "up to 63 of [A-Za-z0-9_.-]")
-
-
-def _labels(key: str, raw: Any) -> dict[str, str]:
-    raw = _decode(raw)
-    if not isinstance(raw, Mapping):
-        raise SpecError(key, raw, "expected an object", "a mapping of label keys to values")
-    for label_key, value in raw.items():
-        _check_label(f"{key}.{label_key}", str(label_key), str(value))
-    return {str(k): str(v) for k, v in raw.items()}
 
 
 def _zones(region: str) -> Callable[[str, Any], tuple[str, ...]]:
@@ -201,7 +81,7 @@ def _zones(region: str) -> Callable[[str, Any], tuple[str, ...]]:
     return parse
 
 
-def _gpu(obj: _Object) -> gke_catalog.GpuShape:
+def _gpu(obj: ConfigObject) -> gke_catalog.GpuShape:
     machine_type = obj.field("machineType", text(gke_catalog.MACHINE_TYPE, "a machine type"))
     gpu_type = obj.field("gpuType", text(), None)
     count = obj.field("gpusPerNode", integer(1, 16), None)
@@ -223,10 +103,10 @@ def _gpu(obj: _Object) -> gke_catalog.GpuShape:
         raise SpecError(f"{obj.key}.{name}", value, error.problem, error.allowed) from None
 
 
-def _node_range(obj: _Object, min_default: int, min_floor: int) -> tuple[int, int]:
+def _node_range(obj: ConfigObject, min_default: int, min_floor: int) -> tuple[int, int]:
     min_nodes = obj.field("minNodes", integer(min_floor, 1000), min_default)
     max_nodes = obj.field(
-        "maxNodes", integer(1, 1000), _MISSING if min_default == 0 else max(3, min_nodes)
+        "maxNodes", integer(1, 1000), MISSING if min_default == 0 else max(3, min_nodes)
     )
     if max_nodes < min_nodes:
         raise SpecError(
@@ -239,7 +119,7 @@ def _node_range(obj: _Object, min_default: int, min_floor: int) -> tuple[int, in
 
 
 def _system_pool(key: str, raw: Any) -> SystemPool:
-    obj = _Object(key, raw)
+    obj = ConfigObject(key, raw)
     machine_type = obj.field(
         "machineType", text(gke_catalog.MACHINE_TYPE, "a machine type"), SystemPool.machine_type
     )
@@ -251,7 +131,7 @@ def _system_pool(key: str, raw: Any) -> SystemPool:
 
 def _gpu_pool(region: str) -> Callable[[str, Any], GpuPool]:
     def parse(key: str, raw: Any) -> GpuPool:
-        obj = _Object(key, raw)
+        obj = ConfigObject(key, raw)
         name = obj.field("name", text(_DNS_LABEL, "a lowercase DNS label of at most 40 characters"))
         shape = _gpu(obj)
         capacity = Capacity(obj.field("capacity", choice(tuple(Capacity)), Capacity.SPOT.value))
@@ -272,7 +152,7 @@ def _gpu_pool(region: str) -> Callable[[str, Any], GpuPool]:
                     f"{key}.extraTaints", obj.field("extraTaints", lambda _k, v: v, [])
                 )
             ),
-            extra_labels=obj.field("extraLabels", _labels, {}),
+            extra_labels=obj.field("extraLabels", labels, {}),
         )
         obj.finish()
         return pool
@@ -282,7 +162,7 @@ def _gpu_pool(region: str) -> Callable[[str, Any], GpuPool]:
 
 def _flex_start(region: str) -> Callable[[str, Any], FlexStartPool]:
     def parse(key: str, raw: Any) -> FlexStartPool:
-        obj = _Object(key, raw)
+        obj = ConfigObject(key, raw)
         name = obj.field("name", text(_DNS_LABEL, "a lowercase DNS label of at most 40 characters"))
         shape = _gpu(obj)
         pool = FlexStartPool(
@@ -303,8 +183,8 @@ def _flex_start(region: str) -> Callable[[str, Any], FlexStartPool]:
 
 
 def _autoprovisioning(key: str, raw: Any) -> Autoprovisioning:
-    obj = _Object(key, raw)
-    limits_raw = _decode(obj.field("gpuLimits", lambda _k, v: v, {}))
+    obj = ConfigObject(key, raw)
+    limits_raw = decode(obj.field("gpuLimits", lambda _k, v: v, {}))
     if not isinstance(limits_raw, Mapping):
         raise SpecError(
             f"{key}.gpuLimits", limits_raw, "expected an object", "a mapping of GPU type to count"
@@ -331,7 +211,7 @@ def _autoprovisioning(key: str, raw: Any) -> Autoprovisioning:
 
 def _bucket(project: str, stack: str, region: str) -> Callable[[str, Any], CheckpointBucket]:
     def parse(key: str, raw: Any) -> CheckpointBucket:
-        obj = _Object(key, raw)
+        obj = ConfigObject(key, raw)
         name = obj.field(
             "name",
             text(_BUCKET, "3-63 of [a-z0-9_-], starting and ending alphanumeric"),
@@ -374,7 +254,7 @@ def _smoke_test(
     """``pool_classes`` maps each class that has pools to its largest GPUs-per-node."""
 
     def parse(key: str, raw: Any) -> SmokeTest | None:
-        obj = _Object(key, raw)
+        obj = ConfigObject(key, raw)
         if not obj.field("enabled", boolean, True):
             return None
         targets = tuple(c.value for c in PoolClass if c is not PoolClass.SYSTEM)
@@ -436,7 +316,7 @@ def fleet_from_config(stack: str, config: Mapping[str, Any]) -> FleetSpec:
             "not usable as a cluster name",
             "a lowercase DNS label of at most 40 characters",
         )
-    top = _Object(
+    top = ConfigObject(
         NAMESPACE,
         {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{NAMESPACE}:")},
         separator=":",
