@@ -11,9 +11,9 @@ STACK  ?= gke-dev
 
 STORE  ?= s3
 
-$(STAMP): pyproject.toml package-lock.json
+$(STAMP): pyproject.toml constraints.txt package-lock.json
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps 'pulumi-policy==1.21.0'
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $(STAMP)
