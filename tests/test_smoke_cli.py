@@ -1,0 +1,68 @@
+"""``spotproof smoke`` as a person runs it: a report, JSON, a timeline picture, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import run_cli
+
+
+def test_smoke_passes_and_writes_report_json_and_timeline(tmp_path: Path) -> None:
+    report_path = tmp_path / "smoke.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "spotproof.cli",
+            "smoke",
+            "--store",
+            "file",
+            "--preemptions",
+            "1",
+            "--hard-kills",
+            "1",
+            "--steps",
+            "100",
+            "--interval",
+            "20",
+            "--json",
+            str(report_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASSED: the interrupted run ended with the reference digest" in done.stdout
+    report = json.loads(report_path.read_text())
+    assert report["passed"] is True
+    assert report["digest"] == report["reference_digest"]
+    kinds = sorted(i["kind"] for i in report["interruptions"])
+    assert kinds == ["hard-kill", "preemption"]
+    picture = report_path.with_suffix(".png")
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--store", "nfs"], "invalid choice: 'nfs'"),
+        (["--preemptions", "-1"], "out of range; allowed: 0..20"),
+        (["--steps", "50", "--interval", "20"], "at least 4 x --interval (80)"),
+    ],
+)
+def test_bad_smoke_arguments_exit_2_in_one_line(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        code, _, err = run_cli(capsys, "smoke", *argv)
+    except SystemExit as exit_info:
+        code, err = int(exit_info.code or 0), capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and says in err
