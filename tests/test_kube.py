@@ -64,6 +64,7 @@ def test_trainer_gets_its_whole_configuration_from_the_environment(gke_dev: Plan
         "TOTAL_STEPS": "2000",
         "SEED": "0",
         "MODEL_MB": "64",
+        "GRACE_SECONDS": "15",
     }
 
 

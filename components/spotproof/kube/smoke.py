@@ -52,13 +52,15 @@ def pod_labels() -> dict[str, str]:
 
 
 def trainer_env(smoke: SmokeTest, checkpoint_url: str) -> list[dict[str, str]]:
-    """The trainer's whole configuration; see DESIGN.md, "Interfaces"."""
+    """The trainer's whole configuration (DESIGN.md, "Interfaces"), plus its grace budget,
+    taken from the same field as the pod's terminationGracePeriodSeconds."""
     values = {
         "CHECKPOINT_URL": checkpoint_url,
         "CHECKPOINT_INTERVAL": smoke.checkpoint_interval,
         "TOTAL_STEPS": smoke.total_steps,
         "SEED": smoke.seed,
         "MODEL_MB": smoke.model_mb,
+        "GRACE_SECONDS": smoke.grace_period_seconds,
     }
     return [{"name": name, "value": str(value)} for name, value in values.items()]
 
