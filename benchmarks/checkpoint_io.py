@@ -5,14 +5,16 @@
 "Plain upload" is one fsspec ``pipe_file`` of the same bytes to the same store: what any
 tool would pay to move them, with no parts, hashes or manifest. "Final save" is
 ``CheckpointStore.save`` (parts in parallel, sha256 of each, create-only manifest), the
-work between SIGTERM and "committed" once the state is in memory. The trainer row adds
-what a real SIGTERM costs end to end: finishing the step, snapshot, serialization.
+work between SIGTERM and "committed" once the state is in memory. The trainer row is a
+real SIGTERM to the smoke trainer holding that much state, end to end: it finishes the
+step in flight, copies the state into its buffer and commits it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import sys
 import time
@@ -21,6 +23,7 @@ from collections.abc import Callable
 from spotproof.runtime.checkpoint import CheckpointStore
 from spotproof.runtime.storage import open_store
 from spotproof.smoke.emulators import emulated
+from spotproof.smoke.process import TrainerProcess
 
 
 def best_of(repeats: int, action: Callable[[int], object]) -> float:
@@ -33,6 +36,23 @@ def best_of(repeats: int, action: Callable[[int], object]) -> float:
         action(attempt)
         times.append(time.perf_counter() - started)
     return statistics.median(times)
+
+
+def trainer_final_save(url: str, megabytes: int) -> tuple[float, int]:
+    """SIGTERM a real trainer holding ``megabytes`` of state; seconds until committed."""
+    env = {
+        "CHECKPOINT_URL": url,
+        "CHECKPOINT_INTERVAL": "1000000",
+        "TOTAL_STEPS": "1000000",
+        "MODEL_MB": str(megabytes),
+        "EMIT_STEPS": "1",
+    }
+    process = TrainerProcess(env, time.monotonic())
+    process.wait_for(lambda e: e["event"] == "step" and e["step"] >= 2, timeout=600)
+    process.send(signal.SIGTERM)
+    process.finish(timeout=600)
+    final = next(e for e in process.of("checkpoint") if e["kind"] == "final")
+    return float(final["since_signal"]), int(final["bytes"])
 
 
 def measure(store_name: str, megabytes: int, repeats: int) -> None:
@@ -54,6 +74,7 @@ def measure(store_name: str, megabytes: int, repeats: int) -> None:
         save = best_of(repeats, lambda i: checkpoints.save(i + 10, {"state": payload}))
         download = best_of(repeats, lambda i: plain.fs.cat_file(plain.path(f"blob-{i}")))
         restore = best_of(repeats, lambda _i: checkpoints.load_latest())
+        sigterm, state_bytes = trainer_final_save(bucket.prefix("trainer"), megabytes)
 
     rate = megabytes / upload
     print(f"\n{store_name}: {megabytes} MiB, median of {repeats}")
@@ -62,6 +83,10 @@ def measure(store_name: str, megabytes: int, repeats: int) -> None:
         print(f"  plain + fsync     {durable_upload:7.2f} s")
     print(f"  final save        {save:7.2f} s  ratio {save / upload:5.2f}x plain upload", end="")
     print(f", {save / durable_upload:5.2f}x plain + fsync" if store_name == "file" else "")
+    print(
+        f"  trainer SIGTERM   {sigterm:7.2f} s  ratio {sigterm / upload:5.2f}x plain upload "
+        f"(step finished, {state_bytes / 2**20:.0f} MiB captured and committed)"
+    )
     print(f"  plain download    {download:7.2f} s")
     print(f"  verified restore  {restore:7.2f} s  ratio {restore / download:5.2f}x plain download")
 
