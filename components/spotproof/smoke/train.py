@@ -154,6 +154,13 @@ def digest(model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int) 
 
 
 def train(config: TrainConfig) -> int:
+    # The guard goes up first: a SIGTERM while torch loads or the checkpoint downloads must
+    # still end in an orderly PREEMPTED exit, not the default handler's kill.
+    with PreemptionGuard(config.grace_seconds) as guard:
+        return _train(config, guard)
+
+
+def _train(config: TrainConfig, guard: PreemptionGuard) -> int:
     torch.set_num_threads(config.threads)
     torch.use_deterministic_algorithms(True)
     store = CheckpointStore(
@@ -194,28 +201,27 @@ def train(config: TrainConfig) -> int:
         return None
 
     loss_fn = torch.nn.MSELoss()
-    with PreemptionGuard(config.grace_seconds) as guard:
-        while step < config.total_steps and not guard.preempted:
-            inputs, targets = batch(config, step, width)
-            optimizer.zero_grad(set_to_none=True)
-            loss_fn(model(inputs), targets).backward()
-            optimizer.step()
-            step += 1
-            if config.emit_steps:
-                emit("step", step=step)
-            if guard.preempted:
-                break
-            if step % config.interval == 0 and step < config.total_steps:
-                save(final=False)
-            if config.step_seconds:
-                guard.wait(config.step_seconds)
-
+    while step < config.total_steps and not guard.preempted:
+        inputs, targets = batch(config, step, width)
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(model(inputs), targets).backward()
+        optimizer.step()
+        step += 1
+        if config.emit_steps:
+            emit("step", step=step)
         if guard.preempted:
-            received["at"] = guard.received_at or time.monotonic()
-            signal_name = guard.signal_received.name if guard.signal_received else "SIGTERM"
-            emit("preempted", step=step, signal=signal_name, grace_left=round(guard.remaining(), 3))
-            save(final=True)
-            return exit_codes.PREEMPTED
+            break
+        if step % config.interval == 0 and step < config.total_steps:
+            save(final=False)
+        if config.step_seconds:
+            guard.wait(config.step_seconds)
+
+    if guard.preempted:
+        received["at"] = guard.received_at or time.monotonic()
+        signal_name = guard.signal_received.name if guard.signal_received else "SIGTERM"
+        emit("preempted", step=step, signal=signal_name, grace_left=round(guard.remaining(), 3))
+        save(final=True)
+        return exit_codes.PREEMPTED
 
     # The completed state is committed too, so a rerun of a finished Job finishes at once.
     save(final=True)
