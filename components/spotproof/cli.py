@@ -113,13 +113,12 @@ def _smoke(args: argparse.Namespace) -> int:
     print(f"timeline: {timeline}")
     if args.json:
         text = json.dumps(to_json(report), indent=2) + "\n"
-        _write(
-            lambda: (
-                args.json.parent.mkdir(parents=True, exist_ok=True),
-                args.json.write_text(text),
-            ),
-            args.json,
-        )
+
+        def write_report() -> None:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(text)
+
+        _write(write_report, args.json)
     return EXIT_OK if report.passed else EXIT_VIOLATIONS
 
 

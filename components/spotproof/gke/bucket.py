@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from spotproof.gke.names import service_account_id
+from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.spec.types import FleetSpec
 
 OBJECT_ROLE = "roles/storage.objectUser"
@@ -91,7 +91,7 @@ class CheckpointBucket(pulumi.ComponentResource):
             f"{name}-trainer-objects",
             bucket=bucket.name,
             role=OBJECT_ROLE,
-            member=trainer.email.apply(lambda email: f"serviceAccount:{email}"),
+            member=service_account_member(trainer.email),
             opts=child,
         )
         pool = f"{spec.project}.svc.id.goog"

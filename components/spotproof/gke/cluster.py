@@ -11,7 +11,7 @@ import yaml
 
 from spotproof.gke import pools
 from spotproof.gke.bucket import CheckpointBucket, CheckpointBucketArgs
-from spotproof.gke.names import service_account_id
+from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.kube import ClusterBaseline, ClusterBaselineArgs
 from spotproof.kube.smoke import SERVICE_ACCOUNT_NAME
 from spotproof.spec.types import FleetSpec
@@ -64,7 +64,7 @@ class HybridCluster(pulumi.ComponentResource):
                 f"{name}-nodes-{role.split('/')[1]}",
                 project=spec.project,
                 role=role,
-                member=nodes.email.apply(lambda email: f"serviceAccount:{email}"),
+                member=service_account_member(nodes.email),
                 opts=child,
             )
             for role in NODE_ROLES
@@ -94,9 +94,10 @@ class HybridCluster(pulumi.ComponentResource):
             spec, cluster, nodes.email, pulumi.ResourceOptions(parent=self, depends_on=node_roles)
         )
         system = pools.system_pool(pool_context)
-        gpu_pools = [pools.gpu_pool(pool_context, pool) for pool in spec.gpu_pools]
+        for pool in spec.gpu_pools:
+            pools.gpu_pool(pool_context, pool)
         if spec.flex_start:
-            gpu_pools.append(pools.flex_start_pool(pool_context, spec.flex_start))
+            pools.flex_start_pool(pool_context, spec.flex_start)
 
         namespace = spec.smoke_test.namespace if spec.smoke_test else "spotproof"
         self.bucket = CheckpointBucket(
@@ -126,7 +127,6 @@ class HybridCluster(pulumi.ComponentResource):
         self.pool_names = ["system", *(p.name for p in spec.gpu_pools)]
         if spec.flex_start:
             self.pool_names.append(spec.flex_start.name)
-        self.gpu_pools = gpu_pools
         self.register_outputs(
             {
                 "cluster_name": self.cluster_name,

@@ -1,8 +1,10 @@
-"""GCP resource names that must fit GCP's length limits."""
+"""GCP names: service account ids within GCP's limits, and IAM member strings."""
 
 from __future__ import annotations
 
 import hashlib
+
+import pulumi
 
 
 def service_account_id(stack: str, purpose: str) -> str:
@@ -14,3 +16,8 @@ def service_account_id(stack: str, purpose: str) -> str:
     digest = hashlib.sha256(full.encode()).hexdigest()[:6]
     room = 30 - len(purpose) - len(digest) - 2
     return f"{stack[:room].rstrip('-')}-{digest}-{purpose}"
+
+
+def service_account_member(email: pulumi.Output[str]) -> pulumi.Output[str]:
+    """The IAM member string for a Google service account."""
+    return email.apply(lambda address: f"serviceAccount:{address}")

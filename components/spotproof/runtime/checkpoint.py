@@ -111,11 +111,13 @@ def new_writer_id() -> str:
     return f"{host}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
-def _manifest_key(step: int) -> str:
+def manifest_key(step: int) -> str:
+    """The commit object of ``step``."""
     return f"manifests/{step:012d}.json"
 
 
-def _step_prefix(step: int) -> str:
+def step_prefix(step: int) -> str:
+    """Where every writer's payload of ``step`` lives."""
     return f"steps/{step:012d}"
 
 
@@ -153,10 +155,10 @@ class CheckpointStore:
         ``cancel`` is set before the commit; then nothing of this save is committed."""
         started = time.monotonic()
         total = sum(len(b) for b in blobs.values())
-        if self.store.exists(_manifest_key(step)):
+        if self.store.exists(manifest_key(step)):
             return SaveResult(step, False, 0.0, 0, "step already committed")
 
-        prefix = f"{_step_prefix(step)}/{self.writer_id}"
+        prefix = f"{step_prefix(step)}/{self.writer_id}"
         jobs = [
             (
                 f"{prefix}/{name}.{index:05d}",
@@ -182,9 +184,9 @@ class CheckpointStore:
             if cancel is not None and cancel.is_set():
                 raise SaveCancelled(f"save of step {step} superseded")
             manifest = Manifest(step, self.writer_id, time.time(), parts, dict(metadata or {}))
-            self.store.put_if_absent(_manifest_key(step), manifest.encode())
+            self.store.put_if_absent(manifest_key(step), manifest.encode())
         except AlreadyExists:
-            self._delete_prefix(prefix)
+            self.store.delete_prefix(prefix)
             return SaveResult(
                 step,
                 False,
@@ -193,7 +195,7 @@ class CheckpointStore:
                 "another writer committed this step first",
             )
         except SaveCancelled:
-            self._delete_prefix(prefix)
+            self.store.delete_prefix(prefix)
             raise
         result = SaveResult(step, True, time.monotonic() - started, total)
         self.prune()
@@ -225,7 +227,7 @@ class CheckpointStore:
 
     def _load(self, step: int, skipped: tuple[str, ...]) -> Checkpoint:
         try:
-            manifest = Manifest.decode(self.store.get(_manifest_key(step)))
+            manifest = Manifest.decode(self.store.get(manifest_key(step)))
         except (json.JSONDecodeError, TypeError) as error:
             raise ValueError(f"manifest unreadable ({error})") from None
         if manifest.step != step:
@@ -261,16 +263,13 @@ class CheckpointStore:
         committed = self.committed_steps()
         doomed = committed[: -self.keep]
         for step in doomed:
-            self.store.delete([_manifest_key(step)])
-            self._delete_prefix(_step_prefix(step))
+            self.store.delete([manifest_key(step)])
+            self.store.delete_prefix(step_prefix(step))
         kept = committed[-self.keep :]
         if kept:
             oldest_kept = kept[0]
             for name in self.store.list("steps"):
                 leaf = name.rstrip("/").rsplit("/", 1)[-1]
                 if leaf.isdigit() and int(leaf) < oldest_kept and int(leaf) not in committed:
-                    self._delete_prefix(_step_prefix(int(leaf)))
+                    self.store.delete_prefix(step_prefix(int(leaf)))
         return doomed
-
-    def _delete_prefix(self, prefix: str) -> None:
-        self.store.delete_prefix(prefix)

@@ -148,13 +148,11 @@ class ObjectStore:
 
     def exists(self, key: str) -> bool:
         with self._calling(f"checking {key}"):
-            self.fs.invalidate_cache(self.path(key))
             return bool(self.fs.exists(self.path(key)))
 
     def list(self, prefix: str) -> list[str]:
         """Names directly under ``prefix`` (keys relative to the root); empty if none."""
         with self._calling(f"listing {prefix}"):
-            self.fs.invalidate_cache(self.path(prefix))
             try:
                 entries = self.fs.ls(self.path(prefix), detail=False)
             except FileNotFoundError:
@@ -168,7 +166,6 @@ class ObjectStore:
 
     def delete_prefix(self, prefix: str) -> None:
         with self._calling(f"deleting {prefix}"), contextlib.suppress(FileNotFoundError):
-            self.fs.invalidate_cache(self.path(prefix))
             if self.fs.exists(self.path(prefix)):
                 self.fs.rm(self.path(prefix), recursive=True)
 

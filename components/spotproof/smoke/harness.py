@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from spotproof.runtime import exit_codes
-from spotproof.runtime.checkpoint import CheckpointStore
+from spotproof.runtime.checkpoint import CheckpointStore, manifest_key, step_prefix
 from spotproof.runtime.storage import ObjectStore, open_store
 from spotproof.smoke.emulators import Bucket, emulated
 from spotproof.smoke.process import TrainerProcess
@@ -153,8 +153,7 @@ class _Run:
             return open_store(self.url)
 
     def newest_committed(self) -> int | None:
-        with self.bucket.apply():
-            steps = CheckpointStore(self.url).committed_steps()
+        steps = CheckpointStore(self.url, store=self.observer).committed_steps()
         return steps[-1] if steps else None
 
     def attempts(self) -> list[Attempt]:
@@ -222,7 +221,7 @@ def _hard_kill(
         resumed = process.first("resumed") or {}
         if saving is not None:
             step = int(saving["step"])
-            payload = f"steps/{step:012d}/{resumed.get('writer')}"
+            payload = f"{step_prefix(step)}/{resumed.get('writer')}"
             deadline = time.monotonic() + 60
             while process.popen.poll() is None and time.monotonic() < deadline:
                 if run.observer.list(payload):
@@ -233,10 +232,8 @@ def _hard_kill(
     saves = process.of("saving")
     if saves:
         newest = int(saves[-1]["step"])
-        with run.bucket.apply():
-            store = open_store(run.url)
-            committed = store.exists(f"manifests/{newest:012d}.json")
-            written = bool(store.list(f"steps/{newest:012d}"))
+        committed = run.observer.exists(manifest_key(newest))
+        written = bool(run.observer.list(step_prefix(newest)))
         record.upload_step = newest
         record.kill_point = (
             "after-commit" if committed else "in-upload" if written else "before-upload"
