@@ -28,6 +28,16 @@ def gke_prod() -> PlanResult:
 
 
 @pytest.fixture
+def eks_dev() -> PlanResult:
+    return plan_of("eks-dev")
+
+
+@pytest.fixture
+def eks_prod() -> PlanResult:
+    return plan_of("eks-prod")
+
+
+@pytest.fixture
 def make_project(tmp_path: Path) -> Callable[..., Path]:
     """A copy of this project whose ``stacks/`` holds one stack, with its config given."""
 

@@ -20,7 +20,7 @@ POOL = "gcp:container/nodePool:NodePool"
 def _mutate(
     type_: str, name: str, change: Callable[[dict[str, Any]], None]
 ) -> list[policy.Violation]:
-    plan = plan_of("gke-dev")
+    plan = plan_of("-".join(name.split("-")[:2]))  # gke-dev-... or eks-dev-...
     change(plan.recording.one(type_, name).inputs)
     return policy.evaluate(plan.recording.resources)
 
@@ -140,6 +140,74 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         lambda i: i.update(value=10),
         "k8s-spot-priority-negative",
     ),
+    "EKS system node group on spot": (
+        "aws:eks/nodeGroup:NodeGroup",
+        "eks-dev-system",
+        lambda i: i.update(capacityType="SPOT"),
+        "eks-system-node-group-on-demand",
+    ),
+    "EKS cluster on the aws-auth ConfigMap": (
+        "aws:eks/cluster:Cluster",
+        "eks-dev",
+        lambda i: i["accessConfig"].update(authenticationMode="CONFIG_MAP"),
+        "eks-api-authentication",
+    ),
+    "spot NodePool without the spot taint": (
+        "kubernetes:karpenter.sh/v1:NodePool",
+        "eks-dev-karpenter-gpu-spot-nodepool",
+        lambda i: i["spec"]["template"]["spec"]["taints"].pop(0),
+        "karpenter-gpu-pool-safe",
+    ),
+    "NodePool consolidating busy nodes": (
+        "kubernetes:karpenter.sh/v1:NodePool",
+        "eks-dev-karpenter-gpu-spot-nodepool",
+        lambda i: i["spec"]["disruption"].update(consolidationPolicy="WhenEmptyOrUnderutilized"),
+        "karpenter-gpu-pool-safe",
+    ),
+    "node class allowing IMDSv1": (
+        "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass",
+        "eks-dev-karpenter-gpu-spot-nodeclass",
+        lambda i: i["spec"]["metadataOptions"].update(httpTokens="optional"),
+        "karpenter-imdsv2",
+    ),
+    "Pod Identity role any pod may assume": (
+        "aws:iam/role:Role",
+        "eks-dev-karpenter-controller",
+        lambda i: i.update(
+            assumeRolePolicy=i["assumeRolePolicy"].replace("kubernetes-service-account", "x")
+        ),
+        "eks-pod-identity-scoped",
+    ),
+    "unencrypted interruption queue": (
+        "aws:sqs/queue:Queue",
+        "eks-dev-karpenter-interruption-queue",
+        lambda i: i.update(sqsManagedSseEnabled=False),
+        "eks-interruption-queue-encrypted",
+    ),
+    "S3 bucket without versioning": (
+        "aws:s3/bucketVersioning:BucketVersioning",
+        "eks-dev-checkpoints-versioning",
+        lambda i: i["versioningConfiguration"].update(status="Suspended"),
+        "s3-bucket-hardened",
+    ),
+    "S3 bucket accepting plain HTTP": (
+        "aws:s3/bucketPolicy:BucketPolicy",
+        "eks-dev-checkpoints-tls-only",
+        lambda i: i.update(policy='{"Statement": []}'),
+        "s3-bucket-hardened",
+    ),
+    "S3 bucket in another region": (
+        "aws:s3/bucket:Bucket",
+        "eks-dev-checkpoints-bucket",
+        lambda i: i.update(region="eu-west-1"),
+        "s3-bucket-in-cluster-region",
+    ),
+    "on-demand NodePool weighing as much as spot": (
+        "kubernetes:karpenter.sh/v1:NodePool",
+        "eks-dev-karpenter-gpu-on-demand-nodepool",
+        lambda i: i["spec"].update(weight=100),
+        "karpenter-fallback-below-spot",
+    ),
     "storage role granted project-wide": (
         "gcp:projects/iAMMember:IAMMember",
         "gke-dev-nodes-artifactregistry.reader",
@@ -154,12 +222,25 @@ def test_real_plan_violates_no_rule(gke_dev: PlanResult, gke_prod: PlanResult) -
     assert policy.evaluate(gke_prod.recording.resources) == []
 
 
+@pytest.mark.parametrize("stack", ["eks-dev", "eks-prod"])
+def test_real_eks_plans_violate_no_rule(stack: str) -> None:
+    assert policy.evaluate(plan_of(stack).recording.resources) == []
+
+
 @pytest.mark.parametrize("case", sorted(BROKEN))
 def test_broken_setting_is_reported_by_its_rule(case: str) -> None:
     type_, name, change, rule = BROKEN[case]
     violations = _mutate(type_, name, change)
     # One break may trip a second rule too (a spot system pool is also an untainted spot pool).
-    assert [v.resource for v in violations if v.policy == rule] == [name], violations
+    reported = REPORTED_AS.get(case, name)
+    assert [v.resource for v in violations if v.policy == rule] == [reported], violations
+
+
+# Stack rules over S3 report the bucket, whichever of its settings resources is broken.
+REPORTED_AS = {
+    "S3 bucket without versioning": "eks-dev-checkpoints-bucket",
+    "S3 bucket accepting plain HTTP": "eks-dev-checkpoints-bucket",
+}
 
 
 def test_every_rule_is_exercised_by_a_broken_case() -> None:

@@ -123,13 +123,20 @@ def _smoke(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from spotproof.plan import PlanInputError, manifests, run_plan, tree, workloads  # noqa: PLC0415
+    from spotproof.plan import (  # noqa: PLC0415
+        PlanInputError,
+        SchemaUnavailable,
+        manifests,
+        run_plan,
+        tree,
+        workloads,
+    )
     from spotproof.spec import SpecError  # noqa: PLC0415
 
     started = time.monotonic()
     try:
         result = run_plan(args.stack, args.project_dir)
-    except (PlanInputError, SpecError) as error:
+    except (PlanInputError, SpecError, SchemaUnavailable) as error:
         print(f"spotproof plan: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

@@ -108,6 +108,17 @@ GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 GKE_SPOT_LABEL = "cloud.google.com/gke-spot"
 GKE_FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
 
+KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
+"""Karpenter puts it on every node it launches; nothing else carries it."""
+KARPENTER_CAPACITY_LABEL = "karpenter.sh/capacity-type"
+EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
+EKS_CAPACITY_LABEL = "eks.amazonaws.com/capacityType"
+
+
+def eks_injected_labels(node_group: str) -> dict[str, str]:
+    """Labels EKS puts on a managed node group's nodes (ON_DEMAND: the system group)."""
+    return {EKS_NODEGROUP_LABEL: node_group, EKS_CAPACITY_LABEL: "ON_DEMAND"}
+
 
 def gke_injected_labels(
     pool_name: str, accelerator: str | None, *, spot: bool, flex_start: bool
@@ -147,33 +158,45 @@ def toleration_for(taint: Taint) -> dict[str, str]:
     }
 
 
-def placement(pool_class: PoolClass, accelerators: Iterable[str] = ()) -> Placement:
-    """Where a workload targeting ``pool_class`` goes, on GKE.
+def placement(
+    pool_class: PoolClass, accelerators: Iterable[str] = (), fallback: Iterable[PoolClass] = ()
+) -> Placement:
+    """Where a workload targeting ``pool_class`` goes.
 
     ``accelerators`` narrows GPU work to nodes with one of these GPU models (required node
-    affinity on ``cloud.google.com/gke-accelerator``). Flex-start work selects the labels
-    GKE documents for DWS flex-start, so node auto-provisioning can create such a pool too.
+    affinity on GKE's ``cloud.google.com/gke-accelerator``). Flex-start work selects the
+    labels GKE documents for DWS flex-start, so node auto-provisioning can create such a
+    pool too.
+
+    ``fallback`` names classes the workload may also run on when its own has no capacity
+    (EKS: the on-demand NodePool behind the spot one). The pool class is then required by
+    node affinity over all of them, the workload tolerates every one's taints, and the
+    provisioner's pool weights decide which is tried first.
     """
     pool_contract = contract(pool_class)
     accelerators = sorted(set(accelerators))
+    classes = [pool_class, *(c for c in fallback if c is not pool_class)]
     selector = dict(pool_contract.labels)
-    affinity = None
+    expressions = []
     if pool_class is PoolClass.FLEX_START and len(accelerators) == 1:
         selector = {GKE_FLEX_START_LABEL: "true", GKE_ACCELERATOR_LABEL: accelerators[0]}
     elif accelerators:
+        expressions.append({"key": GKE_ACCELERATOR_LABEL, "operator": "In", "values": accelerators})
+    if len(classes) > 1:
+        selector = {}
+        expressions.insert(
+            0, {"key": POOL_CLASS_LABEL, "operator": "In", "values": [c.value for c in classes]}
+        )
+    affinity = None
+    if expressions:
         affinity = {
             "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": GKE_ACCELERATOR_LABEL, "operator": "In", "values": accelerators}
-                        ]
-                    }
-                ]
+                "nodeSelectorTerms": [{"matchExpressions": expressions}]
             }
         }
+    taints = dict.fromkeys(t for c in classes for t in contract(c).taints)
     return Placement(
-        tolerations=tuple(toleration_for(t) for t in pool_contract.taints),
+        tolerations=tuple(toleration_for(t) for t in taints),
         node_selector=selector,
         node_affinity=affinity,
         priority_class_name=pool_contract.priority.name,
@@ -211,11 +234,14 @@ class NodeShape:
 
     pool: str
     labels: Mapping[str, str]
+    """Labels every node of the pool carries with exactly this value."""
     taints: tuple[Taint, ...]
     gpus: int = 0
     spot: bool = False
     flex_start: bool = False
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    choices: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Labels whose value the provisioner picks per node to suit the pod (Karpenter:
+    instance type, family, zone, ...): a pod asking for any one of these values fits."""
 
     @property
     def reclaimable(self) -> bool:
@@ -234,25 +260,28 @@ def tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Taint) -> bool:
     return False
 
 
-def _expression_holds(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key, operator = expression.get("key"), expression.get("operator")
-    values = [str(v) for v in expression.get("values") or []]
-    present = key in labels
+def _value_holds(operator: str, value: str, values: list[str]) -> bool:
     if operator == "In":
-        return present and labels[key] in values
+        return value in values
     if operator == "NotIn":
-        return not present or labels[key] not in values
-    if operator == "Exists":
-        return present
-    if operator == "DoesNotExist":
-        return not present
-    if operator in ("Gt", "Lt") and present and values:
+        return value not in values
+    if operator in ("Gt", "Lt") and values:
         try:
-            actual, bound = int(labels[key]), int(values[0])
+            actual, bound = int(value), int(values[0])
         except ValueError:
             return False
         return actual > bound if operator == "Gt" else actual < bound
-    return False
+    return operator == "Exists"
+
+
+def _expression_holds(expression: Mapping[str, Any], node: NodeShape) -> bool:
+    key, operator = expression.get("key"), str(expression.get("operator"))
+    values = [str(v) for v in expression.get("values") or []]
+    if key in node.labels:
+        return _value_holds(operator, node.labels[key], values)
+    if key in node.choices:
+        return any(_value_holds(operator, choice, values) for choice in node.choices[key])
+    return operator in ("NotIn", "DoesNotExist")
 
 
 def gpu_request(pod_spec: Mapping[str, Any]) -> int:
@@ -276,14 +305,14 @@ def misfits(pod_spec: Mapping[str, Any], node: NodeShape) -> list[str]:
         if taint.effect is not TaintEffect.PREFER_NO_SCHEDULE and not tolerates(tolerations, taint):
             reasons.append(f"taint {taint.key}={taint.value}:{taint.effect.value} not tolerated")
     for key, value in (pod_spec.get("nodeSelector") or {}).items():
-        if node.labels.get(key) != str(value):
+        if not _expression_holds({"key": key, "operator": "In", "values": [value]}, node):
             reasons.append(f"nodeSelector {key}={value} not on the node")
     required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
     terms = required.get("nodeSelectorTerms") or []
     if terms and not any(
-        all(_expression_holds(e, node.labels) for e in term.get("matchExpressions") or [])
+        all(_expression_holds(e, node) for e in term.get("matchExpressions") or [])
         for term in terms
     ):
         reasons.append("required node affinity not satisfied")

@@ -25,3 +25,13 @@ PREEMPTION_NOTICE_SECONDS: dict[Cloud, int] = {
     Cloud.EKS: 120,
     Cloud.AKS: 30,
 }
+
+# Default terminationGracePeriodSeconds: the notice less the time it takes to reach the pod.
+# GKE's kubelet hears the VM's shutdown itself. On EKS the warning travels EventBridge ->
+# SQS -> Karpenter, which then cordons and drains the node; 30 s covers that delivery and
+# leaves the instance time to stop cleanly. AKS drains on the Scheduled Event.
+GRACE_PERIOD_SECONDS: dict[Cloud, int] = {
+    Cloud.GKE: 15,
+    Cloud.EKS: 90,
+    Cloud.AKS: 30,
+}

@@ -11,9 +11,10 @@ Why each field is what it is:
 - ``terminationGracePeriodSeconds`` fits the cloud's preemption notice: a longer grace
   period is cut short by the node going away, and the final save would be lost with it.
 - GPU limits are always declared: without them the device plugin gives the pod no GPU.
-- A PodDisruptionBudget with ``maxUnavailable: 0`` and the autoscaler's ``safe-to-evict:
-  "false"`` keep *voluntary* disruptions (scale-down, upgrades) away from a running
-  trainer; involuntary ones (spot reclaim) are what the checkpoint is for.
+- A PodDisruptionBudget with ``maxUnavailable: 0``, the cluster autoscaler's
+  ``safe-to-evict: "false"`` and Karpenter's ``do-not-disrupt`` keep *voluntary*
+  disruptions (scale-down, consolidation, upgrades) away from a running trainer;
+  involuntary ones (spot reclaim) are what the checkpoint is for.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class SmokeTestJobArgs:
     """Where the trainer commits checkpoints, e.g. ``gs://bucket/checkpoints/smoke``."""
     accelerators: list[str]
     """GPU models of the pools in the target class; the Job requires one of them."""
+    fallback: list[PoolClass] = field(default_factory=list)
+    """Pool classes the Job may also run on when its target has no capacity."""
     service_account_annotations: pulumi.Input[dict[str, str]] = field(default_factory=dict)
     """Workload identity binding, e.g. ``iam.gke.io/gcp-service-account``."""
 
@@ -80,9 +83,14 @@ def pod_failure_policy() -> dict[str, Any]:
     }
 
 
-def job_spec(smoke: SmokeTest, checkpoint_url: str, accelerators: list[str]) -> dict[str, Any]:
+def job_spec(
+    smoke: SmokeTest,
+    checkpoint_url: str,
+    accelerators: list[str],
+    fallback: list[PoolClass] | None = None,
+) -> dict[str, Any]:
     """The Job's ``spec`` in Kubernetes spelling."""
-    placement = scheduling.placement(smoke.target, accelerators)
+    placement = scheduling.placement(smoke.target, accelerators, fallback or ())
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "serviceAccountName": SERVICE_ACCOUNT_NAME,
@@ -127,7 +135,10 @@ def job_spec(smoke: SmokeTest, checkpoint_url: str, accelerators: list[str]) -> 
         "template": {
             "metadata": {
                 "labels": pod_labels(),
-                "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+                "annotations": {
+                    "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+                    "karpenter.sh/do-not-disrupt": "true",
+                },
             },
             "spec": pod_spec,
         },
@@ -166,7 +177,7 @@ class SmokeTestJob(pulumi.ComponentResource):
                 "labels": {**MANAGED_BY, **pod_labels()},
             },
             spec=pulumi.Output.from_input(args.checkpoint_url).apply(
-                lambda url: job_spec(args.smoke, url, args.accelerators)
+                lambda url: job_spec(args.smoke, url, args.accelerators, args.fallback)
             ),
             # A Job's pod template is immutable: change means a new Job.
             opts=pulumi.ResourceOptions(

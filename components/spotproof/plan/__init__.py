@@ -22,12 +22,13 @@ from pathlib import Path
 
 from spotproof import scheduling
 from spotproof.plan import manifests, nodes, workloads
+from spotproof.plan.karpenter import SchemaUnavailable
 from spotproof.plan.project import PlanInputError, Project, find_project, stack_config
-from spotproof.plan.recorder import Recording, record
+from spotproof.plan.recorder import OfflineCloud, Recording, record
 from spotproof.policy import Violation, evaluate
 from spotproof.spec import FleetSpec, fleet_from_config
 
-__all__ = ["PlanInputError", "PlanResult", "check", "run_plan"]
+__all__ = ["PlanInputError", "PlanResult", "SchemaUnavailable", "check", "run_plan"]
 
 
 @dataclass
@@ -62,9 +63,8 @@ def run_program(project: Project, stack: str, config: dict[str, str], spec: Flee
         finally:
             sys.path.remove(program_dir)
 
-    return record(
-        program, stack=stack, project=project.name, config=config, cloud_project_id=spec.project
-    )
+    cloud = OfflineCloud(project=spec.project or "offline-project", region=spec.region)
+    return record(program, stack=stack, project=project.name, config=config, cloud=cloud)
 
 
 def run_plan(stack: str, start: Path | None = None) -> PlanResult:

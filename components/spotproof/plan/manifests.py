@@ -9,6 +9,7 @@ from typing import Any
 import kubernetes_validate
 import yaml
 
+from spotproof.plan import karpenter
 from spotproof.plan.recorder import Recording, Resource, reveal
 from spotproof.policy import Violation
 
@@ -58,6 +59,8 @@ _INSTALL_ORDER = (
     "DaemonSet",
     "Deployment",
     "StatefulSet",
+    "EC2NodeClass",
+    "NodePool",
     "Job",
     "CronJob",
 )
@@ -90,11 +93,17 @@ def write(recording: Recording, out_dir: Path) -> list[Path]:
 
 
 def validate(recording: Recording, kubernetes_version: str) -> list[Violation]:
-    """Strict OpenAPI validation of every object for the cluster's Kubernetes version:
-    unknown fields, wrong types and missing required fields are all violations."""
-    violations = []
-    for resource in recording.kubernetes_objects():
-        obj = manifest(resource)
+    """Strict validation of every object: core objects against the OpenAPI schema of the
+    cluster's Kubernetes version, Karpenter's against Karpenter's published schemas.
+    Unknown fields, wrong types and missing required fields are all violations."""
+    resources = recording.kubernetes_objects()
+    objects = [manifest(resource) for resource in resources]
+    violations = _validate_karpenter(
+        [(r, o) for r, o in zip(resources, objects, strict=True) if karpenter.is_karpenter(o)]
+    )
+    for resource, obj in zip(resources, objects, strict=True):
+        if karpenter.is_karpenter(obj):
+            continue
         try:
             kubernetes_validate.validate(obj, kubernetes_version, strict=True)
         except kubernetes_validate.ValidationError as error:
@@ -112,3 +121,15 @@ def validate(recording: Recording, kubernetes_version: str) -> list[Violation]:
                 )
             )
     return violations
+
+
+def _validate_karpenter(pairs: list[tuple[Resource, dict[str, Any]]]) -> list[Violation]:
+    if not pairs:
+        return []
+    package = karpenter.find_package(Path.cwd(), Path(__file__).resolve().parent)
+    schema = karpenter.schema_errors([obj for _, obj in pairs], package)
+    return [
+        Violation(SCHEMA_POLICY, resource.name, f"{describe(obj)}: {error}")
+        for (resource, obj), errors in zip(pairs, schema, strict=True)
+        for error in [*errors, *karpenter.cel_errors(obj)]
+    ]

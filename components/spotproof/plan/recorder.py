@@ -127,40 +127,97 @@ def whole_numbers(value: Any) -> Any:
     return value
 
 
-# Outputs a program reads back from resources, per type, computed from the inputs.
+OFFLINE_ACCOUNT = "123456789012"
+"""AWS account id the offline plan pretends to run in (AWS's documentation example)."""
 _FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\noffline\n-----END").decode()
-OutputFaker = Callable[[str, dict[str, Any], str], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class OfflineCloud:
+    """Where the offline plan pretends to run: the values fakers put into outputs."""
+
+    project: str = "offline-project"
+    region: str = "us-east-1"
+    account: str = OFFLINE_ACCOUNT
+
+    def arn(self, service: str, resource: str, *, regional: bool = True) -> str:
+        return f"arn:aws:{service}:{self.region if regional else ''}:{self.account}:{resource}"
+
+
+# Outputs a program reads back from resources, per type, computed from the inputs.
+OutputFaker = Callable[[str, dict[str, Any], OfflineCloud], dict[str, Any]]
 _OUTPUTS: dict[str, OutputFaker] = {
-    "gcp:container/cluster:Cluster": lambda name, inputs, project: {
+    "gcp:container/cluster:Cluster": lambda name, inputs, cloud: {
         "name": inputs.get("name", name),
         "endpoint": "203.0.113.10",
         "masterAuth": {"clusterCaCertificate": _FAKE_CA},
-        "selfLink": f"https://container.googleapis.com/v1/projects/{project}/clusters/{name}",
+        "selfLink": f"https://container.googleapis.com/v1/projects/{cloud.project}/clusters/{name}",
     },
-    "gcp:serviceaccount/account:Account": lambda name, inputs, project: {
-        "email": f"{inputs.get('accountId', name)}@{project}.iam.gserviceaccount.com",
-        "name": f"projects/{project}/serviceAccounts/{inputs.get('accountId', name)}",
+    "gcp:serviceaccount/account:Account": lambda name, inputs, cloud: {
+        "email": f"{inputs.get('accountId', name)}@{cloud.project}.iam.gserviceaccount.com",
+        "name": f"projects/{cloud.project}/serviceAccounts/{inputs.get('accountId', name)}",
     },
-    "gcp:storage/bucket:Bucket": lambda name, inputs, project: {
+    "gcp:storage/bucket:Bucket": lambda name, inputs, _cloud: {
         "name": inputs.get("name", name),
         "url": f"gs://{inputs.get('name', name)}",
+    },
+    "aws:eks/cluster:Cluster": lambda name, inputs, cloud: {
+        "name": inputs.get("name", name),
+        "arn": cloud.arn("eks", f"cluster/{inputs.get('name', name)}"),
+        "endpoint": f"https://OFFLINE.gr7.{cloud.region}.eks.amazonaws.com",
+        "certificateAuthority": {"data": _FAKE_CA},
+        "vpcConfig": {**inputs.get("vpcConfig", {}), "clusterSecurityGroupId": "sg-0offline"},
+    },
+    "aws:iam/role:Role": lambda name, inputs, cloud: {
+        "name": inputs.get("name", name),
+        "arn": cloud.arn("iam", f"role/{inputs.get('name', name)}", regional=False),
+    },
+    "aws:iam/policy:Policy": lambda name, inputs, cloud: {
+        "arn": cloud.arn("iam", f"policy/{inputs.get('name', name)}", regional=False),
+    },
+    "aws:sqs/queue:Queue": lambda name, inputs, cloud: {
+        "name": inputs.get("name", name),
+        "arn": cloud.arn("sqs", inputs.get("name", name)),
+        "url": f"https://sqs.{cloud.region}.amazonaws.com/{cloud.account}/"
+        + inputs.get("name", name),
+    },
+    "aws:s3/bucket:Bucket": lambda name, inputs, _cloud: {
+        "bucket": inputs.get("bucket", name),
+        "arn": f"arn:aws:s3:::{inputs.get('bucket', name)}",
+    },
+}
+
+# Results of the data sources (invokes) a program calls.
+_CALLS: dict[str, Callable[[OfflineCloud], dict[str, Any]]] = {
+    "aws:index/getPartition:getPartition": lambda _cloud: {
+        "partition": "aws",
+        "dnsSuffix": "amazonaws.com",
+        "reverseDnsPrefix": "com.amazonaws",
+        "id": "aws",
+    },
+    "aws:index/getCallerIdentity:getCallerIdentity": lambda cloud: {
+        "accountId": cloud.account,
+        "arn": f"arn:aws:iam::{cloud.account}:user/offline",
+        "userId": "OFFLINE",
+        "id": cloud.account,
     },
 }
 
 
 class OfflineMocks(pulumi_mocks.Mocks):
-    def __init__(self, project_id: str) -> None:
-        self.project_id = project_id
+    def __init__(self, cloud: OfflineCloud) -> None:
+        self.cloud = cloud
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict]:
         outputs = dict(args.inputs)
         faker = _OUTPUTS.get(args.typ)
         if faker:
-            outputs.update(faker(args.name, args.inputs, self.project_id))
+            outputs.update(faker(args.name, args.inputs, self.cloud))
         return f"{args.name}-id", outputs
 
-    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict, list | None]:
-        return {}, None
+    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict, list]:
+        result = _CALLS.get(args.token)
+        return (result(self.cloud) if result else {}), []
 
 
 def record(
@@ -169,7 +226,7 @@ def record(
     stack: str,
     project: str,
     config: Mapping[str, str] | None = None,
-    cloud_project_id: str = "offline-project",
+    cloud: OfflineCloud | None = None,
 ) -> Recording:
     """Run ``program`` as a Pulumi program of ``project``/``stack`` and return what it registered.
 
@@ -177,7 +234,7 @@ def record(
     as the engine would hand it to the program.
     """
     recording = Recording(stack=stack, project=project)
-    mocks = OfflineMocks(cloud_project_id)
+    mocks = OfflineMocks(cloud or OfflineCloud())
     # Offline there is no engine to answer for the language host; keep the SDK from waiting.
     os.environ.setdefault("PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION", "true")
     pulumi.runtime.settings.SETTINGS.rpc_manager.clear()

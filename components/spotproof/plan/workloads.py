@@ -8,10 +8,15 @@ node shape of the plan, then judges the answer:
 - the platform's own add-ons, modelled by a reference pod, must do the same.
 
 DaemonSets are exempt: node agents are meant to run on every node.
+
+Workloads come from the rendered Kubernetes objects and, where a cloud installs pods the
+plan cannot render offline, from the placement values the program passes: a managed
+add-on's configuration (EKS CoreDNS) and a Helm chart's values (the Karpenter controller).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -39,14 +44,33 @@ class Workload:
         return f"{self.kind} {self.namespace}/{self.name}"
 
     @property
-    def target(self) -> PoolClass | None:
-        """The pool class the workload selects, if it selects one."""
+    def targets(self) -> list[PoolClass]:
+        """The pool classes the workload selects (by node selector, or by required node
+        affinity when it accepts a fallback class); empty if it selects none."""
         selector = self.pod_spec.get("nodeSelector") or {}
         if selector.get(scheduling.POOL_CLASS_LABEL) in PoolClass._value2member_map_:
-            return PoolClass(selector[scheduling.POOL_CLASS_LABEL])
+            return [PoolClass(selector[scheduling.POOL_CLASS_LABEL])]
         if selector.get(scheduling.GKE_FLEX_START_LABEL) == "true":
-            return PoolClass.FLEX_START
-        return None
+            return [PoolClass.FLEX_START]
+        required = ((self.pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ) or {}
+        terms = required.get("nodeSelectorTerms") or []
+        if len(terms) == 1:
+            for expression in terms[0].get("matchExpressions") or []:
+                if (
+                    expression.get("key") == scheduling.POOL_CLASS_LABEL
+                    and expression.get("operator") == "In"
+                ):
+                    values = expression.get("values") or []
+                    return [PoolClass(v) for v in values if v in PoolClass._value2member_map_]
+        return []
+
+
+_WORKLOAD_KINDS = frozenset({"Pod", "Deployment", "StatefulSet", "ReplicaSet", "Job", "CronJob"})
+_PLACEMENT_VALUES = ("tolerations", "nodeSelector", "affinity", "priorityClassName")
+EKS_ADDON = "aws:eks/addon:Addon"
+HELM_CHART = "kubernetes:helm.sh/v4:Chart"
 
 
 def _pod_spec(kind: str, spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -62,7 +86,8 @@ def workloads(recording: Recording) -> list[Workload]:
     found = []
     for resource in recording.kubernetes_objects():
         kind = resource.inputs.get("kind", "")
-        if kind == "DaemonSet":
+        api_group = str(resource.inputs.get("apiVersion", "")).rpartition("/")[0]
+        if kind not in _WORKLOAD_KINDS or api_group not in ("", "apps", "batch"):
             continue
         pod_spec = _pod_spec(kind, resource.inputs.get("spec") or {})
         if pod_spec is None:
@@ -77,7 +102,47 @@ def workloads(recording: Recording) -> list[Workload]:
                 pod_spec,
             )
         )
+    found += _installed_workloads(recording)
     return sorted(found, key=lambda w: (w.kind, w.namespace, w.name))
+
+
+def _placed_pod(values: Mapping[str, Any], priority: str) -> dict[str, Any]:
+    """A pod spec carrying the placement a chart or add-on is configured with."""
+    pod: dict[str, Any] = {k: values[k] for k in _PLACEMENT_VALUES if values.get(k)}
+    pod.setdefault("priorityClassName", priority)
+    pod["containers"] = [{"name": "main", "resources": {"requests": {"cpu": "100m"}}}]
+    return pod
+
+
+def _installed_workloads(recording: Recording) -> list[Workload]:
+    """Pods a managed add-on or a Helm chart will run, placed as the program configured."""
+    found = []
+    for addon in recording.of_type(EKS_ADDON):
+        raw = addon.inputs.get("configurationValues")
+        values = json.loads(raw) if isinstance(raw, str) and raw else {}
+        if addon.inputs.get("addonName") == "coredns":
+            found.append(
+                Workload(
+                    addon.name,
+                    "Deployment",
+                    "kube-system",
+                    "coredns",
+                    _placed_pod(values, "system-cluster-critical"),
+                )
+            )
+    for chart in recording.of_type(HELM_CHART):
+        values = chart.inputs.get("values") or {}
+        if any(key in values for key in _PLACEMENT_VALUES):
+            found.append(
+                Workload(
+                    chart.name,
+                    "Chart",
+                    str(chart.inputs.get("namespace") or "default"),
+                    str(chart.inputs.get("name") or chart.name),
+                    _placed_pod(values, ""),
+                )
+            )
+    return found
 
 
 def _class_of(node: scheduling.NodeShape) -> str | None:
@@ -116,15 +181,21 @@ def check_workload(
             )
         return violations
 
-    target = workload.target
-    candidates = [n for n in nodes if target is None or _class_of(n) == target]
-    if any(n in fits for n in candidates):
-        return []
-    wanted = f"pool of class {target.value}" if target else "pool"
-    detail = _why_not(workload.pod_spec, candidates) if candidates else f"the plan has no {wanted}"
-    return [
-        Violation(FIT_POLICY, workload.resource, f"{workload.label} fits no {wanted}: {detail}")
-    ]
+    # A workload that accepts a fallback class must fit a pool of each class it accepts,
+    # or the fallback it was given is an illusion.
+    violations = []
+    for target in workload.targets or [None]:
+        candidates = [n for n in nodes if target is None or _class_of(n) == target]
+        if any(n in fits for n in candidates):
+            continue
+        wanted = f"pool of class {target.value}" if target else "pool"
+        detail = (
+            _why_not(workload.pod_spec, candidates) if candidates else f"the plan has no {wanted}"
+        )
+        violations.append(
+            Violation(FIT_POLICY, workload.resource, f"{workload.label} fits no {wanted}: {detail}")
+        )
+    return violations
 
 
 def check(recording: Recording, nodes: list[scheduling.NodeShape]) -> list[Violation]:

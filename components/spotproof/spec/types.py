@@ -41,6 +41,11 @@ class TaintEffect(StrEnum):
     NO_EXECUTE = "NoExecute"
 
 
+def capacity_class(capacity: Capacity) -> PoolClass:
+    """The pool class of GPU capacity bought this way."""
+    return PoolClass.SPOT_GPU if capacity is Capacity.SPOT else PoolClass.ON_DEMAND_GPU
+
+
 @dataclass(frozen=True)
 class Taint:
     key: str
@@ -50,13 +55,19 @@ class Taint:
 
 @dataclass(frozen=True)
 class SystemPool:
-    """The on-demand pool that runs cluster add-ons and nothing else."""
+    """The on-demand pool that runs cluster add-ons and nothing else.
+
+    On GKE a node pool (sizes are per zone); on EKS a managed node group (sizes are totals
+    across the cluster's subnets).
+    """
 
     machine_type: str = "e2-standard-4"
+    """GKE machine type, or EKS instance type (config ``instanceType``, default
+    ``m6i.xlarge``)."""
     min_nodes: int = 1
-    """Nodes per zone the autoscaler keeps; at least 1 so add-ons always have a home."""
+    """Nodes kept; at least 1 so add-ons always have a home. EKS defaults to 2, so the
+    Karpenter controller's two replicas sit in two zones."""
     max_nodes: int = 3
-    """Upper bound per zone."""
     disk_gb: int = 100
 
 
@@ -86,7 +97,75 @@ class GpuPool:
 
     @property
     def pool_class(self) -> PoolClass:
-        return PoolClass.SPOT_GPU if self.capacity is Capacity.SPOT else PoolClass.ON_DEMAND_GPU
+        return capacity_class(self.capacity)
+
+
+@dataclass(frozen=True)
+class KarpenterPool:
+    """An EKS Karpenter ``NodePool`` of GPU instances: several families, one GPU count.
+
+    Karpenter chooses the instance type at launch from every type the requirements allow,
+    so one pool is already diversified; ``min_instance_types`` makes that a guarantee.
+    """
+
+    name: str
+    """NodePool name, unique in the stack."""
+    instance_families: tuple[str, ...]
+    """EC2 families to choose from (``g6``, ``g5``, ``g6e``); see ``catalog.eks.FAMILIES``."""
+    gpu_limit: int
+    """Most ``nvidia.com/gpu`` the pool's nodes may hold together: the spend ceiling."""
+    capacity: Capacity = Capacity.SPOT
+    gpus_per_node: int = 1
+    min_instance_types: int = 3
+    """Karpenter launches only if at least this many instance types remain eligible
+    (``minValues``): a spot request across many types is far less likely to be refused."""
+    weight: int = 100
+    """Priority among pools a pod fits, 1-100, highest first. Spot pools default to 100,
+    on-demand fallbacks to 10 and must stay below every spot pool."""
+    disk_gb: int = 200
+    """Data volume for container images; CUDA images are large."""
+    expire_after_hours: int = 720
+    """Nodes are replaced after this long, picking up new AMIs."""
+    extra_taints: tuple[Taint, ...] = ()
+    extra_labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pool_class(self) -> PoolClass:
+        return capacity_class(self.capacity)
+
+
+@dataclass(frozen=True)
+class Karpenter:
+    """The Karpenter installation on EKS."""
+
+    version: str
+    """Helm chart version of ``karpenter`` and ``karpenter-crd``, pinned (``1.6.3``)."""
+    node_image: str = "bottlerocket@latest"
+    """AMI alias for GPU nodes. Bottlerocket ships the NVIDIA driver and device plugin, so
+    no DaemonSet is needed; pin a version (``bottlerocket@v1.40.0``) in production, as
+    ``latest`` replaces nodes on every AMI release."""
+    namespace: str = "kube-system"
+    replicas: int = 2
+    """Controller replicas; spread over zones, so the system group needs as many zones."""
+
+
+@dataclass(frozen=True)
+class Subnet:
+    id: str
+    zone: str
+    """Availability zone; named in config because an offline plan cannot look it up."""
+
+
+@dataclass(frozen=True)
+class Network:
+    """Where an EKS cluster lives: subnets the stack names, or a VPC spotproof creates."""
+
+    subnets: tuple[Subnet, ...] = ()
+    """Existing private subnets in at least two zones; empty means create a VPC."""
+    cidr: str = "10.0.0.0/16"
+    """Address range of the created VPC."""
+    zones: tuple[str, ...] = ()
+    """Zones of the created VPC's private subnets; default the region's a, b and c."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +211,8 @@ class CheckpointBucket:
     """Older versions of an object kept after it is overwritten or deleted."""
     noncurrent_days: int = 7
     """Days a noncurrent version lives before the lifecycle rule deletes it."""
+    kms_key: str | None = None
+    """S3 only: KMS key ARN for server-side encryption; default SSE-S3 (AES-256)."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +233,8 @@ class SmokeTest:
     model_mb: int = 64
     """Size of the model's state; large values exercise checkpoint throughput."""
     grace_period_seconds: int | None = None
-    """terminationGracePeriodSeconds; defaults to the cloud's preemption notice."""
+    """terminationGracePeriodSeconds; defaults to what the cloud leaves after its notice
+    reaches the pod (``catalog.GRACE_PERIOD_SECONDS``)."""
     backoff_limit: int = 3
     """Real failures allowed; preemptions do not count (see the Job's podFailurePolicy)."""
 
@@ -164,8 +246,8 @@ class FleetSpec:
     stack: str
     cloud: Cloud
     environment: str
-    project: str
-    """Cloud project / account scope (GCP project id on GKE)."""
+    project: str | None
+    """GCP project id on GKE; None on EKS, where the account comes from credentials."""
     region: str
     bucket: CheckpointBucket
     kubernetes_version: str = "1.33"
@@ -176,14 +258,21 @@ class FleetSpec:
     gpu_pools: tuple[GpuPool, ...] = ()
     flex_start: FlexStartPool | None = None
     autoprovisioning: Autoprovisioning = field(default_factory=Autoprovisioning)
+    network: Network = field(default_factory=Network)
+    """EKS only."""
+    karpenter: Karpenter | None = None
+    """EKS only: required there."""
+    karpenter_pools: tuple[KarpenterPool, ...] = ()
+    """EKS GPU pools (config ``gpuPools``); GKE's are :attr:`gpu_pools`."""
     smoke_test: SmokeTest | None = field(default_factory=SmokeTest)
 
     @property
     def cluster_name(self) -> str:
         return self.stack
 
-    def pools_of(self, pool_class: PoolClass) -> list[GpuPool | FlexStartPool]:
+    def pools_of(self, pool_class: PoolClass) -> list[GpuPool | FlexStartPool | KarpenterPool]:
         """The GPU pools of one class, in stack order."""
         if pool_class is PoolClass.FLEX_START:
             return [self.flex_start] if self.flex_start else []
-        return [pool for pool in self.gpu_pools if pool.pool_class is pool_class]
+        pools = [*self.gpu_pools, *self.karpenter_pools]
+        return [pool for pool in pools if pool.pool_class is pool_class]

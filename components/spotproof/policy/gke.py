@@ -1,59 +1,18 @@
-"""Policy rules over planned resources, as plain functions.
-
-``spotproof plan`` runs them over the offline recording; ``policies/`` wraps the same
-functions as a Pulumi CrossGuard pack so ``pulumi preview --policy-pack policies`` enforces
-them against real previews. A rule sees a resource as its Pulumi type token, its name and
-its inputs (camelCase, as both the mocks and CrossGuard present them).
-
-Resource rules judge one resource at a time; stack rules need several (a bucket against
-its cluster's region, a Job against the PriorityClasses it uses).
-"""
+"""Rules for GKE resources: pools, the cluster, the GCS bucket, IAM grants."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from spotproof import scheduling
-from spotproof.catalog import PREEMPTION_NOTICE_SECONDS, Cloud
+from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
 BUCKET = "gcp:storage/bucket:Bucket"
 SERVICE_ACCOUNT_KEY = "gcp:serviceaccount/key:Key"
 PROJECT_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
-JOB = "kubernetes:batch/v1:Job"
-PRIORITY_CLASS = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
-
-
-@dataclass(frozen=True)
-class Violation:
-    policy: str
-    resource: str
-    message: str
-
-
-class PlannedResource(Protocol):
-    type: str
-    name: str
-    inputs: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ResourceRule:
-    name: str
-    description: str
-    resource_type: str
-    check: Callable[[Mapping[str, Any]], Iterable[str]]
-
-
-@dataclass(frozen=True)
-class StackRule:
-    name: str
-    description: str
-    check: Callable[[list[PlannedResource]], Iterable[tuple[str, str]]]
-    """Yields (resource name, message) pairs."""
 
 
 def _taints(inputs: Mapping[str, Any]) -> set[tuple[str, str, str]]:
@@ -68,9 +27,6 @@ def _pool_class(inputs: Mapping[str, Any]) -> str | None:
 
 def _as_cloud_taint(taint: scheduling.Taint) -> tuple[str, str, str]:
     return (taint.key, taint.value, scheduling.cloud_effect(taint.effect))
-
-
-# --- GKE ---------------------------------------------------------------------------------
 
 
 def system_pool_on_demand(inputs: Mapping[str, Any]) -> Iterator[str]:
@@ -157,79 +113,12 @@ def no_static_keys(_inputs: Mapping[str, Any]) -> Iterator[str]:
     yield "service account keys are forbidden: use Workload Identity"
 
 
-# --- Kubernetes --------------------------------------------------------------------------
-
-
-def _pod_spec(job_inputs: Mapping[str, Any]) -> Mapping[str, Any]:
-    return ((job_inputs.get("spec") or {}).get("template") or {}).get("spec") or {}
-
-
-def job_preemption_safe(inputs: Mapping[str, Any]) -> Iterator[str]:
-    spec = inputs.get("spec") or {}
-    pod = _pod_spec(inputs)
-    if pod.get("restartPolicy") != "Never":
-        yield "restartPolicy must be Never: a preempted pod is replaced, not restarted in place"
-    rules = (spec.get("podFailurePolicy") or {}).get("rules") or []
-    ignores_disruption = any(
-        r.get("action") == "Ignore"
-        and any(c.get("type") == "DisruptionTarget" for c in r.get("onPodConditions") or [])
-        for r in rules
-    )
-    if not ignores_disruption:
-        yield "podFailurePolicy must Ignore DisruptionTarget so preemptions keep backoffLimit"
-    if scheduling.tolerates(pod.get("tolerations") or [], scheduling.GPU_TAINT):
-        for container in pod.get("containers") or []:
-            limits = (container.get("resources") or {}).get("limits") or {}
-            if not limits.get(scheduling.GPU_RESOURCE):
-                yield f"container {container.get('name')} targets GPU nodes without a GPU limit"
-
-
-def spot_priority_negative(inputs: Mapping[str, Any]) -> Iterator[str]:
-    name = (inputs.get("metadata") or {}).get("name")
-    if name == scheduling.SPOT_BATCH_PRIORITY.name and (inputs.get("value") or 0) >= 0:
-        yield "the spot batch PriorityClass must be negative so spot work is preempted first"
-
-
-# --- stack rules -------------------------------------------------------------------------
-
-
-def _cloud(resources: list[PlannedResource]) -> Cloud | None:
-    if any(r.type == CLUSTER for r in resources):
-        return Cloud.GKE
-    return None
-
-
 def bucket_in_cluster_region(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
     regions = {str(r.inputs.get("location", "")).lower() for r in resources if r.type == CLUSTER}
     for bucket in (r for r in resources if r.type == BUCKET):
         location = str(bucket.inputs.get("location", "")).lower()
         if regions and location not in regions:
             yield bucket.name, f"bucket in {location}, cluster in {', '.join(sorted(regions))}"
-
-
-def job_fits_preemption_notice(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
-    cloud = _cloud(resources)
-    priorities = {
-        (r.inputs.get("metadata") or {}).get("name"): r.inputs.get("value")
-        for r in resources
-        if r.type == PRIORITY_CLASS
-    }
-    spot_taint = scheduling.contract(scheduling.PoolClass.SPOT_GPU).taints[0]
-    for job in (r for r in resources if r.type == JOB):
-        pod = _pod_spec(job.inputs)
-        grace = pod.get("terminationGracePeriodSeconds", 30)
-        if cloud and grace > PREEMPTION_NOTICE_SECONDS[cloud]:
-            yield (
-                job.name,
-                (
-                    f"terminationGracePeriodSeconds {grace} exceeds the {cloud.value} preemption "
-                    f"notice of {PREEMPTION_NOTICE_SECONDS[cloud]} s; the final save would be lost"
-                ),
-            )
-        if scheduling.tolerates(pod.get("tolerations") or [], spot_taint):
-            value = priorities.get(pod.get("priorityClassName"))
-            if value is None or value >= 0:
-                yield job.name, "work on spot capacity must use a negative-value PriorityClass"
 
 
 def bucket_access_scoped(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
@@ -282,13 +171,6 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ResourceRule(
         "gcp-no-static-keys", "No service account keys.", SERVICE_ACCOUNT_KEY, no_static_keys
     ),
-    ResourceRule("k8s-job-preemption-safe", "Jobs survive preemption.", JOB, job_preemption_safe),
-    ResourceRule(
-        "k8s-spot-priority-negative",
-        "Spot work is preempted first.",
-        PRIORITY_CLASS,
-        spot_priority_negative,
-    ),
 )
 
 STACK_RULES: tuple[StackRule, ...] = (
@@ -298,30 +180,8 @@ STACK_RULES: tuple[StackRule, ...] = (
         bucket_in_cluster_region,
     ),
     StackRule(
-        "job-fits-preemption-notice",
-        "Grace periods and priorities fit spot.",
-        job_fits_preemption_notice,
-    ),
-    StackRule(
         "bucket-access-scoped",
         "Storage roles are granted on the bucket only.",
         bucket_access_scoped,
     ),
 )
-
-
-def evaluate(resources: list[PlannedResource]) -> list[Violation]:
-    """Every violation of every rule over a whole stack's resources."""
-    violations = [
-        Violation(rule.name, resource.name, message)
-        for resource in resources
-        for rule in RESOURCE_RULES
-        if rule.resource_type == resource.type
-        for message in rule.check(resource.inputs)
-    ]
-    violations += [
-        Violation(rule.name, name, message)
-        for rule in STACK_RULES
-        for name, message in rule.check(resources)
-    ]
-    return violations

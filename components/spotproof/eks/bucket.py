@@ -1,0 +1,161 @@
+"""``spotproof:eks:CheckpointBucket``: the S3 bucket and the one identity that may write it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from spotproof.eks import policies
+from spotproof.spec.types import FleetSpec
+
+
+@dataclass
+class CheckpointBucketArgs:
+    spec: FleetSpec
+    cluster_name: pulumi.Input[str]
+    kubernetes_namespace: str
+    kubernetes_service_account: str
+    """The pod identity (namespace/name) the Pod Identity association maps to the role."""
+
+
+class CheckpointBucket(pulumi.ComponentResource):
+    """An S3 bucket in the cluster's region, hardened for checkpoints.
+
+    - Same region as the cluster (set explicitly on the bucket, not inherited).
+    - Versioning on; noncurrent versions expire after N newer ones or D days, and
+      abandoned multipart uploads after a day.
+    - All four public-access blocks, ``BucketOwnerEnforced`` ownership (ACLs off),
+      server-side encryption (SSE-S3, or SSE-KMS with the stack's key and a bucket key),
+      and a bucket policy denying every request without TLS.
+    - A role the smoke Job's service account assumes through EKS Pod Identity, allowed to
+      read, write and list only the checkpoint prefix: no access keys anywhere.
+    """
+
+    name: pulumi.Output[str]
+    url: pulumi.Output[str]
+    trainer_role_arn: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("spotproof:eks:CheckpointBucket", name, None, opts)
+        spec, settings = args.spec, args.spec.bucket
+        child = pulumi.ResourceOptions(parent=self)
+        bucket = aws.s3.Bucket(
+            f"{name}-bucket",
+            bucket=settings.name,
+            region=spec.region,
+            force_destroy=not spec.protect,
+            tags={"spotproof-stack": spec.stack, "spotproof-purpose": "checkpoints"},
+            opts=pulumi.ResourceOptions(parent=self, protect=spec.protect),
+        )
+        public_access = aws.s3.BucketPublicAccessBlock(
+            f"{name}-public-access",
+            bucket=bucket.bucket,
+            region=spec.region,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=child,
+        )
+        aws.s3.BucketOwnershipControls(
+            f"{name}-ownership",
+            bucket=bucket.bucket,
+            region=spec.region,
+            rule={"object_ownership": "BucketOwnerEnforced"},
+            opts=child,
+        )
+        versioning = aws.s3.BucketVersioning(
+            f"{name}-versioning",
+            bucket=bucket.bucket,
+            region=spec.region,
+            versioning_configuration={"status": "Enabled"},
+            opts=child,
+        )
+        encryption = (
+            {"sse_algorithm": "aws:kms", "kms_master_key_id": settings.kms_key}
+            if settings.kms_key
+            else {"sse_algorithm": "AES256"}
+        )
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            f"{name}-encryption",
+            bucket=bucket.bucket,
+            region=spec.region,
+            rules=[
+                {
+                    "apply_server_side_encryption_by_default": encryption,
+                    "bucket_key_enabled": bool(settings.kms_key),
+                }
+            ],
+            opts=child,
+        )
+        aws.s3.BucketLifecycleConfiguration(
+            f"{name}-lifecycle",
+            bucket=bucket.bucket,
+            region=spec.region,
+            rules=[
+                {
+                    "id": "expire-noncurrent-versions",
+                    "status": "Enabled",
+                    "filter": {"prefix": ""},
+                    "noncurrent_version_expiration": {
+                        "noncurrent_days": settings.noncurrent_days,
+                        "newer_noncurrent_versions": settings.noncurrent_versions_kept,
+                    },
+                    "abort_incomplete_multipart_upload": {"days_after_initiation": 1},
+                }
+            ],
+            # S3 refuses lifecycle rules on noncurrent versions until versioning is on.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
+        )
+        aws.s3.BucketPolicy(
+            f"{name}-tls-only",
+            bucket=bucket.bucket,
+            region=spec.region,
+            policy=bucket.arn.apply(lambda arn: json.dumps(policies.bucket_tls_only(arn))),
+            # A policy is refused while the public-access block is being applied.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[public_access]),
+        )
+
+        trainer = aws.iam.Role(
+            f"{name}-trainer",
+            name=f"{spec.stack}-trainer",
+            description="Writes checkpoints; assumed through EKS Pod Identity.",
+            assume_role_policy=json.dumps(
+                policies.pod_identity_trust(
+                    spec.cluster_name, args.kubernetes_namespace, args.kubernetes_service_account
+                )
+            ),
+            tags={"spotproof-stack": spec.stack},
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-trainer-checkpoints",
+            role=trainer.id,
+            policy=bucket.arn.apply(
+                lambda arn: json.dumps(
+                    policies.checkpoint_access(arn, settings.prefix, settings.kms_key)
+                )
+            ),
+            opts=child,
+        )
+        aws.eks.PodIdentityAssociation(
+            f"{name}-trainer-identity",
+            cluster_name=args.cluster_name,
+            namespace=args.kubernetes_namespace,
+            service_account=args.kubernetes_service_account,
+            role_arn=trainer.arn,
+            tags={"spotproof-stack": spec.stack},
+            opts=child,
+        )
+
+        self.name = bucket.bucket
+        self.url = bucket.bucket.apply(lambda bucket_name: f"s3://{bucket_name}")
+        self.trainer_role_arn = trainer.arn
+        self.register_outputs(
+            {"name": self.name, "url": self.url, "trainer_role_arn": self.trainer_role_arn}
+        )

@@ -1,0 +1,288 @@
+"""``spotproof:eks:HybridCluster``: an EKS cluster for spot GPU work, with Karpenter."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+import yaml
+
+from spotproof import scheduling
+from spotproof.eks import policies, roles
+from spotproof.eks.bucket import CheckpointBucket, CheckpointBucketArgs
+from spotproof.eks.karpenter import Karpenter, KarpenterArgs
+from spotproof.eks.network import Network
+from spotproof.eks.nodepools import DISCOVERY_TAG
+from spotproof.kube import ClusterBaseline, ClusterBaselineArgs
+from spotproof.kube.smoke import SERVICE_ACCOUNT_NAME
+from spotproof.spec.types import FleetSpec, PoolClass
+
+CONTROL_PLANE_LOGS = ["api", "audit", "authenticator"]
+SYSTEM_AMI = "AL2023_x86_64_STANDARD"
+
+
+def coredns_configuration() -> dict[str, Any]:
+    """CoreDNS add-on values: it tolerates the system taint and is required onto the
+    system node group, so cluster DNS never rides on capacity that can be reclaimed."""
+    return {
+        "tolerations": [{"key": scheduling.SYSTEM_TAINT.key, "operator": "Exists"}],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": scheduling.POOL_CLASS_LABEL,
+                                    "operator": "In",
+                                    "values": [PoolClass.SYSTEM.value],
+                                }
+                            ]
+                        }
+                    ]
+                }
+            }
+        },
+    }
+
+
+POD_IDENTITY_AGENT_CONFIGURATION = {"tolerations": [{"operator": "Exists"}]}
+"""The agent must run on every node, tainted GPU nodes included, or pods there get no
+credentials."""
+
+
+@dataclass
+class HybridClusterArgs:
+    spec: FleetSpec
+
+
+class HybridCluster(pulumi.ComponentResource):
+    """An EKS cluster in API authentication mode (access entries, no aws-auth ConfigMap),
+    in the stack's subnets or a minimal VPC; an ON_DEMAND managed node group as the system
+    pool, tainted ``CriticalAddonsOnly``; the Pod Identity agent; Karpenter with
+    interruption handling and GPU NodePools; the S3 checkpoint bucket; and the
+    cluster-wide Kubernetes baseline.
+
+    Kubernetes children use :attr:`provider`, built from the cluster's own outputs.
+    """
+
+    cluster_name: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+    provider: k8s.Provider
+    bucket: CheckpointBucket
+    baseline: ClusterBaseline
+    karpenter: Karpenter
+    pool_names: list[str]
+
+    def __init__(
+        self, name: str, args: HybridClusterArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("spotproof:eks:HybridCluster", name, None, opts)
+        spec = args.spec
+        child = pulumi.ResourceOptions(parent=self)
+        partition = aws.get_partition_output(opts=pulumi.InvokeOptions(parent=self)).partition
+        account = aws.get_caller_identity_output(opts=pulumi.InvokeOptions(parent=self)).account_id
+        tags = {"spotproof-stack": spec.stack, "spotproof-env": spec.environment}
+
+        network = Network(f"{name}-network", spec.cluster_name, spec.network, opts=child)
+        cluster_role, cluster_grants = roles.role(
+            f"{name}-cluster",
+            role_name=f"{spec.stack}-cluster",
+            trust=policies.service_trust("eks.amazonaws.com"),
+            partition=partition,
+            managed_policies=policies.CLUSTER_POLICIES,
+            description=f"EKS control plane of {spec.stack}",
+            opts=child,
+        )
+        cluster = aws.eks.Cluster(
+            name,
+            name=spec.cluster_name,
+            region=spec.region,
+            version=spec.kubernetes_version,
+            role_arn=cluster_role.arn,
+            vpc_config={
+                "subnet_ids": network.subnet_ids,
+                "endpoint_private_access": True,
+                "endpoint_public_access": True,
+            },
+            access_config={
+                "authentication_mode": "API",
+                "bootstrap_cluster_creator_admin_permissions": True,
+            },
+            enabled_cluster_log_types=CONTROL_PLANE_LOGS,
+            deletion_protection=spec.protect,
+            tags=tags,
+            opts=pulumi.ResourceOptions(
+                parent=self, protect=spec.protect, depends_on=cluster_grants
+            ),
+        )
+        # Karpenter's nodes join through the cluster security group, found by this tag.
+        aws.ec2.Tag(
+            f"{name}-security-group-discovery",
+            resource_id=cluster.vpc_config.cluster_security_group_id,
+            key=DISCOVERY_TAG,
+            value=spec.cluster_name,
+            opts=child,
+        )
+
+        system = self._system_node_group(
+            name, spec=spec, cluster=cluster, network=network, partition=partition, tags=tags
+        )
+        after_system = pulumi.ResourceOptions(parent=self, depends_on=[system])
+        agent = aws.eks.Addon(
+            f"{name}-pod-identity-agent",
+            cluster_name=cluster.name,
+            addon_name="eks-pod-identity-agent",
+            configuration_values=json.dumps(POD_IDENTITY_AGENT_CONFIGURATION),
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            opts=after_system,
+        )
+        aws.eks.Addon(
+            f"{name}-coredns",
+            cluster_name=cluster.name,
+            addon_name="coredns",
+            configuration_values=json.dumps(coredns_configuration()),
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            opts=after_system,
+        )
+
+        self.cluster_name = cluster.name
+        self.kubeconfig = pulumi.Output.secret(
+            pulumi.Output.all(cluster.name, cluster.endpoint, cluster.certificate_authority).apply(
+                lambda parts: kubeconfig(parts[0], parts[1], parts[2]["data"], spec.region)
+            )
+        )
+        self.provider = k8s.Provider(
+            f"{name}-kubernetes",
+            kubeconfig=self.kubeconfig,
+            enable_server_side_apply=True,
+            opts=after_system,
+        )
+        namespace = spec.smoke_test.namespace if spec.smoke_test else "spotproof"
+        self.baseline = ClusterBaseline(
+            f"{name}-baseline",
+            ClusterBaselineArgs(namespace=namespace),
+            opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
+        )
+        self.karpenter = Karpenter(
+            f"{name}-karpenter",
+            KarpenterArgs(
+                spec=spec,
+                cluster_name=cluster.name,
+                partition=partition,
+                account=account,
+                provider=self.provider,
+                ready=[system, agent],
+            ),
+            opts=child,
+        )
+        self.bucket = CheckpointBucket(
+            f"{name}-checkpoints",
+            CheckpointBucketArgs(spec, cluster.name, namespace, SERVICE_ACCOUNT_NAME),
+            opts=child,
+        )
+        self.pool_names = ["system", *self.karpenter.node_pool_names]
+        self.register_outputs(
+            {
+                "cluster_name": self.cluster_name,
+                "kubeconfig": self.kubeconfig,
+                "bucket_url": self.bucket.url,
+                "pool_names": self.pool_names,
+            }
+        )
+
+    def _system_node_group(
+        self,
+        name: str,
+        *,
+        spec: FleetSpec,
+        cluster: aws.eks.Cluster,
+        network: Network,
+        partition: pulumi.Output[str],
+        tags: dict[str, str],
+    ) -> aws.eks.NodeGroup:
+        """ON_DEMAND nodes for add-ons, tainted so that only what tolerates
+        ``CriticalAddonsOnly`` (CoreDNS, Karpenter) lands there."""
+        pool = spec.system_pool
+        contract = scheduling.contract(PoolClass.SYSTEM)
+        node_role, grants = roles.role(
+            f"{name}-system-nodes",
+            role_name=f"{spec.stack}-system-nodes",
+            trust=policies.service_trust("ec2.amazonaws.com"),
+            partition=partition,
+            managed_policies=policies.NODE_POLICIES,
+            description=f"System node group of {spec.stack}",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return aws.eks.NodeGroup(
+            f"{name}-system",
+            cluster_name=cluster.name,
+            node_group_name="system",
+            node_role_arn=node_role.arn,
+            subnet_ids=network.subnet_ids,
+            capacity_type="ON_DEMAND",
+            instance_types=[pool.machine_type],
+            ami_type=SYSTEM_AMI,
+            disk_size=pool.disk_gb,
+            scaling_config={
+                "min_size": pool.min_nodes,
+                "max_size": pool.max_nodes,
+                "desired_size": pool.min_nodes,
+            },
+            update_config={"max_unavailable": 1},
+            labels=dict(contract.labels),
+            taints=[
+                {"key": t.key, "value": t.value, "effect": scheduling.cloud_effect(t.effect)}
+                for t in contract.taints
+            ],
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=grants),
+        )
+
+
+def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str, region: str) -> str:
+    """A kubeconfig that authenticates with ``aws eks get-token`` (no static token)."""
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": cluster_name,
+                    "cluster": {"server": endpoint, "certificate-authority-data": ca_certificate},
+                }
+            ],
+            "contexts": [
+                {"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}
+            ],
+            "current-context": cluster_name,
+            "users": [
+                {
+                    "name": cluster_name,
+                    "user": {
+                        "exec": {
+                            "apiVersion": "client.authentication.k8s.io/v1beta1",
+                            "command": "aws",
+                            "args": [
+                                "eks",
+                                "get-token",
+                                "--cluster-name",
+                                cluster_name,
+                                "--region",
+                                region,
+                                "--output",
+                                "json",
+                            ],
+                        }
+                    },
+                }
+            ],
+        },
+        sort_keys=False,
+    )

@@ -1,0 +1,78 @@
+"""``spotproof:eks:InterruptionQueue``: how Karpenter hears that a node is going away.
+
+AWS announces a spot reclaim two minutes ahead, suggests rebalancing earlier still, and
+schedules maintenance days ahead; all of it arrives as EventBridge events. Rules forward
+them to an SQS queue that the Karpenter controller polls; on a message it cordons the
+node, launches a replacement and drains the pods, which get their grace period to
+checkpoint. Messages are useless after the node is gone, so the queue keeps them for
+five minutes only.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_aws as aws
+
+from spotproof.eks import policies
+
+RETENTION_SECONDS = 300
+
+EVENTS: dict[str, tuple[str, str]] = {
+    "spot-interruption": ("aws.ec2", "EC2 Spot Instance Interruption Warning"),
+    "rebalance": ("aws.ec2", "EC2 Instance Rebalance Recommendation"),
+    "instance-state-change": ("aws.ec2", "EC2 Instance State-change Notification"),
+    "scheduled-change": ("aws.health", "AWS Health Event"),
+}
+"""Rule suffix -> (event source, detail type) of every event Karpenter acts on."""
+
+
+def event_pattern(source: str, detail_type: str) -> str:
+    return json.dumps({"source": [source], "detail-type": [detail_type]})
+
+
+class InterruptionQueue(pulumi.ComponentResource):
+    """An encrypted, short-retention SQS queue fed by the interruption EventBridge rules."""
+
+    name: pulumi.Output[str]
+    arn: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, cluster_name: str, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("spotproof:eks:InterruptionQueue", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        queue = aws.sqs.Queue(
+            f"{name}-queue",
+            name=cluster_name,
+            message_retention_seconds=RETENTION_SECONDS,
+            sqs_managed_sse_enabled=True,
+            tags={"spotproof-stack": cluster_name},
+            opts=child,
+        )
+        aws.sqs.QueuePolicy(
+            f"{name}-policy",
+            queue_url=queue.url,
+            policy=queue.arn.apply(lambda arn: json.dumps(policies.interruption_queue_policy(arn))),
+            opts=child,
+        )
+        for suffix, (source, detail_type) in EVENTS.items():
+            rule = aws.cloudwatch.EventRule(
+                f"{name}-{suffix}",
+                name=f"{cluster_name}-{suffix}",
+                description=f"{detail_type} -> Karpenter ({cluster_name})",
+                event_pattern=event_pattern(source, detail_type),
+                tags={"spotproof-stack": cluster_name},
+                opts=child,
+            )
+            aws.cloudwatch.EventTarget(
+                f"{name}-{suffix}-target",
+                rule=rule.name,
+                arn=queue.arn,
+                target_id="karpenter-interruption-queue",
+                opts=child,
+            )
+        self.name = queue.name
+        self.arn = queue.arn
+        self.register_outputs({"name": self.name, "arn": self.arn})

@@ -1,0 +1,154 @@
+"""Karpenter ``NodePool`` and ``EC2NodeClass`` objects for the fleet's GPU pools.
+
+**Fallback: weighted pools, not one pool with both capacity types.** A NodePool allowing
+``spot`` and ``on-demand`` would already prefer spot, but it would share one GPU limit,
+one set of taints and one disruption policy between cheap and expensive capacity. Two
+pools keep them apart: the on-demand pool has its own (small) ``nvidia.com/gpu`` limit,
+so a spot drought cannot silently multiply the bill; its nodes do not carry the spot
+taint, so the scheduling contract stays true; and it gives its nodes back sooner. Spot
+work accepts both classes through node affinity (``scheduling.placement(...,
+fallback=...)``) and Karpenter tries the pool with the higher ``weight`` first, falling
+back when spot capacity is refused.
+
+**Disruption fit for long training.** ``WhenEmpty`` consolidation never moves a busy GPU
+node to save money; budgets let empty nodes go at once and replace drifted nodes one at a
+time, and the smoke Job's ``karpenter.sh/do-not-disrupt`` annotation and PDB hold a
+running trainer in place. Spot reclaims are not disruptions Karpenter can refuse: the
+interruption queue makes them a drain with the pod's grace period, and the checkpoint
+does the rest.
+
+**Image.** GPU nodes boot Bottlerocket: its NVIDIA variant carries the driver and the
+device plugin, so nothing else must be installed for ``nvidia.com/gpu`` to appear. Its OS
+lives on a small ``/dev/xvda``; images and ephemeral storage live on ``/dev/xvdb``, which
+is the volume sized for GPU images.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spotproof import scheduling
+from spotproof.catalog.eks import (
+    INSTANCE_FAMILY_LABEL,
+    INSTANCE_GPU_COUNT_LABEL,
+    INSTANCE_TYPE_LABEL,
+)
+from spotproof.spec.types import Capacity, Karpenter, KarpenterPool
+
+NODE_POOL_API = "karpenter.sh/v1"
+NODE_CLASS_API = "karpenter.k8s.aws/v1"
+DISCOVERY_TAG = "karpenter.sh/discovery"
+"""Tag on the private subnets and the cluster security group that node classes select."""
+
+ARCH_LABEL = "kubernetes.io/arch"
+OS_LABEL = "kubernetes.io/os"
+
+CONSOLIDATE_AFTER = {Capacity.SPOT: "5m", Capacity.ON_DEMAND: "1m"}
+"""How long a node must stay empty before it goes: spot waits for the next job of a
+sweep; an on-demand fallback node is expensive and goes sooner."""
+OS_VOLUME_GB = 4
+
+
+def _requirement(key: str, operator: str, values: list[str] | None = None, **extra: Any) -> dict:
+    requirement: dict[str, Any] = {"key": key, "operator": operator}
+    if values is not None:
+        requirement["values"] = values
+    return {**requirement, **extra}
+
+
+def capacity_type(capacity: Capacity) -> str:
+    return "spot" if capacity is Capacity.SPOT else "on-demand"
+
+
+def node_pool(pool: KarpenterPool, node_class: str) -> dict[str, Any]:
+    """The NodePool manifest of one GPU pool."""
+    contract = scheduling.contract(pool.pool_class)
+    taints = [*contract.taints, *pool.extra_taints]
+    return {
+        "apiVersion": NODE_POOL_API,
+        "kind": "NodePool",
+        "metadata": {"name": pool.name, "labels": {"app.kubernetes.io/managed-by": "spotproof"}},
+        "spec": {
+            "weight": pool.weight,
+            "limits": {scheduling.GPU_RESOURCE: str(pool.gpu_limit)},
+            "template": {
+                "metadata": {"labels": {**contract.labels, **pool.extra_labels}},
+                "spec": {
+                    "nodeClassRef": {
+                        "group": "karpenter.k8s.aws",
+                        "kind": "EC2NodeClass",
+                        "name": node_class,
+                    },
+                    "requirements": [
+                        _requirement(
+                            scheduling.KARPENTER_CAPACITY_LABEL,
+                            "In",
+                            [capacity_type(pool.capacity)],
+                        ),
+                        _requirement(INSTANCE_FAMILY_LABEL, "In", list(pool.instance_families)),
+                        _requirement(INSTANCE_GPU_COUNT_LABEL, "In", [str(pool.gpus_per_node)]),
+                        _requirement(
+                            INSTANCE_TYPE_LABEL, "Exists", minValues=pool.min_instance_types
+                        ),
+                        _requirement(ARCH_LABEL, "In", ["amd64"]),
+                        _requirement(OS_LABEL, "In", ["linux"]),
+                    ],
+                    "taints": [
+                        {"key": t.key, "value": t.value, "effect": t.effect.value} for t in taints
+                    ],
+                    "expireAfter": f"{pool.expire_after_hours}h",
+                },
+            },
+            "disruption": {
+                "consolidationPolicy": "WhenEmpty",
+                "consolidateAfter": CONSOLIDATE_AFTER[pool.capacity],
+                "budgets": [
+                    {"nodes": "100%", "reasons": ["Empty"]},
+                    {"nodes": "1", "reasons": ["Drifted"]},
+                ],
+            },
+        },
+    }
+
+
+def _volume(device: str, size_gb: int) -> dict[str, Any]:
+    return {
+        "deviceName": device,
+        "ebs": {
+            "volumeSize": f"{size_gb}Gi",
+            "volumeType": "gp3",
+            "encrypted": True,
+            "deleteOnTermination": True,
+        },
+    }
+
+
+def node_class(
+    name: str, cluster_name: str, node_role: str, karpenter: Karpenter, disk_gb: int
+) -> dict[str, Any]:
+    """The EC2NodeClass one GPU pool launches from."""
+    discovery = [{"tags": {DISCOVERY_TAG: cluster_name}}]
+    return {
+        "apiVersion": NODE_CLASS_API,
+        "kind": "EC2NodeClass",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "spotproof"}},
+        "spec": {
+            "amiSelectorTerms": [{"alias": karpenter.node_image}],
+            "role": node_role,
+            "subnetSelectorTerms": discovery,
+            "securityGroupSelectorTerms": discovery,
+            "blockDeviceMappings": [
+                _volume("/dev/xvda", OS_VOLUME_GB),
+                _volume("/dev/xvdb", disk_gb),
+            ],
+            # IMDSv2 only, one hop: pods cannot reach the node's credentials; they get
+            # their own through Pod Identity.
+            "metadataOptions": {
+                "httpEndpoint": "enabled",
+                "httpProtocolIPv6": "disabled",
+                "httpPutResponseHopLimit": 1,
+                "httpTokens": "required",
+            },
+            "tags": {"spotproof-stack": cluster_name, "spotproof-pool": name},
+        },
+    }

@@ -1,0 +1,54 @@
+"""Policy rules over planned resources, as plain functions.
+
+``spotproof plan`` runs them over the offline recording; ``policies/`` wraps the same
+functions as a Pulumi CrossGuard pack so ``pulumi preview --policy-pack policies`` enforces
+them against real previews. A rule sees a resource as its Pulumi type token, its name and
+its inputs (camelCase, as both the mocks and CrossGuard present them).
+
+Resource rules judge one resource at a time; stack rules need several (a bucket against
+its cluster's region, a Job against the PriorityClasses it uses). One module per subject:
+``gke``, ``eks``, and ``kubernetes`` for the objects every cloud renders.
+"""
+
+from __future__ import annotations
+
+from spotproof.policy import eks, gke, kubernetes
+from spotproof.policy.base import PlannedResource, ResourceRule, StackRule, Violation
+
+__all__ = [
+    "RESOURCE_RULES",
+    "STACK_RULES",
+    "PlannedResource",
+    "ResourceRule",
+    "StackRule",
+    "Violation",
+    "evaluate",
+]
+
+RESOURCE_RULES: tuple[ResourceRule, ...] = (
+    *gke.RESOURCE_RULES,
+    *eks.RESOURCE_RULES,
+    *kubernetes.RESOURCE_RULES,
+)
+STACK_RULES: tuple[StackRule, ...] = (
+    *gke.STACK_RULES,
+    *eks.STACK_RULES,
+    *kubernetes.STACK_RULES,
+)
+
+
+def evaluate(resources: list[PlannedResource]) -> list[Violation]:
+    """Every violation of every rule over a whole stack's resources."""
+    violations = [
+        Violation(rule.name, resource.name, message)
+        for resource in resources
+        for rule in RESOURCE_RULES
+        if rule.resource_type == resource.type
+        for message in rule.check(resource.inputs)
+    ]
+    violations += [
+        Violation(rule.name, name, message)
+        for rule in STACK_RULES
+        for name, message in rule.check(resources)
+    ]
+    return violations

@@ -1,0 +1,36 @@
+"""What a rule is and what it reports; the rule modules build on these."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Violation:
+    policy: str
+    resource: str
+    message: str
+
+
+class PlannedResource(Protocol):
+    type: str
+    name: str
+    inputs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ResourceRule:
+    name: str
+    description: str
+    resource_type: str
+    check: Callable[[Mapping[str, Any]], Iterable[str]]
+
+
+@dataclass(frozen=True)
+class StackRule:
+    name: str
+    description: str
+    check: Callable[[list[PlannedResource]], Iterable[tuple[str, str]]]
+    """Yields (resource name, message) pairs."""

@@ -1,0 +1,240 @@
+"""Rules for EKS resources: the system node group, Karpenter's objects, identities, S3.
+
+S3 settings live on separate resources (versioning, public access block, ...), each
+naming its bucket, so the bucket rule is a stack rule that gathers them by bucket name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from spotproof import scheduling
+from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
+from spotproof.spec.types import PoolClass
+
+CLUSTER = "aws:eks/cluster:Cluster"
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+ROLE = "aws:iam/role:Role"
+QUEUE = "aws:sqs/queue:Queue"
+BUCKET = "aws:s3/bucket:Bucket"
+NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+POD_IDENTITY_TAGS = ("kubernetes-namespace", "kubernetes-service-account")
+
+
+def system_node_group(inputs: Mapping[str, Any]) -> Iterator[str]:
+    labels = inputs.get("labels") or {}
+    if labels.get(scheduling.POOL_CLASS_LABEL) != PoolClass.SYSTEM.value:
+        return
+    if inputs.get("capacityType") != "ON_DEMAND":
+        yield "the system node group must be ON_DEMAND: add-ons cannot survive spot reclaims"
+    taint = scheduling.SYSTEM_TAINT
+    wanted = (taint.key, taint.value, scheduling.cloud_effect(taint.effect))
+    if wanted not in {
+        (t.get("key"), t.get("value"), t.get("effect")) for t in inputs.get("taints") or []
+    }:
+        yield "the system node group must be tainted CriticalAddonsOnly=true:NO_SCHEDULE"
+
+
+def api_authentication(inputs: Mapping[str, Any]) -> Iterator[str]:
+    if (inputs.get("accessConfig") or {}).get("authenticationMode") != "API":
+        yield "authenticationMode must be API: access entries, not the aws-auth ConfigMap"
+
+
+def _requirement_values(node_pool: Mapping[str, Any], key: str) -> list[str] | None:
+    template = ((node_pool.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for requirement in template.get("requirements") or []:
+        if requirement.get("key") == key and requirement.get("operator") == "In":
+            return [str(v) for v in requirement.get("values") or []]
+    return None
+
+
+def _capacity_types(node_pool: Mapping[str, Any]) -> list[str]:
+    return _requirement_values(node_pool, scheduling.KARPENTER_CAPACITY_LABEL) or [
+        "spot",
+        "on-demand",
+    ]
+
+
+def karpenter_pool(inputs: Mapping[str, Any]) -> Iterator[str]:
+    spec = inputs.get("spec") or {}
+    template = (spec.get("template") or {}).get("spec") or {}
+    taints = {(t.get("key"), t.get("value"), t.get("effect")) for t in template.get("taints") or []}
+    if "spot" in _capacity_types(inputs):
+        spot = scheduling.contract(PoolClass.SPOT_GPU).taints[0]
+        if (spot.key, spot.value, spot.effect.value) not in taints:
+            yield (
+                f"a NodePool that launches spot must taint {spot.key}={spot.value}:NoSchedule; "
+                "untolerating pods (system add-ons among them) could land on it"
+            )
+    if not (spec.get("limits") or {}).get(scheduling.GPU_RESOURCE):
+        yield f"limits must cap {scheduling.GPU_RESOURCE}: without it spend has no ceiling"
+    if (spec.get("disruption") or {}).get("consolidationPolicy") != "WhenEmpty":
+        yield "consolidationPolicy must be WhenEmpty: consolidating busy GPU nodes kills training"
+
+
+def node_class_metadata(inputs: Mapping[str, Any]) -> Iterator[str]:
+    options = (inputs.get("spec") or {}).get("metadataOptions") or {}
+    if options.get("httpTokens") != "required":
+        yield "metadataOptions.httpTokens must be required (IMDSv2 only)"
+    if options.get("httpPutResponseHopLimit", 1) != 1:
+        yield "metadataOptions.httpPutResponseHopLimit must be 1 so pods cannot reach IMDS"
+
+
+def pod_identity_trust(inputs: Mapping[str, Any]) -> Iterator[str]:
+    document = inputs.get("assumeRolePolicy")
+    statements = json.loads(document).get("Statement", []) if isinstance(document, str) else []
+    for statement in statements:
+        services = (statement.get("Principal") or {}).get("Service")
+        if "pods.eks.amazonaws.com" not in (
+            [services] if isinstance(services, str) else services or []
+        ):
+            continue
+        equals = (statement.get("Condition") or {}).get("StringEquals") or {}
+        missing = [tag for tag in POD_IDENTITY_TAGS if f"aws:RequestTag/{tag}" not in equals]
+        if missing:
+            yield f"Pod Identity trust must pin {', '.join(missing)}: any pod could assume it"
+
+
+def interruption_queue(inputs: Mapping[str, Any]) -> Iterator[str]:
+    if not (inputs.get("sqsManagedSseEnabled") or inputs.get("kmsMasterKeyId")):
+        yield "the interruption queue must be encrypted"
+
+
+def _of(resources: list[PlannedResource], type_: str) -> list[PlannedResource]:
+    return [r for r in resources if r.type == f"aws:s3/{type_}"]
+
+
+def _settings(resources: list[PlannedResource], type_: str, bucket: str) -> list[Mapping[str, Any]]:
+    return [r.inputs for r in _of(resources, type_) if r.inputs.get("bucket") == bucket]
+
+
+def s3_bucket_hardened(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
+    for bucket in (r for r in resources if r.type == BUCKET):
+        name = bucket.inputs.get("bucket")
+        versioning = _settings(resources, "bucketVersioning:BucketVersioning", name)
+        if not any(
+            (v.get("versioningConfiguration") or {}).get("status") == "Enabled" for v in versioning
+        ):
+            yield bucket.name, "versioning must be Enabled"
+        blocks = _settings(resources, "bucketPublicAccessBlock:BucketPublicAccessBlock", name)
+        flags = (
+            "blockPublicAcls",
+            "blockPublicPolicy",
+            "ignorePublicAcls",
+            "restrictPublicBuckets",
+        )
+        if not any(all(b.get(flag) for flag in flags) for b in blocks):
+            yield bucket.name, "all four public access blocks must be on"
+        ownership = _settings(resources, "bucketOwnershipControls:BucketOwnershipControls", name)
+        if not any(
+            (o.get("rule") or {}).get("objectOwnership") == "BucketOwnerEnforced" for o in ownership
+        ):
+            yield bucket.name, "object ownership must be BucketOwnerEnforced (ACLs off)"
+        encryption = _settings(
+            resources,
+            "bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+            name,
+        )
+        if not encryption:
+            yield bucket.name, "server-side encryption must be configured"
+        lifecycle = _settings(
+            resources, "bucketLifecycleConfiguration:BucketLifecycleConfiguration", name
+        )
+        if not any(
+            rule.get("status") == "Enabled" and rule.get("noncurrentVersionExpiration")
+            for config in lifecycle
+            for rule in config.get("rules") or []
+        ):
+            yield bucket.name, "a lifecycle rule must expire noncurrent versions"
+        policies = _settings(resources, "bucketPolicy:BucketPolicy", name)
+        if not any(_denies_plain_http(p.get("policy")) for p in policies):
+            yield bucket.name, "a bucket policy must deny requests without TLS"
+
+
+def _denies_plain_http(document: Any) -> bool:
+    statements = json.loads(document).get("Statement", []) if isinstance(document, str) else []
+    return any(
+        s.get("Effect") == "Deny"
+        and ((s.get("Condition") or {}).get("Bool") or {}).get("aws:SecureTransport") == "false"
+        for s in statements
+    )
+
+
+def s3_bucket_in_cluster_region(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
+    regions = {r.inputs.get("region") for r in resources if r.type == CLUSTER}
+    for bucket in (r for r in resources if r.type == BUCKET):
+        region = bucket.inputs.get("region")
+        if regions and region not in regions:
+            yield (
+                bucket.name,
+                f"bucket in {region}, cluster in {', '.join(sorted(map(str, regions)))}",
+            )
+
+
+def fallback_below_spot(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
+    pools = [r for r in resources if r.type == NODE_POOL]
+    spot = [
+        (r.inputs.get("spec") or {}).get("weight") or 0
+        for r in pools
+        if "spot" in _capacity_types(r.inputs)
+    ]
+    for pool in pools:
+        weight = (pool.inputs.get("spec") or {}).get("weight") or 0
+        if spot and "spot" not in _capacity_types(pool.inputs) and weight >= min(spot):
+            yield (
+                pool.name,
+                f"on-demand NodePool weight {weight} is not below every spot pool's ({min(spot)})",
+            )
+
+
+RESOURCE_RULES: tuple[ResourceRule, ...] = (
+    ResourceRule(
+        "eks-system-node-group-on-demand",
+        "System node group is on-demand and tainted.",
+        NODE_GROUP,
+        system_node_group,
+    ),
+    ResourceRule(
+        "eks-api-authentication", "Cluster uses access entries.", CLUSTER, api_authentication
+    ),
+    ResourceRule(
+        "karpenter-gpu-pool-safe",
+        "GPU NodePools are tainted, capped and never consolidate busy nodes.",
+        NODE_POOL,
+        karpenter_pool,
+    ),
+    ResourceRule(
+        "karpenter-imdsv2", "Nodes require IMDSv2, one hop.", NODE_CLASS, node_class_metadata
+    ),
+    ResourceRule(
+        "eks-pod-identity-scoped",
+        "Pod Identity roles name their namespace and service account.",
+        ROLE,
+        pod_identity_trust,
+    ),
+    ResourceRule(
+        "eks-interruption-queue-encrypted",
+        "The interruption queue is encrypted.",
+        QUEUE,
+        interruption_queue,
+    ),
+)
+
+STACK_RULES: tuple[StackRule, ...] = (
+    StackRule(
+        "s3-bucket-hardened", "Checkpoint bucket is versioned and private.", s3_bucket_hardened
+    ),
+    StackRule(
+        "s3-bucket-in-cluster-region",
+        "Checkpoints stay in the cluster's region.",
+        s3_bucket_in_cluster_region,
+    ),
+    StackRule(
+        "karpenter-fallback-below-spot",
+        "On-demand NodePools are only a fallback.",
+        fallback_below_spot,
+    ),
+)

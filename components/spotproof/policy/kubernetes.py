@@ -1,0 +1,95 @@
+"""Rules for the Kubernetes objects every cloud renders: Jobs and PriorityClasses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from spotproof import scheduling
+from spotproof.catalog import PREEMPTION_NOTICE_SECONDS, Cloud
+from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
+
+JOB = "kubernetes:batch/v1:Job"
+PRIORITY_CLASS = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
+CLUSTER_TYPES = {
+    "gcp:container/cluster:Cluster": Cloud.GKE,
+    "aws:eks/cluster:Cluster": Cloud.EKS,
+}
+
+
+def _pod_spec(job_inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+    return ((job_inputs.get("spec") or {}).get("template") or {}).get("spec") or {}
+
+
+def job_preemption_safe(inputs: Mapping[str, Any]) -> Iterator[str]:
+    spec = inputs.get("spec") or {}
+    pod = _pod_spec(inputs)
+    if pod.get("restartPolicy") != "Never":
+        yield "restartPolicy must be Never: a preempted pod is replaced, not restarted in place"
+    rules = (spec.get("podFailurePolicy") or {}).get("rules") or []
+    ignores_disruption = any(
+        r.get("action") == "Ignore"
+        and any(c.get("type") == "DisruptionTarget" for c in r.get("onPodConditions") or [])
+        for r in rules
+    )
+    if not ignores_disruption:
+        yield "podFailurePolicy must Ignore DisruptionTarget so preemptions keep backoffLimit"
+    if scheduling.tolerates(pod.get("tolerations") or [], scheduling.GPU_TAINT):
+        for container in pod.get("containers") or []:
+            limits = (container.get("resources") or {}).get("limits") or {}
+            if not limits.get(scheduling.GPU_RESOURCE):
+                yield f"container {container.get('name')} targets GPU nodes without a GPU limit"
+
+
+def spot_priority_negative(inputs: Mapping[str, Any]) -> Iterator[str]:
+    name = (inputs.get("metadata") or {}).get("name")
+    if name == scheduling.SPOT_BATCH_PRIORITY.name and (inputs.get("value") or 0) >= 0:
+        yield "the spot batch PriorityClass must be negative so spot work is preempted first"
+
+
+def _cloud(resources: list[PlannedResource]) -> Cloud | None:
+    return next((CLUSTER_TYPES[r.type] for r in resources if r.type in CLUSTER_TYPES), None)
+
+
+def job_fits_preemption_notice(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
+    cloud = _cloud(resources)
+    priorities = {
+        (r.inputs.get("metadata") or {}).get("name"): r.inputs.get("value")
+        for r in resources
+        if r.type == PRIORITY_CLASS
+    }
+    spot_taint = scheduling.contract(scheduling.PoolClass.SPOT_GPU).taints[0]
+    for job in (r for r in resources if r.type == JOB):
+        pod = _pod_spec(job.inputs)
+        grace = pod.get("terminationGracePeriodSeconds", 30)
+        if cloud and grace > PREEMPTION_NOTICE_SECONDS[cloud]:
+            yield (
+                job.name,
+                (
+                    f"terminationGracePeriodSeconds {grace} exceeds the {cloud.value} preemption "
+                    f"notice of {PREEMPTION_NOTICE_SECONDS[cloud]} s; the final save would be lost"
+                ),
+            )
+        if scheduling.tolerates(pod.get("tolerations") or [], spot_taint):
+            value = priorities.get(pod.get("priorityClassName"))
+            if value is None or value >= 0:
+                yield job.name, "work on spot capacity must use a negative-value PriorityClass"
+
+
+RESOURCE_RULES: tuple[ResourceRule, ...] = (
+    ResourceRule("k8s-job-preemption-safe", "Jobs survive preemption.", JOB, job_preemption_safe),
+    ResourceRule(
+        "k8s-spot-priority-negative",
+        "Spot work is preempted first.",
+        PRIORITY_CLASS,
+        spot_priority_negative,
+    ),
+)
+
+STACK_RULES: tuple[StackRule, ...] = (
+    StackRule(
+        "job-fits-preemption-notice",
+        "Grace periods and priorities fit spot.",
+        job_fits_preemption_notice,
+    ),
+)
