@@ -26,6 +26,30 @@ async function validatorFor(obj) {
   return (await import(url)).validate;
 }
 
+// The package's validators are compiled without messages; say what each keyword means.
+function describe({ keyword, params }) {
+  switch (keyword) {
+    case "enum":
+      return `must be one of ${params.allowedValues.join(", ")}`;
+    case "pattern":
+      return `must match pattern ${params.pattern}`;
+    case "required":
+      return `missing required field ${params.missingProperty}`;
+    case "type":
+      return `must be of type ${params.type}`;
+    case "minimum":
+    case "maximum":
+      return `must be ${params.comparison} ${params.limit}`;
+    case "minItems":
+    case "maxItems":
+    case "minLength":
+    case "maxLength":
+      return `${keyword} is ${params.limit}`;
+    default:
+      return `${keyword} ${JSON.stringify(params)}`;
+  }
+}
+
 function unknownFields(obj, validate) {
   const read = new Map();
   const enumerated = new Set();
@@ -44,9 +68,7 @@ function unknownFields(obj, validate) {
     });
   };
   validate(watch(obj, ""));
-  const errors = (validate.errors || []).map(
-    (e) => `${e.instancePath || "/"}: ${e.message || e.keyword} ${JSON.stringify(e.params)}`,
-  );
+  const errors = (validate.errors || []).map((e) => `${e.instancePath || "/"}: ${describe(e)}`);
   const visit = (value, path) => {
     if (value === null || typeof value !== "object") return;
     for (const key of Object.keys(value)) {
