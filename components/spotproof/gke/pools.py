@@ -84,13 +84,6 @@ class PoolContext:
         )
 
 
-def _taints(taints: Iterable[Taint]) -> list[dict[str, str]]:
-    return [
-        {"key": t.key, "value": t.value, "effect": scheduling.cloud_effect(t.effect)}
-        for t in taints
-    ]
-
-
 def _accelerators(gpu_type: str, count: int) -> list[dict[str, Any]]:
     # GKE installs the driver itself; no DaemonSet to maintain.
     return [

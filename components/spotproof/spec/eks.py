@@ -21,6 +21,8 @@ BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
 BUCKET_RULE = "3-63 of [a-z0-9-], starting and ending alphanumeric, not xn--* or *-s3alias"
 KMS_KEY = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-f-]{36}$")
 
+MAX_ZONES = 6
+"""A created VPC gives each zone an eighth of its range and keeps the last for public subnets."""
 DEFAULT_WEIGHT = {Capacity.SPOT: 100, Capacity.ON_DEMAND: 10}
 
 SYSTEM_INSTANCE_TYPE = (
@@ -101,11 +103,11 @@ def _network(region: str) -> Callable[[str, Any], Network]:
                     f"{key}.zones", obj.field("zones", _raw, [f"{region}{z}" for z in "abc"])
                 )
             )
-            if len(set(zones)) < 2 or len(set(zones)) != len(zones):
+            if not 2 <= len(set(zones)) == len(zones) <= MAX_ZONES:
                 raise SpecError(
                     f"{key}.zones",
                     ", ".join(zones),
-                    "needs two or more distinct zones",
+                    f"needs 2 to {MAX_ZONES} distinct zones",
                     f"e.g. {region}a, {region}b, {region}c",
                 )
             network = Network(cidr=obj.field("cidr", _cidr, Network.cidr), zones=zones)
