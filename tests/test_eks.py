@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from spotproof.eks import policies
 from spotproof.plan import PlanResult
 from spotproof.plan.recorder import OFFLINE_ACCOUNT
 
@@ -386,3 +387,13 @@ def test_coredns_tolerates_the_system_taint_and_is_required_onto_the_system_grou
     assert expression == {"key": "spotproof.dev/pool-class", "operator": "In", "values": ["system"]}
     agent = _one(eks_dev, "aws:eks/addon:Addon", "pod-identity-agent")
     assert json.loads(agent["configurationValues"]) == {"tolerations": [{"operator": "Exists"}]}
+
+
+def test_every_controller_policy_document_is_attached(eks_dev: PlanResult) -> None:
+    scope = policies.ControllerScope("aws", "us-west-2", OFFLINE_ACCOUNT, "c", "role", "queue")
+    assert tuple(policies.controller_policies(scope)) == policies.CONTROLLER_POLICIES
+    attached = {
+        r.name.removeprefix("eks-dev-karpenter-controller-")
+        for r in eks_dev.recording.of_type(POLICY)
+    }
+    assert attached == set(policies.CONTROLLER_POLICIES)

@@ -212,6 +212,11 @@ def cloud_effect(effect: TaintEffect) -> str:
     }[effect]
 
 
+def cloud_taints(taints: Iterable[Taint]) -> list[dict[str, str]]:
+    """Taints as the GCP and AWS APIs take them: ``{key, value, effect: NO_SCHEDULE}``."""
+    return [{"key": t.key, "value": t.value, "effect": cloud_effect(t.effect)} for t in taints]
+
+
 def kubernetes_effect(cloud_spelling: str) -> TaintEffect:
     """The inverse of :func:`cloud_effect`; accepts Kubernetes spelling unchanged."""
     for effect in TaintEffect:

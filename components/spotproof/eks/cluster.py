@@ -237,10 +237,7 @@ class HybridCluster(pulumi.ComponentResource):
             },
             update_config={"max_unavailable": 1},
             labels=dict(contract.labels),
-            taints=[
-                {"key": t.key, "value": t.value, "effect": scheduling.cloud_effect(t.effect)}
-                for t in contract.taints
-            ],
+            taints=scheduling.cloud_taints(contract.taints),
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=grants),
         )

@@ -128,30 +128,26 @@ class Karpenter(pulumi.ComponentResource):
             description=f"Karpenter controller of {spec.stack}",
             opts=child,
         )
-        scope = pulumi.Output.all(args.partition, args.account, node_role.arn, queue.arn).apply(
-            lambda parts: policies.ControllerScope(
-                partition=parts[0],
-                region=spec.region,
-                account=parts[1],
-                cluster_name=spec.cluster_name,
-                node_role_arn=parts[2],
-                queue_arn=parts[3],
+        documents = (
+            pulumi.Output.all(args.partition, args.account, node_role.arn, queue.arn)
+            .apply(
+                lambda parts: policies.ControllerScope(
+                    partition=parts[0],
+                    region=spec.region,
+                    account=parts[1],
+                    cluster_name=spec.cluster_name,
+                    node_role_arn=parts[2],
+                    queue_arn=parts[3],
+                )
             )
+            .apply(policies.controller_policies)
         )
         grants: list[pulumi.Resource] = []
-        for concern in (
-            "node-lifecycle",
-            "iam-integration",
-            "eks-integration",
-            "interruption",
-            "resource-discovery",
-        ):
+        for concern in policies.CONTROLLER_POLICIES:
             policy = aws.iam.Policy(
                 f"{name}-controller-{concern}",
                 name=f"{spec.stack}-karpenter-{concern}",
-                policy=scope.apply(
-                    lambda s, concern=concern: json.dumps(policies.controller_policies(s)[concern])
-                ),
+                policy=documents.apply(lambda docs, concern=concern: json.dumps(docs[concern])),
                 opts=child,
             )
             grants.append(

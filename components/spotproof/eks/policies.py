@@ -96,6 +96,16 @@ def _owned_request(scope: ControllerScope, also_equal: Document | None = None) -
     return condition
 
 
+CONTROLLER_POLICIES = (
+    "node-lifecycle",
+    "iam-integration",
+    "eks-integration",
+    "interruption",
+    "resource-discovery",
+)
+"""Names of :func:`controller_policies`' documents, one managed policy each."""
+
+
 def controller_policies(scope: ControllerScope) -> dict[str, Document]:
     """Karpenter's controller permissions, split by concern (each stays under IAM's size
     limit for a managed policy)."""

@@ -20,13 +20,6 @@ from spotproof.spec.types import FleetSpec, FlexStartPool, GpuPool, PoolClass, T
 CLOUD_PLATFORM_SCOPE = ["https://www.googleapis.com/auth/cloud-platform"]
 
 
-def _taints(taints: Iterable[Taint]) -> list[dict[str, str]]:
-    return [
-        {"key": t.key, "value": t.value, "effect": scheduling.cloud_effect(t.effect)}
-        for t in taints
-    ]
-
-
 @dataclass(frozen=True)
 class PoolContext:
     """What every pool of one cluster shares."""
@@ -66,7 +59,7 @@ class PoolContext:
                 "service_account": self.service_account,
                 "oauth_scopes": CLOUD_PLATFORM_SCOPE,
                 "labels": {**contract.labels, **(extra_labels or {})},
-                "taints": _taints([*contract.taints, *extra_taints]),
+                "taints": scheduling.cloud_taints([*contract.taints, *extra_taints]),
                 "resource_labels": {
                     "spotproof-stack": spec.stack,
                     "spotproof-pool-class": pool_class.value,

@@ -24,7 +24,7 @@ from spotproof.catalog.eks import (
     INSTANCE_TYPE_LABEL,
 )
 from spotproof.plan.recorder import Recording
-from spotproof.spec.types import Taint, TaintEffect
+from spotproof.spec.types import Taint
 
 GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
 EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -129,10 +129,7 @@ def _karpenter_pool(inputs: dict) -> scheduling.NodeShape:
             choices[key] = frozenset(values)
 
     capacity = _allowed(requirements, scheduling.KARPENTER_CAPACITY_LABEL) or ["spot", "on-demand"]
-    taints = tuple(
-        Taint(t["key"], str(t.get("value") or ""), TaintEffect(t["effect"]))
-        for t in node_spec.get("taints") or []
-    )
+    taints = tuple(_taint(t) for t in node_spec.get("taints") or [])
     return scheduling.NodeShape(
         pool=str((inputs.get("metadata") or {}).get("name")),
         labels=labels,

@@ -204,14 +204,7 @@ def check(recording: Recording, nodes: list[scheduling.NodeShape]) -> list[Viola
     for workload in workloads(recording):
         system = scheduling.is_system_workload(workload.namespace, workload.pod_spec)
         violations += check_workload(workload, nodes, system=system)
-    reference = Workload(
-        "platform-add-ons",
-        "Pod",
-        "kube-system",
-        "reference-add-on",
-        scheduling.reference_system_pod(),
-    )
-    violations += check_workload(reference, nodes, system=True)
+    violations += check_workload(REFERENCE_ADD_ON, nodes, system=True)
     return violations
 
 

@@ -6,6 +6,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from spotproof import scheduling
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -34,3 +36,8 @@ class StackRule:
     description: str
     check: Callable[[list[PlannedResource]], Iterable[tuple[str, str]]]
     """Yields (resource name, message) pairs."""
+
+
+def as_cloud_taint(taint: scheduling.Taint) -> tuple[str, str, str]:
+    """A taint as GCP and AWS inputs spell it, for comparing against rendered taints."""
+    return (taint.key, taint.value, scheduling.cloud_effect(taint.effect))

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from spotproof import scheduling
-from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
+from spotproof.policy.base import PlannedResource, ResourceRule, StackRule, as_cloud_taint
 from spotproof.spec.types import PoolClass
 
 CLUSTER = "aws:eks/cluster:Cluster"
@@ -30,8 +30,7 @@ def system_node_group(inputs: Mapping[str, Any]) -> Iterator[str]:
         return
     if inputs.get("capacityType") != "ON_DEMAND":
         yield "the system node group must be ON_DEMAND: add-ons cannot survive spot reclaims"
-    taint = scheduling.SYSTEM_TAINT
-    wanted = (taint.key, taint.value, scheduling.cloud_effect(taint.effect))
+    wanted = as_cloud_taint(scheduling.SYSTEM_TAINT)
     if wanted not in {
         (t.get("key"), t.get("value"), t.get("effect")) for t in inputs.get("taints") or []
     }:
@@ -103,12 +102,13 @@ def interruption_queue(inputs: Mapping[str, Any]) -> Iterator[str]:
         yield "the interruption queue must be encrypted"
 
 
-def _of(resources: list[PlannedResource], type_: str) -> list[PlannedResource]:
-    return [r for r in resources if r.type == f"aws:s3/{type_}"]
-
-
 def _settings(resources: list[PlannedResource], type_: str, bucket: str) -> list[Mapping[str, Any]]:
-    return [r.inputs for r in _of(resources, type_) if r.inputs.get("bucket") == bucket]
+    """Inputs of the ``aws:s3/<type_>`` resources that configure ``bucket``."""
+    return [
+        r.inputs
+        for r in resources
+        if r.type == f"aws:s3/{type_}" and r.inputs.get("bucket") == bucket
+    ]
 
 
 def s3_bucket_hardened(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from spotproof import scheduling
-from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
+from spotproof.policy.base import PlannedResource, ResourceRule, StackRule, as_cloud_taint
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -25,17 +25,13 @@ def _pool_class(inputs: Mapping[str, Any]) -> str | None:
     return labels.get(scheduling.POOL_CLASS_LABEL)
 
 
-def _as_cloud_taint(taint: scheduling.Taint) -> tuple[str, str, str]:
-    return (taint.key, taint.value, scheduling.cloud_effect(taint.effect))
-
-
 def system_pool_on_demand(inputs: Mapping[str, Any]) -> Iterator[str]:
     if _pool_class(inputs) != "system":
         return
     config = inputs.get("nodeConfig") or {}
     if config.get("spot") or config.get("preemptible"):
         yield "the system pool must be on-demand: add-ons cannot survive spot reclaims"
-    if _as_cloud_taint(scheduling.SYSTEM_TAINT) not in _taints(inputs):
+    if as_cloud_taint(scheduling.SYSTEM_TAINT) not in _taints(inputs):
         yield "the system pool must be tainted CriticalAddonsOnly=true:NO_SCHEDULE"
 
 
@@ -44,7 +40,7 @@ def spot_pool_isolated(inputs: Mapping[str, Any]) -> Iterator[str]:
     if not (config.get("spot") or config.get("preemptible")):
         return
     spot_taint = scheduling.contract(scheduling.PoolClass.SPOT_GPU).taints[0]
-    if _as_cloud_taint(spot_taint) not in _taints(inputs):
+    if as_cloud_taint(spot_taint) not in _taints(inputs):
         yield (
             f"spot pool lacks taint {spot_taint.key}={spot_taint.value}:NO_SCHEDULE; "
             "untolerating pods (system add-ons among them) could land on it"
