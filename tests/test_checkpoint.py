@@ -8,7 +8,8 @@ import threading
 
 import pytest
 
-from spotproof.runtime.checkpoint import CheckpointStore, Manifest, SaveCancelled
+from spotproof.runtime.checkpoint import CheckpointStore, SaveCancelled
+from spotproof.runtime.manifest import Manifest
 from spotproof.smoke.emulators import Bucket
 
 PART = 64 * 1024

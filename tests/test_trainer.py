@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from spotproof.runtime import exit_codes
-from spotproof.runtime.checkpoint import CheckpointStore, Manifest
+from spotproof.runtime.checkpoint import CheckpointStore
+from spotproof.runtime.manifest import Manifest
 from spotproof.smoke.process import TrainerProcess
 
 

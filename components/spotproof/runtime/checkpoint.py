@@ -7,15 +7,20 @@ A checkpoint of step ``S`` written by writer ``W`` (one process: host, pid, rand
 1. **Payload.** Each named blob is cut into parts of at most ``part_bytes`` and uploaded,
    several at a time, to ``steps/<S>/<W>/<blob>.<part>``. The prefix is private to the
    writer, so two writers never touch each other's payload objects.
-2. **Commit.** ``manifests/<S>.json`` is written *last*, with a create-only write
-   (S3 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``, Azure ``If-None-Match: *``,
-   local ``link()`` of a fully written temporary file). It lists every part with its size
-   and sha256. The checkpoint is committed when, and only when, this object exists. If
-   another writer committed step ``S`` first, the write is refused and this writer's
-   payload is deleted: a committed step is never overwritten.
-3. **Load.** Manifests are read newest first; the first one whose parts all exist with the
-   listed size and sha256 is loaded. A manifest that does not parse, or whose parts are
-   missing, short or corrupt, is skipped (and reported), never loaded.
+2. **Commit.** ``manifests/<S>.json`` (``spotproof.runtime.manifest``) is written *last*,
+   with a create-only write (S3 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``, Azure
+   ``If-None-Match: *``, local ``link()`` of a fully written temporary file). It lists every
+   part with its size and sha256. The checkpoint is committed when, and only when, this
+   object exists. When the store answers "already exists", the manifest there is read
+   back: if it is byte for byte ours, an earlier attempt landed and only its answer was
+   lost (the SDKs retry too), so the step *is* committed. Only a different manifest means
+   another writer committed step ``S`` first; then this writer's payload is deleted and a
+   committed step is never overwritten. Any other failure is retried ``commit_attempts``
+   times with backoff and then raised as :class:`CommitFailed`; the payload stays, since
+   the manifest may have landed after all, and retention collects it if not.
+3. **Load.** Manifests are read newest first; the first one that passes the structural
+   checks of :meth:`Manifest.decode` and whose parts all exist with the listed size and
+   sha256 is loaded. Anything else is skipped (and reported), never loaded.
 4. **Retention.** After a commit, committed steps beyond the newest ``keep`` are deleted
    manifest first, then payload, so a reader never finds a manifest without its parts
    because of us. Uncommitted payload of steps older than the oldest kept step is deleted
@@ -28,7 +33,6 @@ nothing across objects is. The protocol relies on exactly that and nothing more.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import secrets
 import socket
@@ -36,55 +40,43 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from spotproof.runtime.storage import AlreadyExists, ObjectStore, open_store
+from spotproof.runtime.failures import Failure
+from spotproof.runtime.manifest import (
+    Manifest,
+    ManifestError,
+    Part,
+    manifest_key,
+    part_key,
+    step_prefix,
+)
+from spotproof.runtime.storage import AlreadyExists, ObjectStore, StorageError, open_store
 
-FORMAT_VERSION = 1
+__all__ = [
+    "Checkpoint",
+    "CheckpointStore",
+    "CommitFailed",
+    "SaveCancelled",
+    "SaveResult",
+    "manifest_key",
+    "step_prefix",
+]
+
 DEFAULT_PART_BYTES = 64 * 1024 * 1024
 DEFAULT_KEEP = 3
+DEFAULT_COMMIT_ATTEMPTS = 3
+DEFAULT_COMMIT_BACKOFF = 0.2
+"""Seconds before the second commit attempt; doubled for each one after."""
 
 
 class SaveCancelled(Exception):
     """A save was superseded (a newer final save took its place) before it committed."""
 
 
-@dataclass(frozen=True)
-class Part:
-    key: str
-    """Object key relative to the checkpoint root."""
-    blob: str
-    """Which named blob this part belongs to."""
-    index: int
-    size: int
-    sha256: str
-
-
-@dataclass(frozen=True)
-class Manifest:
-    step: int
-    writer: str
-    created: float
-    parts: tuple[Part, ...]
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-
-    def encode(self) -> bytes:
-        body = {"format": FORMAT_VERSION, **asdict(self), "parts": [asdict(p) for p in self.parts]}
-        return json.dumps(body, sort_keys=True).encode()
-
-    @classmethod
-    def decode(cls, data: bytes) -> Manifest:
-        body = json.loads(data)
-        if body.get("format") != FORMAT_VERSION:
-            raise ValueError(f"unknown manifest format {body.get('format')!r}")
-        return cls(
-            step=int(body["step"]),
-            writer=str(body["writer"]),
-            created=float(body["created"]),
-            parts=tuple(Part(**p) for p in body["parts"]),
-            metadata=body.get("metadata") or {},
-        )
+class CommitFailed(StorageError):
+    """The manifest could not be written, and the store did not say it already exists."""
 
 
 @dataclass(frozen=True)
@@ -111,16 +103,6 @@ def new_writer_id() -> str:
     return f"{host}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
-def manifest_key(step: int) -> str:
-    """The commit object of ``step``."""
-    return f"manifests/{step:012d}.json"
-
-
-def step_prefix(step: int) -> str:
-    """Where every writer's payload of ``step`` lives."""
-    return f"steps/{step:012d}"
-
-
 class CheckpointStore:
     """Save and load checkpoints at one URL (``file://``, ``s3://``, ``gs://``, ``az://``)."""
 
@@ -133,14 +115,20 @@ class CheckpointStore:
         parallelism: int = 4,
         writer_id: str | None = None,
         store: ObjectStore | None = None,
+        commit_attempts: int = DEFAULT_COMMIT_ATTEMPTS,
+        commit_backoff: float = DEFAULT_COMMIT_BACKOFF,
     ) -> None:
         if keep < 1:
             raise ValueError(f"keep = {keep}: at least the newest checkpoint must be kept")
+        if commit_attempts < 1:
+            raise ValueError(f"commit_attempts = {commit_attempts}: at least one is needed")
         self.store = store or open_store(url)
         self.keep = keep
         self.part_bytes = part_bytes
         self.parallelism = parallelism
         self.writer_id = writer_id or new_writer_id()
+        self.commit_attempts = commit_attempts
+        self.commit_backoff = commit_backoff
 
     # --- save --------------------------------------------------------------------------
 
@@ -161,7 +149,7 @@ class CheckpointStore:
         prefix = f"{step_prefix(step)}/{self.writer_id}"
         jobs = [
             (
-                f"{prefix}/{name}.{index:05d}",
+                part_key(step, self.writer_id, name, index),
                 name,
                 index,
                 memoryview(blob)[offset : offset + self.part_bytes],
@@ -184,8 +172,11 @@ class CheckpointStore:
             if cancel is not None and cancel.is_set():
                 raise SaveCancelled(f"save of step {step} superseded")
             manifest = Manifest(step, self.writer_id, time.time(), parts, dict(metadata or {}))
-            self.store.put_if_absent(manifest_key(step), manifest.encode())
-        except AlreadyExists:
+            committed = self._commit(step, manifest.encode())
+        except SaveCancelled:
+            self.store.delete_prefix(prefix)
+            raise
+        if not committed:
             self.store.delete_prefix(prefix)
             return SaveResult(
                 step,
@@ -194,12 +185,32 @@ class CheckpointStore:
                 total,
                 "another writer committed this step first",
             )
-        except SaveCancelled:
-            self.store.delete_prefix(prefix)
-            raise
         result = SaveResult(step, True, time.monotonic() - started, total)
         self.prune()
         return result
+
+    def _commit(self, step: int, manifest: bytes) -> bool:
+        """Create the manifest of ``step``: True once ours is the committed one, False
+        when another writer's is. Raises :class:`CommitFailed` when neither can be told."""
+        key = manifest_key(step)
+        failure: StorageError | None = None
+        for attempt in range(self.commit_attempts):
+            if attempt:
+                time.sleep(self.commit_backoff * 2 ** (attempt - 1))
+            try:
+                self.store.put_if_absent(key, manifest)
+                return True
+            except AlreadyExists:
+                try:
+                    return self.store.get(key) == manifest
+                except (StorageError, FileNotFoundError) as error:
+                    failure = StorageError(f"reading back {key} failed: {error}")
+            except StorageError as error:
+                failure = error
+        raise CommitFailed(
+            f"step {step} not committed after {self.commit_attempts} attempts: {failure}",
+            failure.failure if failure else Failure.OTHER,
+        )
 
     # --- load --------------------------------------------------------------------------
 
@@ -218,7 +229,7 @@ class CheckpointStore:
         for step in reversed(self.committed_steps()):
             try:
                 return self._load(step, tuple(skipped))
-            except (ValueError, KeyError, TypeError, MemoryError, FileNotFoundError) as error:
+            except (ManifestError, ValueError, MemoryError, FileNotFoundError) as error:
                 reason = f"step {step}: {error}"
                 skipped.append(reason)
                 if on_skip:
@@ -226,10 +237,7 @@ class CheckpointStore:
         return None
 
     def _load(self, step: int, skipped: tuple[str, ...]) -> Checkpoint:
-        try:
-            manifest = Manifest.decode(self.store.get(manifest_key(step)))
-        except (json.JSONDecodeError, TypeError) as error:
-            raise ValueError(f"manifest unreadable ({error})") from None
+        manifest = Manifest.decode(self.store.get(manifest_key(step)))
         if manifest.step != step:
             raise ValueError(f"manifest names step {manifest.step}")
 

@@ -30,6 +30,8 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 import fsspec
 
+from spotproof.runtime.failures import Failure, classify
+
 # gcsfs logs every exhausted retry with a full traceback; the failure reaches the caller as
 # one StorageError line, so the log would only repeat it as noise on stderr.
 logging.getLogger("gcsfs").setLevel(logging.CRITICAL)
@@ -41,6 +43,10 @@ ALLOWED = "file:///path, s3://bucket/prefix, gs://bucket/prefix, az://container/
 class StorageError(RuntimeError):
     """The store cannot be used: bad URL, no credentials, unreachable, or a failed call."""
 
+    def __init__(self, message: str, failure: Failure = Failure.OTHER) -> None:
+        super().__init__(message)
+        self.failure = failure
+
 
 class StorageURLError(StorageError):
     """The URL itself is wrong: retrying cannot help."""
@@ -50,28 +56,17 @@ class AlreadyExists(Exception):
     """A create-only write found the object already there."""
 
 
-def _exists_error(error: BaseException) -> bool:
-    if isinstance(error, FileExistsError):
-        return True
-    text = f"{type(error).__name__} {error}"
-    return any(
-        s in text for s in ("PreconditionFailed", "412", "ConditionNotMet", "BlobAlreadyExists")
-    )
+def _describe(error: BaseException, failure: Failure) -> str:
+    """One line: the kind of failure, then the SDK's own words for it."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    if failure is Failure.OTHER:
+        return f"{type(error).__name__}: {text[:200]}"
+    return f"{failure.value} ({text[:200]})"
 
 
-def _describe(error: BaseException) -> str:
-    name = type(error).__name__
-    text = " ".join(str(error).split()) or name
-    lowered = f"{name} {text}".lower()
-    if "credential" in lowered or "unauthorized" in lowered or "403" in lowered or "401" in lowered:
-        return f"no usable credentials ({text[:200]})"
-    if any(
-        s in lowered for s in ("connect", "timeout", "unreachable", "name or service not known")
-    ):
-        return f"endpoint unreachable ({text[:200]})"
-    if isinstance(error, FileNotFoundError) or "nosuchbucket" in lowered or "not found" in lowered:
-        return f"bucket or path does not exist ({text[:200]})"
-    return f"{name}: {text[:200]}"
+def _failed(url: str, what: str, error: BaseException) -> StorageError:
+    failure = classify(error)
+    return StorageError(f"{url}: {what} failed: {_describe(error, failure)}", failure)
 
 
 class ObjectStore:
@@ -93,7 +88,7 @@ class ObjectStore:
         except (AlreadyExists, FileNotFoundError):
             raise
         except Exception as error:
-            raise StorageError(f"{self.url}: {what} failed: {_describe(error)}") from error
+            raise _failed(self.url, what, error) from error
 
     def _single_request(self, data: bytes) -> dict[str, Any]:
         """gcsfs switches to a resumable upload at ``chunksize``; a single request is what
@@ -108,18 +103,20 @@ class ObjectStore:
                 self.fs.pipe_file(self.path(key), bytes(data))
 
     def put_if_absent(self, key: str, data: bytes) -> None:
-        """Create ``key`` atomically, or raise :class:`AlreadyExists` and change nothing."""
+        """Create ``key`` atomically, or raise :class:`AlreadyExists` and change nothing.
+
+        Any other failure is a :class:`StorageError`, even one whose request reached the
+        store: the caller cannot tell from the error whether the object was created.
+        """
         try:
             if self.local:
                 _create_local(Path(self.path(key)), data)
             else:
                 self.fs.pipe_file(self.path(key), data, mode="create", **self._single_request(data))
         except Exception as error:
-            if _exists_error(error):
+            if classify(error) is Failure.EXISTS:
                 raise AlreadyExists(key) from None
-            raise StorageError(
-                f"{self.url}: committing {key} failed: {_describe(error)}"
-            ) from error
+            raise _failed(self.url, f"creating {key}", error) from error
 
     def get(self, key: str) -> bytes:
         with self._calling(f"reading {key}"):
@@ -234,9 +231,7 @@ def open_store(url: str, **storage_options: Any) -> ObjectStore:
             f"checkpoint URL {url!r}: the {protocol} backend is not installed ({error.name})"
         ) from None
     except Exception as error:
-        raise StorageError(
-            f"checkpoint URL {url!r}: cannot set up {protocol}: {_describe(error)}"
-        ) from None
+        raise _failed(f"checkpoint URL {url!r}", f"setting up {protocol}", error) from None
     store = ObjectStore(url, fs, root, local)
     if local:
         Path(root).mkdir(parents=True, exist_ok=True)
@@ -246,7 +241,9 @@ def open_store(url: str, **storage_options: Any) -> ObjectStore:
             with store._calling("reaching the bucket"):
                 fs.ls(bucket, detail=False)
         except FileNotFoundError:
-            raise StorageError(f"{url}: bucket {bucket!r} does not exist") from None
+            raise StorageError(
+                f"{url}: bucket {bucket!r} does not exist", Failure.NOT_FOUND
+            ) from None
     return store
 
 

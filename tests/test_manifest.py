@@ -1,0 +1,158 @@
+"""A manifest is trusted only when its structure is sound: anything else is skipped at load,
+never assembled into a reordered, truncated or zero-filled blob, and never a crash."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spotproof.runtime.checkpoint import CheckpointStore
+from spotproof.runtime.manifest import Manifest, ManifestError, manifest_key
+
+PART = 1024
+
+
+def _committed(tmp_path: Path) -> tuple[CheckpointStore, dict[str, bytes]]:
+    """A store holding good steps 10 and 20 (20 has a three-part blob)."""
+    store = CheckpointStore(f"file://{tmp_path}", part_bytes=PART, keep=10)
+    store.save(10, {"state": b"a" * 3 * PART})
+    newest = {"state": bytes(range(256)) * 12, "meta": b"twenty"}
+    store.save(20, newest)
+    return store, newest
+
+
+def _body(store: CheckpointStore, step: int) -> dict[str, Any]:
+    return json.loads(store.store.get(manifest_key(step)))
+
+
+def _replace(store: CheckpointStore, step: int, body: Any) -> None:
+    store.store.delete([manifest_key(step)])
+    store.store.put_if_absent(manifest_key(step), json.dumps(body).encode())
+
+
+def _state_parts(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for p in body["parts"] if p["blob"] == "state"]
+
+
+@pytest.mark.parametrize("body", [[], None, "manifest", 412, 3.5, True])
+def test_manifest_that_is_not_a_json_object_is_skipped(tmp_path: Path, body: Any) -> None:
+    store, _ = _committed(tmp_path)
+    _replace(store, 20, body)
+
+    loaded = store.load_latest()
+
+    assert loaded is not None and loaded.step == 10
+    assert "not a JSON object" in loaded.skipped[0]
+
+
+def test_part_index_skipped_is_refused(tmp_path: Path) -> None:
+    store, _ = _committed(tmp_path)
+    body = _body(store, 20)
+    body["parts"] = [p for p in body["parts"] if not (p["blob"] == "state" and p["index"] == 1)]
+    _replace(store, 20, body)
+
+    loaded = store.load_latest()
+
+    assert loaded is not None and loaded.step == 10
+    assert "part indexes [0, 2] are not 0..n-1" in loaded.skipped[0]
+
+
+def test_part_index_repeated_is_refused(tmp_path: Path) -> None:
+    store, _ = _committed(tmp_path)
+    body = _body(store, 20)
+    body["parts"].append(dict(_state_parts(body)[0]))
+    _replace(store, 20, body)
+
+    with pytest.raises(ManifestError, match=re.escape("part indexes [0, 0, 1, 2] are not")):
+        Manifest.decode(json.dumps(body).encode())
+    loaded = store.load_latest()
+    assert loaded is not None and loaded.step == 10
+
+
+def test_two_parts_swapping_indexes_are_refused(tmp_path: Path) -> None:
+    store, _ = _committed(tmp_path)
+    body = _body(store, 20)
+    first, second = _state_parts(body)[:2]
+    first["index"], second["index"] = second["index"], first["index"]
+    _replace(store, 20, body)
+
+    loaded = store.load_latest()
+
+    assert loaded is not None and loaded.step == 10
+    assert "is not where part 1 of 'state' belongs" in loaded.skipped[0]
+
+
+def test_dropped_last_part_is_caught_by_the_blob_size(tmp_path: Path) -> None:
+    store, _ = _committed(tmp_path)
+    body = _body(store, 20)
+    last = max(p["index"] for p in _state_parts(body))
+    body["parts"] = [p for p in body["parts"] if not (p["blob"] == "state" and p["index"] == last)]
+    _replace(store, 20, body)
+
+    loaded = store.load_latest()
+
+    assert loaded is not None and loaded.step == 10
+    assert "do not add up to the blob sizes" in loaded.skipped[0]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("size", 1024.0), ("size", "1024"), ("size", -1), ("index", True)]
+)
+def test_part_number_that_is_not_a_whole_number_is_refused(
+    tmp_path: Path, field: str, value: Any
+) -> None:
+    store, _ = _committed(tmp_path)
+    body = _body(store, 20)
+    _state_parts(body)[0][field] = value
+    _replace(store, 20, body)
+
+    loaded = store.load_latest()
+
+    assert loaded is not None and loaded.step == 10
+    assert f"{field} {value!r} is not a whole number" in loaded.skipped[0]
+
+
+def test_part_with_a_missing_or_extra_field_is_refused(tmp_path: Path) -> None:
+    store, _ = _committed(tmp_path)
+    body = _body(store, 20)
+    del _state_parts(body)[0]["sha256"]
+    _state_parts(body)[1]["offset"] = 0
+    _replace(store, 20, body)
+
+    loaded = store.load_latest()
+
+    assert loaded is not None and loaded.step == 10
+    assert "does not have exactly" in loaded.skipped[0]
+
+
+def test_manifest_naming_another_step_is_refused(tmp_path: Path) -> None:
+    store, _ = _committed(tmp_path)
+    _replace(store, 20, _body(store, 10))
+
+    loaded = store.load_latest()
+
+    assert loaded is not None and loaded.step == 10
+    assert "names step 10" in loaded.skipped[0]
+
+
+def test_format_1_manifest_without_blob_sizes_still_loads(tmp_path: Path) -> None:
+    store, newest = _committed(tmp_path)
+    body = _body(store, 20)
+    body["format"] = 1
+    del body["blobs"]
+    _replace(store, 20, body)
+
+    loaded = store.load_latest()
+
+    assert loaded is not None and loaded.step == 20 and loaded.blobs == newest
+
+
+def test_sound_manifest_round_trips(tmp_path: Path) -> None:
+    store, newest = _committed(tmp_path)
+    manifest = Manifest.decode(store.store.get(manifest_key(20)))
+    assert manifest.blob_sizes == {name: len(blob) for name, blob in newest.items()}
+    assert Manifest.decode(manifest.encode()) == manifest
