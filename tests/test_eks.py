@@ -125,7 +125,9 @@ def test_controller_passes_only_the_karpenter_node_role_and_reads_only_its_queue
     iam = _document(_one(eks_dev, POLICY, "karpenter-controller-iam-integration"), "policy")
     passing = _statement(iam, "PassNodeRole")
     assert passing["Resource"] == f"arn:aws:iam::{OFFLINE_ACCOUNT}:role/eks-dev-karpenter-node"
-    assert passing["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+    assert passing["Condition"] == {
+        "StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}
+    }
     queue = _document(_one(eks_dev, POLICY, "karpenter-controller-interruption"), "policy")
     assert _statement(queue, "ReadInterruptionQueue")["Resource"] == (
         f"arn:aws:sqs:us-west-2:{OFFLINE_ACCOUNT}:eks-dev"
@@ -301,10 +303,8 @@ def test_bucket_is_regional_versioned_private_encrypted_and_protected_in_prod(
     assert rule["bucketKeyEnabled"] is True
     lifecycle = settings("bucketLifecycleConfiguration:BucketLifecycleConfiguration", "lifecycle")
     [rule] = lifecycle["rules"]
-    assert rule["noncurrentVersionExpiration"] == {
-        "noncurrentDays": 30,
-        "newerNoncurrentVersions": 5,
-    }
+    assert rule["noncurrentVersionExpiration"] == {"noncurrentDays": 30}
+    assert rule["expiration"] == {"expiredObjectDeleteMarker": True}
 
 
 def test_bucket_policy_denies_every_request_without_tls(eks_dev: PlanResult) -> None:
@@ -387,6 +387,17 @@ def test_coredns_tolerates_the_system_taint_and_is_required_onto_the_system_grou
     assert expression == {"key": "spotproof.dev/pool-class", "operator": "In", "values": ["system"]}
     agent = _one(eks_dev, "aws:eks/addon:Addon", "pod-identity-agent")
     assert json.loads(agent["configurationValues"]) == {"tolerations": [{"operator": "Exists"}]}
+
+
+def test_coredns_override_keeps_replicas_spread_over_nodes(eks_dev: PlanResult) -> None:
+    values = json.loads(_one(eks_dev, "aws:eks/addon:Addon", "coredns")["configurationValues"])
+    [spread] = values["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert spread["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert spread["podAffinityTerm"]["labelSelector"]["matchExpressions"] == [
+        {"key": "k8s-app", "operator": "In", "values": ["kube-dns"]}
+    ]
 
 
 def test_every_controller_policy_document_is_attached(eks_dev: PlanResult) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pulumi
 
 from spotproof.gke import CheckpointBucket, CheckpointBucketArgs
 from spotproof.gke.names import service_account_id
-from spotproof.plan import PlanResult
+from spotproof.plan import PlanResult, run_plan
 from spotproof.plan.recorder import Secret, record
 from spotproof.spec import fleet_from_config
 from tests.support import stack_config
@@ -34,16 +37,32 @@ def test_autoprovisioning_limits_gpus_by_accelerator_name(gke_dev: PlanResult) -
     autoscaling = gke_dev.recording.one(CLUSTER, "gke-dev").inputs["clusterAutoscaling"]
     assert autoscaling["enabled"] is True
     limits = {limit["resourceType"]: limit["maximum"] for limit in autoscaling["resourceLimits"]}
-    assert limits == {"cpu": 128, "memory": 512, "nvidia-l4": 8, "nvidia-tesla-t4": 8}
+    # Derived from the pools at their maximum, which the limits cap too: l4-spot 4 and
+    # l4-ondemand 1 per zone in 3 zones (15 L4), t4-spot 4 per zone in 4 zones (16 T4),
+    # a100-flex 2 per zone in 4 zones (8 A100); 368 vCPU and 1736 GB, plus headroom.
+    assert limits == {
+        "cpu": 368 + 64,
+        "memory": 1736 + 256,
+        "nvidia-l4": 15,
+        "nvidia-tesla-t4": 16,
+        "nvidia-tesla-a100": 8,
+    }
     assert autoscaling["autoProvisioningDefaults"]["serviceAccount"].startswith("gke-dev-nodes@")
 
 
-def test_system_pool_is_on_demand_and_tainted_critical_addons_only(gke_dev: PlanResult) -> None:
+def test_system_pool_is_on_demand_and_tainted_for_gke_managed_components(
+    gke_dev: PlanResult,
+) -> None:
     pool = _pool(gke_dev, "system")
     config = pool["nodeConfig"]
     assert config["spot"] is False
+    # The taint GKE's own add-ons tolerate; CriticalAddonsOnly would leave some homeless.
     assert config["taints"] == [
-        {"key": "CriticalAddonsOnly", "value": "true", "effect": "NO_SCHEDULE"}
+        {
+            "key": "components.gke.io/gke-managed-components",
+            "value": "true",
+            "effect": "NO_SCHEDULE",
+        }
     ]
     assert config["labels"] == {"spotproof.dev/pool-class": "system"}
     assert pool["autoscaling"]["minNodeCount"] == 1
@@ -130,8 +149,8 @@ def test_bucket_is_regional_versioned_private_and_expires_noncurrent_versions(
     assert bucket["uniformBucketLevelAccess"] is True
     assert bucket["publicAccessPrevention"] == "enforced"
     conditions = [rule["condition"] for rule in bucket["lifecycleRules"]]
-    assert {"numNewerVersions": 2, "withState": "ARCHIVED"} in conditions
     assert {"daysSinceNoncurrentTime": 3, "withState": "ARCHIVED"} in conditions
+    assert not any("numNewerVersions" in condition for condition in conditions)
     assert bucket["forceDestroy"] is True
 
 
@@ -216,3 +235,16 @@ def test_service_account_ids_fit_gcp_limits_and_stay_stable() -> None:
     assert len(account) <= 30 and account.endswith("-trainer")
     assert account == service_account_id(long_stack, "trainer")
     assert service_account_id("gke-dev", "nodes") == "gke-dev-nodes"
+
+
+def test_a4_pool_boots_from_hyperdisk(make_project: Callable[..., Path]) -> None:
+    config = stack_config("gke-prod")
+    config["spotproof:gpuPools"][3] = {
+        "name": "b200-spot",
+        "machineType": "a4-highgpu-8g",
+        "maxNodes": 1,
+    }
+    result = run_plan("gke-test", make_project(config))
+    pool = result.recording.one(POOL, "gke-test-b200-spot").inputs["nodeConfig"]
+    assert pool["diskType"] == "hyperdisk-balanced"
+    assert _pool(result, "l4x4-spot")["nodeConfig"]["diskType"] == "pd-balanced"

@@ -208,6 +208,24 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         lambda i: i["spec"].update(weight=100),
         "karpenter-fallback-below-spot",
     ),
+    "A4 pool with a Persistent Disk boot disk": (
+        POOL,
+        "gke-dev-t4-spot",
+        lambda i: i["nodeConfig"].update(machineType="a4-highgpu-8g", diskType="pd-balanced"),
+        "gke-boot-disk-supported",
+    ),
+    "budget a Job's pods cannot honour": (
+        "kubernetes:policy/v1:PodDisruptionBudget",
+        "gke-dev-smoke-pdb",
+        lambda i: i.update(spec={**i["spec"], "minAvailable": "100%"}),
+        "pdb-valid-for-owner",
+    ),
+    "spot pool starting nodes in every zone": (
+        POOL,
+        "gke-dev-t4-spot",
+        lambda i: i.update(initialNodeCount=1),
+        "gke-spot-pool-isolated",
+    ),
     "storage role granted project-wide": (
         "gcp:projects/iAMMember:IAMMember",
         "gke-dev-nodes-artifactregistry.reader",

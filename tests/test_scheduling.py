@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spotproof import scheduling
+from spotproof.catalog import Cloud
 from spotproof.spec import PoolClass, Taint, TaintEffect
 
 SPOT_NODE = scheduling.NodeShape(
@@ -119,7 +120,8 @@ def test_more_gpus_than_the_node_has_does_not_fit() -> None:
 
 
 def test_reference_system_pod_is_kept_off_spot_by_the_contract() -> None:
-    assert scheduling.misfits(scheduling.reference_system_pod(), SPOT_NODE)
+    for cloud in Cloud:
+        assert scheduling.misfits(scheduling.reference_system_pod(cloud), SPOT_NODE)
 
 
 def test_flex_start_workload_selects_the_labels_gke_documents() -> None:

@@ -211,6 +211,31 @@ BAD_INPUT = {
         "spotproof:gpuPools[0]",
         "expected an object",
     ),
+    "a zone the region does not have": (
+        _set("spotproof:gpuPools.0.zones", ["us-central1-z"]),
+        "spotproof:gpuPools[0].zones[0] = 'us-central1-z': not a zone of us-central1",
+        "us-central1-a",
+    ),
+    "a zone without the pool's GPU": (
+        _set("spotproof:gpuPools.0.zones", ["us-central1-f"]),
+        "spotproof:gpuPools[0].zones[0] = 'us-central1-f'",
+        "nvidia-l4 is not offered there",
+    ),
+    "an N1 type with more vCPUs than its GPU count allows": (
+        _set("spotproof:gpuPools.1.machineType", "n1-standard-64"),
+        "spotproof:gpuPools[1].machineType = 'n1-standard-64'",
+        "1 x nvidia-tesla-t4 allow at most 48 vCPUs and 312 GB",
+    ),
+    "autoprovisioning CPU limit below the declared pools": (
+        _set("spotproof:autoprovisioning.maxCpu", 64),
+        "spotproof:autoprovisioning.maxCpu = 64",
+        "below what the declared pools use at their maximum",
+    ),
+    "autoprovisioning GPU limit below the declared pools": (
+        _set("spotproof:autoprovisioning.gpuLimits", {"nvidia-l4": 2}),
+        "spotproof:autoprovisioning.gpuLimits.nvidia-l4 = 2",
+        "below what the declared pools use at their maximum",
+    ),
 }
 
 

@@ -84,7 +84,7 @@ BAD_EKS_INPUT: dict[str, tuple[Callable[[dict[str, Any]], None], str, str]] = {
     "an unpinned Karpenter chart": (
         _set("spotproof:karpenter", {"version": "latest"}),
         "spotproof:karpenter.version = 'latest'",
-        "1.6.3",
+        "1.0.0 to 1.15.0",
     ),
     "a node image that is not Bottlerocket": (
         _set("spotproof:karpenter.nodeImage", "al2023@latest"),
@@ -101,10 +101,10 @@ BAD_EKS_INPUT: dict[str, tuple[Callable[[dict[str, Any]], None], str, str]] = {
         "spotproof:flexStartPool",
         "unknown field",
     ),
-    "a grace period beyond the AWS notice": (
-        _set("spotproof:smokeTest.gracePeriodSeconds", 180),
-        "spotproof:smokeTest.gracePeriodSeconds = 180",
-        "<= 120",
+    "a grace period beyond what the preemption path leaves": (
+        _set("spotproof:smokeTest.gracePeriodSeconds", 100),
+        "spotproof:smokeTest.gracePeriodSeconds = 100",
+        "<= 90",
     ),
     "a bucket name S3 refuses": (
         _set("spotproof:checkpointBucket.name", "Under_Score"),

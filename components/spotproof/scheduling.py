@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spotproof.catalog import Cloud
 from spotproof.spec.types import PoolClass, Taint, TaintEffect
 
 POOL_CLASS_LABEL = "spotproof.dev/pool-class"
@@ -32,8 +33,19 @@ CAPACITY_TAINT_KEY = "spotproof.dev/capacity"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 SYSTEM_TAINT = Taint("CriticalAddonsOnly", "true", TaintEffect.NO_SCHEDULE)
+"""The system pool's taint on EKS and AKS, whose add-ons (CoreDNS, Karpenter as configured
+here) tolerate it."""
+GKE_SYSTEM_TAINT = Taint("components.gke.io/gke-managed-components", "true")
+"""The system pool's taint on GKE. GKE's own add-ons tolerate this key (event-exporter,
+for one, tolerates nothing else), not ``CriticalAddonsOnly``: a system pool tainted that
+way would leave them without a node, and node auto-provisioning would create an
+untainted pool for them. Google's cluster toolkit taints its system pool the same way
+(GoogleCloudPlatform/cluster-toolkit, ``community/modules/scheduler/gke-cluster/variables.tf``,
+``system_node_pool_taints``)."""
 GPU_TAINT = Taint(GPU_RESOURCE, "present", TaintEffect.NO_SCHEDULE)
-"""GKE adds this taint to every GPU pool itself; declaring it keeps ``pulumi up`` diff-free."""
+"""The taint GKE puts on the nodes of GPU pools in a cluster that also has pools without
+GPUs (every spotproof cluster has the system pool); declaring it keeps ``pulumi up``
+diff-free, and Karpenter pools carry it so that only GPU work lands on GPU nodes."""
 
 
 @dataclass(frozen=True)
@@ -55,10 +67,14 @@ TRAINING_PRIORITY = PriorityClassSpec(
 )
 SPOT_BATCH_PRIORITY = PriorityClassSpec(
     "spotproof-spot-batch",
-    -100,
-    "Preemptible batch work on spot capacity: negative, so the scheduler evicts it first.",
+    -5,
+    "Preemptible batch work on spot capacity: negative, so the scheduler evicts it first; "
+    "not below -10, or the cluster autoscaler never adds a node for it.",
     preempts=False,
 )
+"""Negative so that any default-priority pod preempts it, and at or above the cluster
+autoscaler's expendable cutoff (``catalog.EXPENDABLE_PRIORITY_CUTOFF``, -10): a pending pod
+below it never triggers a scale-up, and every GPU pool starts at zero nodes."""
 PRIORITY_CLASSES = (PLATFORM_PRIORITY, TRAINING_PRIORITY, SPOT_BATCH_PRIORITY)
 
 
@@ -72,10 +88,16 @@ class PoolContract:
     priority: PriorityClassSpec
 
 
+_SYSTEM_CONTRACTS: dict[Cloud, PoolContract] = {
+    cloud: PoolContract(
+        PoolClass.SYSTEM,
+        (GKE_SYSTEM_TAINT if cloud is Cloud.GKE else SYSTEM_TAINT,),
+        {POOL_CLASS_LABEL: "system"},
+        PLATFORM_PRIORITY,
+    )
+    for cloud in Cloud
+}
 _CONTRACTS: dict[PoolClass, PoolContract] = {
-    PoolClass.SYSTEM: PoolContract(
-        PoolClass.SYSTEM, (SYSTEM_TAINT,), {POOL_CLASS_LABEL: "system"}, PLATFORM_PRIORITY
-    ),
     PoolClass.SPOT_GPU: PoolContract(
         PoolClass.SPOT_GPU,
         (Taint(CAPACITY_TAINT_KEY, "spot"), GPU_TAINT),
@@ -97,8 +119,17 @@ _CONTRACTS: dict[PoolClass, PoolContract] = {
 }
 
 
-def contract(pool_class: PoolClass) -> PoolContract:
+def contract(pool_class: PoolClass, cloud: Cloud | None = None) -> PoolContract:
+    """The contract of ``pool_class``; the system class's taint differs per ``cloud``."""
+    if pool_class is PoolClass.SYSTEM:
+        if cloud is None:
+            raise ValueError("the system pool's contract differs per cloud; name the cloud")
+        return _SYSTEM_CONTRACTS[cloud]
     return _CONTRACTS[pool_class]
+
+
+def system_taint(cloud: Cloud) -> Taint:
+    return contract(PoolClass.SYSTEM, cloud).taints[0]
 
 
 # --- what the platform adds to nodes on its own -------------------------------------------
@@ -341,12 +372,12 @@ def is_system_workload(namespace: str, pod_spec: Mapping[str, Any]) -> bool:
     )
 
 
-def reference_system_pod() -> dict[str, Any]:
+def reference_system_pod(cloud: Cloud) -> dict[str, Any]:
     """A pod like the add-ons the platform itself runs (kube-dns, metrics-server, ...):
-    they tolerate ``CriticalAddonsOnly`` and request no GPU. If it fits a spot pool, the
+    they tolerate the cloud's system taint and request no GPU. If it fits a spot pool, the
     platform's own add-ons would land on spot capacity too."""
     return {
         "priorityClassName": "system-cluster-critical",
-        "tolerations": [{"key": SYSTEM_TAINT.key, "operator": "Exists"}],
+        "tolerations": [{"key": system_taint(cloud).key, "operator": "Exists"}],
         "containers": [{"name": "addon", "resources": {"requests": {"cpu": "100m"}}}],
     }

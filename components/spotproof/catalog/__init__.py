@@ -26,12 +26,29 @@ PREEMPTION_NOTICE_SECONDS: dict[Cloud, int] = {
     Cloud.AKS: 30,
 }
 
-# Default terminationGracePeriodSeconds: the notice less the time it takes to reach the pod.
-# GKE's kubelet hears the VM's shutdown itself. On EKS the warning travels EventBridge ->
-# SQS -> Karpenter, which then cordons and drains the node; 30 s covers that delivery and
-# leaves the instance time to stop cleanly. AKS drains on the Scheduled Event.
-GRACE_PERIOD_SECONDS: dict[Cloud, int] = {
-    Cloud.GKE: 15,
-    Cloud.EKS: 90,
-    Cloud.AKS: 30,
+INTERRUPTION_DELIVERY_SECONDS: dict[Cloud, int] = {
+    Cloud.GKE: 0,
+    Cloud.EKS: 30,
+    Cloud.AKS: 0,
 }
+"""Budget for the notice to reach whatever stops the pod. GKE's kubelet hears the VM's
+shutdown itself. On EKS the warning travels EventBridge -> SQS -> Karpenter, which then
+deletes the NodeClaim and drains the node; 30 s is a budget for that hop, not a measured
+figure. AKS drains on the Scheduled Event."""
+
+# Default (and largest) terminationGracePeriodSeconds: what the preemption path delivers,
+# the notice less its delivery. A longer period is cut short when the node goes away, and
+# the final save with it.
+GRACE_PERIOD_SECONDS: dict[Cloud, int] = {
+    cloud: PREEMPTION_NOTICE_SECONDS[cloud] - INTERRUPTION_DELIVERY_SECONDS[cloud]
+    for cloud in Cloud
+}
+
+KARPENTER_TERMINATION_GRACE_SECONDS = GRACE_PERIOD_SECONDS[Cloud.EKS]
+"""NodePool ``terminationGracePeriod`` on EKS: a drain that PDBs or ``do-not-disrupt`` hold
+back ends this long after it starts, so a pod with up to this much grace finishes by the
+end of the two-minute notice."""
+
+EXPENDABLE_PRIORITY_CUTOFF = -10
+"""The cluster autoscaler's ``--expendable-pods-priority-cutoff`` default, which GKE keeps:
+pending pods with a lower priority never trigger a scale-up."""

@@ -67,3 +67,55 @@ def instance_types(families: tuple[str, ...], gpus: int) -> list[str]:
 def gpu_counts(families: tuple[str, ...]) -> list[int]:
     """GPU counts some instance type of ``families`` offers."""
     return sorted({n for name in families for n in FAMILIES[name].gpus_by_size.values()})
+
+
+def _patches(major: int, minor: int, last: int) -> tuple[str, ...]:
+    return tuple(f"{major}.{minor}.{patch}" for patch in range(last + 1))
+
+
+KARPENTER_VERSIONS: tuple[str, ...] = (
+    *_patches(1, 0, 14),
+    *_patches(1, 1, 10),
+    *_patches(1, 2, 8),
+    *_patches(1, 3, 8),
+    *_patches(1, 4, 4),
+    *_patches(1, 5, 8),
+    *_patches(1, 6, 8),
+    *_patches(1, 7, 6),
+    *_patches(1, 8, 8),
+    *_patches(1, 9, 2),
+    *_patches(1, 10, 2),
+    *_patches(1, 11, 3),
+    *_patches(1, 12, 2),
+    *_patches(1, 13, 1),
+    *_patches(1, 14, 1),
+    "1.15.0",
+)
+"""Every Karpenter v1 release, whose charts (``karpenter``, ``karpenter-crd``) are published
+at ``oci://public.ecr.aws/karpenter`` with the same version by the release workflow: the
+``v1.*`` tags of aws/karpenter-provider-aws up to 1.14.1 (repository snapshot of
+2026-08-21, commit 1d927085; patch numbers run without gaps in every minor line), and
+1.15.0, released 2026-10-10 (https://karpenter.sh/v1.15/upgrading/)."""
+
+
+# Zone codes of the regions spotproof knows, from the public dataset jsonmaur/aws-regions
+# (regions.json, commit 2b0706bf, data of 2021-12). AWS maps codes to physical zones per
+# account in its oldest regions, and some accounts see only a subset (us-west-1: two of
+# the three): a code outside this set does not exist for anyone; one inside may still be
+# missing from an account, which only ``aws ec2 describe-availability-zones`` can tell.
+REGION_ZONES: dict[str, str] = {
+    "us-east-1": "abcdef",
+    "us-east-2": "abc",
+    "us-west-1": "abc",
+    "us-west-2": "abcd",
+    "eu-west-1": "abc",
+    "eu-central-1": "abc",
+    "ap-southeast-1": "abc",
+    "ap-northeast-1": "abcd",
+}
+
+
+def region_zones(region: str) -> tuple[str, ...] | None:
+    """Zone codes of ``region``; None for a region not in :data:`REGION_ZONES`."""
+    letters = REGION_ZONES.get(region)
+    return tuple(f"{region}{letter}" for letter in letters) if letters else None

@@ -65,6 +65,17 @@ _ATTACHABLE: dict[str, tuple[int, ...]] = {
 
 _N1 = re.compile(r"^n1-(standard|highmem|highcpu)-(\d+)$")
 
+# Largest N1 VM (vCPUs, memory GB) each attachable GPU count allows: the N1 tables of
+# https://cloud.google.com/compute/docs/gpus, as SkyPilot also encodes them
+# (skypilot-org/skypilot, sky/catalog/gcp_catalog.py, _NUM_ACC_TO_MAX_CPU_AND_MEMORY).
+# 4 x P100 allow 96 vCPUs in most zones but 64 in a few; 64 is taken, to hold everywhere.
+_N1_LIMITS: dict[str, dict[int, tuple[int, int]]] = {
+    "nvidia-tesla-t4": {1: (48, 312), 2: (48, 312), 4: (96, 624)},
+    "nvidia-tesla-v100": {1: (12, 78), 2: (24, 156), 4: (48, 312), 8: (96, 624)},
+    "nvidia-tesla-p4": {1: (24, 156), 2: (48, 312), 4: (96, 624)},
+    "nvidia-tesla-p100": {1: (16, 104), 2: (32, 208), 4: (64, 208)},
+}
+
 ACCELERATORS: frozenset[str] = frozenset(
     {accelerator for accelerator, _ in _FIXED.values()} | set(_ATTACHABLE)
 )
@@ -96,7 +107,7 @@ def gpu_shape(machine_type: str, accelerator: str | None, count: int | None) -> 
             )
         return GpuShape(machine_type, fixed_accelerator, fixed_count)
 
-    if _N1.match(machine_type):
+    if _N1.fullmatch(machine_type):
         if accelerator not in _ATTACHABLE:
             raise CatalogError(
                 "accelerator",
@@ -110,6 +121,18 @@ def gpu_shape(machine_type: str, accelerator: str | None, count: int | None) -> 
                 f"{machine_type} cannot carry {count} x {accelerator}",
                 ", ".join(map(str, counts)),
             )
+        cpus, memory_gb = machine_resources(machine_type)
+        max_cpus, max_memory_gb = _N1_LIMITS[accelerator][count]
+        if cpus > max_cpus or memory_gb > max_memory_gb:
+            fitting = [n for n in counts if cpus <= _N1_LIMITS[accelerator][n][0]]
+            raise CatalogError(
+                "machine_type",
+                f"{machine_type} has {cpus} vCPUs and {memory_gb:g} GB; {count} x {accelerator} "
+                f"allow at most {max_cpus} vCPUs and {max_memory_gb} GB",
+                f"an n1 type within that, or {', '.join(map(str, fitting))} x {accelerator}"
+                if fitting
+                else "a smaller n1 type",
+            )
         return GpuShape(machine_type, accelerator, count)
 
     raise CatalogError(
@@ -118,3 +141,163 @@ def gpu_shape(machine_type: str, accelerator: str | None, count: int | None) -> 
         "g2-standard-*, a2-highgpu-*g, a2-ultragpu-*g, a3-*, a4-highgpu-8g, "
         "or n1-* with an attachable GPU",
     )
+
+
+# --- machine sizes and GPU zones ------------------------------------------------------
+#
+# Read off the public catalog skypilot-org/skypilot-catalog, ``catalogs/v8/gcp/vms.csv``
+# (commit 006059e0), which its authors generate from the Compute Engine API's machine
+# types and accelerator types per zone. It is a snapshot: Google adds zones over time, so
+# a zone missing here may exist by now. The spec then refuses it; name the zone in
+# ``zones`` anyway once ``gcloud compute accelerator-types list`` shows it, and update
+# this table.
+
+DEFAULT_POOL_ZONES = 3
+"""Zones a node pool of a regional cluster spans when it names none: GKE replicates a
+regional cluster's pools across three zones of its region by default."""
+
+# vCPUs and memory (GB) of the accelerator-optimized types in the catalog.
+_FIXED_SIZES: dict[str, tuple[int, float]] = {
+    **{f"g2-standard-{cpus}": (cpus, 4.0 * cpus) for cpus in (4, 8, 12, 16, 24, 32, 48, 96)},
+    **{f"a2-highgpu-{n}g": (12 * n, 85.0 * n) for n in (1, 2, 4, 8)},
+    "a2-megagpu-16g": (96, 1360.0),
+    **{f"a2-ultragpu-{n}g": (12 * n, 170.0 * n) for n in (1, 2, 4, 8)},
+    **{f"a3-highgpu-{n}g": (26 * n, 234.0 * n) for n in (1, 2, 4, 8)},
+    "a3-megagpu-8g": (208, 1872.0),
+    "a3-ultragpu-8g": (224, 2952.0),
+    "a4-highgpu-8g": (224, 3968.0),
+}
+
+# Memory (GB) per vCPU of the general-purpose families, by shape (e2-standard-8: 8 vCPUs,
+# 32 GB; n1-standard-8: 8 vCPUs, 30 GB).
+_MEMORY_PER_CPU: dict[str, dict[str, float]] = {
+    "e2": {"standard": 4.0, "highmem": 8.0, "highcpu": 1.0},
+    "n1": {"standard": 3.75, "highmem": 6.5, "highcpu": 0.9},
+    "n2": {"standard": 4.0, "highmem": 8.0, "highcpu": 1.0},
+    "n2d": {"standard": 4.0, "highmem": 8.0, "highcpu": 1.0},
+    "n4": {"standard": 4.0, "highmem": 8.0, "highcpu": 2.0},
+    "c2": {"standard": 4.0},
+    "c3": {"standard": 4.0, "highmem": 8.0, "highcpu": 2.0},
+}
+
+_GENERAL = re.compile(r"([a-z][a-z0-9]*)-(standard|highmem|highcpu)-(\d+)")
+
+
+def machine_resources(machine_type: str) -> tuple[int, float]:
+    """(vCPUs, memory in GB) of one node of ``machine_type``; CatalogError if unknown."""
+    if machine_type in _FIXED_SIZES:
+        return _FIXED_SIZES[machine_type]
+    match = _GENERAL.fullmatch(machine_type)
+    if match and match[2] in _MEMORY_PER_CPU.get(match[1], {}):
+        cpus = int(match[3])
+        return cpus, cpus * _MEMORY_PER_CPU[match[1]][match[2]]
+    raise CatalogError(
+        "machine_type",
+        f"{machine_type} is not a machine type spotproof knows the size of",
+        ", ".join(
+            f"{family}-{{{'|'.join(shapes)}}}-N" for family, shapes in _MEMORY_PER_CPU.items()
+        ),
+    )
+
+
+def _zones(spec: str) -> tuple[str, ...]:
+    """``"us-central1:abc us-east1:bcd"`` -> every zone it names."""
+    return tuple(
+        f"{region}-{letter}"
+        for entry in spec.split()
+        for region, letters in [entry.split(":")]
+        for letter in letters
+    )
+
+
+_REGION_ZONES = _zones(
+    "africa-south1:abc asia-east1:abc asia-east2:abc asia-northeast1:abc asia-northeast2:abc "
+    "asia-northeast3:abc asia-south1:abc asia-south2:abc asia-southeast1:abc "
+    "asia-southeast2:abc australia-southeast1:abc australia-southeast2:abc "
+    "europe-central2:abc europe-north1:abc europe-north2:abc europe-southwest1:abc "
+    "europe-west1:bcd europe-west10:abc europe-west12:abc europe-west2:abc europe-west3:abc "
+    "europe-west4:abc europe-west6:abc europe-west8:abc europe-west9:abc me-central1:abc "
+    "me-central2:abc me-west1:abc northamerica-northeast1:abc northamerica-northeast2:abc "
+    "northamerica-south1:abc southamerica-east1:abc southamerica-west1:abc us-central1:abcf "
+    "us-east1:bcd us-east4:abc us-east5:abc us-south1:abc us-west1:abc us-west2:abc "
+    "us-west3:abc us-west4:abc"
+)
+"""Every zone of every region, as the e2-standard-8 rows list them."""
+
+_H100_ZONES = (
+    "asia-east1:c asia-northeast1:b asia-south1:c asia-south2:b asia-southeast1:bc "
+    "australia-southeast1:c europe-north1:c europe-west1:bc europe-west3:c europe-west4:bc "
+    "europe-west8:c europe-west9:c us-central1:abc us-east4:abc us-east5:a us-west1:ab "
+    "us-west4:a"
+)
+_ACCELERATOR_ZONES: dict[str, tuple[str, ...]] = {
+    "nvidia-l4": _zones(
+        "asia-east1:abc asia-northeast1:abc asia-northeast3:ab asia-south1:abc "
+        "asia-southeast1:abc europe-west1:bc europe-west2:ab europe-west3:ab europe-west4:abc "
+        "europe-west6:bc me-central2:ac northamerica-northeast1:bc northamerica-northeast2:ab "
+        "us-central1:abc us-east1:bcd us-east4:ac us-west1:abc us-west4:ac"
+    ),
+    "nvidia-tesla-t4": _zones(
+        "asia-east1:ac asia-east2:ac asia-northeast1:ac asia-northeast3:bc asia-south1:ab "
+        "asia-southeast1:abc asia-southeast2:ab australia-southeast1:ac europe-central2:bc "
+        "europe-west1:bcd europe-west2:ab europe-west3:b europe-west4:abc me-west1:bc "
+        "northamerica-northeast1:c southamerica-east1:abc us-central1:abcf us-east1:bcd "
+        "us-east4:abc us-west1:ab us-west2:bc us-west3:b us-west4:ab"
+    ),
+    "nvidia-tesla-v100": _zones(
+        "asia-east1:c europe-west4:abc us-central1:abcf us-east1:bc us-west1:ab"
+    ),
+    "nvidia-tesla-a100": _zones(
+        "asia-northeast1:ac asia-northeast3:ab asia-southeast1:abc europe-west4:ab me-west1:ac "
+        "us-central1:abcf us-east1:b us-west1:b us-west3:b us-west4:b"
+    ),
+    "nvidia-a100-80gb": _zones(
+        "asia-southeast1:c europe-west4:a us-central1:ac us-east4:c us-east5:ab"
+    ),
+    "nvidia-h100-80gb": _zones(_H100_ZONES),
+    "nvidia-h100-mega-80gb": _zones(
+        "asia-east1:c asia-northeast1:b asia-southeast1:bc australia-southeast1:c "
+        "europe-north1:c europe-west1:bc europe-west3:c europe-west4:bc us-central1:abc "
+        "us-east4:abc us-east5:a us-west1:ab us-west4:a"
+    ),
+    "nvidia-h200-141gb": _zones(
+        "asia-south1:b asia-south2:c europe-west1:b europe-west4:a us-central1:b us-east4:b "
+        "us-east5:a us-south1:b us-west1:c"
+    ),
+    "nvidia-b200": _zones(
+        "asia-northeast1:b asia-southeast1:b europe-north1:b europe-west4:b us-central1:b "
+        "us-east1:b us-east4:b us-south1:b us-west2:c us-west3:bc"
+    ),
+}
+"""Zones offering each accelerator (P4 and P100 are not tabled: name their zones)."""
+
+
+def region_zones(region: str) -> tuple[str, ...] | None:
+    """Zones of ``region``; None when the catalog does not know the region."""
+    zones = tuple(z for z in _REGION_ZONES if z.rsplit("-", 1)[0] == region)
+    return zones or None
+
+
+def accelerator_zones(accelerator: str, region: str) -> frozenset[str] | None:
+    """Zones of ``region`` offering ``accelerator``; None when the catalog cannot tell
+    (an unknown region, or an accelerator it does not table)."""
+    if region_zones(region) is None or accelerator not in _ACCELERATOR_ZONES:
+        return None
+    return frozenset(z for z in _ACCELERATOR_ZONES[accelerator] if z.rsplit("-", 1)[0] == region)
+
+
+def accelerators_in(region: str) -> list[str]:
+    """Accelerators some zone of ``region`` offers, sorted."""
+    return sorted(name for name in _ACCELERATOR_ZONES if accelerator_zones(name, region))
+
+
+HYPERDISK_ONLY_SERIES = ("a3-ultragpu-", "a4-highgpu-")
+"""Machine series that attach only Hyperdisk, not Persistent Disk: A3 Ultra and A4
+(https://cloud.google.com/compute/docs/accelerator-optimized-machines, supported disk
+types per series). A pool of them with a ``pd-*`` boot disk fails to create."""
+
+
+def boot_disk_type(machine_type: str) -> str:
+    """The boot disk type a node of ``machine_type`` can use: Hyperdisk Balanced where the
+    series takes only Hyperdisk, Persistent Disk Balanced elsewhere."""
+    return "hyperdisk-balanced" if machine_type.startswith(HYPERDISK_ONLY_SERIES) else "pd-balanced"

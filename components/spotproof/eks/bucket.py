@@ -25,8 +25,9 @@ class CheckpointBucket(pulumi.ComponentResource):
     """An S3 bucket in the cluster's region, hardened for checkpoints.
 
     - Same region as the cluster (set explicitly on the bucket, not inherited).
-    - Versioning on; noncurrent versions expire after N newer ones or D days, and
-      abandoned multipart uploads after a day.
+    - Versioning on; a noncurrent version expires ``noncurrent_days`` after it became
+      noncurrent, delete markers left with nothing under them are removed, and abandoned
+      multipart uploads go after a day.
     - All four public-access blocks, ``BucketOwnerEnforced`` ownership (ACLs off),
       server-side encryption (SSE-S3, or SSE-KMS with the stack's key and a bucket key),
       and a bucket policy denying every request without TLS.
@@ -102,10 +103,13 @@ class CheckpointBucket(pulumi.ComponentResource):
                     "id": "expire-noncurrent-versions",
                     "status": "Enabled",
                     "filter": {"prefix": ""},
-                    "noncurrent_version_expiration": {
-                        "noncurrent_days": settings.noncurrent_days,
-                        "newer_noncurrent_versions": settings.noncurrent_versions_kept,
-                    },
+                    # Days alone: with NewerNoncurrentVersions too, S3 expires a version only
+                    # once both hold, and a checkpoint key written once never has a newer
+                    # noncurrent version, so its data would be kept forever.
+                    "noncurrent_version_expiration": {"noncurrent_days": settings.noncurrent_days},
+                    # A deleted key keeps a delete marker; once its data expires the marker
+                    # has nothing under it and is removed too, so markers do not pile up.
+                    "expiration": {"expired_object_delete_marker": True},
                     "abort_incomplete_multipart_upload": {"days_after_initiation": 1},
                 }
             ],

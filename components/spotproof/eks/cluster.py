@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from spotproof import scheduling
+from spotproof.catalog import Cloud
 from spotproof.eks import policies, roles
 from spotproof.eks.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.eks.karpenter import Karpenter, KarpenterArgs
@@ -27,10 +28,29 @@ SYSTEM_AMI = "AL2023_x86_64_STANDARD"
 
 def coredns_configuration() -> dict[str, Any]:
     """CoreDNS add-on values: it tolerates the system taint and is required onto the
-    system node group, so cluster DNS never rides on capacity that can be reclaimed."""
+    system node group, so cluster DNS never rides on capacity that can be reclaimed.
+
+    ``affinity`` replaces the add-on's default one whole, so the default's preference for
+    spreading replicas over nodes is restated here; without it both replicas may share a
+    node and DNS goes down with it."""
     return {
         "tolerations": [{"key": scheduling.SYSTEM_TAINT.key, "operator": "Exists"}],
         "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {
+                                "matchExpressions": [
+                                    {"key": "k8s-app", "operator": "In", "values": ["kube-dns"]}
+                                ]
+                            },
+                            "topologyKey": "kubernetes.io/hostname",
+                        },
+                    }
+                ]
+            },
             "nodeAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": {
                     "nodeSelectorTerms": [
@@ -45,7 +65,7 @@ def coredns_configuration() -> dict[str, Any]:
                         }
                     ]
                 }
-            }
+            },
         },
     }
 
@@ -210,7 +230,7 @@ class HybridCluster(pulumi.ComponentResource):
         """ON_DEMAND nodes for add-ons, tainted so that only what tolerates
         ``CriticalAddonsOnly`` (CoreDNS, Karpenter) lands there."""
         pool = spec.system_pool
-        contract = scheduling.contract(PoolClass.SYSTEM)
+        contract = scheduling.contract(PoolClass.SYSTEM, Cloud.EKS)
         node_role, grants = roles.role(
             f"{name}-system-nodes",
             role_name=f"{spec.stack}-system-nodes",

@@ -17,6 +17,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from spotproof import scheduling
+from spotproof.catalog import Cloud
 from spotproof.eks import nodepools, policies, roles
 from spotproof.eks.interruption import InterruptionQueue
 from spotproof.spec.types import FleetSpec, PoolClass
@@ -29,7 +30,7 @@ SERVICE_ACCOUNT = "karpenter"
 def controller_values(cluster_name: str, queue_name: str, replicas: int) -> dict[str, Any]:
     """Helm values that keep the controller on the system node group and off every node it
     launches itself (a controller on its own spot node would be reclaimed with it)."""
-    system = scheduling.contract(PoolClass.SYSTEM)
+    system = scheduling.contract(PoolClass.SYSTEM, Cloud.EKS)
     return {
         "settings": {"clusterName": cluster_name, "interruptionQueue": queue_name},
         "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},

@@ -13,9 +13,19 @@ back when spot capacity is refused.
 **Disruption fit for long training.** ``WhenEmpty`` consolidation never moves a busy GPU
 node to save money; budgets let empty nodes go at once and replace drifted nodes one at a
 time, and the smoke Job's ``karpenter.sh/do-not-disrupt`` annotation and PDB hold a
-running trainer in place. Spot reclaims are not disruptions Karpenter can refuse: the
-interruption queue makes them a drain with the pod's grace period, and the checkpoint
-does the rest.
+running trainer in place.
+
+**The reclaim must still reach the trainer.** Karpenter handles a spot interruption
+warning from the queue by deleting the node's NodeClaim and draining it through the
+Eviction API, which honours PDBs and ``do-not-disrupt``: without a bound it would wait
+until the instance is gone and the trainer would never get SIGTERM. The template's
+``terminationGracePeriod`` is that bound: Karpenter deletes each remaining pod early
+enough that its own ``terminationGracePeriodSeconds`` ends when the node's period does.
+Set to the notice less the time the warning takes to arrive
+(``catalog.KARPENTER_TERMINATION_GRACE_SECONDS``), every pod whose grace fits that
+budget gets SIGTERM with its whole grace period before AWS takes the instance back.
+Karpenter's disruption docs: https://karpenter.sh/docs/concepts/disruption/ and the
+NodePool reference https://karpenter.sh/docs/concepts/nodepools/.
 
 **Image.** GPU nodes boot Bottlerocket: its NVIDIA variant carries the driver and the
 device plugin, so nothing else must be installed for ``nvidia.com/gpu`` to appear. Its OS
@@ -28,6 +38,7 @@ from __future__ import annotations
 from typing import Any
 
 from spotproof import scheduling
+from spotproof.catalog import KARPENTER_TERMINATION_GRACE_SECONDS
 from spotproof.catalog.eks import (
     INSTANCE_FAMILY_LABEL,
     INSTANCE_GPU_COUNT_LABEL,
@@ -97,6 +108,7 @@ def node_pool(pool: KarpenterPool, node_class: str) -> dict[str, Any]:
                         {"key": t.key, "value": t.value, "effect": t.effect.value} for t in taints
                     ],
                     "expireAfter": f"{pool.expire_after_hours}h",
+                    "terminationGracePeriod": f"{KARPENTER_TERMINATION_GRACE_SECONDS}s",
                 },
             },
             "disruption": {

@@ -18,6 +18,7 @@ Document = dict[str, Any]
 VERSION = "2012-10-17"
 
 POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
+EC2_PRINCIPALS = ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]
 MANAGED_POLICY = "arn:{partition}:iam::aws:policy/{name}"
 NODE_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
@@ -203,7 +204,11 @@ def controller_policies(scope: ControllerScope) -> dict[str, Document]:
                 "Effect": "Allow",
                 "Action": "iam:PassRole",
                 "Resource": scope.node_role_arn,
-                "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+                # EC2's principal in every partition (aws-cn spells it with .cn), as in
+                # Karpenter's own CloudFormation (aws/karpenter-provider-aws,
+                # website/content/en/docs/getting-started/getting-started-with-karpenter/
+                # cloudformation.yaml, statement AllowPassingInstanceRole).
+                "Condition": {"StringEquals": {"iam:PassedToService": EC2_PRINCIPALS}},
             },
             {
                 "Sid": "CreateInstanceProfile",

@@ -26,9 +26,11 @@ class CheckpointBucket(pulumi.ComponentResource):
     """A bucket in the cluster's region, hardened for checkpoints, writable by one identity.
 
     - Same region as the cluster: checkpoint traffic stays local and is not billed as egress.
-    - Versioning on, with lifecycle rules that delete noncurrent versions after N newer ones
-      or D days, so an overwritten or deleted checkpoint can be recovered for a while
-      without the bucket growing forever.
+    - Versioning on, with a lifecycle rule that deletes a noncurrent version
+      ``noncurrent_days`` after it became noncurrent, so a deleted checkpoint can be
+      recovered for a while without the bucket growing forever. Days alone: a checkpoint
+      key is written once, and ``numNewerVersions`` (which counts the live version too)
+      would keep its one noncurrent version forever.
     - Uniform bucket-level access and public access prevention enforced: no ACLs, no
       public objects. GCS serves its APIs over TLS only, so there is no plain-HTTP path to
       deny.
@@ -58,13 +60,6 @@ class CheckpointBucket(pulumi.ComponentResource):
             public_access_prevention="enforced",
             versioning={"enabled": True},
             lifecycle_rules=[
-                {
-                    "action": {"type": "Delete"},
-                    "condition": {
-                        "num_newer_versions": settings.noncurrent_versions_kept,
-                        "with_state": "ARCHIVED",
-                    },
-                },
                 {
                     "action": {"type": "Delete"},
                     "condition": {

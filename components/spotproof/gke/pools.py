@@ -15,6 +15,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from spotproof import scheduling
+from spotproof.catalog import gke as gke_catalog
 from spotproof.spec.types import FleetSpec, FlexStartPool, GpuPool, PoolClass, Taint
 
 CLOUD_PLATFORM_SCOPE = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -44,8 +45,8 @@ class PoolContext:
     ) -> gcp.container.NodePool:
         """A pool of ``pool_class``: contract taints and labels, Workload Identity metadata,
         shielded nodes; ``node_config`` and ``pool_args`` add what the class needs."""
-        contract = scheduling.contract(pool_class)
         spec = self.spec
+        contract = scheduling.contract(pool_class, spec.cloud)
         return gcp.container.NodePool(
             f"{spec.stack}-{name}",
             name=name,
@@ -55,7 +56,7 @@ class PoolContext:
             node_config={
                 "machine_type": machine_type,
                 "disk_size_gb": disk_gb,
-                "disk_type": "pd-balanced",
+                "disk_type": gke_catalog.boot_disk_type(machine_type),
                 "service_account": self.service_account,
                 "oauth_scopes": CLOUD_PLATFORM_SCOPE,
                 "labels": {**contract.labels, **(extra_labels or {})},
@@ -122,7 +123,9 @@ def gpu_pool(context: PoolContext, pool: GpuPool) -> gcp.container.NodePool:
             "guest_accelerators": _accelerators(pool.gpu_type, pool.gpus_per_node),
         },
         node_locations=list(pool.zones) or None,
-        initial_node_count=pool.min_nodes,
+        # With location policy ANY the autoscaler places every node where capacity is;
+        # an initial count would pin nodes to each zone at creation instead.
+        initial_node_count=0 if spot else pool.min_nodes,
         autoscaling={
             "min_node_count": pool.min_nodes,
             "max_node_count": pool.max_nodes,

@@ -11,10 +11,19 @@ Why each field is what it is:
 - ``terminationGracePeriodSeconds`` fits the cloud's preemption notice: a longer grace
   period is cut short by the node going away, and the final save would be lost with it.
 - GPU limits are always declared: without them the device plugin gives the pod no GPU.
-- A PodDisruptionBudget with ``maxUnavailable: 0``, the cluster autoscaler's
+- A PodDisruptionBudget with ``minAvailable: 1``, the cluster autoscaler's
   ``safe-to-evict: "false"`` and Karpenter's ``do-not-disrupt`` keep *voluntary*
-  disruptions (scale-down, consolidation, upgrades) away from a running trainer;
-  involuntary ones (spot reclaim) are what the checkpoint is for.
+  disruptions (scale-down, consolidation, upgrades) away from a running trainer. Only an
+  integer ``minAvailable`` is valid over a Job's pods: ``maxUnavailable`` and percentages
+  need a controller with a scale subresource, which Jobs lack, and the disruption
+  controller then fails the budget (Kubernetes, "Specifying a Disruption Budget for your
+  Application", arbitrary workloads:
+  https://kubernetes.io/docs/tasks/run-application/configure-pdb/).
+- The spot reclaim is not voluntary, but on EKS it arrives as one: Karpenter drains the
+  node through the Eviction API, which the budget and ``do-not-disrupt`` hold back. The
+  NodePool's ``terminationGracePeriod`` bounds that wait, so the pod is deleted with its
+  full grace period before the two-minute notice ends (``eks.nodepools``). On GKE the
+  kubelet's graceful node shutdown ignores both and sends SIGTERM at once.
 """
 
 from __future__ import annotations
@@ -112,7 +121,8 @@ def job_spec(
                 "env": trainer_env(smoke, checkpoint_url),
                 "resources": {
                     "requests": {"cpu": smoke.cpu, "memory": smoke.memory},
-                    "limits": {"memory": smoke.memory, scheduling.GPU_RESOURCE: smoke.gpus},
+                    # A quantity, as the API spells it: a string, not a number.
+                    "limits": {"memory": smoke.memory, scheduling.GPU_RESOURCE: str(smoke.gpus)},
                 },
                 "securityContext": {
                     "allowPrivilegeEscalation": False,
@@ -190,7 +200,7 @@ class SmokeTestJob(pulumi.ComponentResource):
         k8s.policy.v1.PodDisruptionBudget(
             f"{name}-pdb",
             metadata={"name": JOB_NAME, "namespace": args.namespace, "labels": MANAGED_BY},
-            spec={"maxUnavailable": 0, "selector": {"matchLabels": pod_labels()}},
+            spec={"minAvailable": 1, "selector": {"matchLabels": pod_labels()}},
             opts=child,
         )
         self.job_name = job.metadata.apply(lambda m: m["name"])

@@ -81,9 +81,14 @@ def _engine_value(value: Any) -> str:
 
 def _read_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise PlanInputError(f"{path}: cannot read: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise PlanInputError(
+            f"{path}: not UTF-8 (byte {error.object[error.start]:#04x} at offset "
+            f"{error.start}); Pulumi reads stack files as UTF-8"
+        ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""

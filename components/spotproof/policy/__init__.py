@@ -7,12 +7,13 @@ its inputs (camelCase, as both the mocks and CrossGuard present them).
 
 Resource rules judge one resource at a time; stack rules need several (a bucket against
 its cluster's region, a Job against the PriorityClasses it uses). One module per subject:
-``gke``, ``eks``, and ``kubernetes`` for the objects every cloud renders.
+``gke``, ``eks``, ``kubernetes`` for the objects every cloud renders, and
+``disruption`` for PodDisruptionBudgets.
 """
 
 from __future__ import annotations
 
-from spotproof.policy import eks, gke, kubernetes
+from spotproof.policy import disruption, eks, gke, kubernetes
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule, Violation
 
 __all__ = [
@@ -34,6 +35,7 @@ STACK_RULES: tuple[StackRule, ...] = (
     *gke.STACK_RULES,
     *eks.STACK_RULES,
     *kubernetes.STACK_RULES,
+    *disruption.STACK_RULES,
 )
 
 

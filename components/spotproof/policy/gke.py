@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from spotproof import scheduling
+from spotproof.catalog import gke as gke_catalog
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule, as_cloud_taint
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -31,8 +32,12 @@ def system_pool_on_demand(inputs: Mapping[str, Any]) -> Iterator[str]:
     config = inputs.get("nodeConfig") or {}
     if config.get("spot") or config.get("preemptible"):
         yield "the system pool must be on-demand: add-ons cannot survive spot reclaims"
-    if as_cloud_taint(scheduling.SYSTEM_TAINT) not in _taints(inputs):
-        yield "the system pool must be tainted CriticalAddonsOnly=true:NO_SCHEDULE"
+    taint = scheduling.GKE_SYSTEM_TAINT
+    if as_cloud_taint(taint) not in _taints(inputs):
+        yield (
+            f"the system pool must be tainted {taint.key}={taint.value}:NO_SCHEDULE, the "
+            "taint GKE's own add-ons tolerate"
+        )
 
 
 def spot_pool_isolated(inputs: Mapping[str, Any]) -> Iterator[str]:
@@ -47,6 +52,12 @@ def spot_pool_isolated(inputs: Mapping[str, Any]) -> Iterator[str]:
         )
     if (inputs.get("autoscaling") or {}).get("locationPolicy") != "ANY":
         yield "spot pool should autoscale with locationPolicy ANY to find capacity in any zone"
+    elif inputs.get("initialNodeCount"):
+        yield (
+            f"initialNodeCount {inputs['initialNodeCount']} on a locationPolicy ANY pool: GKE "
+            "expects 0 and lets the autoscaler place nodes where capacity is; fix: "
+            "initialNodeCount 0 (minNodeCount still applies)"
+        )
 
 
 def gpu_driver_managed(inputs: Mapping[str, Any]) -> Iterator[str]:
@@ -54,6 +65,17 @@ def gpu_driver_managed(inputs: Mapping[str, Any]) -> Iterator[str]:
         version = (accelerator.get("gpuDriverInstallationConfig") or {}).get("gpuDriverVersion")
         if not version or version == "INSTALLATION_DISABLED":
             yield f"{accelerator.get('type')}: set gpuDriverInstallationConfig so GKE installs it"
+
+
+def boot_disk_supported(inputs: Mapping[str, Any]) -> Iterator[str]:
+    config = inputs.get("nodeConfig") or {}
+    machine_type = str(config.get("machineType") or "")
+    disk_type = str(config.get("diskType") or "pd-standard")
+    if machine_type.startswith(gke_catalog.HYPERDISK_ONLY_SERIES) and disk_type.startswith("pd-"):
+        yield (
+            f"{machine_type} attaches only Hyperdisk, so a {disk_type} boot disk fails to "
+            "create; fix: diskType hyperdisk-balanced"
+        )
 
 
 def flex_start_settings(inputs: Mapping[str, Any]) -> Iterator[str]:
@@ -139,6 +161,12 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ),
     ResourceRule(
         "gke-gpu-driver-managed", "GKE installs the GPU driver.", NODE_POOL, gpu_driver_managed
+    ),
+    ResourceRule(
+        "gke-boot-disk-supported",
+        "Boot disks are of a type the machine series attaches.",
+        NODE_POOL,
+        boot_disk_supported,
     ),
     ResourceRule(
         "gke-flex-start-settings",

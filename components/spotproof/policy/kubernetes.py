@@ -47,12 +47,13 @@ def spot_priority_negative(inputs: Mapping[str, Any]) -> Iterator[str]:
         yield "the spot batch PriorityClass must be negative so spot work is preempted first"
 
 
-def _cloud(resources: list[PlannedResource]) -> Cloud | None:
+def cloud_of(resources: list[PlannedResource]) -> Cloud | None:
+    """The cloud whose cluster the plan declares; None without a cluster."""
     return next((CLUSTER_TYPES[r.type] for r in resources if r.type in CLUSTER_TYPES), None)
 
 
 def job_fits_preemption_notice(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
-    cloud = _cloud(resources)
+    cloud = cloud_of(resources)
     priorities = {
         (r.inputs.get("metadata") or {}).get("name"): r.inputs.get("value")
         for r in resources

@@ -15,11 +15,11 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from spotproof.catalog import GRACE_PERIOD_SECONDS, PREEMPTION_NOTICE_SECONDS, Cloud
+from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud
 from spotproof.spec import eks, gke
 from spotproof.spec.errors import SpecError
 from spotproof.spec.fields import ConfigObject, boolean, choice, integer, text
-from spotproof.spec.shared import DNS_LABEL, node_range
+from spotproof.spec.shared import DNS_LABEL, dns_label, node_range
 from spotproof.spec.types import (
     CheckpointBucket,
     FleetSpec,
@@ -78,13 +78,20 @@ def _bucket(cloud: Cloud, default_name: str, region: str) -> Callable[[str, Any]
         kms_key = None
         if cloud is Cloud.EKS:
             kms_key = obj.field("kmsKeyArn", text(eks.KMS_KEY, "a KMS key ARN"), None)
+            # SSE-KMS needs a key in the bucket's own region: S3 refuses any other.
+            if kms_key and kms_key.split(":")[3] != region:
+                raise SpecError(
+                    f"{key}.kmsKeyArn",
+                    kms_key,
+                    f"key in region {kms_key.split(':')[3]}, bucket in {region}",
+                    f"a KMS key in {region}",
+                )
         bucket = CheckpointBucket(
             name=name,
             location=region,
             prefix=obj.field(
                 "prefix", text(_PREFIX, "a key prefix like checkpoints"), "checkpoints"
             ),
-            noncurrent_versions_kept=obj.field("noncurrentVersionsKept", integer(1, 100), 3),
             noncurrent_days=obj.field("noncurrentDays", integer(1, 3650), 7),
             kms_key=kms_key,
         )
@@ -112,15 +119,14 @@ def _smoke_test(
                 "no pool of that class in this stack",
                 ", ".join(c.value for c in pool_classes) or "add a GPU pool first",
             )
-        notice, grace = PREEMPTION_NOTICE_SECONDS[cloud], GRACE_PERIOD_SECONDS[cloud]
+        # No longer than the preemption path delivers: a longer grace is cut short.
+        grace = GRACE_PERIOD_SECONDS[cloud]
         interval = obj.field("checkpointInterval", integer(1), SmokeTest.checkpoint_interval)
         smoke = SmokeTest(
             image=obj.field(
                 "image", text(re.compile(r"^\S+$"), "an image reference"), SmokeTest.image
             ),
-            namespace=obj.field(
-                "namespace", text(DNS_LABEL, "a lowercase DNS label"), SmokeTest.namespace
-            ),
+            namespace=obj.field("namespace", dns_label(63), SmokeTest.namespace),
             target=target,
             gpus=obj.field("gpus", integer(1, pool_classes[target]), SmokeTest.gpus),
             cpu=obj.field(
@@ -133,7 +139,7 @@ def _smoke_test(
             total_steps=obj.field("totalSteps", integer(interval), SmokeTest.total_steps),
             seed=obj.field("seed", integer(0, 2**32 - 1), SmokeTest.seed),
             model_mb=obj.field("modelMb", integer(1, 65536), SmokeTest.model_mb),
-            grace_period_seconds=obj.field("gracePeriodSeconds", integer(1, notice), grace),
+            grace_period_seconds=obj.field("gracePeriodSeconds", integer(1, grace), grace),
             backoff_limit=obj.field("backoffLimit", integer(0, 100), SmokeTest.backoff_limit),
         )
         obj.finish()
@@ -155,7 +161,7 @@ def _kubernetes_version(key: str, raw: Any) -> str:
 
 def fleet_from_config(stack: str, config: Mapping[str, Any]) -> FleetSpec:
     """Build the fleet of ``stack`` from its config; raises :class:`SpecError`."""
-    if not DNS_LABEL.match(stack) or len(stack) > 40:
+    if not DNS_LABEL.fullmatch(stack) or len(stack) > 40:
         raise SpecError(
             "stack",
             stack,
@@ -176,9 +182,7 @@ def fleet_from_config(stack: str, config: Mapping[str, Any]) -> FleetSpec:
         project, region = None, eks.region_of(config)
         default_bucket = f"spotproof-{stack}-{region}"
         cloud_fields = eks.pools(top, region)
-    environment = top.field(
-        "environment", text(DNS_LABEL, "a lowercase DNS label"), stack.split("-", 1)[-1]
-    )
+    environment = top.field("environment", dns_label(63), stack.split("-", 1)[-1])
     pools = [
         *cloud_fields.get("gpu_pools", ()),
         *cloud_fields.get("karpenter_pools", ()),
@@ -209,6 +213,8 @@ def fleet_from_config(stack: str, config: Mapping[str, Any]) -> FleetSpec:
     )
     top.finish()
     _check_karpenter_replicas(spec)
+    if cloud is Cloud.GKE:
+        spec = gke.fit_autoprovisioning(spec)
     return spec
 
 

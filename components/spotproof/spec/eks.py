@@ -10,15 +10,23 @@ from typing import Any
 from spotproof.catalog import eks as eks_catalog
 from spotproof.spec.errors import SpecError
 from spotproof.spec.fields import ConfigObject, choice, integer, items, labels, text
-from spotproof.spec.shared import DNS_LABEL, required, taints
+from spotproof.spec.shared import dns_label, required, taints
 from spotproof.spec.types import Capacity, Karpenter, KarpenterPool, Network, Subnet
 
 _REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
 _SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
-_CHART_VERSION = re.compile(r"^1\.[0-9]+\.[0-9]+$")
 _NODE_IMAGE = re.compile(r"^bottlerocket@(latest|v[0-9]+\.[0-9]+\.[0-9]+)$")
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
-BUCKET_RULE = "3-63 of [a-z0-9-], starting and ending alphanumeric, not xn--* or *-s3alias"
+RESERVED_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+RESERVED_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+"""S3 general purpose bucket naming rules:
+https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html"""
+BUCKET_RULE = (
+    "3-63 of [a-z0-9-], starting and ending alphanumeric, not starting "
+    + " or ".join(RESERVED_BUCKET_PREFIXES)
+    + ", not ending "
+    + " or ".join(RESERVED_BUCKET_SUFFIXES)
+)
 KMS_KEY = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-f-]{36}$")
 
 MAX_ZONES = 6
@@ -41,16 +49,20 @@ def region_of(config: Mapping[str, Any]) -> str:
 
 def bucket_name_ok(name: str) -> bool:
     return (
-        bool(BUCKET_NAME.match(name))
-        and not name.startswith(("xn--", "sthree-"))
-        and not name.endswith(("-s3alias", "--ol-s3"))
+        bool(BUCKET_NAME.fullmatch(name))
+        and not name.startswith(RESERVED_BUCKET_PREFIXES)
+        and not name.endswith(RESERVED_BUCKET_SUFFIXES)
     )
 
 
 def _zone(region: str) -> Callable[[str, Any], str]:
+    known = eks_catalog.region_zones(region)
+
     def parse(key: str, raw: Any) -> str:
-        if not isinstance(raw, str) or not re.fullmatch(rf"{re.escape(region)}[a-z]", raw):
-            raise SpecError(key, raw, "not a zone of the cluster region", f"{region}a, {region}b")
+        shaped = isinstance(raw, str) and re.fullmatch(rf"{re.escape(region)}[a-z]", raw)
+        if not shaped or (known is not None and raw not in known):
+            allowed = ", ".join(known) if known else f"{region}a, {region}b, ..."
+            raise SpecError(key, raw, f"not a zone of {region}", allowed)
         return raw
 
     return parse
@@ -69,13 +81,23 @@ def _subnet(region: str) -> Callable[[str, Any], Subnet]:
     return parse
 
 
+PRIVATE_RANGES = tuple(
+    ipaddress.IPv4Network(block) for block in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+)
+"""RFC 1918 space. Python's ``is_private`` also admits loopback, link-local, ``0.0.0.0/8``
+and the reserved class E range, none of which a VPC can use."""
+
+
 def _cidr(key: str, raw: Any) -> str:
+    allowed = "a /16 to /20 inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16"
     try:
         network = ipaddress.IPv4Network(str(raw))
     except ValueError:
-        network = None
-    if network is None or not network.is_private or not 16 <= network.prefixlen <= 20:
-        raise SpecError(key, raw, "not a private IPv4 range of /16 to /20", "e.g. 10.0.0.0/16")
+        raise SpecError(key, raw, "not an IPv4 network", allowed) from None
+    if not any(network.subnet_of(block) for block in PRIVATE_RANGES):
+        raise SpecError(key, raw, "not in private (RFC 1918) address space", allowed)
+    if not 16 <= network.prefixlen <= 20:
+        raise SpecError(key, raw, f"a /{network.prefixlen} is outside /16 to /20", allowed)
     return str(network)
 
 
@@ -117,6 +139,19 @@ def _network(region: str) -> Callable[[str, Any], Network]:
     return parse
 
 
+def _karpenter_version(key: str, raw: Any) -> str:
+    """A published Karpenter chart: an unpublished one fails ``pulumi up`` at the chart pull."""
+    if raw not in eks_catalog.KARPENTER_VERSIONS:
+        newest = eks_catalog.KARPENTER_VERSIONS[-1]
+        raise SpecError(
+            key,
+            raw,
+            "not a published Karpenter v1 chart version (quote it in YAML)",
+            f"1.0.0 to {newest}, e.g. {newest}",
+        )
+    return str(raw)
+
+
 def _raw(_key: str, value: Any) -> Any:
     return value
 
@@ -124,17 +159,13 @@ def _raw(_key: str, value: Any) -> Any:
 def _karpenter(key: str, raw: Any) -> Karpenter:
     obj = ConfigObject(key, raw)
     karpenter = Karpenter(
-        version=obj.field(
-            "version", text(_CHART_VERSION, "a Karpenter v1 chart version like 1.6.3")
-        ),
+        version=obj.field("version", _karpenter_version),
         node_image=obj.field(
             "nodeImage",
             text(_NODE_IMAGE, "bottlerocket@latest or bottlerocket@vX.Y.Z"),
             Karpenter.node_image,
         ),
-        namespace=obj.field(
-            "namespace", text(DNS_LABEL, "a lowercase DNS label"), Karpenter.namespace
-        ),
+        namespace=obj.field("namespace", dns_label(63), Karpenter.namespace),
         replicas=obj.field("replicas", integer(1, 5), Karpenter.replicas),
     )
     obj.finish()
@@ -158,7 +189,7 @@ def _families(key: str, raw: Any) -> tuple[str, ...]:
 
 def _pool(key: str, raw: Any) -> KarpenterPool:
     obj = ConfigObject(key, raw)
-    name = obj.field("name", text(DNS_LABEL, "a lowercase DNS label of at most 40 characters"))
+    name = obj.field("name", dns_label(40))
     families = obj.field("instanceFamilies", _families)
     gpus = obj.field("gpusPerNode", integer(1, 16), KarpenterPool.gpus_per_node)
     if gpus not in eks_catalog.gpu_counts(families):

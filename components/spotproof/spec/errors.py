@@ -18,4 +18,10 @@ class SpecError(ValueError):
         self.value = value
         self.problem = problem
         self.allowed = allowed
-        super().__init__(f"{key} = {value!r}: {problem}; allowed: {allowed}")
+        super().__init__(f"{key} = {_shown(value)}: {problem}; allowed: {allowed}")
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """The value as written in the message: its repr (one line), cut short if long."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."

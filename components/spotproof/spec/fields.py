@@ -101,7 +101,7 @@ def text(
     pattern: re.Pattern[str] | None = None, allowed: str = "a string"
 ) -> Callable[[str, Any], str]:
     def parse(key: str, raw: Any) -> str:
-        if not isinstance(raw, str) or (pattern is not None and not pattern.match(raw)):
+        if not isinstance(raw, str) or (pattern is not None and not pattern.fullmatch(raw)):
             raise SpecError(key, raw, "malformed", allowed)
         return raw
 
@@ -127,14 +127,14 @@ def items(key: str, raw: Any) -> Iterator[tuple[str, Any]]:
 
 
 def check_label(key: str, label_key: str, value: str) -> None:
-    if not LABEL_KEY.match(label_key) or label_key.startswith(RESERVED_LABEL_PREFIXES):
+    if not LABEL_KEY.fullmatch(label_key) or label_key.startswith(RESERVED_LABEL_PREFIXES):
         raise SpecError(
             key,
             label_key,
             "not a usable label key",
             "[prefix/]name, not under " + ", ".join(RESERVED_LABEL_PREFIXES),
         )
-    if len(value) > 63 or not LABEL_VALUE.match(value):
+    if len(value) > 63 or not LABEL_VALUE.fullmatch(value):
         raise SpecError(key, value, "not a label value", "up to 63 of [A-Za-z0-9_.-]")
 
 

@@ -187,14 +187,28 @@ class FlexStartPool:
 
 @dataclass(frozen=True)
 class Autoprovisioning:
-    """Node auto-provisioning: lets the cluster create pools for pods nothing else fits."""
+    """Node auto-provisioning: lets the cluster create pools for pods nothing else fits.
+
+    GKE applies its limits to the *whole cluster*, the declared pools included, so each
+    limit must hold every declared pool at its maximum or those pools stop scaling short
+    of it. Unset limits are derived from the pools; set ones below that are refused.
+    """
 
     enabled: bool = True
-    max_cpu: int = 256
-    """Cluster-wide vCPU ceiling for all nodes."""
-    max_memory_gb: int = 1024
+    max_cpu: int | None = None
+    """Cluster-wide vCPU ceiling; default: the declared pools at their maximum plus
+    :data:`NAP_HEADROOM_CPU` for pools auto-provisioning creates."""
+    max_memory_gb: int | None = None
+    """Cluster-wide memory ceiling in GB; default: the declared pools' plus
+    :data:`NAP_HEADROOM_MEMORY_GB`."""
     gpu_limits: dict[str, int] = field(default_factory=dict)
-    """Cluster-wide GPU ceiling per accelerator name, e.g. ``{"nvidia-l4": 8}``."""
+    """Cluster-wide GPU ceiling per accelerator name, e.g. ``{"nvidia-l4": 8}``; an
+    accelerator the declared pools use defaults to what they need at their maximum.
+    Auto-provisioning creates GPU nodes only of the accelerators listed."""
+
+
+NAP_HEADROOM_CPU = 64
+NAP_HEADROOM_MEMORY_GB = 256
 
 
 @dataclass(frozen=True)
@@ -207,10 +221,11 @@ class CheckpointBucket:
     """Must equal the cluster's region: cross-region checkpoint traffic is slow and billed."""
     prefix: str = "checkpoints"
     """Key prefix under which jobs write; the workload identity is scoped to the bucket."""
-    noncurrent_versions_kept: int = 3
-    """Older versions of an object kept after it is overwritten or deleted."""
     noncurrent_days: int = 7
-    """Days a noncurrent version lives before the lifecycle rule deletes it."""
+    """Days a deleted or overwritten object stays recoverable (as a noncurrent version)
+    before the lifecycle purges it. Counted by days alone: checkpoint keys are written once,
+    so a "keep N newer versions" condition would never be met (S3 requires both
+    conditions of one rule; GCS counts the live version among the newer ones)."""
     kms_key: str | None = None
     """S3 only: KMS key ARN for server-side encryption; default SSE-S3 (AES-256)."""
 

@@ -1,0 +1,135 @@
+"""PodDisruptionBudgets: which pods a budget covers, whether it is valid for the
+controller that owns them, and whether it holds back an eviction.
+
+Validity (Kubernetes, "Specifying a Disruption Budget for your Application", section
+"Arbitrary workloads and arbitrary selectors",
+https://kubernetes.io/docs/tasks/run-application/configure-pdb/): over pods whose
+controller has no scale subresource (a Job, a CronJob's Jobs, bare Pods) only an integer
+``minAvailable`` works; ``maxUnavailable`` and percentages need the controller's scale to
+count the expected pods, and the disruption controller fails such a budget instead.
+
+An eviction is allowed while the budget's ``disruptionsAllowed`` is above zero: the healthy
+pods it selects less ``minAvailable``, or ``maxUnavailable`` less the unhealthy ones
+(https://kubernetes.io/docs/concepts/workloads/pods/disruptions/).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from spotproof.policy.base import PlannedResource, StackRule
+
+PDB = "kubernetes:policy/v1:PodDisruptionBudget"
+SCALABLE = frozenset({"Deployment", "StatefulSet", "ReplicaSet", "ReplicationController"})
+"""Controllers with a scale subresource; every other owner needs an integer minAvailable."""
+_WORKLOADS = {
+    "kubernetes:batch/v1:Job": "Job",
+    "kubernetes:batch/v1:CronJob": "CronJob",
+    "kubernetes:core/v1:Pod": "Pod",
+    "kubernetes:apps/v1:Deployment": "Deployment",
+    "kubernetes:apps/v1:StatefulSet": "StatefulSet",
+    "kubernetes:apps/v1:ReplicaSet": "ReplicaSet",
+}
+
+
+def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """Whether a label selector (``matchLabels``, ``matchExpressions``) matches ``labels``.
+    An empty selector matches every pod (policy/v1)."""
+    selector = selector or {}
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression.get("key"), expression.get("operator")
+        values = [str(v) for v in expression.get("values") or []]
+        present = key in labels
+        holds = {
+            "In": present and labels.get(key) in values,
+            "NotIn": not present or labels.get(key) not in values,
+            "Exists": present,
+            "DoesNotExist": not present,
+        }.get(str(operator), False)
+        if not holds:
+            return False
+    return True
+
+
+def _pod_labels_and_count(kind: str, inputs: Mapping[str, Any]) -> tuple[Mapping, int]:
+    spec = inputs.get("spec") or {}
+    if kind == "Pod":
+        return (inputs.get("metadata") or {}).get("labels") or {}, 1
+    if kind == "CronJob":
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    count = spec.get("parallelism", 1) if kind in ("Job", "CronJob") else spec.get("replicas", 1)
+    return labels, int(count or 0)
+
+
+def covered(
+    budget: Mapping[str, Any], resources: list[PlannedResource]
+) -> Iterator[tuple[PlannedResource, str, int]]:
+    """The workloads whose pods ``budget`` selects: (resource, kind, pods it runs)."""
+    namespace = (budget.get("metadata") or {}).get("namespace", "default")
+    selector = (budget.get("spec") or {}).get("selector")
+    for resource in resources:
+        kind = _WORKLOADS.get(resource.type)
+        if kind is None:
+            continue
+        if (resource.inputs.get("metadata") or {}).get("namespace", "default") != namespace:
+            continue
+        labels, count = _pod_labels_and_count(kind, resource.inputs)
+        if selects(selector, labels):
+            yield resource, kind, count
+
+
+def blocks_eviction(budget: Mapping[str, Any], pods: int) -> bool:
+    """Whether ``budget`` leaves no disruption allowed while ``pods`` matching pods run."""
+    spec = budget.get("spec") or {}
+    if "minAvailable" in spec:
+        return pods - _absolute(spec["minAvailable"], pods, round_up=True) <= 0
+    if "maxUnavailable" in spec:
+        return _absolute(spec["maxUnavailable"], pods, round_up=True) <= 0
+    return False
+
+
+def _absolute(value: Any, pods: int, *, round_up: bool) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        share = float(value[:-1]) / 100 * pods
+        return math.ceil(share) if round_up else math.floor(share)
+    return int(value)
+
+
+def budget_valid_for_owner(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
+    for budget in (r for r in resources if r.type == PDB):
+        spec = budget.inputs.get("spec") or {}
+        min_available = spec.get("minAvailable")
+        integer = min_available is not None and not isinstance(min_available, str)
+        if integer and "maxUnavailable" not in spec:
+            continue
+        for workload, kind, _ in covered(budget.inputs, resources):
+            if kind in SCALABLE:
+                continue
+            used = (
+                f"maxUnavailable {spec['maxUnavailable']!r}"
+                if "maxUnavailable" in spec
+                else f"minAvailable {min_available!r}"
+            )
+            name = (workload.inputs.get("metadata") or {}).get("name", workload.name)
+            yield (
+                budget.name,
+                f"budget selects the pods of {kind} {name}, which has no scale "
+                f"subresource, so {used} is not honoured and the disruption controller "
+                "fails the budget; fix: use an integer minAvailable (e.g. minAvailable: 1)",
+            )
+            break
+
+
+STACK_RULES: tuple[StackRule, ...] = (
+    StackRule(
+        "pdb-valid-for-owner",
+        "Disruption budgets use only what their pods' controller supports.",
+        budget_valid_for_owner,
+    ),
+)
