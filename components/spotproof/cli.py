@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT = 0, 1, 2
 STORES = ("file", "s3", "gcs", "azure")
+DEFAULT_SMOKE_STEPS = 240
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,16 +55,44 @@ def _parser() -> argparse.ArgumentParser:
     smoke.add_argument("--store", choices=STORES, default="s3", help="bucket to checkpoint into")
     smoke.add_argument("--preemptions", type=_count(0, 20), default=2, help="graceful (SIGTERM)")
     smoke.add_argument("--hard-kills", type=_count(0, 20), default=2, help="SIGKILL, no warning")
-    smoke.add_argument("--steps", type=_count(20, 100_000), default=240, help="TOTAL_STEPS")
+    smoke.add_argument(
+        "--steps",
+        type=_count(20, 100_000),
+        default=None,
+        help=f"TOTAL_STEPS (default {DEFAULT_SMOKE_STEPS}; with --stack, 6 checkpoint intervals)",
+    )
     smoke.add_argument("--interval", type=_count(1, 10_000), default=20, help="CHECKPOINT_INTERVAL")
     smoke.add_argument("--model-mb", type=_count(1, 4096), default=4, help="MODEL_MB")
     smoke.add_argument("--seed", type=_count(0, 2**31), default=0, help="SEED of the trainer")
     smoke.add_argument("--grace", type=_count(1, 600), default=15, help="grace period, seconds")
+    smoke.add_argument(
+        "--stack",
+        help="rehearse this stack's smoke Job and preemption path, taken from its offline plan",
+    )
+    smoke.add_argument(
+        "--project-dir", type=Path, default=None, help="the Pulumi project (default: cwd)"
+    )
+    smoke.add_argument(
+        "--time-scale",
+        type=_fraction,
+        default=1.0,
+        help="with --stack: multiply notice, drain and grace times by this (0.05-1)",
+    )
     smoke.add_argument("--json", type=Path, help="write the report as JSON here")
     smoke.add_argument(
         "--timeline", type=Path, help="PNG timeline (default: next to --json, else ./smoke.png)"
     )
     return parser
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.05 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{value:g} is out of range; allowed: 0.05..1")
+    return value
 
 
 def _count(low: int, high: int) -> Callable[[str], int]:
@@ -84,23 +113,28 @@ def _smoke(args: argparse.Namespace) -> int:
     from spotproof.smoke.harness import SmokeConfig, run_smoke  # noqa: PLC0415
     from spotproof.smoke.report import render_timeline, summary, to_json  # noqa: PLC0415
 
-    if args.steps < 4 * args.interval:
-        print(
-            f"spotproof smoke: --steps {args.steps} leaves no room to interrupt; "
-            f"allowed: at least 4 x --interval ({4 * args.interval})",
-            file=sys.stderr,
-        )
-        return EXIT_BAD_INPUT
     config = SmokeConfig(
         store=args.store,
         preemptions=args.preemptions,
         hard_kills=args.hard_kills,
-        total_steps=args.steps,
+        total_steps=args.steps or DEFAULT_SMOKE_STEPS,
         interval=args.interval,
         model_mb=args.model_mb,
         seed=args.seed,
         grace_seconds=args.grace,
     )
+    if args.stack:
+        rehearsed = _rehearsal(args, config)
+        if isinstance(rehearsed, int):
+            return rehearsed
+        config = rehearsed
+    if config.total_steps < 4 * config.interval:
+        print(
+            f"spotproof smoke: --steps {config.total_steps} leaves no room to interrupt; "
+            f"allowed: at least 4 x the checkpoint interval ({4 * config.interval})",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     try:
         report = run_smoke(config, progress=lambda line: print(line, flush=True))
     except EmulatorError as error:
@@ -120,6 +154,26 @@ def _smoke(args: argparse.Namespace) -> int:
 
         _write(write_report, args.json)
     return EXIT_OK if report.passed else EXIT_VIOLATIONS
+
+
+def _rehearsal(args: argparse.Namespace, base: Any) -> Any:
+    """The harness configuration for ``--stack``, or an exit code on bad input."""
+    from spotproof.plan import PlanInputError, SchemaUnavailable, run_plan  # noqa: PLC0415
+    from spotproof.smoke.rehearsal import RehearsalError, rehearsal  # noqa: PLC0415
+    from spotproof.spec import SpecError  # noqa: PLC0415
+
+    try:
+        result = run_plan(args.stack, args.project_dir)
+        rehearsed = rehearsal(result, base, total_steps=args.steps, time_scale=args.time_scale)
+    except (PlanInputError, SpecError, SchemaUnavailable, RehearsalError) as error:
+        print(f"spotproof smoke: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"rehearsing stack {args.stack} from its offline plan")
+    for line in rehearsed.describe():
+        print(f"  {line}")
+    for violation in result.violations:
+        print(f"  plan: [{violation.policy}] {violation.resource}: {violation.message}")
+    return rehearsed.config
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -148,6 +202,22 @@ def _plan(args: argparse.Namespace) -> int:
     print("\nScheduling:")
     for workload, pools in workloads.placements(recording, result.nodes).items():
         print(f"  {workload}: fits {', '.join(pools) or 'NO POOL'}")
+    print("\nScale-up (would a node be created for it?):")
+    for outcome in result.outcomes:
+        first, *rest = outcome.scaling()
+        print(f"  {outcome.workload.label}: {first}")
+        for line in rest:
+            print(f"    {line}")
+    print("\nPreemption path (reclaim notice to node gone):")
+    lines = [
+        (outcome.workload.label, line)
+        for outcome in result.outcomes
+        for line in [*(path.line() for path in outcome.paths), *outcome.bounds]
+    ]
+    for label, line in lines:
+        print(f"  {label} on {line}")
+    if not lines:
+        print("  no workload runs on reclaimable capacity")
 
     if args.out:
         written = _write(lambda: manifests.write(recording, args.out), args.out)
@@ -206,6 +276,18 @@ def _report(result: PlanResult) -> dict[str, Any]:
         ],
         "violations": [asdict(v) for v in result.violations],
         "scheduling": workloads.placements(recording, result.nodes),
+        "scale_up": {
+            outcome.workload.label: [asdict(verdict) for verdict in outcome.verdicts]
+            for outcome in result.outcomes
+        },
+        "preemption": {
+            outcome.workload.label: [
+                {**asdict(path), "line": path.line(), "problems": path.problems}
+                for path in outcome.paths
+            ]
+            for outcome in result.outcomes
+            if outcome.paths
+        },
     }
 
 

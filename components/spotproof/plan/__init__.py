@@ -8,7 +8,10 @@ Steps, each in its own module:
 4. ``manifests`` write the Kubernetes objects as YAML and validate them against the
    OpenAPI schema of the cluster's Kubernetes version;
 5. ``spotproof.policy`` and ``workloads`` run the policy rules and the scheduling check
-   over the nodes the plan would create (``nodes``).
+   over the pools the plan would create (``nodes``);
+6. ``outcomes`` asks, per workload, which pools would get a node for it (``scaleup``)
+   and what a reclaim does to it (``preemption``); ``lifecycle`` replays the runtime's
+   checkpoint history against each bucket's lifecycle rules.
 
 Exit codes: 0 when every check passes, 1 when any is violated, 2 on bad input.
 """
@@ -21,11 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spotproof import scheduling
-from spotproof.plan import manifests, nodes, workloads
+from spotproof.plan import lifecycle, manifests, nodes, outcomes, workloads
 from spotproof.plan.karpenter import SchemaUnavailable
+from spotproof.plan.nodes import Pool
+from spotproof.plan.outcomes import Outcome
 from spotproof.plan.project import PlanInputError, Project, find_project, stack_config
 from spotproof.plan.recorder import OfflineCloud, Recording, record
 from spotproof.policy import Violation, evaluate
+from spotproof.runtime.manifest import DEFAULT_KEEP
 from spotproof.spec import FleetSpec, fleet_from_config
 
 __all__ = ["PlanInputError", "PlanResult", "SchemaUnavailable", "check", "run_plan"]
@@ -35,8 +41,13 @@ __all__ = ["PlanInputError", "PlanResult", "SchemaUnavailable", "check", "run_pl
 class PlanResult:
     spec: FleetSpec
     recording: Recording
-    nodes: list[scheduling.NodeShape]
+    pools: list[Pool]
+    outcomes: list[Outcome] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> list[scheduling.NodeShape]:
+        return [pool.shape for pool in self.pools]
 
     @property
     def exit_code(self) -> int:
@@ -45,11 +56,19 @@ class PlanResult:
 
 def check(spec: FleetSpec, recording: Recording) -> PlanResult:
     """Every check over a recording; tests mutate a recording and call this again."""
-    shapes = nodes.node_shapes(recording)
+    pools = nodes.pools(recording)
+    found = outcomes.outcomes(recording, pools)
     violations = manifests.validate(recording, spec.kubernetes_version)
     violations += evaluate(recording.resources)
-    violations += workloads.check(recording, shapes)
-    return PlanResult(spec, recording, shapes, violations)
+    violations += workloads.check(recording, [pool.shape for pool in pools])
+    violations += outcomes.check(found)
+    violations += lifecycle.check(
+        recording,
+        prefix=f"{spec.bucket.prefix}/",
+        keep=DEFAULT_KEEP,
+        retention_days=spec.bucket.noncurrent_days,
+    )
+    return PlanResult(spec, recording, pools, found, violations)
 
 
 def run_program(project: Project, stack: str, config: dict[str, str], spec: FleetSpec) -> Recording:

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from spotproof import scheduling
+from spotproof.catalog import Cloud
 from spotproof.plan.recorder import Recording
 from spotproof.policy import Violation
+from spotproof.policy.kubernetes import cloud_of
 from spotproof.spec.types import PoolClass
 
 FIT_POLICY = "scheduling-fit"
@@ -38,6 +40,18 @@ class Workload:
     namespace: str
     name: str
     pod_spec: Mapping[str, Any]
+    pod_metadata: Mapping[str, Any] = field(default_factory=dict)
+    """The pod template's labels and annotations."""
+    pods: int = 1
+    """Pods it runs at once (a Job's parallelism, a Deployment's replicas)."""
+
+    @property
+    def pod_labels(self) -> Mapping[str, str]:
+        return self.pod_metadata.get("labels") or {}
+
+    @property
+    def pod_annotations(self) -> Mapping[str, str]:
+        return self.pod_metadata.get("annotations") or {}
 
     @property
     def label(self) -> str:
@@ -73,13 +87,18 @@ EKS_ADDON = "aws:eks/addon:Addon"
 HELM_CHART = "kubernetes:helm.sh/v4:Chart"
 
 
-def _pod_spec(kind: str, spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def _pod_template(
+    kind: str, metadata: Mapping[str, Any], spec: Mapping[str, Any]
+) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
+    """(pod metadata, pod spec) of a workload object; None if it has no pod template."""
     if kind == "Pod":
-        return spec
+        return metadata, spec
     if kind == "CronJob":
         spec = (spec.get("jobTemplate") or {}).get("spec") or {}
     template = spec.get("template")
-    return (template or {}).get("spec") if template is not None else None
+    if template is None or template.get("spec") is None:
+        return None
+    return template.get("metadata") or {}, template["spec"]
 
 
 def workloads(recording: Recording) -> list[Workload]:
@@ -89,17 +108,21 @@ def workloads(recording: Recording) -> list[Workload]:
         api_group = str(resource.inputs.get("apiVersion", "")).rpartition("/")[0]
         if kind not in _WORKLOAD_KINDS or api_group not in ("", "apps", "batch"):
             continue
-        pod_spec = _pod_spec(kind, resource.inputs.get("spec") or {})
-        if pod_spec is None:
-            continue
         metadata = resource.inputs.get("metadata") or {}
+        spec = resource.inputs.get("spec") or {}
+        template = _pod_template(kind, metadata, spec)
+        if template is None:
+            continue
+        pods = spec.get("parallelism", 1) if kind == "Job" else spec.get("replicas", 1)
         found.append(
             Workload(
                 resource.name,
                 kind,
                 metadata.get("namespace", "default"),
                 metadata.get("name", resource.name),
-                pod_spec,
+                template[1],
+                template[0],
+                int(pods or 0),
             )
         )
     found += _installed_workloads(recording)
@@ -204,18 +227,25 @@ def check(recording: Recording, nodes: list[scheduling.NodeShape]) -> list[Viola
     for workload in workloads(recording):
         system = scheduling.is_system_workload(workload.namespace, workload.pod_spec)
         violations += check_workload(workload, nodes, system=system)
-    violations += check_workload(REFERENCE_ADD_ON, nodes, system=True)
+    violations += check_workload(reference_add_on(recording), nodes, system=True)
     return violations
 
 
-REFERENCE_ADD_ON = Workload(
-    "platform-add-ons", "Pod", "kube-system", "reference-add-on", scheduling.reference_system_pod()
-)
+def reference_add_on(recording: Recording) -> Workload:
+    """A pod modelled on the platform's own add-ons, for the plan's cloud."""
+    cloud = cloud_of(recording.resources) or Cloud.GKE
+    return Workload(
+        "platform-add-ons",
+        "Pod",
+        "kube-system",
+        "reference-add-on",
+        scheduling.reference_system_pod(cloud),
+    )
 
 
 def placements(recording: Recording, nodes: list[scheduling.NodeShape]) -> dict[str, list[str]]:
     """Which pools each workload fits (and the platform's add-ons), for the report."""
     return {
         w.label: [n.pool for n in nodes if not scheduling.misfits(w.pod_spec, n)]
-        for w in [*workloads(recording), REFERENCE_ADD_ON]
+        for w in [*workloads(recording), reference_add_on(recording)]
     }

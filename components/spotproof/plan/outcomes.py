@@ -1,0 +1,107 @@
+"""Will each workload run, and will it survive a reclaim? The plan's per-workload verdict.
+
+For every workload the plan renders: the pools it fits (``workloads``), which of those
+would get a node for it (``scaleup``), and what a reclaim of each kind of reclaimable
+capacity it fits does to it (``preemption``). Two checks come out of it:
+
+- ``scale-up``: a workload meant to run must, for every pool class it targets, fit a pool
+  whose provisioner would add a node for it (or that keeps nodes it can use);
+- ``preemption-path``: on reclaimable capacity it must get SIGTERM, with at least the
+  grace period it declares, before the node is gone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spotproof import scheduling
+from spotproof.plan import preemption, scaleup
+from spotproof.plan.nodes import Pool
+from spotproof.plan.preemption import PreemptionPath
+from spotproof.plan.recorder import Recording
+from spotproof.plan.scaleup import Verdict
+from spotproof.plan.workloads import Workload, workloads
+from spotproof.policy import Violation
+
+SCALE_UP_POLICY = "scale-up"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    workload: Workload
+    system: bool
+    fits: tuple[Pool, ...]
+    verdicts: tuple[Verdict, ...]
+    """One per pool it fits."""
+    paths: tuple[PreemptionPath, ...]
+    bounds: tuple[str, ...]
+    """Limits on how long its nodes live (flex-start)."""
+
+    def scaling(self) -> list[str]:
+        ok = [f"{v.pool} ({v.detail})" for v in self.verdicts if v.scales]
+        not_ok = [v.reason() for v in self.verdicts if not v.scales]
+        text = f"gets nodes from {', '.join(ok)}" if ok else "NO POOL WOULD ADD A NODE"
+        return [text, *(f"would not: {reason}" for reason in not_ok)]
+
+
+def outcomes(recording: Recording, pools: list[Pool]) -> list[Outcome]:
+    limits = scaleup.cluster_limits(recording, pools)
+    found = []
+    for workload in workloads(recording):
+        fits = tuple(p for p in pools if not scheduling.misfits(workload.pod_spec, p.shape))
+        priority = scaleup.priority_of(workload.pod_spec, recording)
+        verdicts = tuple(
+            scaleup.verdict(p, priority, workload.pod_annotations, limits) for p in fits
+        )
+        system = scheduling.is_system_workload(workload.namespace, workload.pod_spec)
+        # A system workload must not be on reclaimable capacity at all (the scheduling
+        # check says so); how a reclaim would treat it is beside the point.
+        paths: list[PreemptionPath] = []
+        if not system:
+            budgets = preemption.blocking_budgets(
+                recording, workload.namespace, workload.pod_labels, workload.pods
+            )
+            paths = preemption.paths(
+                workload.label, workload.pod_spec, workload.pod_annotations, list(fits), budgets
+            )
+        found.append(
+            Outcome(
+                workload,
+                system,
+                fits,
+                verdicts,
+                tuple(paths),
+                tuple(preemption.flex_start_bounds(list(fits))),
+            )
+        )
+    return found
+
+
+def check(found: list[Outcome]) -> list[Violation]:
+    violations = []
+    for outcome in found:
+        workload = outcome.workload
+        targets = [None] if outcome.system else (workload.targets or [None])
+        for target in targets:
+            candidates = [
+                v
+                for pool, v in zip(outcome.fits, outcome.verdicts, strict=True)
+                if target is None or pool.shape.labels.get(scheduling.POOL_CLASS_LABEL) == target
+            ]
+            if candidates and not any(v.scales for v in candidates):
+                where = f"of class {target.value} " if target else ""
+                reasons = "; ".join(v.reason() for v in candidates)
+                violations.append(
+                    Violation(
+                        SCALE_UP_POLICY,
+                        workload.resource,
+                        f"{workload.label} fits pools {where}but none would get a node for "
+                        f"it: {reasons}",
+                    )
+                )
+        for path in outcome.paths:
+            violations += [
+                Violation(preemption.POLICY, workload.resource, f"{workload.label} {problem}")
+                for problem in path.problems
+            ]
+    return violations

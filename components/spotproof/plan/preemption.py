@@ -1,0 +1,212 @@
+"""The preemption path: when a reclaimed node's pods get SIGTERM, and with how much grace.
+
+A trainer survives a reclaim only if SIGTERM reaches it while there is still time to
+commit its final checkpoint. Each cloud delivers the reclaim its own way, and what can
+hold SIGTERM back differs with it:
+
+GKE spot (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms): the VM
+stops 30 s after its notice; the kubelet's graceful node shutdown hears it at once and
+gives non-system pods the first 15 s, system pods (``system-*-critical`` priority) the
+last 15 s. A ``terminationGracePeriodSeconds`` above 15 is cut to 15. PodDisruptionBudgets
+and annotations play no part: the kubelet is not the Eviction API.
+
+EKS spot through Karpenter (https://karpenter.sh/docs/concepts/disruption/): AWS warns two
+minutes ahead (best effort) through EventBridge; the warning reaches Karpenter through
+the interruption queue (budgeted at ``catalog.INTERRUPTION_DELIVERY_SECONDS``), which then
+deletes the NodeClaim and drains the node through the Eviction API. The eviction waits for
+every PodDisruptionBudget that allows no disruption, and pods annotated
+``karpenter.sh/do-not-disrupt`` are not evicted at all. The NodePool's
+``terminationGracePeriod`` bounds that wait: Karpenter deletes each pod still there at the
+latest ``terminationGracePeriod - terminationGracePeriodSeconds`` after the drain began,
+so it gets its whole grace period before the node's period ends. Without it a blocked pod
+stays until the instance is gone and never gets SIGTERM.
+
+GKE flex-start nodes are not reclaimed early; they live at most ``maxRunDuration``. The
+plan reports that bound rather than a notice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from spotproof.catalog import INTERRUPTION_DELIVERY_SECONDS, PREEMPTION_NOTICE_SECONDS, Cloud
+from spotproof.plan.nodes import Pool, Provisioner
+from spotproof.plan.recorder import Recording
+from spotproof.policy import disruption
+
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+GKE_SPOT_VM_SECONDS = 30
+"""A GKE spot VM stops this long after its preemption notice."""
+DEFAULT_GRACE_SECONDS = 30
+"""``terminationGracePeriodSeconds`` when a pod does not set it."""
+POLICY = "preemption-path"
+
+
+@dataclass(frozen=True)
+class PreemptionPath:
+    """What happens to one workload when one kind of reclaimable capacity is taken back."""
+
+    workload: str
+    capacity: str
+    """``GKE spot``, ``EKS spot (Karpenter)``."""
+    pools: tuple[str, ...]
+    notice_seconds: int
+    """From the notice to the node being gone."""
+    sigterm_at: float | None
+    """Seconds after the notice that SIGTERM arrives; None when it never does."""
+    grace_seconds: float
+    """Seconds from SIGTERM until the pod is killed (its own period, or the node's end)."""
+    declared_grace: int
+    steps: tuple[str, ...]
+    """What happens, in order, in words."""
+
+    fix: str = ""
+    """What would repair a broken path."""
+
+    @property
+    def problems(self) -> list[str]:
+        where = f"on {self.capacity} ({', '.join(self.pools)})"
+        if self.sigterm_at is None:
+            return [f"{where} never gets SIGTERM: {self.steps[-2]}; fix: {self.fix}"]
+        if self.grace_seconds < self.declared_grace:
+            return [
+                f"{where} gets {self.grace_seconds:g} s of grace, less than the "
+                f"{self.declared_grace} s it declares, so its final save would be cut short; "
+                f"fix: {self.fix}"
+            ]
+        return []
+
+    def line(self) -> str:
+        return f"{self.capacity} ({', '.join(self.pools)}): {'; '.join(self.steps)}"
+
+
+def _gke_spot(workload: str, pools: tuple[str, ...], pod: Mapping[str, Any]) -> PreemptionPath:
+    declared = int(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
+    critical = pod.get("priorityClassName") in ("system-cluster-critical", "system-node-critical")
+    share = PREEMPTION_NOTICE_SECONDS[Cloud.GKE]
+    start = share if critical else 0
+    grace = min(declared, share)
+    who = "system pods" if critical else "non-system pods"
+    return PreemptionPath(
+        workload,
+        "GKE spot",
+        pools,
+        GKE_SPOT_VM_SECONDS,
+        start,
+        grace,
+        declared,
+        (
+            f"notice {GKE_SPOT_VM_SECONDS} s",
+            f"kubelet's graceful shutdown gives {who} {share} s from {start} s",
+            f"SIGTERM at {start} s with {grace:g} s grace (declared {declared} s)",
+            f"node gone at {GKE_SPOT_VM_SECONDS} s",
+        ),
+        f"set terminationGracePeriodSeconds to at most {share} and save within it",
+    )
+
+
+def _eks_spot(
+    workload: str,
+    pools: list[Pool],
+    pod: Mapping[str, Any],
+    annotations: Mapping[str, str],
+    blocking_budgets: list[str],
+) -> PreemptionPath:
+    notice = PREEMPTION_NOTICE_SECONDS[Cloud.EKS]
+    drain = INTERRUPTION_DELIVERY_SECONDS[Cloud.EKS]
+    budget = notice - drain
+    declared = int(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
+    names = tuple(p.name for p in pools)
+    steps = [f"notice {notice} s", f"Karpenter drains after ~{drain} s"]
+    holders = [f"PodDisruptionBudget {b}" for b in blocking_budgets]
+    if annotations.get(DO_NOT_DISRUPT) == "true":
+        holders.append(DO_NOT_DISRUPT)
+    # A pod may land on any of these pools: the latest deletion among them decides.
+    bounds = [p.scaling.termination_grace_seconds for p in pools]
+    unbounded = [p.name for p in pools if p.scaling.termination_grace_seconds is None]
+    fix = (
+        f"set spec.template.spec.terminationGracePeriod of NodePool {', '.join(names)} to "
+        f"{budget}s and the pod's terminationGracePeriodSeconds to at most {budget}"
+    )
+    sigterm: float | None
+    if not holders:
+        sigterm = drain
+        steps.append("the eviction goes through at once")
+    elif unbounded:
+        sigterm = None
+        steps.append(
+            f"{' and '.join(holders)} hold the eviction, and NodePool {', '.join(unbounded)} "
+            "sets no terminationGracePeriod to end the wait"
+        )
+    else:
+        bound = max(b for b in bounds if b is not None)
+        sigterm = drain + max(0, bound - declared)
+        steps.append(
+            f"{' and '.join(holders)} hold the eviction until terminationGracePeriod "
+            f"{bound}s deletes the pod at {sigterm:g} s"
+        )
+        if sigterm >= notice:
+            steps[-1] += ", after the instance is gone"
+            sigterm = None
+    if sigterm is None:
+        steps.append(f"node gone at {notice} s")
+        return PreemptionPath(
+            workload, "EKS spot", names, notice, None, 0, declared, tuple(steps), fix
+        )
+    grace = min(declared, notice - sigterm)
+    steps += [
+        f"SIGTERM at {sigterm:g} s with {grace:g} s grace (declared {declared} s)",
+        f"node gone at {notice} s",
+    ]
+    return PreemptionPath(
+        workload, "EKS spot", names, notice, sigterm, grace, declared, tuple(steps), fix
+    )
+
+
+def paths(
+    workload: str,
+    pod: Mapping[str, Any],
+    annotations: Mapping[str, str],
+    fitting: list[Pool],
+    blocking_budgets: list[str],
+) -> list[PreemptionPath]:
+    """The preemption path of a workload on each kind of reclaimable pool it fits."""
+    found = []
+    gke_spot = [
+        p for p in fitting if p.shape.spot and p.scaling.provisioner is not Provisioner.KARPENTER
+    ]
+    karpenter_spot = [
+        p for p in fitting if p.shape.spot and p.scaling.provisioner is Provisioner.KARPENTER
+    ]
+    if gke_spot:
+        found.append(_gke_spot(workload, tuple(p.name for p in gke_spot), pod))
+    if karpenter_spot:
+        found.append(_eks_spot(workload, karpenter_spot, pod, annotations, blocking_budgets))
+    return found
+
+
+def blocking_budgets(
+    recording: Recording, namespace: str, labels: Mapping[str, str], pods: int
+) -> list[str]:
+    """Names of the budgets over these pods that allow no eviction while they run."""
+    found = []
+    for budget in recording.of_type(disruption.PDB):
+        metadata = budget.inputs.get("metadata") or {}
+        if metadata.get("namespace", "default") != namespace:
+            continue
+        selector = (budget.inputs.get("spec") or {}).get("selector")
+        if disruption.selects(selector, labels) and disruption.blocks_eviction(budget.inputs, pods):
+            found.append(str(metadata.get("name", budget.name)))
+    return found
+
+
+def flex_start_bounds(fitting: list[Pool]) -> list[str]:
+    """How long flex-start nodes this workload fits may live."""
+    return [
+        f"flex-start ({p.name}): no reclaim before maxRunDuration "
+        f"{p.scaling.max_run_seconds // 3600} h; checkpoint well within it"
+        for p in fitting
+        if p.shape.flex_start and p.scaling.max_run_seconds
+    ]
