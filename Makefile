@@ -1,5 +1,6 @@
 # Two entry points, both self-bootstrapping on a fresh machine with Python 3.11 and npm:
-#   make demo   offline plan of the default stack (gke-dev), then the local preemption smoke test
+#   make demo   offline plan of the default stack (gke-dev), then a local rehearsal of its
+#               smoke Job along the preemption path the plan found
 #   make test   lint, format check and the whole test suite (starts its own emulators)
 PYTHON ?= python3
 VENV   := .venv
@@ -20,7 +21,7 @@ $(STAMP): pyproject.toml constraints.txt package-lock.json
 
 demo: $(STAMP)
 	$(BIN)/spotproof plan --stack $(STACK) --out out/$(STACK) --json out/$(STACK).json
-	$(BIN)/spotproof smoke --store $(STORE) --json out/smoke-$(STORE).json
+	$(BIN)/spotproof smoke --stack $(STACK) --store $(STORE) --json out/smoke-$(STACK).json
 
 test: $(STAMP) lint
 	$(BIN)/pytest

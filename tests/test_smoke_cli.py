@@ -54,7 +54,7 @@ def test_smoke_passes_and_writes_report_json_and_timeline(tmp_path: Path) -> Non
     [
         (["--store", "nfs"], "invalid choice: 'nfs'"),
         (["--preemptions", "-1"], "out of range; allowed: 0..20"),
-        (["--steps", "50", "--interval", "20"], "at least 4 x --interval (80)"),
+        (["--steps", "50", "--interval", "20"], "at least 4 x the checkpoint interval (80)"),
     ],
 )
 def test_bad_smoke_arguments_exit_2_in_one_line(

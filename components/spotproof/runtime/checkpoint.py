@@ -45,6 +45,7 @@ from typing import Any
 
 from spotproof.runtime.failures import Failure
 from spotproof.runtime.manifest import (
+    DEFAULT_KEEP,
     Manifest,
     ManifestError,
     Part,
@@ -65,7 +66,6 @@ __all__ = [
 ]
 
 DEFAULT_PART_BYTES = 64 * 1024 * 1024
-DEFAULT_KEEP = 3
 DEFAULT_COMMIT_ATTEMPTS = 3
 DEFAULT_COMMIT_BACKOFF = 0.2
 """Seconds before the second commit attempt; doubled for each one after."""

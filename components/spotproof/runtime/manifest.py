@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+DEFAULT_KEEP = 3
+"""Committed checkpoints retention keeps; older ones are deleted, manifest first."""
 FORMAT_VERSION = 2
 READABLE_FORMATS = (1, 2)
 _SHA256 = re.compile(r"[0-9a-f]{64}")

@@ -4,15 +4,20 @@ It plays kubelet and the Job controller against real trainer processes and a rea
 bucket:
 
 1. a **reference** run trains uninterrupted and reports its digest;
-2. the **interrupted** run is preempted ``preemptions`` times (SIGTERM, up to the grace
-   period, then SIGKILL, then a replacement) and hard-killed ``hard_kills`` times (SIGKILL
-   with no warning), at random steps. Hard kills aim at a checkpoint upload until one lands
-   inside one; the first preemption starts its replacement *while the old process is still
-   saving*, so two writers race on the same bucket;
+2. the **interrupted** run is preempted ``preemptions`` times and hard-killed
+   ``hard_kills`` times (SIGKILL with no warning), at random steps. A preemption plays a
+   preemption path (``spotproof.plan.preemption``): the notice, SIGTERM when the path
+   delivers it (at once on GKE; after Karpenter's drain on EKS; never on a broken path),
+   the grace it leaves, SIGKILL when the node is gone, then a replacement. Hard kills aim
+   at a checkpoint upload until one lands inside one; the first preemption starts its
+   replacement *while the old process is still saving*, so two writers race on the same
+   bucket;
 3. the run passes only if it ends with the reference digest, graceful preemptions lose no
    step, no hard kill loses more than the async guarantee (one interval, plus the steps
    trained while the newest checkpoint was uploading), and every final save commits within
-   the grace period.
+   the grace period. With a Job's ``podFailurePolicy`` and ``backoffLimit``, every pod
+   failure is also judged as the Job controller would, and the run fails if the Job would
+   have given up.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from spotproof.runtime import exit_codes
 from spotproof.runtime.checkpoint import CheckpointStore, manifest_key, step_prefix
 from spotproof.runtime.storage import ObjectStore, open_store
 from spotproof.smoke.emulators import Bucket, emulated
+from spotproof.smoke.job import DISRUPTION_TARGET, JobController, JobPolicy
 from spotproof.smoke.process import TrainerProcess
 
 
@@ -45,6 +51,14 @@ class SmokeConfig:
     part_kb: int = 256
     """Small parts make an upload many objects, so a kill can land between them."""
     schedule_seed: int = 1
+    sigterm_after: float | None = 0.0
+    """Seconds from the reclaim notice to SIGTERM; None when the path never sends it."""
+    gone_after: float | None = None
+    """Seconds from the notice to the node being gone (SIGKILL); None: when grace ends."""
+    path: str = "SIGTERM at once, SIGKILL when the grace period ends"
+    """The preemption path rehearsed, in words."""
+    job: JobPolicy | None = None
+    """The Job's failure policy; None to skip the Job controller's verdict."""
 
 
 @dataclass
@@ -63,6 +77,8 @@ class Interruption:
     final_save_seconds: float | None = None
     """SIGTERM to committed final checkpoint."""
     grace_seconds: float | None = None
+    sigterm_after: float | None = None
+    """Seconds from the notice to SIGTERM; None when none was sent."""
     sigkilled_after_grace: bool = False
     replacement_overlapped: bool = False
     newest_committed: int | None = None
@@ -99,6 +115,8 @@ class SmokeReport:
     attempts: list[Attempt] = field(default_factory=list)
     reference: Attempt | None = None
     failures: list[str] = field(default_factory=list)
+    job_verdicts: list[str] = field(default_factory=list)
+    """The Job controller's action on each failed pod (``preemption (exit 143): Ignore``)."""
 
     @property
     def passed(self) -> bool:
@@ -188,8 +206,24 @@ def _run_to_completion(run: _Run, process: TrainerProcess, report: SmokeReport) 
 def _preempt(
     run: _Run, process: TrainerProcess, record: Interruption, overlap: bool
 ) -> TrainerProcess:
-    """What kubelet does on node shutdown; with ``overlap`` the replacement starts at once."""
-    grace = run.config.grace_seconds
+    """A reclaim along the configured path: notice, SIGTERM when the path sends it, SIGKILL
+    when its grace ends or the node is gone. With ``overlap`` the replacement starts as
+    soon as SIGTERM is sent, as the Job controller's would."""
+    config = run.config
+    record.sigterm_after = config.sigterm_after
+    if config.sigterm_after is None:
+        time.sleep(config.gone_after or 0)  # the trainer works on, unaware, until the end
+        process.send(signal.SIGKILL)
+        record.exit_code = process.finish()
+        record.at_step = process.last_step
+        record.grace_seconds = 0
+        record.sigkilled_after_grace = True
+        return run.start()
+    if config.sigterm_after:
+        time.sleep(config.sigterm_after)
+    grace = config.grace_seconds
+    if config.gone_after is not None:
+        grace = min(grace, config.gone_after - config.sigterm_after)
     process.send(signal.SIGTERM)
     replacement = run.start() if overlap else None
     code = process.finish(timeout=grace)
@@ -243,7 +277,6 @@ def _hard_kill(
 
 def run_smoke(config: SmokeConfig, progress: Progress = print) -> SmokeReport:
     report = SmokeReport(config)
-    schedule = random.Random(config.schedule_seed)
     with emulated(config.store) as bucket:
         progress(f"store: {config.store} ({bucket.url})")
 
@@ -256,46 +289,7 @@ def run_smoke(config: SmokeConfig, progress: Progress = print) -> SmokeReport:
         report.reference = reference.attempts()[0]
         progress(f"  done in {report.reference_seconds:.1f} s, digest {report.reference_digest}")
 
-        kinds = ["preemption"] * config.preemptions + ["hard-kill"] * config.hard_kills
-        schedule.shuffle(kinds)
-        progress(f"interrupted run: {' -> '.join(kinds) or 'no interruptions'}")
-        run = _Run(config, bucket, "interrupted", progress)
-        process = run.start()
-        resumed = run.resumed(process)
-        run.observer  # noqa: B018 - connect now, not when a kill is being aimed
-        overlapped = False
-        for kind in kinds:
-            target = resumed + schedule.randint(max(2, config.interval // 2), 2 * config.interval)
-            if target >= config.total_steps - 1:
-                report.failures.append(
-                    f"TOTAL_STEPS too small to place every interruption ({kind} at {target})"
-                )
-                break
-            if (
-                process.wait_for(lambda e, t=target: e["event"] == "step" and e["step"] >= t)
-                is None
-            ):
-                report.failures.append(
-                    f"trainer {process.index} ended before step {target}: {_stderr(process)}"
-                )
-                break
-            record = Interruption(kind, process.index, round(process.now(), 3), target)
-            if kind == "preemption":
-                process = _preempt(run, process, record, overlap=not overlapped)
-                overlapped = True
-            else:
-                landed = any(i.landed_in_upload for i in report.interruptions)
-                process = _hard_kill(run, process, record, aim=not landed)
-            record.newest_committed = run.newest_committed()
-            resumed = run.resumed(process)
-            record.resumed_from = resumed
-            record.steps_lost = max(0, record.at_step - resumed)
-            _judge(record, config, report)
-            report.interruptions.append(record)
-            progress("  " + describe(record))
-        report.digest = _run_to_completion(run, process, report)
-        report.interrupted_seconds = time.monotonic() - run.origin
-        report.attempts = run.attempts()
+        _interrupted_run(config, bucket, report, progress)
 
     if config.hard_kills and not any(i.landed_in_upload for i in report.interruptions):
         report.failures.append("no hard kill landed inside a checkpoint upload")
@@ -304,6 +298,68 @@ def run_smoke(config: SmokeConfig, progress: Progress = print) -> SmokeReport:
             f"digest {report.digest} differs from reference {report.reference_digest}"
         )
     return report
+
+
+def _interrupted_run(
+    config: SmokeConfig, bucket: Bucket, report: SmokeReport, progress: Progress
+) -> None:
+    schedule = random.Random(config.schedule_seed)
+    kinds = ["preemption"] * config.preemptions + ["hard-kill"] * config.hard_kills
+    schedule.shuffle(kinds)
+    progress(f"interrupted run: {' -> '.join(kinds) or 'no interruptions'}")
+    if config.preemptions:
+        progress(f"preemption path: {config.path}")
+    run = _Run(config, bucket, "interrupted", progress)
+    job = JobController(config.job) if config.job else None
+    process = run.start()
+    resumed = run.resumed(process)
+    run.observer  # noqa: B018 - connect now, not when a kill is being aimed
+    overlapped = False
+    for kind in kinds:
+        target = resumed + schedule.randint(max(2, config.interval // 2), 2 * config.interval)
+        if target >= config.total_steps - 1:
+            report.failures.append(
+                f"TOTAL_STEPS too small to place every interruption ({kind} at {target})"
+            )
+            break
+        if process.wait_for(lambda e, t=target: e["event"] == "step" and e["step"] >= t) is None:
+            report.failures.append(
+                f"trainer {process.index} ended before step {target}: {_stderr(process)}"
+            )
+            break
+        record = Interruption(kind, process.index, round(process.now(), 3), target)
+        if kind == "preemption":
+            process = _preempt(run, process, record, overlap=not overlapped)
+            overlapped = True
+        else:
+            landed = any(i.landed_in_upload for i in report.interruptions)
+            process = _hard_kill(run, process, record, aim=not landed)
+        record.newest_committed = run.newest_committed()
+        if job is not None:
+            # A preempted, evicted or vanished node's pod carries DisruptionTarget; a pod
+            # whose node vanished has no exit code at all.
+            code = _container_exit_code(record.exit_code) if kind == "preemption" else None
+            job.pod_failed(code, {DISRUPTION_TARGET}, f"{kind} (exit {code})")
+        resumed = run.resumed(process)
+        record.resumed_from = resumed
+        record.steps_lost = max(0, record.at_step - resumed)
+        _judge(record, config, report)
+        report.interruptions.append(record)
+        progress("  " + describe(record))
+    report.digest = _run_to_completion(run, process, report)
+    report.interrupted_seconds = time.monotonic() - run.origin
+    report.attempts = run.attempts()
+    if job is not None:
+        report.job_verdicts = job.verdicts
+        if job.failed:
+            report.failures.append(f"the Job would have failed: {job.failed}")
+
+
+def _container_exit_code(returncode: int | None) -> int | None:
+    """What the container runtime reports: 128 + N for a process killed by signal N."""
+    if returncode is None:
+        return None
+    return 128 - returncode if returncode < 0 else returncode
 
 
 def _judge(record: Interruption, config: SmokeConfig, report: SmokeReport) -> None:
@@ -352,7 +408,11 @@ def describe(record: Interruption) -> str:
             if record.final_save_seconds is not None
             else "none"
         )
-        text += f"; final checkpoint {save} of {record.grace_seconds:.0f} s grace"
+        if record.sigterm_after is None:
+            text += "; no SIGTERM: killed when the node was gone"
+        elif record.sigterm_after:
+            text += f"; SIGTERM {record.sigterm_after:g} s after the notice"
+        text += f"; final checkpoint {save} of {record.grace_seconds:g} s grace"
         if record.replacement_overlapped:
             text += "; replacement started while the old process was saving"
     elif record.kill_point:

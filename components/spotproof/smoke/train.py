@@ -45,6 +45,7 @@ from spotproof.runtime import exit_codes, torch_state
 from spotproof.runtime.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpoint import CheckpointStore, SaveResult
 from spotproof.runtime.guard import PreemptionGuard
+from spotproof.runtime.manifest import DEFAULT_KEEP
 from spotproof.runtime.storage import StorageError, StorageURLError
 
 DEPTH = 4
@@ -65,7 +66,7 @@ class TrainConfig:
     model_mb: float = 16
     grace_seconds: float = 15
     step_seconds: float = 0
-    keep: int = 3
+    keep: int = DEFAULT_KEEP
     part_kb: int = 65536
     emit_steps: bool = False
     threads: int = 1
@@ -97,7 +98,7 @@ class TrainConfig:
             model_mb=number("MODEL_MB", 16, float, 0.01),
             grace_seconds=number("GRACE_SECONDS", 15, float, 1),
             step_seconds=number("STEP_SECONDS", 0, float, 0),
-            keep=number("KEEP_CHECKPOINTS", 3, int, 1),
+            keep=number("KEEP_CHECKPOINTS", DEFAULT_KEEP, int, 1),
             part_kb=number("CHECKPOINT_PART_KB", 65536, int, 4),
             emit_steps=env.get("EMIT_STEPS", "0") == "1",
             threads=number("TRAIN_THREADS", 1, int, 1),
