@@ -43,8 +43,9 @@ untainted pool for them. Google's cluster toolkit taints its system pool the sam
 (GoogleCloudPlatform/cluster-toolkit, ``community/modules/scheduler/gke-cluster/variables.tf``,
 ``system_node_pool_taints``)."""
 GPU_TAINT = Taint(GPU_RESOURCE, "present", TaintEffect.NO_SCHEDULE)
-"""The taint GKE puts on the nodes of GPU pools in a cluster that also has pools without
-GPUs (every spotproof cluster has the system pool); declaring it keeps ``pulumi up``
+"""GKE taints the nodes of a GPU pool added to a cluster that already runs a non-GPU pool
+("GKE automatically taints the GPU nodes", https://cloud.google.com/kubernetes-engine/docs/how-to/gpus;
+every spotproof cluster has its system pool first); declaring it keeps ``pulumi up``
 diff-free, and Karpenter pools carry it so that only GPU work lands on GPU nodes."""
 
 
