@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from spotproof.plan import PlanResult
+    from spotproof.smoke.harness import SmokeConfig
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT = 0, 1, 2
 STORES = ("file", "s3", "gcs", "azure")
@@ -124,10 +125,11 @@ def _smoke(args: argparse.Namespace) -> int:
         grace_seconds=args.grace,
     )
     if args.stack:
-        rehearsed = _rehearsal(args, config)
-        if isinstance(rehearsed, int):
-            return rehearsed
-        config = rehearsed
+        try:
+            config = _rehearsal(args, config)
+        except _BadInput as error:
+            print(f"spotproof smoke: {error}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     if config.total_steps < 4 * config.interval:
         print(
             f"spotproof smoke: --steps {config.total_steps} leaves no room to interrupt; "
@@ -156,8 +158,12 @@ def _smoke(args: argparse.Namespace) -> int:
     return EXIT_OK if report.passed else EXIT_VIOLATIONS
 
 
-def _rehearsal(args: argparse.Namespace, base: Any) -> Any:
-    """The harness configuration for ``--stack``, or an exit code on bad input."""
+class _BadInput(Exception):
+    """Input the command cannot use; its message is the one line to print."""
+
+
+def _rehearsal(args: argparse.Namespace, base: SmokeConfig) -> SmokeConfig:
+    """The harness configuration for ``--stack``; raises :class:`_BadInput`."""
     from spotproof.plan import PlanInputError, SchemaUnavailable, run_plan  # noqa: PLC0415
     from spotproof.smoke.rehearsal import RehearsalError, rehearsal  # noqa: PLC0415
     from spotproof.spec import SpecError  # noqa: PLC0415
@@ -166,8 +172,7 @@ def _rehearsal(args: argparse.Namespace, base: Any) -> Any:
         result = run_plan(args.stack, args.project_dir)
         rehearsed = rehearsal(result, base, total_steps=args.steps, time_scale=args.time_scale)
     except (PlanInputError, SpecError, SchemaUnavailable, RehearsalError) as error:
-        print(f"spotproof smoke: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        raise _BadInput(str(error)) from None
     print(f"rehearsing stack {args.stack} from its offline plan")
     for line in rehearsed.describe():
         print(f"  {line}")

@@ -50,9 +50,10 @@ class Scaling:
     resource: str
     """The Pulumi resource name, for reports."""
     min_nodes: int
-    """Nodes that always exist, across all zones."""
+    """Nodes that always exist (per zone when :attr:`per_zone`)."""
     max_nodes: int | None
-    """Most nodes across all zones; None where only ``limits`` bound it (Karpenter)."""
+    """Most nodes (per zone when :attr:`per_zone`); None where only ``limits`` bound it
+    (Karpenter)."""
     zones: tuple[str, ...] = ()
     """Where nodes may be created; empty when the pool inherits the cluster's zones."""
     per_zone: bool = False

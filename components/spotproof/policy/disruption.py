@@ -88,16 +88,17 @@ def blocks_eviction(budget: Mapping[str, Any], pods: int) -> bool:
     """Whether ``budget`` leaves no disruption allowed while ``pods`` matching pods run."""
     spec = budget.get("spec") or {}
     if "minAvailable" in spec:
-        return pods - _absolute(spec["minAvailable"], pods, round_up=True) <= 0
+        return pods - _absolute(spec["minAvailable"], pods) <= 0
     if "maxUnavailable" in spec:
-        return _absolute(spec["maxUnavailable"], pods, round_up=True) <= 0
+        return _absolute(spec["maxUnavailable"], pods) <= 0
     return False
 
 
-def _absolute(value: Any, pods: int, *, round_up: bool) -> int:
+def _absolute(value: Any, pods: int) -> int:
+    """An integer or a percentage of ``pods``, rounded up as the disruption controller
+    rounds both fields."""
     if isinstance(value, str) and value.endswith("%"):
-        share = float(value[:-1]) / 100 * pods
-        return math.ceil(share) if round_up else math.floor(share)
+        return math.ceil(float(value[:-1]) / 100 * pods)
     return int(value)
 
 
