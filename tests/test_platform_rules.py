@@ -232,3 +232,31 @@ def test_gcs_rule_purging_later_than_noncurrent_days_is_caught(gke_dev: PlanResu
     violation = _only(_recheck(gke_dev), "bucket-lifecycle")
 
     assert "is purged after 30 days, not within noncurrentDays (3)" in violation.message
+
+
+# --- GKE's own add-ons and the system pool ---------------------------------------------
+
+
+def test_gke_system_pool_tainted_critical_addons_only_leaves_gke_add_ons_homeless(
+    gke_dev: PlanResult,
+) -> None:
+    system = _of(gke_dev, GKE_POOL, "gke-dev-system")
+    system["nodeConfig"]["taints"] = [
+        {"key": "CriticalAddonsOnly", "value": "true", "effect": "NO_SCHEDULE"}
+    ]
+
+    result = _recheck(gke_dev)
+
+    fit = [v for v in result.violations if v.policy == "scheduling-fit"]
+    assert [v.resource for v in fit] == ["platform-add-ons"]
+    assert "components.gke.io/gke-managed-components" not in fit[0].message
+    assert "taint CriticalAddonsOnly=true:NoSchedule not tolerated" in fit[0].message
+    [policy] = [v for v in result.violations if v.policy == "gke-system-pool-on-demand"]
+    assert "components.gke.io/gke-managed-components=true:NO_SCHEDULE" in policy.message
+
+
+def test_gke_spot_pools_start_from_zero_nodes(gke_dev: PlanResult) -> None:
+    for name in ("l4-spot", "t4-spot"):
+        pool = _of(gke_dev, GKE_POOL, name)
+        assert pool["initialNodeCount"] == 0
+        assert pool["autoscaling"]["locationPolicy"] == "ANY"
