@@ -33,6 +33,8 @@ def test_rehearsal_takes_interval_seed_grace_and_policy_from_the_rendered_job(
 def test_gke_rehearsal_sends_sigterm_at_once_with_15_seconds(gke_dev: PlanResult) -> None:
     config = rehearsal(gke_dev, BASE, total_steps=None, time_scale=1).config
     assert (config.sigterm_after, config.grace_seconds, config.gone_after) == (0, 15, 30)
+    # Nothing to wait for between notice and SIGTERM: steps keep their own pace.
+    assert config.step_seconds == BASE.step_seconds
 
 
 def test_path_without_sigterm_makes_the_rehearsal_fail(eks_dev: PlanResult) -> None:

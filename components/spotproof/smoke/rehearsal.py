@@ -91,7 +91,9 @@ def rehearsal(
     # The trainer keeps training while the notice travels: stretch its steps so that this
     # wait spans half a checkpoint interval, as it does for a real model whose steps take
     # seconds, instead of the whole tiny run.
-    wait = 0.0 if path is None else (path.sigterm_at or path.notice_seconds) * time_scale
+    wait = 0.0
+    if path is not None:
+        wait = (path.notice_seconds if path.sigterm_at is None else path.sigterm_at) * time_scale
     interruptions = base.preemptions + base.hard_kills
     config = replace(
         base,
