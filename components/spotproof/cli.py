@@ -238,7 +238,10 @@ def _plan(args: argparse.Namespace) -> int:
             print(f"  [{violation.policy}] {violation.resource}: {violation.message}")
         print(f"\nplan failed in {elapsed:.1f}s")
         return EXIT_VIOLATIONS
-    print(f"\n0 violations: schemas, policies and scheduling all pass ({elapsed:.1f}s)")
+    print(
+        "\n0 violations: schemas, policies, scheduling, scale-up, preemption paths and "
+        f"bucket lifecycles all pass ({elapsed:.1f}s)"
+    )
     return EXIT_OK
 
 
