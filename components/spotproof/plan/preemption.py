@@ -10,7 +10,11 @@ gives non-system pods the first 15 s, system pods (``system-*-critical`` priorit
 last 15 s. A ``terminationGracePeriodSeconds`` above 15 is cut to 15. PodDisruptionBudgets
 and annotations play no part: the kubelet is not the Eviction API.
 
-EKS spot through Karpenter (https://karpenter.sh/docs/concepts/disruption/): AWS warns two
+EKS spot through Karpenter (https://karpenter.sh/docs/concepts/disruption/, in the source
+tree aws/karpenter-provider-aws ``website/content/en/docs/concepts/disruption.md``, and the
+CRD's own description of ``terminationGracePeriod`` in ``karpenter.sh_nodepools.yaml``:
+"that pod will be deleted at T = node timeout - pod terminationGracePeriodSeconds";
+"If left undefined, the controller will wait indefinitely"): AWS warns two
 minutes ahead (best effort) through EventBridge; the warning reaches Karpenter through
 the interruption queue (budgeted at ``catalog.INTERRUPTION_DELIVERY_SECONDS``), which then
 deletes the NodeClaim and drains the node through the Eviction API. The eviction waits for

@@ -14,8 +14,11 @@ GKE cluster autoscaler (also node auto-provisioning, NAP):
 - a pool scales between its bounds, per zone for ``minNodeCount``/``maxNodeCount``;
   ``max 0`` never adds a node;
 - NAP's resource limits cap the *whole cluster*, the pools declared by hand included
-  (https://cloud.google.com/kubernetes-engine/docs/how-to/node-auto-provisioning): a pool
-  scales up only while every limit leaves room for one more of its nodes;
+  (https://cloud.google.com/kubernetes-engine/docs/how-to/node-auto-provisioning; the
+  autoscaler's own design notes say it "supports cluster-wide limits on resources (like
+  total CPU and memory)", kubernetes/autoscaler
+  ``cluster-autoscaler/proposals/granular-resource-limits.md``): a pool scales up only
+  while every limit leaves room for one more of its nodes;
 - a queued-provisioning pool gets nodes only through a ProvisioningRequest, never for an
   ordinary pending pod (https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest);
 - nodes are created only in the pool's zones that offer its accelerator
