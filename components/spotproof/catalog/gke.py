@@ -66,8 +66,9 @@ _ATTACHABLE: dict[str, tuple[int, ...]] = {
 _N1 = re.compile(r"^n1-(standard|highmem|highcpu)-(\d+)$")
 
 # Largest N1 VM (vCPUs, memory GB) each attachable GPU count allows: the N1 tables of
-# https://cloud.google.com/compute/docs/gpus, as SkyPilot also encodes them
-# (skypilot-org/skypilot, sky/catalog/gcp_catalog.py, _NUM_ACC_TO_MAX_CPU_AND_MEMORY).
+# https://cloud.google.com/compute/docs/gpus (page of 2026-04-14; e.g. "N1+T4 GPUs ... 1 16
+# 1 to 48 1 to 312"), as SkyPilot also encodes them (skypilot-org/skypilot,
+# sky/catalog/gcp_catalog.py). Older copies of that page said 24 vCPUs for 1 x T4.
 # 4 x P100 allow 96 vCPUs in most zones but 64 in a few; 64 is taken, to hold everywhere.
 _N1_LIMITS: dict[str, dict[int, tuple[int, int]]] = {
     "nvidia-tesla-t4": {1: (48, 312), 2: (48, 312), 4: (96, 624)},
@@ -292,9 +293,11 @@ def accelerators_in(region: str) -> list[str]:
 
 
 HYPERDISK_ONLY_SERIES = ("a3-ultragpu-", "a4-highgpu-")
-"""Machine series that attach only Hyperdisk, not Persistent Disk: A3 Ultra and A4
-(https://cloud.google.com/compute/docs/accelerator-optimized-machines, supported disk
-types per series). A pool of them with a ``pd-*`` boot disk fails to create."""
+"""Machine series that attach only Hyperdisk, not Persistent Disk: A3 Ultra and A4.
+https://cloud.google.com/compute/docs/accelerator-optimized-machines (page of 2026-04-13),
+for both: "You can't use Persistent Disk (regional or zonal). You can only use Google Cloud
+Hyperdisk", and Hyperdisk Balanced "is the only disk type that is supported for the boot
+disk". A pool of them with a ``pd-*`` boot disk fails to create."""
 
 
 def boot_disk_type(machine_type: str) -> str:
