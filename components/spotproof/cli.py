@@ -9,20 +9,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
-    from spotproof.plan import PlanResult
+    from spotproof.plan import StackConfig
+    from spotproof.plan.sources import Location
     from spotproof.smoke.harness import SmokeConfig
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT = 0, 1, 2
 STORES = ("file", "s3", "gcs", "azure")
 DEFAULT_SMOKE_STEPS = 240
+FORMATS = ("text", "json", "markdown", "github")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,6 +37,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="spotproof", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"spotproof {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     plan = commands.add_parser(
         "plan",
@@ -40,9 +45,29 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the stack's Pulumi program offline under mocks, print the resource "
         "tree, and check schemas, policies and scheduling. No cloud credentials needed.",
     )
-    plan.add_argument("--stack", required=True, help="stack name, e.g. gke-dev")
-    plan.add_argument("--out", type=Path, help="write every Kubernetes object as YAML here")
-    plan.add_argument("--json", type=Path, help="write resources and violations as JSON here")
+    which = plan.add_mutually_exclusive_group(required=True)
+    which.add_argument("--stack", help="stack name, e.g. gke-dev")
+    which.add_argument(
+        "--all", action="store_true", help="plan every stack of the project, in one process"
+    )
+    plan.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="text (terminal), json (the report on stdout), markdown (PR comment or job "
+        "summary), github (annotations on the stack files' lines, and the markdown appended "
+        "to $GITHUB_STEP_SUMMARY when set)",
+    )
+    plan.add_argument(
+        "--out",
+        type=Path,
+        help="write every Kubernetes object as YAML here (with --all: a folder per stack)",
+    )
+    plan.add_argument(
+        "--json",
+        type=Path,
+        help="write the JSON report to this file (with --all: a folder of <stack>.json)",
+    )
     plan.add_argument(
         "--project-dir", type=Path, default=None, help="the Pulumi project (default: cwd)"
     )
@@ -84,6 +109,13 @@ def _parser() -> argparse.ArgumentParser:
         "--timeline", type=Path, help="PNG timeline (default: next to --json, else ./smoke.png)"
     )
     return parser
+
+
+def _version() -> str:
+    try:
+        return metadata.version("spotproof")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _fraction(text: str) -> float:
@@ -182,67 +214,130 @@ def _rehearsal(args: argparse.Namespace, base: SmokeConfig) -> SmokeConfig:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from spotproof.plan import PlanInputError, find_project  # noqa: PLC0415
+
+    if args.all:
+        try:
+            project = find_project((args.project_dir or Path.cwd()).resolve())
+        except PlanInputError as error:
+            print(f"spotproof plan: {error}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        stacks = project.stacks()
+        if not stacks:
+            print(f"spotproof plan: no stack files in {project.stack_dir}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    else:
+        stacks = [args.stack]
+    planned = [_plan_stack(stack, args, several=args.all) for stack in stacks]
+    if args.format == "json":
+        reports = {outcome.stack: outcome.report for outcome in planned}
+        document = reports if args.all else planned[0].report
+        print(json.dumps(document, indent=2, default=_redact))
+    if args.format in ("markdown", "github"):
+        from spotproof.plan.report import markdown_summary  # noqa: PLC0415
+
+        summary = markdown_summary([(p.stack, p.code, p.markdown) for p in planned])
+        if args.format == "markdown":
+            print(summary)
+        elif os.environ.get("GITHUB_STEP_SUMMARY"):
+            summary_path = Path(os.environ["GITHUB_STEP_SUMMARY"])
+            _write(lambda: _append(summary_path, summary + "\n"), summary_path)
+    return max(outcome.code for outcome in planned)
+
+
+@dataclass
+class _Planned:
+    """One stack's plan as the CLI reports it."""
+
+    stack: str
+    code: int
+    report: dict[str, Any]
+    """The JSON report; ``{"stack", "error"}`` when the input was bad."""
+    markdown: str
+
+
+def _plan_stack(stack: str, args: argparse.Namespace, several: bool) -> _Planned:
     from spotproof.plan import (  # noqa: PLC0415
         PlanInputError,
         SchemaUnavailable,
+        load,
         manifests,
-        run_plan,
-        tree,
-        workloads,
+        plan,
+        report,
     )
     from spotproof.spec import SpecError  # noqa: PLC0415
 
     started = time.monotonic()
+    fmt = args.format
+    config = None
     try:
-        result = run_plan(args.stack, args.project_dir)
+        project, config = load(stack, args.project_dir)
+        for note in config.notes:
+            print(f"spotproof plan: note: {note}", file=sys.stderr)
+        result = plan(project, config)
     except (PlanInputError, SpecError, SchemaUnavailable) as error:
-        print(f"spotproof plan: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        prefix = f"spotproof plan: {stack}: " if several else "spotproof plan: "
+        print(f"{prefix}{error}", file=sys.stderr)
+        if fmt == "github":
+            where = _error_location(error, config)
+            if where:
+                print(
+                    report.command(
+                        "error",
+                        str(error),
+                        where,
+                        report.github_root(),
+                        title=f"spotproof plan {stack}: bad input",
+                    )
+                )
+        if fmt == "text" and several:
+            print(f"\n{stack}: bad input (exit {EXIT_BAD_INPUT})\n")
+        return _Planned(
+            stack,
+            EXIT_BAD_INPUT,
+            {"stack": stack, "error": str(error)},
+            report.markdown_bad_input(stack, str(error)),
+        )
 
-    recording = result.recording
-    print(f"Previewing stack {args.stack} offline (no cloud calls)\n")
-    print(tree.render(recording))
-    print(f"\nResources: {len(recording.resources) + 1} to create")
+    out = args.out / stack if several and args.out else args.out
+    json_path = args.json / f"{stack}.json" if several and args.json else args.json
+    document = report.as_json(result)
+    if out:
+        written = _write(lambda: manifests.write(result.recording, out), out)
+        if fmt == "text":
+            print(f"Wrote {len(written)} Kubernetes manifests to {out}")
+    if json_path:
+        text = json.dumps(document, indent=2, default=_redact) + "\n"
 
-    print("\nScheduling:")
-    for workload, pools in workloads.placements(recording, result.nodes).items():
-        print(f"  {workload}: fits {', '.join(pools) or 'NO POOL'}")
-    print("\nScale-up (would a node be created for it?):")
-    for outcome in result.outcomes:
-        first, *rest = outcome.scaling()
-        print(f"  {outcome.workload.label}: {first}")
-        for line in rest:
-            print(f"    {line}")
-    print("\nPreemption path (reclaim notice to node gone):")
-    lines = [
-        (outcome.workload.label, line)
-        for outcome in result.outcomes
-        for line in [*(path.line() for path in outcome.paths), *outcome.bounds]
-    ]
-    for label, line in lines:
-        print(f"  {label} on {line}")
-    if not lines:
-        print("  no workload runs on reclaimable capacity")
+        def write_json() -> None:
+            json_path.parent.mkdir(parents=True, exist_ok=True)
+            json_path.write_text(text)
 
-    if args.out:
-        written = _write(lambda: manifests.write(recording, args.out), args.out)
-        print(f"\nWrote {len(written)} Kubernetes manifests to {args.out}")
-    if args.json:
-        report = json.dumps(_report(result), indent=2, default=_redact) + "\n"
-        _write(lambda: args.json.write_text(report), args.json)
-
+        _write(write_json, json_path)
     elapsed = time.monotonic() - started
-    if result.violations:
-        print(f"\n{len(result.violations)} violation(s):")
-        for violation in result.violations:
-            print(f"  [{violation.policy}] {violation.resource}: {violation.message}")
-        print(f"\nplan failed in {elapsed:.1f}s")
-        return EXIT_VIOLATIONS
-    print(
-        "\n0 violations: schemas, policies, scheduling, scale-up, preemption paths and "
-        f"bucket lifecycles all pass ({elapsed:.1f}s)"
-    )
-    return EXIT_OK
+    if fmt == "text":
+        print(report.text(result))
+        print(f"\n{report.verdict(result)} ({elapsed:.1f}s)\n")
+    elif fmt == "github":
+        for line in report.annotations(result, config.sources, report.github_root()):
+            print(line)
+        print(f"{stack}: {report.verdict(result).splitlines()[0]} ({elapsed:.1f}s)")
+    return _Planned(stack, result.exit_code, document, report.markdown(result))
+
+
+def _error_location(error: Exception, config: StackConfig | None) -> Location | None:
+    """Where a bad input was written: the key a spec error names, the line a file error
+    names, else nothing (an error with no file, such as an unknown stack)."""
+    from spotproof.spec import SpecError  # noqa: PLC0415
+
+    if isinstance(error, SpecError) and config is not None:
+        return config.sources.locate(error.key)
+    return getattr(error, "location", None)
+
+
+def _append(path: Path, text: str) -> None:
+    with path.open("a", encoding="utf-8") as stream:
+        stream.write(text)
 
 
 def _write(action: Any, path: Path) -> Any:
@@ -254,49 +349,9 @@ def _write(action: Any, path: Path) -> Any:
 
 
 def _redact(value: Any) -> str:
-    from spotproof.plan.recorder import Secret  # noqa: PLC0415
+    from spotproof.plan.report import redact  # noqa: PLC0415
 
-    if isinstance(value, Secret):
-        return "[secret]"
-    raise TypeError(f"cannot serialise {type(value).__name__}")
-
-
-def _report(result: PlanResult) -> dict[str, Any]:
-    """``parent`` is the parent's name (the stack's for top-level resources); names repeat
-    across types, so ``urn`` and ``parent_urn`` identify resources exactly."""
-    from spotproof.plan import workloads  # noqa: PLC0415
-
-    recording = result.recording
-    names = {r.urn: r.name for r in recording.resources}
-    stack_name = f"{recording.project}-{recording.stack}"
-    return {
-        "stack": result.spec.stack,
-        "resources": [
-            {
-                "type": r.type,
-                "name": r.name,
-                "parent": names.get(r.parent or "", stack_name),
-                "inputs": r.inputs,
-                "urn": r.urn,
-                "parent_urn": r.parent,
-            }
-            for r in recording.resources
-        ],
-        "violations": [asdict(v) for v in result.violations],
-        "scheduling": workloads.placements(recording, result.nodes),
-        "scale_up": {
-            outcome.workload.label: [asdict(verdict) for verdict in outcome.verdicts]
-            for outcome in result.outcomes
-        },
-        "preemption": {
-            outcome.workload.label: [
-                {**asdict(path), "line": path.line(), "problems": path.problems}
-                for path in outcome.paths
-            ]
-            for outcome in result.outcomes
-            if outcome.paths
-        },
-    }
+    return redact(value)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

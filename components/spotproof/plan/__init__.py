@@ -2,7 +2,8 @@
 
 Steps, each in its own module:
 
-1. ``project``   find ``Pulumi.yaml`` and read the stack's config as the engine would;
+1. ``project``   find ``Pulumi.yaml`` and read the stack's config as the engine would
+   (project defaults, stack values, secrets), remembering each value's line (``sources``);
 2. ``spotproof.spec`` validate that config (a bad value is an input error, exit 2);
 3. ``recorder``  run the program in-process under Pulumi mocks, recording every resource;
 4. ``manifests`` write the Kubernetes objects as YAML and validate them against the
@@ -28,13 +29,23 @@ from spotproof.plan import lifecycle, manifests, nodes, outcomes, workloads
 from spotproof.plan.karpenter import SchemaUnavailable
 from spotproof.plan.nodes import Pool
 from spotproof.plan.outcomes import Outcome
-from spotproof.plan.project import PlanInputError, Project, find_project, stack_config
+from spotproof.plan.project import PlanInputError, Project, find_project
 from spotproof.plan.recorder import OfflineCloud, Recording, record
+from spotproof.plan.stackconfig import StackConfig, stack_config
 from spotproof.policy import Violation, evaluate
 from spotproof.runtime.manifest import DEFAULT_KEEP
 from spotproof.spec import FleetSpec, fleet_from_config
 
-__all__ = ["PlanInputError", "PlanResult", "SchemaUnavailable", "check", "run_plan"]
+__all__ = [
+    "PlanInputError",
+    "PlanResult",
+    "SchemaUnavailable",
+    "StackConfig",
+    "check",
+    "load",
+    "plan",
+    "run_plan",
+]
 
 
 @dataclass
@@ -71,7 +82,7 @@ def check(spec: FleetSpec, recording: Recording) -> PlanResult:
     return PlanResult(spec, recording, pools, found, violations)
 
 
-def run_program(project: Project, stack: str, config: dict[str, str], spec: FleetSpec) -> Recording:
+def run_program(project: Project, config: StackConfig, spec: FleetSpec) -> Recording:
     """Run the project's program file as ``pulumi preview`` would, but against mocks."""
     program_dir = str(project.main.parent)
 
@@ -83,7 +94,28 @@ def run_program(project: Project, stack: str, config: dict[str, str], spec: Flee
             sys.path.remove(program_dir)
 
     cloud = OfflineCloud(project=spec.project or "offline-project", region=spec.region)
-    return record(program, stack=stack, project=project.name, config=config, cloud=cloud)
+    return record(
+        program,
+        stack=config.stack,
+        project=project.name,
+        config=config.values,
+        secret_keys=config.secret_keys,
+        cloud=cloud,
+    )
+
+
+def load(stack: str, start: Path | None = None) -> tuple[Project, StackConfig]:
+    """The project at or above ``start`` (default: the working directory) and the config of
+    its ``stack``; raises :class:`PlanInputError`."""
+    project = find_project((start or Path.cwd()).resolve())
+    return project, stack_config(project, stack)
+
+
+def plan(project: Project, config: StackConfig) -> PlanResult:
+    """Validate the config, run the program offline and check what it registers; raises
+    :class:`spotproof.spec.SpecError` on a bad config value."""
+    spec = fleet_from_config(config.stack, config.values, secret_keys=config.secret_keys)
+    return check(spec, run_program(project, config, spec))
 
 
 def run_plan(stack: str, start: Path | None = None) -> PlanResult:
@@ -91,7 +123,4 @@ def run_plan(stack: str, start: Path | None = None) -> PlanResult:
 
     Raises :class:`PlanInputError` or :class:`spotproof.spec.SpecError` on bad input.
     """
-    project = find_project((start or Path.cwd()).resolve())
-    config = stack_config(project, stack)
-    spec = fleet_from_config(stack, config)
-    return check(spec, run_program(project, stack, config, spec))
+    return plan(*load(stack, start))

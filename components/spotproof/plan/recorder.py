@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -226,12 +226,14 @@ def record(
     stack: str,
     project: str,
     config: Mapping[str, str] | None = None,
+    secret_keys: Iterable[str] = (),
     cloud: OfflineCloud | None = None,
 ) -> Recording:
     """Run ``program`` as a Pulumi program of ``project``/``stack`` and return what it registered.
 
     ``config`` is the flat Pulumi config (``ns:key`` -> string, objects JSON-encoded) exactly
-    as the engine would hand it to the program.
+    as the engine would hand it to the program; ``secret_keys`` are the keys whose values
+    the engine marks secret, so ``Config.get_secret`` and friends wrap them as secrets.
     """
     recording = Recording(stack=stack, project=project)
     mocks = OfflineMocks(cloud or OfflineCloud())
@@ -249,7 +251,7 @@ def record(
         preview=True,
         monitor=RecordingMonitor(mocks, recording),
     )
-    pulumi.runtime.set_all_config(dict(config or {}), [])
+    pulumi.runtime.set_all_config(dict(config or {}), sorted(secret_keys))
     stack_resource = pulumi.runtime.get_root_resource()
 
     def run() -> None:

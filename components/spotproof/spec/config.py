@@ -12,7 +12,7 @@ cloud's own keys are read by ``spec.gke`` or ``spec.eks``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud
@@ -159,8 +159,30 @@ def _kubernetes_version(key: str, raw: Any) -> str:
     return raw
 
 
-def fleet_from_config(stack: str, config: Mapping[str, Any]) -> FleetSpec:
-    """Build the fleet of ``stack`` from its config; raises :class:`SpecError`."""
+SECRET_SHOWN = "[secret]"
+"""How a secret value appears in messages: never as itself."""
+_CLOUD_KEYS = ("gcp:project", "gcp:region", "aws:region")
+"""Keys outside the ``spotproof`` namespace the spec reads."""
+
+
+def fleet_from_config(
+    stack: str, config: Mapping[str, Any], secret_keys: Iterable[str] = ()
+) -> FleetSpec:
+    """Build the fleet of ``stack`` from its config; raises :class:`SpecError`.
+
+    ``secret_keys`` are keys whose values are secret (``secure:`` in the stack file). The
+    fleet is infrastructure shape, never a secret; a secret key the spec reads is refused
+    without showing its value, since its value may be only a stand-in offline.
+    """
+    for key in sorted(secret_keys):
+        if key.startswith(f"{NAMESPACE}:") or key in _CLOUD_KEYS:
+            raise SpecError(
+                key,
+                SECRET_SHOWN,
+                "is a secret; spotproof settings describe the fleet's shape and are read in "
+                "plain text (`spotproof plan` never decrypts)",
+                "a plain value (`pulumi config set` without --secret)",
+            )
     if not DNS_LABEL.fullmatch(stack) or len(stack) > 40:
         raise SpecError(
             "stack",

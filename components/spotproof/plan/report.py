@@ -1,0 +1,235 @@
+"""A plan's findings in the four forms ``spotproof plan --format`` offers.
+
+- ``text``: the preview-like tree and per-workload lines, for a terminal;
+- ``json``: the machine-readable report (``resources``, ``violations``, ``scheduling``,
+  ``scale_up``, ``preemption``), the same object ``--json FILE`` writes;
+- ``markdown``: tables for a pull-request comment or ``$GITHUB_STEP_SUMMARY``;
+- ``github``: workflow commands that annotate the stack file's line each finding came
+  from. Syntax and escaping: https://docs.github.com/en/actions/reference/workflows-and-actions/workflow-commands
+  ("Setting an error message": ``::error file={name},line={line},title={title}::{message}``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from spotproof.plan import tree, workloads
+from spotproof.plan.recorder import Secret
+from spotproof.plan.sources import ConfigSources, Location
+
+if TYPE_CHECKING:
+    from spotproof.plan import PlanResult
+
+FORMATS = ("text", "json", "markdown", "github")
+
+
+def text(result: PlanResult) -> str:
+    recording = result.recording
+    lines = [
+        f"Previewing stack {result.spec.stack} offline (no cloud calls)",
+        "",
+        tree.render(recording),
+        "",
+        f"Resources: {len(recording.resources) + 1} to create",
+        "",
+        "Scheduling:",
+    ]
+    for workload, pools in workloads.placements(recording, result.nodes).items():
+        lines.append(f"  {workload}: fits {', '.join(pools) or 'NO POOL'}")
+    lines += ["", "Scale-up (would a node be created for it?):"]
+    for outcome in result.outcomes:
+        first, *rest = outcome.scaling()
+        lines.append(f"  {outcome.workload.label}: {first}")
+        lines += [f"    {line}" for line in rest]
+    lines += ["", "Preemption path (reclaim notice to node gone):"]
+    paths = _path_lines(result)
+    lines += [f"  {label} on {line}" for label, line in paths]
+    if not paths:
+        lines.append("  no workload runs on reclaimable capacity")
+    return "\n".join(lines)
+
+
+def verdict(result: PlanResult) -> str:
+    """The closing lines: every violation, or the list of checks that passed."""
+    if result.violations:
+        lines = [f"{len(result.violations)} violation(s):"]
+        lines += [f"  [{v.policy}] {v.resource}: {v.message}" for v in result.violations]
+        return "\n".join(lines)
+    return (
+        "0 violations: schemas, policies, scheduling, scale-up, preemption paths and "
+        "bucket lifecycles all pass"
+    )
+
+
+def as_json(result: PlanResult) -> dict[str, Any]:
+    """``parent`` is the parent's name (the stack's for top-level resources); names repeat
+    across types, so ``urn`` and ``parent_urn`` identify resources exactly. Secret values
+    are written as ``[secret]`` (see :func:`redact`)."""
+    recording = result.recording
+    names = {r.urn: r.name for r in recording.resources}
+    stack_name = f"{recording.project}-{recording.stack}"
+    return {
+        "stack": result.spec.stack,
+        "resources": [
+            {
+                "type": r.type,
+                "name": r.name,
+                "parent": names.get(r.parent or "", stack_name),
+                "inputs": r.inputs,
+                "urn": r.urn,
+                "parent_urn": r.parent,
+            }
+            for r in recording.resources
+        ],
+        "violations": [asdict(v) for v in result.violations],
+        "scheduling": workloads.placements(recording, result.nodes),
+        "scale_up": {
+            outcome.workload.label: [asdict(verdict) for verdict in outcome.verdicts]
+            for outcome in result.outcomes
+        },
+        "preemption": {
+            outcome.workload.label: [
+                {**asdict(path), "line": path.line(), "problems": path.problems}
+                for path in outcome.paths
+            ]
+            for outcome in result.outcomes
+            if outcome.paths
+        },
+    }
+
+
+def redact(value: Any) -> str:
+    """``json.dumps`` default: secrets never leave the plan as their value."""
+    if isinstance(value, Secret):
+        return "[secret]"
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def markdown(result: PlanResult) -> str:
+    recording = result.recording
+    count = len(result.violations)
+    status = "✅ 0 violations" if not count else f"❌ {count} violation(s)"
+    lines = [f"### `{result.spec.stack}`: {status}", ""]
+    if result.violations:
+        lines += _table(
+            ("Rule", "Resource", "Finding"),
+            ((v.policy, f"`{v.resource}`", v.message) for v in result.violations),
+        )
+    types = Counter(r.type for r in recording.resources)
+    lines += [
+        f"<details><summary>{len(recording.resources) + 1} resources to create</summary>",
+        "",
+        *_table(("Type", "Count"), ((f"`{t}`", str(n)) for t, n in sorted(types.items()))),
+        "</details>",
+        "",
+        "**Scheduling**: which pools each workload fits",
+        "",
+    ]
+    placements = workloads.placements(recording, result.nodes)
+    lines += _table(
+        ("Workload", "Fits"),
+        ((w, ", ".join(pools) or "**no pool**") for w, pools in placements.items()),
+    )
+    lines += ["**Scale-up**: would a node be created for it?", ""]
+    lines += _table(
+        ("Workload", "Pool", "Scales", "How, or why not"),
+        (
+            (o.workload.label, v.pool, "yes" if v.scales else "**no**", v.reason())
+            for o in result.outcomes
+            for v in o.verdicts
+        ),
+    )
+    lines += ["**Preemption path**: reclaim notice to node gone", ""]
+    lines += _table(
+        ("Workload", "Capacity", "SIGTERM at", "Grace", "Node gone", "Steps"),
+        (
+            (
+                o.workload.label,
+                f"{p.capacity} ({', '.join(p.pools)})",
+                "**never**" if p.sigterm_at is None else f"{p.sigterm_at:g} s",
+                f"{p.grace_seconds:g} s of {p.declared_grace} s",
+                f"{p.notice_seconds} s",
+                "; ".join(p.steps),
+            )
+            for o in result.outcomes
+            for p in o.paths
+        ),
+    )
+    return "\n".join(lines)
+
+
+def markdown_bad_input(stack: str, error: str) -> str:
+    return f"### `{stack}`: ⛔ bad input\n\n> {_cell(error)}\n"
+
+
+def markdown_summary(sections: list[tuple[str, int, str]]) -> str:
+    """All stacks' sections under one heading: (stack, exit code, its markdown)."""
+    failed = [stack for stack, code, _ in sections if code]
+    verdict = f"{len(failed)} failing ({', '.join(failed)})" if failed else "all pass"
+    return "\n".join(
+        [f"## spotproof plan: {len(sections)} stack(s), {verdict}", "", *(m for *_, m in sections)]
+    )
+
+
+def annotations(result: PlanResult, sources: ConfigSources, root: Path) -> list[str]:
+    """One ``::error`` per violation, at the line of the config the resource came from."""
+    return [
+        command(
+            "error",
+            f"[{v.policy}] {v.resource}: {v.message}",
+            sources.locate_resource(v.resource),
+            root,
+            title=f"spotproof plan {result.spec.stack}: {v.policy}",
+        )
+        for v in result.violations
+    ]
+
+
+def command(kind: str, message: str, where: Location, root: Path, title: str) -> str:
+    """A GitHub workflow command (``error``, ``warning``, ``notice``) for one finding."""
+    try:
+        name = where.path.resolve().relative_to(root.resolve())
+    except ValueError:
+        name = where.path
+    properties = ",".join(
+        f"{key}={_escape_property(str(value))}"
+        for key, value in (("file", name.as_posix()), ("line", where.line), ("title", title))
+    )
+    return f"::{kind} {properties}::{_escape_data(message)}"
+
+
+def github_root() -> Path:
+    """Paths in annotations are relative to the checkout (``$GITHUB_WORKSPACE``)."""
+    return Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd())
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _path_lines(result: PlanResult) -> list[tuple[str, str]]:
+    return [
+        (outcome.workload.label, line)
+        for outcome in result.outcomes
+        for line in [*(path.line() for path in outcome.paths), *outcome.bounds]
+    ]
+
+
+def _table(header: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> list[str]:
+    body = [f"| {' | '.join(_cell(c) for c in row)} |" for row in rows]
+    if not body:
+        return ["_none_", ""]
+    return [f"| {' | '.join(header)} |", f"|{'---|' * len(header)}", *body, ""]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
