@@ -14,6 +14,7 @@ after the previous save has finished.
 
 from __future__ import annotations
 
+import ctypes
 import io
 import random
 from collections.abc import Mapping
@@ -77,7 +78,24 @@ class StateBuffer:
             torch.cuda.synchronize()
         header = io.BytesIO()
         torch.save({"skeleton": skeleton, "layout": layout}, header)
-        return {"skeleton": header.getvalue(), "tensors": memoryview(flat.numpy()).cast("B")}
+        return {"skeleton": header.getvalue(), "tensors": byte_view(flat)}
+
+
+def byte_view(tensor: torch.Tensor) -> memoryview:
+    """The bytes of a contiguous CPU tensor as a flat ``memoryview``, without a copy.
+
+    Built with ctypes rather than ``Tensor.numpy()``: torch does not depend on NumPy, and a
+    trainer image should not need it. The view keeps ``tensor`` alive, so the memory stays
+    valid for as long as an upload still reads it.
+    """
+    if tensor.device.type != "cpu" or not tensor.is_contiguous():
+        raise ValueError(f"byte_view needs a contiguous CPU tensor, got {tensor.device}")
+    nbytes = tensor.numel() * tensor.element_size()
+    if nbytes == 0:
+        return memoryview(b"")
+    array = (ctypes.c_ubyte * nbytes).from_address(tensor.data_ptr())
+    array.owner = tensor  # type: ignore[attr-defined]
+    return memoryview(array).cast("B")
 
 
 def restore(

@@ -139,7 +139,7 @@ def digest(model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int) 
     def feed(prefix: str, value: Any) -> None:
         if isinstance(value, torch.Tensor):
             hasher.update(prefix.encode())
-            hasher.update(value.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
+            hasher.update(torch_state.byte_view(value.detach().cpu().contiguous()))
         elif isinstance(value, dict):
             for key in sorted(value, key=str):
                 feed(f"{prefix}/{key}", value[key])
