@@ -8,14 +8,13 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 STACK  ?= gke-dev
 
-.PHONY: demo test lint plan bench clean
+.PHONY: demo test lint plan bench dist clean
 
 STORE  ?= s3
 
 $(STAMP): pyproject.toml constraints.txt package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps 'pulumi-policy==1.21.0'
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $(STAMP)
 
@@ -37,5 +36,13 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/training_throughput.py
 	$(BIN)/python benchmarks/goodput.py
 
+# The release artifacts: Karpenter's published schemas bundled into the package (so an EKS
+# plan from a pip install needs Node.js but no npm install), then the sdist and the wheel.
+dist: $(STAMP)
+	scripts/bundle_karpenter_schemas.sh
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist
+
 clean:
-	rm -rf $(VENV) node_modules out .pytest_cache .ruff_cache
+	rm -rf $(VENV) node_modules out dist build .pytest_cache .ruff_cache \
+		components/spotproof/plan/karpenter_schemas

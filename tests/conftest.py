@@ -14,7 +14,15 @@ import yaml
 
 from spotproof.plan import PlanResult
 from spotproof.smoke.emulators import Bucket, emulated
-from tests.support import REPO, plan_of
+from tests.support import INSTALLED_SIZES, REPO, plan_of
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The installed size of every clean environment ``test_packaging`` built."""
+    if INSTALLED_SIZES:
+        terminalreporter.section("installed sizes (site-packages, over a bare venv)")
+        for label, size in INSTALLED_SIZES.items():
+            terminalreporter.write_line(f"{size / 2**20:8.1f} MiB  {label}")
 
 
 @pytest.fixture

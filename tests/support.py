@@ -14,6 +14,8 @@ from spotproof.plan import PlanResult, run_plan
 
 REPO = Path(__file__).resolve().parents[1]
 _PLANS: dict[str, PlanResult] = {}
+INSTALLED_SIZES: dict[str, int] = {}
+"""Environment label -> bytes in its site-packages, filled by ``test_packaging``."""
 
 
 def plan_of(stack: str) -> PlanResult:

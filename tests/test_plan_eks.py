@@ -152,12 +152,3 @@ def test_node_pool_with_a_taint_the_smoke_job_does_not_tolerate_exits_1(
     assert "[scheduling-fit] eks-test-smoke-job" in out
     assert "fits no pool of class spot-gpu" in out
     assert "gpu-spot: taint team=research:NoSchedule not tolerated" in out
-
-
-def test_missing_karpenter_schemas_exit_2_in_one_line(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))  # no `node`
-    code, out, err = run_cli(capsys, "plan", "--stack", "eks-dev", "--project-dir", str(REPO))
-    assert (code, out) == (2, "")
-    assert err == "spotproof plan: Karpenter schema validation needs Node.js (`node` on PATH)\n"

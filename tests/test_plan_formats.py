@@ -169,3 +169,17 @@ def test_version_names_the_installed_distribution(capsys: pytest.CaptureFixture[
         run_cli(capsys, "--version")
     assert done.value.code == 0
     assert capsys.readouterr().out.strip() == f"spotproof {version('spotproof')}"
+
+
+def test_without_nodejs_the_karpenter_schema_check_is_skipped_visibly(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", str(tmp_path))  # no `node` here
+        code, out, _ = run_cli(capsys, "plan", "--stack", "eks-dev", "--project-dir", str(REPO))
+        strict, _, _ = run_cli(
+            capsys, "plan", "--stack", "eks-dev", "--strict", "--project-dir", str(REPO)
+        )
+    assert code == 0 and strict == 1
+    assert "skipped: Karpenter schema check (4 objects): Node.js not found" in out
+    assert "0 violations in the checks that ran (1 skipped, above)" in out

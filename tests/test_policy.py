@@ -1,10 +1,9 @@
 """Each policy rule passes on the real plan and fails, naming the resource, when the one
-setting it guards is broken. The CrossGuard pack reports the same violations."""
+setting it guards is broken. (The installed CrossGuard pack serving these same rules to the
+engine is tested in test_packaging.)"""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +11,7 @@ import pytest
 
 from spotproof import policy
 from spotproof.plan import PlanResult
-from tests.support import REPO, plan_of
+from tests.support import plan_of
 
 POOL = "gcp:container/nodePool:NodePool"
 
@@ -269,32 +268,3 @@ def test_every_rule_is_exercised_by_a_broken_case() -> None:
 def test_service_account_keys_are_always_a_violation() -> None:
     [rule] = [r for r in policy.RESOURCE_RULES if r.name == "gcp-no-static-keys"]
     assert list(rule.check({"serviceAccountId": "x"}))
-
-
-def _load_pack() -> Any:
-    pytest.importorskip("pulumi_policy")
-    spec = importlib.util.spec_from_file_location("spotproof_pack", REPO / "policies" / "pack.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_crossguard_pack_wraps_every_rule() -> None:
-    pack = _load_pack()
-    names = {p.name for p in pack.policies()}
-    assert names == {r.name for r in policy.RESOURCE_RULES} | {r.name for r in policy.STACK_RULES}
-
-
-def test_crossguard_resource_policy_reports_a_broken_pool() -> None:
-    from pulumi_policy import ResourceValidationArgs  # noqa: PLC0415
-
-    pack = _load_pack()
-    [spot_policy] = [p for p in pack.policies() if p.name == "gke-spot-pool-isolated"]
-    pool = plan_of("gke-dev").recording.one(POOL, "gke-dev-l4-spot")
-    pool.inputs["nodeConfig"]["taints"] = []
-    reported: list[str] = []
-    args = ResourceValidationArgs(POOL, pool.inputs, pool.urn, pool.name, None, None)  # type: ignore[arg-type]
-    spot_policy.validate(args, lambda message, urn=None: reported.append(message))
-    assert len(reported) == 1 and "lacks taint spotproof.dev/capacity=spot" in reported[0]

@@ -1,6 +1,7 @@
-"""The ``spotproof`` command line: ``spotproof plan`` and ``spotproof smoke``.
+"""The ``spotproof`` command line: ``spotproof plan``, ``spotproof smoke`` and
+``spotproof policy-pack``.
 
-Exit codes follow DESIGN.md: 0 when every check passes, 1 when a check fails (a policy,
+Exit codes, which CI systems rely on: 0 when every check passes, 1 when a check fails (a policy,
 the scheduling check, or different digests), 2 on bad input, always as one line on stderr
 and never a traceback.
 """
@@ -59,6 +60,11 @@ def _parser() -> argparse.ArgumentParser:
         "to $GITHUB_STEP_SUMMARY when set)",
     )
     plan.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail (exit 1) when a check was skipped, e.g. Karpenter's schemas without Node.js",
+    )
+    plan.add_argument(
         "--out",
         type=Path,
         help="write every Kubernetes object as YAML here (with --all: a folder per stack)",
@@ -70,6 +76,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan.add_argument(
         "--project-dir", type=Path, default=None, help="the Pulumi project (default: cwd)"
+    )
+
+    commands.add_parser(
+        "policy-pack",
+        help="print the folder of the installed CrossGuard pack",
+        description="Print the folder of the CrossGuard policy pack installed with spotproof, "
+        'for `pulumi preview --policy-pack "$(spotproof policy-pack)"`.',
     )
 
     smoke = commands.add_parser(
@@ -196,14 +209,14 @@ class _BadInput(Exception):
 
 def _rehearsal(args: argparse.Namespace, base: SmokeConfig) -> SmokeConfig:
     """The harness configuration for ``--stack``; raises :class:`_BadInput`."""
-    from spotproof.plan import PlanInputError, SchemaUnavailable, run_plan  # noqa: PLC0415
+    from spotproof.plan import PlanInputError, run_plan  # noqa: PLC0415
     from spotproof.smoke.rehearsal import RehearsalError, rehearsal  # noqa: PLC0415
     from spotproof.spec import SpecError  # noqa: PLC0415
 
     try:
         result = run_plan(args.stack, args.project_dir)
         rehearsed = rehearsal(result, base, total_steps=args.steps, time_scale=args.time_scale)
-    except (PlanInputError, SpecError, SchemaUnavailable, RehearsalError) as error:
+    except (PlanInputError, SpecError, RehearsalError) as error:
         raise _BadInput(str(error)) from None
     print(f"rehearsing stack {args.stack} from its offline plan")
     for line in rehearsed.describe():
@@ -259,7 +272,6 @@ class _Planned:
 def _plan_stack(stack: str, args: argparse.Namespace, several: bool) -> _Planned:
     from spotproof.plan import (  # noqa: PLC0415
         PlanInputError,
-        SchemaUnavailable,
         load,
         manifests,
         plan,
@@ -275,7 +287,7 @@ def _plan_stack(stack: str, args: argparse.Namespace, several: bool) -> _Planned
         for note in config.notes:
             print(f"spotproof plan: note: {note}", file=sys.stderr)
         result = plan(project, config)
-    except (PlanInputError, SpecError, SchemaUnavailable) as error:
+    except (PlanInputError, SpecError) as error:
         prefix = f"spotproof plan: {stack}: " if several else "spotproof plan: "
         print(f"{prefix}{error}", file=sys.stderr)
         if fmt == "github":
@@ -321,8 +333,11 @@ def _plan_stack(stack: str, args: argparse.Namespace, several: bool) -> _Planned
     elif fmt == "github":
         for line in report.annotations(result, config.sources, report.github_root()):
             print(line)
+        for reason in result.skipped:
+            print(f"::warning title=spotproof plan {stack}: check skipped::skipped: {reason}")
         print(f"{stack}: {report.verdict(result).splitlines()[0]} ({elapsed:.1f}s)")
-    return _Planned(stack, result.exit_code, document, report.markdown(result))
+    code = result.exit_code or (EXIT_VIOLATIONS if args.strict and result.skipped else EXIT_OK)
+    return _Planned(stack, code, document, report.markdown(result))
 
 
 def _error_location(error: Exception, config: StackConfig | None) -> Location | None:
@@ -360,6 +375,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _plan(args)
     if args.command == "smoke":
         return _smoke(args)
+    if args.command == "policy-pack":
+        print(Path(__file__).with_name("policy") / "pack")
+        return EXIT_OK
     return EXIT_BAD_INPUT
 
 

@@ -64,8 +64,9 @@ def pod_labels() -> dict[str, str]:
 
 
 def trainer_env(smoke: SmokeTest, checkpoint_url: str) -> list[dict[str, str]]:
-    """The trainer's whole configuration (DESIGN.md, "Interfaces"), plus its grace budget,
-    taken from the same field as the pod's terminationGracePeriodSeconds."""
+    """The trainer's whole configuration (the environment ``spotproof.smoke.train`` reads),
+    plus its grace budget, taken from the same field as the pod's
+    terminationGracePeriodSeconds."""
     values = {
         "CHECKPOINT_URL": checkpoint_url,
         "CHECKPOINT_INTERVAL": smoke.checkpoint_interval,

@@ -26,7 +26,6 @@ from pathlib import Path
 
 from spotproof import scheduling
 from spotproof.plan import lifecycle, manifests, nodes, outcomes, workloads
-from spotproof.plan.karpenter import SchemaUnavailable
 from spotproof.plan.nodes import Pool
 from spotproof.plan.outcomes import Outcome
 from spotproof.plan.project import PlanInputError, Project, find_project
@@ -39,7 +38,6 @@ from spotproof.spec import FleetSpec, fleet_from_config
 __all__ = [
     "PlanInputError",
     "PlanResult",
-    "SchemaUnavailable",
     "StackConfig",
     "check",
     "load",
@@ -55,6 +53,8 @@ class PlanResult:
     pools: list[Pool]
     outcomes: list[Outcome] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """Checks that could not run here, with why; ``--strict`` fails on any."""
 
     @property
     def nodes(self) -> list[scheduling.NodeShape]:
@@ -69,7 +69,7 @@ def check(spec: FleetSpec, recording: Recording) -> PlanResult:
     """Every check over a recording; tests mutate a recording and call this again."""
     pools = nodes.pools(recording)
     found = outcomes.outcomes(recording, pools)
-    violations = manifests.validate(recording, spec.kubernetes_version)
+    violations, skipped = manifests.validate(recording, spec.kubernetes_version)
     violations += evaluate(recording.resources)
     violations += workloads.check(recording, [pool.shape for pool in pools])
     violations += outcomes.check(found)
@@ -79,7 +79,7 @@ def check(spec: FleetSpec, recording: Recording) -> PlanResult:
         keep=DEFAULT_KEEP,
         retention_days=spec.bucket.noncurrent_days,
     )
-    return PlanResult(spec, recording, pools, found, violations)
+    return PlanResult(spec, recording, pools, found, violations, skipped)
 
 
 def run_program(project: Project, config: StackConfig, spec: FleetSpec) -> Recording:

@@ -1,9 +1,12 @@
 """Karpenter objects checked against Karpenter's published schemas, and its CEL rules.
 
-The schemas come from the npm package ``@kubernetes-models/karpenter`` (installed by
-``npm ci``), run by Node.js through ``karpenter_schema.mjs``: types, enums, patterns,
-ranges, required fields, and unknown fields. The package leaves out the rules Karpenter's
-CRDs state in CEL, so those that a spotproof object could break are checked here.
+The schemas come from the npm package ``@kubernetes-models/karpenter`` (pinned in
+``package-lock.json``), run by Node.js through ``karpenter_schema.mjs``: types, enums,
+patterns, ranges, required fields, and unknown fields. A wheel carries them bundled
+(``scripts/bundle_karpenter_schemas.sh`` writes ``karpenter_schemas/validators.mjs``); a
+checkout reads them from ``node_modules``. Without Node.js the check cannot run: the plan
+says it skipped it, and ``--strict`` fails. The package leaves out the rules Karpenter's
+CRDs state in CEL, so those that a spotproof object could break are checked here, in Python.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 PACKAGE = Path("node_modules") / "@kubernetes-models" / "karpenter"
 VALIDATOR = Path(__file__).with_name("karpenter_schema.mjs")
+BUNDLE = Path(__file__).with_name("karpenter_schemas") / "validators.mjs"
 APIS = frozenset({"karpenter.sh/v1", "karpenter.k8s.aws/v1"})
 
 _ALIAS = re.compile(r"^(al2|al2023|bottlerocket|windows2019|windows2022)@(latest|v[0-9.]+)$")
@@ -29,16 +33,19 @@ _RESERVED_TAGS = re.compile(
 
 
 class SchemaUnavailable(RuntimeError):
-    """Node.js or the schema package is missing: the check cannot run (exit 2)."""
+    """Node.js or the schemas are missing: the schema check is skipped, and says why."""
 
 
 def is_karpenter(obj: dict[str, Any]) -> bool:
     return obj.get("apiVersion") in APIS
 
 
-def find_package(*starts: Path) -> Path:
-    """``@kubernetes-models/karpenter`` under ``$SPOTPROOF_NODE_MODULES`` or the nearest
-    ``node_modules`` above one of ``starts``."""
+def find_schemas(*starts: Path) -> Path:
+    """The validators: the bundle installed with the package, else
+    ``@kubernetes-models/karpenter`` under ``$SPOTPROOF_NODE_MODULES`` or the nearest
+    ``node_modules`` above one of ``starts`` (a checkout after ``npm ci``)."""
+    if BUNDLE.is_file():
+        return BUNDLE
     override = os.environ.get("SPOTPROOF_NODE_MODULES")
     candidates = [Path(override) / PACKAGE.relative_to("node_modules")] if override else []
     for start in starts:
@@ -47,18 +54,17 @@ def find_package(*starts: Path) -> Path:
         if (candidate / "package.json").is_file():
             return candidate
     raise SchemaUnavailable(
-        "Karpenter schemas not found: run `npm ci` in the project "
-        "(needs @kubernetes-models/karpenter) or set SPOTPROOF_NODE_MODULES"
+        "Karpenter schemas not found (neither bundled nor in node_modules; run `npm ci`)"
     )
 
 
-def schema_errors(objects: list[dict[str, Any]], package: Path) -> list[list[str]]:
+def schema_errors(objects: list[dict[str, Any]], schemas: Path) -> list[list[str]]:
     """One list of schema errors per object, from Karpenter's published schemas."""
     node = shutil.which("node")
     if node is None:
-        raise SchemaUnavailable("Karpenter schema validation needs Node.js (`node` on PATH)")
+        raise SchemaUnavailable("Node.js not found (`node` on PATH)")
     completed = subprocess.run(
-        [node, str(VALIDATOR), str(package)],
+        [node, str(VALIDATOR), str(schemas)],
         input=json.dumps(objects),
         capture_output=True,
         text=True,

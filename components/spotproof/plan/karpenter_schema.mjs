@@ -1,7 +1,9 @@
 // Validate Karpenter objects against the schemas @kubernetes-models/karpenter publishes.
 //
-// usage: node karpenter_schema.mjs <path of @kubernetes-models/karpenter>
+// usage: node karpenter_schema.mjs <path of @kubernetes-models/karpenter | bundle .mjs>
 // stdin: a JSON array of objects; stdout: a JSON array with one list of errors per object.
+// The bundle is what scripts/bundle_karpenter_schemas.sh builds into a wheel: the same
+// validators, exported by kind.
 //
 // The package's validators check types, enums, patterns, ranges and required fields, but
 // accept unknown fields. Each object is therefore handed to its validator behind a Proxy
@@ -16,13 +18,15 @@ const SCHEMAS = {
   "karpenter.k8s.aws/v1/EC2NodeClass": "ComGithubAwsKarpenterProviderAwsPkgApisV1EC2NodeClass",
 };
 
-const packageDir = process.argv[2];
+const source = process.argv[2];
 const objects = JSON.parse(readFileSync(0, "utf8"));
+const bundle = source.endsWith(".mjs") ? await import(pathToFileURL(source).href) : null;
 
 async function validatorFor(obj) {
   const schema = SCHEMAS[`${obj.apiVersion}/${obj.kind}`];
   if (!schema) return null;
-  const url = pathToFileURL(join(packageDir, "_schemas", `${schema}.js`)).href;
+  if (bundle) return bundle[obj.kind];
+  const url = pathToFileURL(join(source, "_schemas", `${schema}.js`)).href;
   return (await import(url)).validate;
 }
 

@@ -55,11 +55,18 @@ def text(result: PlanResult) -> str:
 
 
 def verdict(result: PlanResult) -> str:
-    """The closing lines: every violation, or the list of checks that passed."""
+    """The closing lines: checks skipped, then every violation or the checks that passed."""
+    skipped = [f"skipped: {reason}" for reason in result.skipped]
+    return "\n".join([*skipped, _violations(result)])
+
+
+def _violations(result: PlanResult) -> str:
     if result.violations:
         lines = [f"{len(result.violations)} violation(s):"]
         lines += [f"  [{v.policy}] {v.resource}: {v.message}" for v in result.violations]
         return "\n".join(lines)
+    if result.skipped:
+        return f"0 violations in the checks that ran ({len(result.skipped)} skipped, above)"
     return (
         "0 violations: schemas, policies, scheduling, scale-up, preemption paths and "
         "bucket lifecycles all pass"
@@ -87,6 +94,7 @@ def as_json(result: PlanResult) -> dict[str, Any]:
             for r in recording.resources
         ],
         "violations": [asdict(v) for v in result.violations],
+        "skipped": result.skipped,
         "scheduling": workloads.placements(recording, result.nodes),
         "scale_up": {
             outcome.workload.label: [asdict(verdict) for verdict in outcome.verdicts]
@@ -115,6 +123,8 @@ def markdown(result: PlanResult) -> str:
     count = len(result.violations)
     status = "✅ 0 violations" if not count else f"❌ {count} violation(s)"
     lines = [f"### `{result.spec.stack}`: {status}", ""]
+    lines += [f"> ⚠️ skipped: {_cell(reason)}" for reason in result.skipped]
+    lines += [""] if result.skipped else []
     if result.violations:
         lines += _table(
             ("Rule", "Resource", "Finding"),

@@ -1,7 +1,8 @@
 """Policy rules over planned resources, as plain functions.
 
-``spotproof plan`` runs them over the offline recording; ``policies/`` wraps the same
-functions as a Pulumi CrossGuard pack so ``pulumi preview --policy-pack policies`` enforces
+``spotproof plan`` runs them over the offline recording; ``crossguard`` wraps the same
+functions as Pulumi CrossGuard policies, and the pack folder ``pack/`` (installed with the
+package; ``spotproof policy-pack`` prints where) lets ``pulumi preview --policy-pack`` enforce
 them against real previews. A rule sees a resource as its Pulumi type token, its name and
 its inputs (camelCase, as both the mocks and CrossGuard present them).
 

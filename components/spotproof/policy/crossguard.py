@@ -1,6 +1,7 @@
 """CrossGuard wrappers around ``spotproof.policy``: one Pulumi policy per spotproof rule.
 
-Kept apart from ``__main__.py`` because constructing a ``PolicyPack`` starts serving it.
+Kept apart from the pack's ``__main__.py`` because constructing a ``PolicyPack`` starts
+serving it. Needs ``pulumi-policy`` (the ``policy`` extra).
 """
 
 from __future__ import annotations

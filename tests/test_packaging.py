@@ -1,0 +1,468 @@
+"""The package as its users install it: a wheel built from this checkout the way a release
+is built (Karpenter's schemas bundled in), installed into clean virtual environments, one
+per kind of user: a trainer image, a GKE or an EKS Pulumi project, the CrossGuard pack.
+
+Each environment's installed size is printed at the end of the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import yaml
+from google.protobuf import empty_pb2, struct_pb2
+from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+
+from spotproof import __version__, policy
+from spotproof.plan import karpenter
+from spotproof.plan.manifests import manifest
+from tests.support import INSTALLED_SIZES, REPO, plan_of
+
+pytestmark = pytest.mark.timeout(900)
+
+SITE = Path("lib") / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+VENV_SEED = {"pip", "setuptools"}  # what `python -m venv` installs on Python 3.11
+IAC_MODULES = ("pulumi", "pulumi_kubernetes", "kubernetes_validate", "yaml")
+CLOUD_MODULES = ("pulumi_gcp", "pulumi_aws", "boto3", "gcsfs", "adlfs")
+CIPHERTEXT = "v1:c2VjcmV0LWNpcGhlcnRleHQ="
+
+
+# --- building and installing -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Built from a copy of the checkout (files tracked, or new and not ignored) as
+    ``make dist`` builds it: Karpenter's schemas bundled first, then ``python -m build``."""
+    source = tmp_path_factory.mktemp("source")
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
+    (source / "node_modules").symlink_to(REPO / "node_modules")
+    _run(["bash", "scripts/bundle_karpenter_schemas.sh"], cwd=source)
+    dist = tmp_path_factory.mktemp("dist")
+    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(source)])
+    [built] = dist.glob("spotproof-*.whl")
+    return built
+
+
+class Venv:
+    """A clean virtual environment holding the wheel with some extras."""
+
+    def __init__(self, root: Path, wheel: Path) -> None:
+        self.root, self.wheel = root, wheel
+        _run([sys.executable, "-m", "venv", str(root)])
+        self.bare_size = self.size()
+
+    def install(self, extras: str, label: str, *, constrained: bool = True) -> None:
+        """Installs ``spotproof[extras]`` and records the environment's size as ``label``."""
+        constraints = ["--constraint", str(REPO / "constraints.txt")] if constrained else []
+        requirement = f"{self.wheel}[{extras}]" if extras else str(self.wheel)
+        self.pip("install", "--quiet", "--no-compile", *constraints, requirement)
+        INSTALLED_SIZES[label] = self.size() - self.bare_size
+
+    def size(self) -> int:
+        """Bytes in site-packages."""
+        return sum(f.stat().st_size for f in (self.root / SITE).rglob("*") if f.is_file())
+
+    def pip(self, *args: str) -> str:
+        return _run([str(self.python), "-m", "pip", "--disable-pip-version-check", *args])
+
+    def run(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> Done:
+        return Done(
+            subprocess.run(
+                [str(self.python), *args],
+                capture_output=True,
+                text=True,
+                check=False,
+                cwd=cwd,
+                env=env or _clean_env(),
+            )
+        )
+
+    def spotproof(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> Done:
+        return self.run(str(self.root / "bin" / "spotproof"), *args, cwd=cwd, env=env)
+
+    @property
+    def python(self) -> Path:
+        return self.root / "bin" / "python"
+
+    def distributions(self) -> set[str]:
+        listed = json.loads(self.pip("list", "--format", "json"))
+        return {entry["name"].lower().replace("_", "-") for entry in listed}
+
+    def importable(self, *modules: str) -> dict[str, bool]:
+        probe = (
+            "import importlib.util, json, sys; "
+            "print(json.dumps({m: importlib.util.find_spec(m) is not None for m in sys.argv[1:]}))"
+        )
+        return json.loads(self.run("-c", probe, *modules, cwd=self.root).out)
+
+
+class Done:
+    def __init__(self, completed: subprocess.CompletedProcess[str]) -> None:
+        self.code, self.out, self.err = completed.returncode, completed.stdout, completed.stderr
+
+
+def _run(command: list[str], **kwargs: Any) -> str:
+    done = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
+    assert done.returncode == 0, f"{' '.join(command)}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    """Nothing that would let an installed copy find this checkout or its node_modules."""
+    drop = ("PYTHONPATH", "VIRTUAL_ENV", "SPOTPROOF_NODE_MODULES")
+    return {**{k: v for k, v in os.environ.items() if k not in drop}, **extra}
+
+
+# Each kind of user's environment: extras, the label its size is printed under, and whether
+# constraints.txt applies. The pack's does not: pulumi-policy pins protobuf ~=5.29, while
+# constraints.txt holds the protobuf 6 that gcsfs needs.
+ENVIRONMENTS = {
+    "runtime": ("", "runtime alone: spotproof", True),
+    "gcp": ("gcp", "Pulumi program for GKE: spotproof[gcp]", True),
+    "aws": ("aws", "Pulumi program for EKS: spotproof[aws]", True),
+    "policy": ("policy", "CrossGuard pack: spotproof[policy]", False),
+}
+
+
+def _environment(name: str, factory: pytest.TempPathFactory, wheel: Path) -> Venv:
+    extras, label, constrained = ENVIRONMENTS[name]
+    venv = Venv(factory.mktemp("venv") / name, wheel)
+    venv.install(extras, label, constrained=constrained)
+    return venv
+
+
+@pytest.fixture(scope="module")
+def runtime_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Venv:
+    return _environment("runtime", tmp_path_factory, wheel)
+
+
+@pytest.fixture(scope="module")
+def gcp_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Venv:
+    return _environment("gcp", tmp_path_factory, wheel)
+
+
+@pytest.fixture(scope="module")
+def aws_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Venv:
+    return _environment("aws", tmp_path_factory, wheel)
+
+
+@pytest.fixture(scope="module")
+def policy_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Venv:
+    return _environment("policy", tmp_path_factory, wheel)
+
+
+# --- the wheel -------------------------------------------------------------------------
+
+
+def test_the_wheel_declares_its_version_and_license(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        [metadata] = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        headers = archive.read(metadata).decode().split("\n\n", 1)[0].splitlines()
+        names = archive.namelist()
+    assert f"Version: {__version__}" in headers
+    assert "License-Expression: Apache-2.0" in headers
+    assert "License-File: LICENSE" in headers
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+
+
+def test_the_wheel_carries_the_policy_pack_and_the_karpenter_schemas(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    assert {
+        "spotproof/py.typed",
+        "spotproof/policy/pack/PulumiPolicy.yaml",
+        "spotproof/policy/pack/__main__.py",
+        "spotproof/plan/karpenter_schema.mjs",
+        "spotproof/plan/karpenter_schemas/validators.mjs",
+        "spotproof/plan/karpenter_schemas/LICENSE",
+    } <= names
+    assert not any(n.startswith(("tests/", "infra/", "stacks/", "benchmarks/")) for n in names)
+
+
+def test_the_policy_pack_version_is_the_package_version() -> None:
+    pack = yaml.safe_load((REPO / "components/spotproof/policy/pack/PulumiPolicy.yaml").read_text())
+    assert pack["version"] == __version__
+
+
+# --- a trainer image -------------------------------------------------------------------
+
+
+def test_the_runtime_installs_with_fsspec_alone_and_never_imports_pulumi(
+    runtime_venv: Venv,
+) -> None:
+    assert runtime_venv.distributions() - VENV_SEED == {"spotproof", "fsspec"}
+    script = textwrap.dedent(
+        """
+        import sys, tempfile
+        from spotproof.runtime.checkpoint import CheckpointStore
+        from spotproof.runtime.guard import PreemptionGuard
+        store = CheckpointStore("file://" + tempfile.mkdtemp())
+        store.save(3, {"state": b"weights" * 1000})
+        loaded = store.load_latest()
+        print(loaded.step, bytes(loaded.blobs["state"]) == b"weights" * 1000)
+        """
+    )
+    done = runtime_venv.run("-c", script, cwd=runtime_venv.root)
+    assert (done.code, done.out) == (0, "3 True\n"), done.err
+    assert not any(runtime_venv.importable(*IAC_MODULES, *CLOUD_MODULES).values())
+
+
+def test_a_trainer_image_gets_torch_and_one_store_and_trains_like_the_checkout(
+    runtime_venv: Venv, tmp_path: Path
+) -> None:
+    runtime_venv.install("train,s3", "trainer image: spotproof[train,s3]")
+    found = runtime_venv.importable("torch", "s3fs", *IAC_MODULES, *CLOUD_MODULES)
+    assert {module for module, present in found.items() if present} == {"torch", "s3fs"}
+    env = {
+        "CHECKPOINT_INTERVAL": "2",
+        "TOTAL_STEPS": "6",
+        "SEED": "7",
+        "MODEL_MB": "1",
+    }
+    installed = runtime_venv.run(
+        "-m",
+        "spotproof.smoke.train",
+        cwd=tmp_path,
+        env=_clean_env(**env, CHECKPOINT_URL=f"file://{tmp_path}/installed"),
+    )
+    checkout = subprocess.run(
+        [sys.executable, "-m", "spotproof.smoke.train"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **env, "CHECKPOINT_URL": f"file://{tmp_path}/checkout"},
+    )
+    assert installed.code == 0, installed.err
+    done = [json.loads(line) for line in installed.out.splitlines()][-1]
+    reference = json.loads(checkout.stdout.splitlines()[-1])
+    assert (done["event"], done["step"]) == ("done", 6)
+    assert done["digest"] == reference["digest"]
+
+
+# --- Pulumi programs, in a user's own project ------------------------------------------
+
+
+def _user_project(root: Path, project_config: dict[str, Any], stack: str, config: dict) -> Path:
+    """A project of the user's own, outside this checkout: its own name, Pulumi.yaml
+    defaults and values, a secret, and a program that reads them next to spotproof's."""
+    root.mkdir(parents=True)
+    settings = {
+        "name": "acme-ml",
+        "runtime": {"name": "python", "options": {"virtualenv": "venv"}},
+        "config": project_config,
+    }
+    (root / "Pulumi.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    (root / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
+    program = """
+        import pulumi
+        from spotproof.program import main
+
+        main()
+        config = pulumi.Config()
+        pulumi.export("team", config.require("team"))
+        pulumi.export("alerts", config.require_secret("alertsWebhook"))
+    """
+    (root / "__main__.py").write_text(textwrap.dedent(program))
+    return root
+
+
+def _project_config(cloud: str, region: dict[str, str]) -> dict[str, Any]:
+    """Values for other namespaces, a typed default and a required secret of its own."""
+    return {
+        **region,
+        "spotproof:cloud": cloud,
+        "team": {"type": "string", "default": "vision"},
+        "alertsWebhook": {"type": "string", "secret": True},
+    }
+
+
+GKE_PROJECT_CONFIG = _project_config("gke", {"gcp:region": "europe-west4"})
+
+
+def _one(document: dict[str, Any], type_token: str) -> dict[str, Any]:
+    [resource] = [r for r in document["resources"] if r["type"] == type_token]
+    return resource
+
+
+def test_gcp_install_plans_a_user_project_with_pulumi_defaults_and_secrets(
+    gcp_venv: Venv, tmp_path: Path
+) -> None:
+    root = _user_project(
+        tmp_path / "acme",
+        GKE_PROJECT_CONFIG,
+        "gke-staging",
+        {
+            "gcp:project": "acme-ml-staging",
+            "spotproof:gpuPools": [
+                {"name": "l4-spot", "machineType": "g2-standard-8", "maxNodes": 2}
+            ],
+            "acme-ml:alertsWebhook": {"secure": CIPHERTEXT},
+        },
+    )
+    done = gcp_venv.spotproof(
+        "plan", "--stack", "gke-staging", "--json", "plan.json", "--strict", cwd=root
+    )
+    assert done.code == 0, done.out + done.err
+    report = (root / "plan.json").read_text()
+    cluster = _one(json.loads(report), "gcp:container/cluster:Cluster")
+    assert (cluster["inputs"]["project"], cluster["inputs"]["location"]) == (
+        "acme-ml-staging",
+        "europe-west4",
+    )
+    assert CIPHERTEXT not in done.out + done.err + report
+    assert "0 violations" in done.out
+
+
+def test_gcp_install_reports_a_missing_required_secret_in_one_line(
+    gcp_venv: Venv, tmp_path: Path
+) -> None:
+    root = _user_project(
+        tmp_path / "acme",
+        GKE_PROJECT_CONFIG,
+        "gke-staging",
+        {"gcp:project": "acme-ml-staging"},
+    )
+    done = gcp_venv.spotproof("plan", "--stack", "gke-staging", cwd=root)
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        "spotproof plan: stack 'gke-staging' is missing configuration value "
+        "'acme-ml:alertsWebhook': set it in Pulumi.gke-staging.yaml or give a default in "
+        "Pulumi.yaml\n"
+    )
+
+
+def test_the_installed_cli_names_its_version(gcp_venv: Venv) -> None:
+    done = gcp_venv.spotproof("--version", cwd=gcp_venv.root)
+    assert (done.code, done.out) == (0, f"spotproof {__version__}\n")
+
+
+EKS_STACK = {
+    "spotproof:karpenter": {"version": "1.6.3"},
+    "spotproof:gpuPools": [
+        {"name": "gpu-spot", "instanceFamilies": ["g6", "g5"], "gpuLimit": 8},
+    ],
+    "spotproof:checkpointBucket": {"name": "acme-ml-staging-checkpoints"},
+    "acme-ml:alertsWebhook": {"secure": CIPHERTEXT},
+}
+EKS_PROJECT_CONFIG = _project_config("eks", {"aws:region": "us-west-2"})
+
+
+def _eks_project(root: Path) -> Path:
+    return _user_project(root, EKS_PROJECT_CONFIG, "eks-staging", EKS_STACK)
+
+
+def test_aws_install_checks_karpenter_objects_with_the_bundled_schemas(
+    aws_venv: Venv, tmp_path: Path
+) -> None:
+    root = _eks_project(tmp_path / "acme")
+    done = aws_venv.spotproof("plan", "--stack", "eks-staging", "--strict", cwd=root)
+    assert done.code == 0, done.out + done.err
+    assert "skipped" not in done.out
+    assert "0 violations: schemas" in done.out
+
+
+def test_aws_install_without_nodejs_says_it_skipped_the_schemas_and_strict_fails(
+    aws_venv: Venv, tmp_path: Path
+) -> None:
+    root = _eks_project(tmp_path / "acme")
+    no_node = _clean_env(PATH=str(aws_venv.root / "bin"))
+    done = aws_venv.spotproof("plan", "--stack", "eks-staging", cwd=root, env=no_node)
+    strict = aws_venv.spotproof("plan", "--stack", "eks-staging", "--strict", cwd=root, env=no_node)
+    assert (done.code, strict.code) == (0, 1)
+    assert "skipped: Karpenter schema check (2 objects): Node.js not found" in done.out
+
+
+def test_the_bundled_schemas_judge_like_the_npm_package(aws_venv: Venv) -> None:
+    bundle = aws_venv.root / SITE / "spotproof" / "plan" / "karpenter_schemas" / "validators.mjs"
+    eks_dev = plan_of("eks-dev")
+    pool = manifest(
+        eks_dev.recording.one(
+            "kubernetes:karpenter.sh/v1:NodePool", "eks-dev-karpenter-gpu-spot-nodepool"
+        )
+    )
+    broken = json.loads(json.dumps(pool))
+    broken["spec"]["template"]["spec"]["expireAfter"] = 5
+    broken["spec"]["bogus"] = True
+    from_npm = karpenter.schema_errors([pool, broken], REPO / karpenter.PACKAGE)
+    from_bundle = karpenter.schema_errors([pool, broken], bundle)
+    assert from_bundle == from_npm
+    assert from_npm[0] == [] and "/spec/bogus: unknown field" in from_npm[1]
+
+
+@pytest.mark.parametrize("venv", ["gcp_venv", "aws_venv", "policy_venv"])
+def test_every_install_is_free_of_dependency_conflicts(
+    venv: str, request: pytest.FixtureRequest
+) -> None:
+    installed: Venv = request.getfixturevalue(venv)
+    assert "No broken requirements found." in installed.pip("check")
+
+
+# --- the CrossGuard pack, as the Pulumi engine runs it ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def analyzer(policy_venv: Venv, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The installed pack started the way the engine starts a Python pack
+    (``python -m pulumi.policy <engine> <pack dir>``), and a gRPC client of it."""
+    pack = _run([str(policy_venv.root / "bin" / "spotproof"), "policy-pack"]).strip()
+    assert Path(pack).is_relative_to(policy_venv.root / SITE)
+    server = subprocess.Popen(
+        [str(policy_venv.python), "-u", "-m", "pulumi.policy", "127.0.0.1:1", pack],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path_factory.mktemp("pack-run"),
+        env=_clean_env(),
+    )
+    try:
+        port = server.stdout.readline().strip() if server.stdout else ""
+        assert port.isdigit(), server.stderr.read() if server.stderr else ""
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield analyzer_pb2_grpc.AnalyzerStub(channel)
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_the_installed_pack_serves_every_rule_as_mandatory(analyzer: Any) -> None:
+    info = analyzer.GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
+    rules = {r.name for r in policy.RESOURCE_RULES} | {r.name for r in policy.STACK_RULES}
+    assert info.name == "spotproof"
+    assert {p.name for p in info.policies} == rules
+    mandatory = analyzer_pb2.EnforcementLevel.Value("MANDATORY")
+    assert {p.enforcementLevel for p in info.policies} == {mandatory}
+
+
+def test_the_installed_pack_reports_an_untainted_spot_pool(analyzer: Any) -> None:
+    pool = plan_of("gke-dev").recording.one("gcp:container/nodePool:NodePool", "gke-dev-l4-spot")
+    pool.inputs["nodeConfig"]["taints"] = []
+    properties = struct_pb2.Struct()
+    properties.update(json.loads(json.dumps(pool.inputs, default=str)))
+    request = analyzer_pb2.AnalyzeRequest(
+        type=pool.type, properties=properties, urn=pool.urn, name=pool.name
+    )
+    diagnostics = analyzer.Analyze(request, timeout=30).diagnostics
+    found = [(d.policyName, d.message) for d in diagnostics]
+    assert any(
+        name == "gke-spot-pool-isolated" and "lacks taint spotproof.dev/capacity=spot" in message
+        for name, message in found
+    ), found
