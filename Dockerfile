@@ -1,12 +1,29 @@
-# The smoke-test trainer image: `python -m spotproof.smoke.train` (see DESIGN.md, "Interfaces").
-# The default torch wheel on Linux carries CUDA, so the same image runs on GPU nodes.
-FROM python:3.11-slim
+# The smoke-test trainer image: `python -m spotproof.smoke.train`, the container the
+# smoke Job runs (README, "The trainer image").
+#
+# The base is PyTorch's own CUDA runtime image, pinned by tag and digest, so every build
+# gets the same torch (2.13.0+cu126), CUDA 12.6 and cuDNN 9. Its Python is the system
+# Python 3.12, marked externally managed (PEP 668); torch was installed into it with pip,
+# and spotproof goes next to it the same way. spotproof asks for torch>=2.4, which the
+# base satisfies, so pip keeps the CUDA build instead of fetching another.
+FROM pytorch/pytorch:2.13.0-cuda12.6-cudnn9-runtime@sha256:6acf597eeb8e376a96580dde4952f37cc017fef732bb40bfc73f28f25e3f64b4
 
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+# The one object store the image talks to: gcs (GKE), s3 (EKS) or azure-blob (AKS).
+ARG STORE=gcs
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
 WORKDIR /opt/spotproof
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE constraints.txt ./
 COPY components ./components
-RUN pip install '.[train,gcs,s3,azure-blob]'
+# Versions come from constraints.txt, the set the tests ran with. `pip check` fails the build
+# on a conflict; the last line fails it if torch lost its CUDA.
+RUN pip install --break-system-packages --constraint constraints.txt ".[train,${STORE}]" \
+    && pip check \
+    && python -c "import torch, spotproof.smoke.train; assert torch.version.cuda, 'no CUDA torch'"
 
 # The Job runs as 1000 with a read-only root filesystem; /tmp is an emptyDir.
 USER 1000:1000
