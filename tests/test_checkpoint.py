@@ -68,7 +68,7 @@ def test_flipped_byte_in_a_committed_part_falls_back_to_the_previous_step(bucket
     loaded = store.load_latest(on_skip=lambda step, why: skipped.append((step, why)))
 
     assert loaded is not None and loaded.step == 10 and loaded.blobs == previous
-    assert skipped == [(20, f"{part.key}: sha256 mismatch")]
+    assert skipped == [(20, f"{part.key}: crc32c mismatch")]
 
 
 def test_truncated_missing_or_garbled_checkpoints_are_skipped(bucket: Bucket) -> None:

@@ -3,11 +3,13 @@ never assembled into a reordered, truncated or zero-filled blob, and never a cra
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import pytest
 
 from spotproof.runtime.checkpoint import CheckpointStore
@@ -119,7 +121,7 @@ def test_part_number_that_is_not_a_whole_number_is_refused(
 def test_part_with_a_missing_or_extra_field_is_refused(tmp_path: Path) -> None:
     store, _ = _committed(tmp_path)
     body = _body(store, 20)
-    del _state_parts(body)[0]["sha256"]
+    del _state_parts(body)[0]["crc32c"]
     _state_parts(body)[1]["offset"] = 0
     _replace(store, 20, body)
 
@@ -139,16 +141,78 @@ def test_manifest_naming_another_step_is_refused(tmp_path: Path) -> None:
     assert "names step 10" in loaded.skipped[0]
 
 
-def test_format_1_manifest_without_blob_sizes_still_loads(tmp_path: Path) -> None:
+def _as_sha256_format(store: CheckpointStore, body: dict[str, Any], version: int) -> None:
+    """Rewrite a manifest the way formats 1 and 2 wrote it: sha256 per part."""
+    body["format"] = version
+    for part in body["parts"]:
+        del part["crc32c"]
+        part["sha256"] = hashlib.sha256(store.store.get(part["key"])).hexdigest()
+    if version == 1:
+        del body["blobs"]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_sha256_manifests_of_earlier_formats_still_load(tmp_path: Path, version: int) -> None:
     store, newest = _committed(tmp_path)
     body = _body(store, 20)
-    body["format"] = 1
-    del body["blobs"]
+    _as_sha256_format(store, body, version)
     _replace(store, 20, body)
 
     loaded = store.load_latest()
 
     assert loaded is not None and loaded.step == 20 and loaded.blobs == newest
+
+
+def test_a_corrupt_part_under_a_sha256_manifest_is_still_caught(tmp_path: Path) -> None:
+    store, _ = _committed(tmp_path)
+    body = _body(store, 20)
+    _as_sha256_format(store, body, 2)
+    _replace(store, 20, body)
+    key = _state_parts(body)[0]["key"]
+    data = bytearray(store.store.get(key))
+    data[5] ^= 1
+    store.store.delete([key])
+    store.store.put(key, bytes(data))
+
+    loaded = store.load_latest()
+
+    assert loaded is not None and loaded.step == 10
+    assert loaded.skipped[0].endswith("sha256 mismatch")
+
+
+def test_new_manifests_check_parts_with_crc32c(tmp_path: Path) -> None:
+    store, newest = _committed(tmp_path)
+    body = _body(store, 20)
+    assert body["format"] == 3
+    [part] = [p for p in body["parts"] if p["blob"] == "meta"]
+    assert part["crc32c"] == f"{crc32c.crc32c(newest['meta']):08x}"
+
+
+@pytest.mark.parametrize("digest", ["1A2B3C4D", "1a2b3c", "0x1a2b3c", 439041101])
+def test_a_crc32c_that_is_not_8_hex_digits_is_refused(tmp_path: Path, digest: Any) -> None:
+    store, _ = _committed(tmp_path)
+    body = _body(store, 20)
+    _state_parts(body)[0]["crc32c"] = digest
+    _replace(store, 20, body)
+
+    loaded = store.load_latest()
+
+    assert loaded is not None and loaded.step == 10
+    assert "is not a hex digest" in loaded.skipped[0]
+
+
+def test_a_format_3_part_with_a_sha256_is_refused(tmp_path: Path) -> None:
+    store, _ = _committed(tmp_path)
+    body = _body(store, 20)
+    part = _state_parts(body)[0]
+    part["sha256"] = "0" * 64
+    del part["crc32c"]
+    _replace(store, 20, body)
+
+    loaded = store.load_latest()
+
+    assert loaded is not None and loaded.step == 10
+    assert "does not have exactly" in loaded.skipped[0]
 
 
 def test_sound_manifest_round_trips(tmp_path: Path) -> None:

@@ -206,10 +206,10 @@ def test_the_policy_pack_version_is_the_package_version() -> None:
 # --- a trainer image -------------------------------------------------------------------
 
 
-def test_the_runtime_installs_with_fsspec_alone_and_never_imports_pulumi(
+def test_the_runtime_installs_with_fsspec_and_crc32c_alone_and_never_imports_pulumi(
     runtime_venv: Venv,
 ) -> None:
-    assert runtime_venv.distributions() - VENV_SEED == {"spotproof", "fsspec"}
+    assert runtime_venv.distributions() - VENV_SEED == {"spotproof", "fsspec", "crc32c"}
     script = textwrap.dedent(
         """
         import sys, tempfile

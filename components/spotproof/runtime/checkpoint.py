@@ -4,13 +4,15 @@ The commit protocol
 -------------------
 A checkpoint of step ``S`` written by writer ``W`` (one process: host, pid, random suffix):
 
-1. **Payload.** Each named blob is cut into parts of at most ``part_bytes`` and uploaded,
-   several at a time, to ``steps/<S>/<W>/<blob>.<part>``. The prefix is private to the
-   writer, so two writers never touch each other's payload objects.
+1. **Payload.** Each named blob is cut into parts and uploaded, several at a time and each
+   with its CRC32C, to ``steps/<S>/<W>/<blob>.<part>`` (``spotproof.runtime.transfer``).
+   The prefix is private to the writer, so two writers never touch each other's payload
+   objects. The store then makes the payload durable (``make_durable``: a no-op for object
+   stores, whose PUTs are durable once answered; directory fsyncs on a file system).
 2. **Commit.** ``manifests/<S>.json`` (``spotproof.runtime.manifest``) is written *last*,
    with a create-only write (S3 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``, Azure
    ``If-None-Match: *``, local ``link()`` of a fully written temporary file). It lists every
-   part with its size and sha256. The checkpoint is committed when, and only when, this
+   part with its size and CRC32C. The checkpoint is committed when, and only when, this
    object exists. When the store answers "already exists", the manifest there is read
    back: if it is byte for byte ours, an earlier attempt landed and only its answer was
    lost (the SDKs retry too), so the step *is* committed. Only a different manifest means
@@ -20,7 +22,7 @@ A checkpoint of step ``S`` written by writer ``W`` (one process: host, pid, rand
    the manifest may have landed after all, and retention collects it if not.
 3. **Load.** Manifests are read newest first; the first one that passes the structural
    checks of :meth:`Manifest.decode` and whose parts all exist with the listed size and
-   sha256 is loaded. Anything else is skipped (and reported), never loaded.
+   CRC32C is loaded. Anything else is skipped (and reported), never loaded.
 4. **Retention.** After a commit, committed steps beyond the newest ``keep`` are deleted
    manifest first, then payload, so a reader never finds a manifest without its parts
    because of us. Uncommitted payload of steps older than the oldest kept step is deleted
@@ -32,28 +34,26 @@ nothing across objects is. The protocol relies on exactly that and nothing more.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from spotproof.runtime import transfer
 from spotproof.runtime.failures import Failure
 from spotproof.runtime.manifest import (
     DEFAULT_KEEP,
     Manifest,
     ManifestError,
-    Part,
     manifest_key,
-    part_key,
     step_prefix,
 )
 from spotproof.runtime.storage import AlreadyExists, ObjectStore, StorageError, open_store
+from spotproof.runtime.transfer import SaveCancelled
 
 __all__ = [
     "Checkpoint",
@@ -65,14 +65,9 @@ __all__ = [
     "step_prefix",
 ]
 
-DEFAULT_PART_BYTES = 64 * 1024 * 1024
 DEFAULT_COMMIT_ATTEMPTS = 3
 DEFAULT_COMMIT_BACKOFF = 0.2
 """Seconds before the second commit attempt; doubled for each one after."""
-
-
-class SaveCancelled(Exception):
-    """A save was superseded (a newer final save took its place) before it committed."""
 
 
 class CommitFailed(StorageError):
@@ -111,8 +106,8 @@ class CheckpointStore:
         url: str,
         *,
         keep: int = DEFAULT_KEEP,
-        part_bytes: int = DEFAULT_PART_BYTES,
-        parallelism: int = 4,
+        part_bytes: int | None = None,
+        parallelism: int | None = None,
         writer_id: str | None = None,
         store: ObjectStore | None = None,
         commit_attempts: int = DEFAULT_COMMIT_ATTEMPTS,
@@ -147,28 +142,18 @@ class CheckpointStore:
             return SaveResult(step, False, 0.0, 0, "step already committed")
 
         prefix = f"{step_prefix(step)}/{self.writer_id}"
-        jobs = [
-            (
-                part_key(step, self.writer_id, name, index),
-                name,
-                index,
-                memoryview(blob)[offset : offset + self.part_bytes],
-            )
-            for name, blob in blobs.items()
-            for index, offset in enumerate(range(0, max(len(blob), 1), self.part_bytes))
-        ]
-
-        def upload(job: tuple[str, str, int, memoryview]) -> Part:
-            key, name, index, data = job
-            if cancel is not None and cancel.is_set():
-                raise SaveCancelled(f"save of step {step} superseded")
-            digest = hashlib.sha256(data).hexdigest()
-            self.store.put(key, data)
-            return Part(key, name, index, len(data), digest)
-
         try:
-            with ThreadPoolExecutor(self.parallelism, thread_name_prefix="ckpt-upload") as pool:
-                parts = tuple(pool.map(upload, jobs))
+            parts = transfer.upload(
+                self.store,
+                step,
+                self.writer_id,
+                blobs,
+                self._plan(total),
+                cancel=cancel,
+                attempts=self.commit_attempts,
+                backoff=self.commit_backoff,
+            )
+            self.store.make_durable(prefix)
             if cancel is not None and cancel.is_set():
                 raise SaveCancelled(f"save of step {step} superseded")
             manifest = Manifest(step, self.writer_id, time.time(), parts, dict(metadata or {}))
@@ -188,6 +173,9 @@ class CheckpointStore:
         result = SaveResult(step, True, time.monotonic() - started, total)
         self.prune()
         return result
+
+    def _plan(self, total_bytes: int) -> transfer.TransferPlan:
+        return transfer.plan(total_bytes, part_bytes=self.part_bytes, threads=self.parallelism)
 
     def _commit(self, step: int, manifest: bytes) -> bool:
         """Create the manifest of ``step``: True once ours is the committed one, False
@@ -240,27 +228,8 @@ class CheckpointStore:
         manifest = Manifest.decode(self.store.get(manifest_key(step)))
         if manifest.step != step:
             raise ValueError(f"manifest names step {manifest.step}")
-
-        # Each blob is one buffer; every part is read straight into its place and verified
-        # there, in parallel: no joins, no second copy of the state.
-        ordered = sorted(manifest.parts, key=lambda p: (p.blob, p.index))
-        sizes: dict[str, int] = {}
-        offsets: dict[Part, int] = {}
-        for part in ordered:
-            offsets[part] = sizes.get(part.blob, 0)
-            sizes[part.blob] = offsets[part] + part.size
-        blobs = {blob: bytearray(size) for blob, size in sizes.items()}
-
-        def fetch(part: Part) -> None:
-            view = memoryview(blobs[part.blob])[offsets[part] : offsets[part] + part.size]
-            size = self.store.read_into(part.key, view)
-            if size != part.size:
-                raise ValueError(f"{part.key}: {size} bytes, manifest says {part.size}")
-            if hashlib.sha256(view).hexdigest() != part.sha256:
-                raise ValueError(f"{part.key}: sha256 mismatch")
-
-        with ThreadPoolExecutor(self.parallelism, thread_name_prefix="ckpt-download") as pool:
-            list(pool.map(fetch, ordered))
+        total = sum(manifest.blob_sizes.values())
+        blobs = transfer.download(self.store, manifest, self._plan(total))
         return Checkpoint(step, blobs, manifest.metadata, skipped)
 
     # --- retention ---------------------------------------------------------------------

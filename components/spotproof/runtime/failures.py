@@ -36,6 +36,7 @@ class Failure(StrEnum):
     DENIED = "no usable credentials or permission"
     UNREACHABLE = "endpoint unreachable"
     SERVER = "the store answered with a server error"
+    PAST_END = "the requested range starts past the end of the object"
     OTHER = "failed"
 
 
@@ -49,6 +50,7 @@ _S3_DENIED = {
     "AllAccessDisabled",
 }
 _S3_NOT_FOUND = {"NoSuchBucket", "NoSuchKey", "404"}
+_S3_PAST_END = {"InvalidRange"}
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:
@@ -65,6 +67,8 @@ def _by_status(status: int | None) -> Failure | None:
         return None
     if status == 412:
         return Failure.EXISTS
+    if status == 416:
+        return Failure.PAST_END
     if status in (401, 403):
         return Failure.DENIED
     if status == 404:
@@ -92,6 +96,8 @@ def _botocore(error: BaseException) -> Failure | None:
             return Failure.DENIED
         if code in _S3_NOT_FOUND:
             return Failure.NOT_FOUND
+        if code in _S3_PAST_END:
+            return Failure.PAST_END
         return _by_status(status if isinstance(status, int) else None) or Failure.OTHER
     if isinstance(error, exceptions.NoCredentialsError | exceptions.PartialCredentialsError):
         return Failure.DENIED

@@ -1,13 +1,16 @@
 """The manifest: the one object whose existence commits a checkpoint, and its format.
 
 A manifest lists every part of every blob of one step, in order, with its size and
-sha256, and (from format 2) each blob's total size. It is JSON::
+checksum, and each blob's total size. It is JSON::
 
-    {"format": 2, "step": 40, "writer": "host-12-ab12cd34", "created": 1700000000.0,
+    {"format": 3, "step": 40, "writer": "host-12-ab12cd34", "created": 1700000000.0,
      "blobs": {"state": 1048576},
      "parts": [{"key": "steps/000000000040/host-12-ab12cd34/state.00000",
-                "blob": "state", "index": 0, "size": 1048576, "sha256": "..."}],
+                "blob": "state", "index": 0, "size": 1048576, "crc32c": "1a2b3c4d"}],
      "metadata": {...}}
+
+Formats: 1 had sha256 per part and no blob sizes, 2 added the blob sizes, 3 (written
+now) checks parts with CRC32C (``spotproof.runtime.integrity`` says why). All three load.
 
 A manifest is trusted only after :func:`Manifest.decode` has checked its structure: an
 object of the known format, whole numbers where numbers belong (a float size is refused),
@@ -21,6 +24,7 @@ load, with every check but the total.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -28,12 +32,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spotproof.runtime.integrity import CRC32C_HEX, crc32c_hex
+
 DEFAULT_KEEP = 3
 """Committed checkpoints retention keeps; older ones are deleted, manifest first."""
-FORMAT_VERSION = 2
-READABLE_FORMATS = (1, 2)
+FORMAT_VERSION = 3
+READABLE_FORMATS = (1, 2, 3)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_PART_FIELDS = {"key", "blob", "index", "size", "sha256"}
+_CHECKSUM = {1: "sha256", 2: "sha256", 3: "crc32c"}
+"""The checksum field of a part, per manifest format."""
 
 
 class ManifestError(ValueError):
@@ -64,7 +71,22 @@ class Part:
     """Which named blob this part belongs to."""
     index: int
     size: int
-    sha256: str
+    crc32c: str | None = None
+    """8 hex digits (format 3)."""
+    sha256: str | None = None
+    """64 hex digits (formats 1 and 2, still loaded)."""
+
+    def mismatch(self, data: bytes | bytearray | memoryview) -> str | None:
+        """Why ``data`` is not this part's content, or None when it is."""
+        if len(data) != self.size:
+            return f"{len(data)} bytes, manifest says {self.size}"
+        if self.crc32c is not None:
+            return None if crc32c_hex(data) == self.crc32c else "crc32c mismatch"
+        return None if hashlib.sha256(data).hexdigest() == self.sha256 else "sha256 mismatch"
+
+    def encode(self) -> dict[str, Any]:
+        assert self.crc32c is not None, "only format-3 parts are written"
+        return {k: getattr(self, k) for k in ("key", "blob", "index", "size", "crc32c")}
 
 
 @dataclass(frozen=True)
@@ -89,7 +111,7 @@ class Manifest:
             "writer": self.writer,
             "created": self.created,
             "blobs": self.blob_sizes,
-            "parts": [vars(part) for part in self.parts],
+            "parts": [part.encode() for part in self.parts],
             "metadata": dict(self.metadata),
         }
         return json.dumps(body, sort_keys=True).encode()
@@ -120,7 +142,7 @@ class Manifest:
         raw_parts = body.get("parts")
         if not isinstance(raw_parts, list):
             raise ManifestError("parts is not a list")
-        parts = tuple(_part(raw, step, writer) for raw in raw_parts)
+        parts = tuple(_part(raw, step, writer, _CHECKSUM[body["format"]]) for raw in raw_parts)
         manifest = cls(step, writer, float(created), parts, metadata)
         _check_layout(manifest, body.get("blobs") if body["format"] >= 2 else None)
         return manifest
@@ -133,19 +155,21 @@ def _whole(body: Mapping[str, Any], name: str, where: str = "") -> int:
     return value
 
 
-def _part(raw: Any, step: int, writer: str) -> Part:
-    if not isinstance(raw, dict) or set(raw) != _PART_FIELDS:
-        raise ManifestError(f"part {raw!r:.80} does not have exactly {sorted(_PART_FIELDS)}")
+def _part(raw: Any, step: int, writer: str, checksum: str) -> Part:
+    fields = {"key", "blob", "index", "size", checksum}
+    if not isinstance(raw, dict) or set(raw) != fields:
+        raise ManifestError(f"part {raw!r:.80} does not have exactly {sorted(fields)}")
     where = f"part {raw.get('key')!r}: "
     index, size = _whole(raw, "index", where), _whole(raw, "size", where)
-    key, blob, digest = raw["key"], raw["blob"], raw["sha256"]
+    key, blob, digest = raw["key"], raw["blob"], raw[checksum]
     if not isinstance(blob, str) or not blob:
         raise ManifestError(f"{where}blob {blob!r} is not a name")
     if key != part_key(step, writer, blob, index):
         raise ManifestError(f"{where}is not where part {index} of {blob!r} belongs")
-    if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
-        raise ManifestError(f"{where}sha256 {digest!r} is not a hex digest")
-    return Part(key, blob, index, size, digest)
+    pattern = CRC32C_HEX if checksum == "crc32c" else _SHA256
+    if not isinstance(digest, str) or not pattern.fullmatch(digest):
+        raise ManifestError(f"{where}{checksum} {digest!r} is not a hex digest")
+    return Part(key, blob, index, size, **{checksum: digest})
 
 
 def _check_layout(manifest: Manifest, declared: Any) -> None:

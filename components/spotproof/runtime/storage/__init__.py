@@ -1,0 +1,123 @@
+"""Object storage behind one interface: ``file://``, ``s3://``, ``gs://``, ``az://``.
+
+- ``objects``: :class:`ObjectStore` over fsspec, used as it is for GCS (gcsfs) and Azure
+  (adlfs), and for the small objects and names of every store;
+- ``local``: a directory, with explicit durability and no copies;
+- ``s3``: checkpoint parts through botocore's synchronous client, checksummed;
+- ``errors``: one-line errors whose kind is decided by exception type.
+
+Endpoints and credentials come from each SDK's usual environment (``AWS_ENDPOINT_URL``,
+``STORAGE_EMULATOR_HOST``, ``AZURE_STORAGE_CONNECTION_STRING``, workload identity...).
+A URL is never reinterpreted as a local path.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+# gcsfs otherwise probes every bucket for zonal/HNS support over gRPC, which waits 60 s
+# wherever that endpoint is not reachable (emulators, locked-down networks). It reads the
+# variable at import, so it must be set before fsspec loads gcsfs.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+import fsspec
+
+from spotproof.runtime.failures import Failure
+from spotproof.runtime.storage.errors import (
+    AlreadyExists,
+    StorageError,
+    StorageURLError,
+    failed,
+)
+from spotproof.runtime.storage.local import LocalStore
+from spotproof.runtime.storage.objects import ObjectStore
+from spotproof.runtime.storage.s3 import S3Store
+
+__all__ = [
+    "AlreadyExists",
+    "ObjectStore",
+    "StorageError",
+    "StorageURLError",
+    "open_store",
+]
+
+# gcsfs logs every exhausted retry with a full traceback; the failure reaches the caller as
+# one StorageError line, so the log would only repeat it as noise on stderr.
+logging.getLogger("gcsfs").setLevel(logging.CRITICAL)
+
+SCHEMES = {"file": "file", "s3": "s3", "gs": "gcs", "gcs": "gcs", "az": "abfs", "abfs": "abfs"}
+ALLOWED = "file:///path, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix"
+
+
+def open_store(url: str, **storage_options: Any) -> ObjectStore:
+    """The store at ``url``; checks that it is reachable before anything is written."""
+    parsed = urlparse(url)
+    if parsed.scheme not in SCHEMES:
+        scheme = parsed.scheme or "(none)"
+        raise StorageURLError(
+            f"checkpoint URL {url!r}: unsupported scheme {scheme!r}; allowed: {ALLOWED}"
+        )
+    protocol = SCHEMES[parsed.scheme]
+    root = _local_root(url) if protocol == "file" else _bucket_root(url)
+    fs = _filesystem(url, protocol, storage_options)
+    if protocol == "file":
+        Path(root).mkdir(parents=True, exist_ok=True)
+        return LocalStore(url, fs, root)
+    store = S3Store(url, fs, root) if protocol == "s3" else ObjectStore(url, fs, root)
+    try:
+        store.check_reachable(parsed.netloc)
+    except FileNotFoundError:
+        raise StorageError(
+            f"{url}: bucket {parsed.netloc!r} does not exist", Failure.NOT_FOUND
+        ) from None
+    return store
+
+
+def _local_root(url: str) -> str:
+    parsed = urlparse(url)
+    if parsed.netloc not in ("", "localhost"):
+        raise StorageURLError(
+            f"checkpoint URL {url!r}: file URLs take no host; allowed: file:///absolute/path"
+        )
+    if not parsed.path.startswith("/"):
+        raise StorageURLError(
+            f"checkpoint URL {url!r}: path must be absolute; allowed: file:///absolute/path"
+        )
+    return parsed.path
+
+
+def _bucket_root(url: str) -> str:
+    parsed = urlparse(url)
+    if not parsed.netloc:
+        raise StorageURLError(f"checkpoint URL {url!r}: no bucket; allowed: {ALLOWED}")
+    return f"{parsed.netloc}{parsed.path}".rstrip("/")
+
+
+def _filesystem(url: str, protocol: str, storage_options: dict[str, Any]) -> Any:
+    # No instance cache: endpoints and credentials come from the environment, which a
+    # cached filesystem would silently ignore after it changes. No listings cache: other
+    # writers change the bucket, and a stale listing would hide their manifests.
+    options: dict[str, Any] = {"skip_instance_cache": True, **_default_options(protocol)}
+    if protocol != "file":
+        options["use_listings_cache"] = False
+    options.update(storage_options)
+    try:
+        return fsspec.filesystem(protocol, **options)
+    except ImportError as error:
+        raise StorageURLError(
+            f"checkpoint URL {url!r}: the {protocol} backend is not installed ({error.name})"
+        ) from None
+    except Exception as error:
+        raise failed(f"checkpoint URL {url!r}", f"setting up {protocol}", error) from None
+
+
+def _default_options(protocol: str) -> dict[str, Any]:
+    if protocol == "gcs" and os.environ.get("STORAGE_EMULATOR_HOST"):
+        return {"token": "anon", "endpoint_url": os.environ["STORAGE_EMULATOR_HOST"]}
+    if protocol == "abfs" and os.environ.get("AZURE_STORAGE_CONNECTION_STRING"):
+        return {"connection_string": os.environ["AZURE_STORAGE_CONNECTION_STRING"]}
+    return {}

@@ -1,0 +1,32 @@
+"""The storage layer's errors: one line each, their kind decided by exception type."""
+
+from __future__ import annotations
+
+from spotproof.runtime.failures import Failure, classify
+
+
+class StorageError(RuntimeError):
+    """The store cannot be used: bad URL, no credentials, unreachable, or a failed call."""
+
+    def __init__(self, message: str, failure: Failure = Failure.OTHER) -> None:
+        super().__init__(message)
+        self.failure = failure
+
+
+class StorageURLError(StorageError):
+    """The URL itself is wrong: retrying cannot help."""
+
+
+class AlreadyExists(Exception):
+    """A create-only write found the object already there."""
+
+
+def failed(url: str, what: str, error: BaseException) -> StorageError:
+    """``error`` from an SDK as one line: the kind of failure, then the SDK's own words."""
+    failure = classify(error)
+    text = " ".join(str(error).split()) or type(error).__name__
+    if failure is Failure.OTHER:
+        described = f"{type(error).__name__}: {text[:200]}"
+    else:
+        described = f"{failure.value} ({text[:200]})"
+    return StorageError(f"{url}: {what} failed: {described}", failure)

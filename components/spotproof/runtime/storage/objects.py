@@ -1,0 +1,130 @@
+"""An object store as the checkpoint protocol sees it, over fsspec.
+
+The protocol needs a few operations and one guarantee: :meth:`ObjectStore.put_if_absent`
+is a single atomic create-only write. fsspec exposes it for all three clouds as
+``pipe_file(..., mode="create")`` (S3 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``,
+Azure ``overwrite=False``). Bulk data (checkpoint parts) goes through :meth:`put` with the
+part's CRC32C and :meth:`read_into` with a byte range; subclasses replace those two where
+a faster or safer path exists (``local``, ``s3``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import fsspec
+
+from spotproof.runtime.failures import Failure, classify
+from spotproof.runtime.storage.errors import AlreadyExists, failed
+
+
+@contextlib.contextmanager
+def past_end_reads_nothing() -> Iterator[None]:
+    """A ranged read that starts where the object has already ended (HTTP 416) has read
+    nothing; the caller then finds the object shorter than it should be."""
+    try:
+        yield
+    except Exception as error:
+        if classify(error) is not Failure.PAST_END:
+            raise
+
+
+class ObjectStore:
+    """Keys relative to one root URL."""
+
+    def __init__(self, url: str, fs: fsspec.AbstractFileSystem, root: str) -> None:
+        self.url = url
+        self.fs = fs
+        self.root = root.rstrip("/")
+
+    def path(self, key: str) -> str:
+        return f"{self.root}/{key}"
+
+    @contextlib.contextmanager
+    def calling(self, what: str) -> Iterator[None]:
+        """Turns any SDK failure inside the block into one :class:`StorageError` line."""
+        try:
+            yield
+        except (AlreadyExists, FileNotFoundError):
+            raise
+        except Exception as error:
+            raise failed(self.url, what, error) from error
+
+    # --- bulk data ---------------------------------------------------------------------
+
+    def put(self, key: str, data: bytes | memoryview, *, crc32c: str | None = None) -> None:
+        """Write ``key``. ``crc32c`` (8 hex digits) is the data's checksum; a store that can
+        check it on arrival refuses a corrupted upload (see ``s3``)."""
+        with self.calling(f"writing {key}"):
+            self.fs.pipe_file(self.path(key), bytes(data))
+
+    def read_into(self, key: str, buffer: memoryview, offset: int = 0) -> int:
+        """Read ``len(buffer)`` bytes of ``key`` from ``offset`` into ``buffer``; returns how
+        many there were (fewer only where the object ends first)."""
+        if not len(buffer):
+            return 0
+        end = offset + len(buffer)
+        with self.calling(f"reading {key}"), past_end_reads_nothing():
+            data = self.fs.cat_file(self.path(key), start=offset, end=end)
+            count = min(len(data), len(buffer))
+            buffer[:count] = data[:count]
+            return count
+        return 0
+
+    def make_durable(self, prefix: str) -> None:
+        """Everything written under ``prefix`` survives a crash from here on. An object
+        store's PUT is durable once answered; a file system needs more (``local``)."""
+
+    # --- small objects and names -------------------------------------------------------
+
+    def _single_request(self, data: bytes) -> dict[str, Any]:
+        """gcsfs switches to a resumable upload at ``chunksize``; a single request is what
+        carries the precondition everywhere (fake-gcs-server ignores it on resumable ones)."""
+        return {"chunksize": len(data) + 1} if self.fs.protocol[0] in ("gcs", "gs") else {}
+
+    def put_if_absent(self, key: str, data: bytes) -> None:
+        """Create ``key`` atomically, or raise :class:`AlreadyExists` and change nothing.
+
+        Any other failure is a :class:`StorageError`, even one whose request reached the
+        store: the caller cannot tell from the error whether the object was created.
+        """
+        try:
+            self.fs.pipe_file(self.path(key), data, mode="create", **self._single_request(data))
+        except Exception as error:
+            if classify(error) is Failure.EXISTS:
+                raise AlreadyExists(key) from None
+            raise failed(self.url, f"creating {key}", error) from error
+
+    def get(self, key: str) -> bytes:
+        with self.calling(f"reading {key}"):
+            return bytes(self.fs.cat_file(self.path(key)))
+
+    def exists(self, key: str) -> bool:
+        with self.calling(f"checking {key}"):
+            return bool(self.fs.exists(self.path(key)))
+
+    def list(self, prefix: str) -> list[str]:
+        """Names directly under ``prefix`` (keys relative to the root); empty if none."""
+        with self.calling(f"listing {prefix}"):
+            try:
+                entries = self.fs.ls(self.path(prefix), detail=False)
+            except FileNotFoundError:
+                return []
+        return [entry.rstrip("/")[len(self.root) + 1 :] for entry in entries]
+
+    def delete(self, keys: list[str]) -> None:
+        for key in keys:
+            with self.calling(f"deleting {key}"), contextlib.suppress(FileNotFoundError):
+                self.fs.rm_file(self.path(key))
+
+    def delete_prefix(self, prefix: str) -> None:
+        with self.calling(f"deleting {prefix}"), contextlib.suppress(FileNotFoundError):
+            if self.fs.exists(self.path(prefix)):
+                self.fs.rm(self.path(prefix), recursive=True)
+
+    def check_reachable(self, bucket: str) -> None:
+        """Fails with one line unless ``bucket`` can be listed with these credentials."""
+        with self.calling("reaching the bucket"):
+            self.fs.ls(bucket, detail=False)

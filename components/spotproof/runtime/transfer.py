@@ -1,0 +1,159 @@
+"""Moving a checkpoint's blobs to and from a store as parts, in parallel.
+
+This module is the I/O half of a checkpoint; ``checkpoint`` is the commit protocol. A blob
+is cut into parts of :attr:`TransferPlan.part_bytes`, each its own object, uploaded by
+:attr:`TransferPlan.threads` threads with its CRC32C (which the store checks on arrival
+where it can). Loading reads byte ranges of those parts straight into one buffer per blob,
+several ranges at a time, and verifies each part's CRC32C as soon as its last range
+lands, in the thread that read it, so verification overlaps the reads still running.
+
+Sizes follow the state (:func:`plan`): enough parts to keep every thread busy twice over,
+none smaller than 4 MiB (per-request overhead) or larger than 64 MiB (one slow request
+must not hold up the save; GCS sends up to 50 MiB in one request).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from spotproof.runtime.failures import Failure
+from spotproof.runtime.integrity import crc32c_hex
+from spotproof.runtime.manifest import Manifest, Part, part_key
+from spotproof.runtime.storage import ObjectStore, StorageError
+
+MiB = 1 << 20
+MIN_PART, MAX_PART = 4 * MiB, 64 * MiB
+MIN_RANGE, MAX_RANGE = 1 * MiB, 16 * MiB
+_TRANSIENT = (Failure.UNREACHABLE, Failure.SERVER, Failure.OTHER)
+
+
+class SaveCancelled(Exception):
+    """A save was superseded (a newer final save took its place) before it committed."""
+
+
+@dataclass(frozen=True)
+class TransferPlan:
+    part_bytes: int
+    """Size of each uploaded object (the last part of a blob is shorter)."""
+    range_bytes: int
+    """Size of each ranged read when loading."""
+    threads: int
+    """Requests in flight at once."""
+
+
+def plan(
+    total_bytes: int,
+    *,
+    part_bytes: int | None = None,
+    threads: int | None = None,
+    cpus: int | None = None,
+) -> TransferPlan:
+    """Part size, range size and thread count for ``total_bytes`` of state.
+
+    Threads: twice the CPUs, between 4 and 16; transfers wait on the network or the disk
+    and CRC32C releases the GIL. Parts and ranges: ``total / (2 x threads)``, rounded up to
+    a MiB, within [4, 64] MiB for parts and [1, 16] MiB for ranges. Explicit values win.
+    """
+    threads = threads or min(16, max(4, 2 * (cpus or os.cpu_count() or 1)))
+    share = math.ceil(total_bytes / (2 * threads) / MiB) * MiB
+    return TransferPlan(
+        part_bytes=part_bytes or min(MAX_PART, max(MIN_PART, share)),
+        range_bytes=min(MAX_RANGE, max(MIN_RANGE, share)),
+        threads=threads,
+    )
+
+
+def upload(
+    store: ObjectStore,
+    step: int,
+    writer: str,
+    blobs: Mapping[str, bytes | memoryview],
+    transfer: TransferPlan,
+    *,
+    cancel: threading.Event | None = None,
+    attempts: int = 3,
+    backoff: float = 0.2,
+) -> tuple[Part, ...]:
+    """Write every part of ``blobs``; returns them, in order, for the manifest.
+
+    A part that fails transiently is written again, up to ``attempts`` times with
+    ``backoff`` seconds doubling between them. Raises :class:`SaveCancelled` as soon as
+    ``cancel`` is set, and :class:`StorageError` when a part cannot be written.
+    """
+    size = transfer.part_bytes
+    jobs = [
+        (part_key(step, writer, name, index), name, index, memoryview(blob)[offset : offset + size])
+        for name, blob in blobs.items()
+        for index, offset in enumerate(range(0, max(len(blob), 1), size))
+    ]
+
+    def write(job: tuple[str, str, int, memoryview]) -> Part:
+        key, name, index, data = job
+        digest = crc32c_hex(data)
+        for attempt in range(attempts):
+            if cancel is not None and cancel.is_set():
+                raise SaveCancelled(f"save of step {step} superseded")
+            try:
+                store.put(key, data, crc32c=digest)
+                return Part(key, name, index, len(data), crc32c=digest)
+            except StorageError as error:
+                if error.failure not in _TRANSIENT or attempt == attempts - 1:
+                    raise
+                time.sleep(backoff * 2**attempt)
+        raise AssertionError("unreachable")
+
+    with ThreadPoolExecutor(transfer.threads, thread_name_prefix="ckpt-upload") as pool:
+        return tuple(pool.map(write, jobs))
+
+
+def download(
+    store: ObjectStore, manifest: Manifest, transfer: TransferPlan
+) -> dict[str, bytearray]:
+    """Every blob of ``manifest``, read into one buffer each and verified part by part.
+
+    Raises ``ValueError`` naming the part when one is short or fails its checksum, and
+    ``FileNotFoundError`` when one is missing: the caller then skips the checkpoint.
+    """
+    ordered = sorted(manifest.parts, key=lambda p: (p.blob, p.index))
+    offsets: dict[Part, int] = {}
+    sizes: dict[str, int] = {}
+    for part in ordered:
+        offsets[part] = sizes.get(part.blob, 0)
+        sizes[part.blob] = offsets[part] + part.size
+    blobs = {blob: bytearray(size) for blob, size in sizes.items()}
+    views = {
+        part: memoryview(blobs[part.blob])[offsets[part] : offsets[part] + part.size]
+        for part in ordered
+    }
+    ranges = [
+        (part, start)
+        for part in ordered
+        for start in range(0, max(part.size, 1), transfer.range_bytes)
+    ]
+    pending = {part: math.ceil(max(part.size, 1) / transfer.range_bytes) for part in ordered}
+    lock = threading.Lock()
+
+    def read(job: tuple[Part, int]) -> None:
+        part, start = job
+        view = views[part][start : start + transfer.range_bytes]
+        count = store.read_into(part.key, view, start)
+        if count != len(view):
+            raise ValueError(f"{part.key}: {start + count} bytes, manifest says {part.size}")
+        with lock:
+            pending[part] -= 1
+            complete = pending[part] == 0
+        if complete:
+            problem = part.mismatch(views[part])
+            if problem:
+                raise ValueError(f"{part.key}: {problem}")
+
+    with ThreadPoolExecutor(transfer.threads, thread_name_prefix="ckpt-download") as pool:
+        for _ in pool.map(read, ranges):
+            pass
+    return blobs
