@@ -32,14 +32,9 @@ def test_parts_split_the_state_in_twice_as_many_as_threads_within_4_and_64_mib()
     assert sizes == {1: 4, 64: 8, 512: 64, 8192: 64}
 
 
-def test_ranges_are_within_1_and_16_mib() -> None:
-    ranges = {mb: transfer.plan(mb * MiB, cpus=2).range_bytes // MiB for mb in (1, 64, 512)}
-    assert ranges == {1: 1, 64: 8, 512: 16}
-
-
 def test_explicit_sizes_win() -> None:
     assert transfer.plan(512 * MiB, part_bytes=1000, threads=3) == transfer.TransferPlan(
-        part_bytes=1000, range_bytes=16 * MiB, threads=3
+        part_bytes=1000, threads=3
     )
 
 
@@ -62,7 +57,7 @@ class FlakyStore(ObjectStore):
 
 
 def _upload(store: ObjectStore, blobs: dict[str, bytes]) -> Any:
-    plan = transfer.TransferPlan(part_bytes=4, range_bytes=4, threads=1)
+    plan = transfer.TransferPlan(part_bytes=4, threads=1)
     return transfer.upload(store, 7, "w", blobs, plan, attempts=3, backoff=0)
 
 
@@ -123,18 +118,40 @@ def test_moto_stores_a_part_whose_crc32c_header_is_wrong(emulators: dict[str, Bu
 # --- reading ----------------------------------------------------------------------------
 
 
-def _saved(bucket: Bucket, blobs: dict[str, bytes]) -> CheckpointStore:
-    store = CheckpointStore(bucket.url, part_bytes=64 * 1024, parallelism=4)
+class CountingReads:
+    """Wraps a store; records every ranged read."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store, self.reads = store, []
+
+    def read_into(self, key: str, buffer: memoryview, offset: int = 0) -> int:
+        self.reads.append((key, offset, len(buffer)))
+        return self.store.read_into(key, buffer, offset)
+
+
+def _load(bucket: Bucket, blobs: dict[str, bytes], threads: int) -> tuple[Any, CountingReads]:
+    store = CheckpointStore(bucket.url, part_bytes=3 * MiB, parallelism=threads)
     store.save(1, blobs)
-    return store
-
-
-def test_ranges_of_parts_reassemble_every_blob(bucket: Bucket) -> None:
-    blobs = {"state": bytes(range(256)) * 1000, "meta": b"m" * 10, "empty": b""}
-    store = _saved(bucket, blobs)
     manifest = Manifest.decode(store.store.get(manifest_key(1)))
-    plan = transfer.TransferPlan(part_bytes=64 * 1024, range_bytes=10_000, threads=4)
-    assert transfer.download(store.store, manifest, plan) == blobs
+    counting = CountingReads(store.store)
+    plan = transfer.TransferPlan(part_bytes=3 * MiB, threads=threads)
+    return transfer.download(counting, manifest, plan), counting  # type: ignore[arg-type]
+
+
+def test_parts_are_read_whole_when_they_keep_every_thread_busy(bucket: Bucket) -> None:
+    blobs = {"state": bytes(range(256)) * 4096 * 12, "meta": b"m" * 10, "empty": b""}
+    loaded, counting = _load(bucket, blobs, threads=2)
+    assert loaded == blobs
+    assert all(offset == 0 for _, offset, _ in counting.reads)
+
+
+def test_fewer_parts_than_threads_are_read_as_parallel_ranges(bucket: Bucket) -> None:
+    blobs = {"state": bytes(range(256)) * 4096 * 8}  # 8 MiB: parts of 3, 3 and 2 MiB
+    loaded, counting = _load(bucket, blobs, threads=8)
+    assert loaded == blobs
+    # Each part in ceil(8 threads / 3 parts) = 3 ranges, none under 1 MiB.
+    assert len(counting.reads) == 3 + 3 + 2
+    assert {size for _, _, size in counting.reads} == {MiB}
 
 
 def test_a_range_read_past_the_end_of_an_object_returns_what_is_there(bucket: Bucket) -> None:
@@ -146,12 +163,13 @@ def test_a_range_read_past_the_end_of_an_object_returns_what_is_there(bucket: Bu
 
 
 def test_a_corrupt_byte_in_a_later_range_fails_its_part(bucket: Bucket) -> None:
-    store = _saved(bucket, {"state": bytes(200_000)})
+    store = CheckpointStore(bucket.url, part_bytes=8 * MiB, parallelism=4)
+    store.save(1, {"state": bytes(4 * MiB)})
     manifest = Manifest.decode(store.store.get(manifest_key(1)))
-    first = manifest.parts[0]
-    data = bytearray(store.store.get(first.key))
+    [part] = manifest.parts
+    data = bytearray(store.store.get(part.key))
     data[-1] ^= 0xFF
-    store.store.put(first.key, bytes(data))
-    plan = transfer.TransferPlan(part_bytes=64 * 1024, range_bytes=16 * 1024, threads=4)
-    with pytest.raises(ValueError, match=f"{first.key}: crc32c mismatch"):
+    store.store.put(part.key, bytes(data))
+    plan = transfer.TransferPlan(part_bytes=8 * MiB, threads=4)
+    with pytest.raises(ValueError, match=f"{part.key}: crc32c mismatch"):
         transfer.download(store.store, manifest, plan)

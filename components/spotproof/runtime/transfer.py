@@ -3,13 +3,18 @@
 This module is the I/O half of a checkpoint; ``checkpoint`` is the commit protocol. A blob
 is cut into parts of :attr:`TransferPlan.part_bytes`, each its own object, uploaded by
 :attr:`TransferPlan.threads` threads with its CRC32C (which the store checks on arrival
-where it can). Loading reads byte ranges of those parts straight into one buffer per blob,
-several ranges at a time, and verifies each part's CRC32C as soon as its last range
-lands, in the thread that read it, so verification overlaps the reads still running.
+where it can). Loading reads the parts straight into one buffer per blob, several at a
+time, and verifies each part's CRC32C as soon as its last byte lands, in the thread that
+read it, so verification overlaps the reads still running.
 
 Sizes follow the state (:func:`plan`): enough parts to keep every thread busy twice over,
 none smaller than 4 MiB (per-request overhead) or larger than 64 MiB (one slow request
-must not hold up the save; GCS sends up to 50 MiB in one request).
+must not hold up the save). A load reads whole parts, one request each, unless there are
+fewer parts than threads (a checkpoint written with other sizes); only then are parts
+split into byte ranges read in parallel. S3 and GCS serve ranges natively (S3's
+performance guidelines recommend ranged GETs for parallel downloads), but moto builds the
+whole object for every ranged GET, so splitting more than needed would measure the
+emulator, not the protocol.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from spotproof.runtime.storage import ObjectStore, StorageError
 
 MiB = 1 << 20
 MIN_PART, MAX_PART = 4 * MiB, 64 * MiB
-MIN_RANGE, MAX_RANGE = 1 * MiB, 16 * MiB
+MIN_RANGE = 1 * MiB
 _TRANSIENT = (Failure.UNREACHABLE, Failure.SERVER, Failure.OTHER)
 
 
@@ -41,8 +46,6 @@ class SaveCancelled(Exception):
 class TransferPlan:
     part_bytes: int
     """Size of each uploaded object (the last part of a blob is shorter)."""
-    range_bytes: int
-    """Size of each ranged read when loading."""
     threads: int
     """Requests in flight at once."""
 
@@ -54,18 +57,16 @@ def plan(
     threads: int | None = None,
     cpus: int | None = None,
 ) -> TransferPlan:
-    """Part size, range size and thread count for ``total_bytes`` of state.
+    """Part size and thread count for ``total_bytes`` of state.
 
     Threads: twice the CPUs, between 4 and 16; transfers wait on the network or the disk
-    and CRC32C releases the GIL. Parts and ranges: ``total / (2 x threads)``, rounded up to
-    a MiB, within [4, 64] MiB for parts and [1, 16] MiB for ranges. Explicit values win.
+    and CRC32C releases the GIL. Parts: ``total / (2 x threads)``, rounded up to a MiB,
+    within [4, 64] MiB. Explicit values win.
     """
     threads = threads or min(16, max(4, 2 * (cpus or os.cpu_count() or 1)))
     share = math.ceil(total_bytes / (2 * threads) / MiB) * MiB
     return TransferPlan(
-        part_bytes=part_bytes or min(MAX_PART, max(MIN_PART, share)),
-        range_bytes=min(MAX_RANGE, max(MIN_RANGE, share)),
-        threads=threads,
+        part_bytes=part_bytes or min(MAX_PART, max(MIN_PART, share)), threads=threads
     )
 
 
@@ -131,17 +132,17 @@ def download(
         part: memoryview(blobs[part.blob])[offsets[part] : offsets[part] + part.size]
         for part in ordered
     }
+    splits = max(1, math.ceil(transfer.threads / max(len(ordered), 1)))
+    span = {part: max(MIN_RANGE, math.ceil(part.size / splits)) for part in ordered}
     ranges = [
-        (part, start)
-        for part in ordered
-        for start in range(0, max(part.size, 1), transfer.range_bytes)
+        (part, start) for part in ordered for start in range(0, max(part.size, 1), span[part])
     ]
-    pending = {part: math.ceil(max(part.size, 1) / transfer.range_bytes) for part in ordered}
+    pending = {part: math.ceil(max(part.size, 1) / span[part]) for part in ordered}
     lock = threading.Lock()
 
     def read(job: tuple[Part, int]) -> None:
         part, start = job
-        view = views[part][start : start + transfer.range_bytes]
+        view = views[part][start : start + span[part]]
         count = store.read_into(part.key, view, start)
         if count != len(view):
             raise ValueError(f"{part.key}: {start + count} bytes, manifest says {part.size}")

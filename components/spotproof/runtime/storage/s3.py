@@ -86,10 +86,14 @@ class S3Store(ObjectStore):
                 )
             except client.exceptions.NoSuchKey:
                 raise FileNotFoundError(key) from None
-            filled = 0
-            for chunk in response["Body"].iter_chunks(_READ_CHUNK):
-                count = min(len(chunk), len(buffer) - filled)
-                buffer[filled : filled + count] = chunk[:count]
+            body, filled = response["Body"], 0
+            while filled < len(buffer):
+                # urllib3 reads each call into a temporary bytes before copying it in:
+                # keep those small, so no large allocation is made and touched per part.
+                count = body.readinto(buffer[filled : filled + _READ_CHUNK])
+                if not count:
+                    break
                 filled += count
+            body.close()
             return filled
         return 0
