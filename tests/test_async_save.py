@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import threading
+import time
+from pathlib import Path
+from typing import Any
 
 from spotproof.runtime.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpoint import CheckpointStore, SaveResult
@@ -73,3 +76,31 @@ def test_next_periodic_save_waits_for_the_previous_one(bucket: Bucket) -> None:
     saver.save_async(20, lambda: _payload(20), {})
     saver.wait()
     assert store.committed_steps() == [10, 20]
+
+
+def test_each_save_reports_how_long_it_held_training_up(tmp_path: Path) -> None:
+    gate = threading.Event()
+    store = CheckpointStore(f"file://{tmp_path}", keep=10)
+    slow_put = store.store.put
+
+    def put(*args: Any, **kwargs: Any) -> None:
+        gate.wait(10)  # the first upload is still running when the next save is due
+        slow_put(*args, **kwargs)
+
+    store.store.put = put  # type: ignore[method-assign]
+    results: list[SaveResult] = []
+    saver = AsyncCheckpointer(store, on_done=lambda result, kind: results.append(result))
+
+    def capture(step: int) -> dict[str, bytes]:
+        time.sleep(0.05)  # the copy out of the device
+        return _payload(step)
+
+    saver.save_async(10, lambda: capture(10), {})
+    threading.Timer(0.3, gate.set).start()
+    saver.save_async(20, lambda: capture(20), {})
+    saver.wait()
+
+    first, second = results
+    assert first.waited_seconds < 0.05 <= first.capture_seconds
+    assert second.waited_seconds >= 0.2 and second.capture_seconds >= 0.05
+    assert second.blocked_seconds == second.waited_seconds + second.capture_seconds

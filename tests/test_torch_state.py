@@ -3,6 +3,7 @@ that need no NumPy."""
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import struct
 
@@ -53,3 +54,13 @@ def test_capture_and_restore_reproduce_model_and_optimizer_exactly() -> None:
     for index, slots in optimizer.state_dict()["state"].items():
         for slot, value in slots.items():
             assert torch.equal(restored[index][slot], value), (index, slot)
+
+
+def test_prepare_allocates_the_buffer_the_first_capture_fills() -> None:
+    model, optimizer = _trained(seed=1)
+    buffer = StateBuffer()
+    size = buffer.prepare(model, optimizer)
+    prepared = buffer._buffer.data_ptr()  # type: ignore[union-attr]
+    captured = buffer.capture(model, optimizer, 3)
+    assert len(captured["tensors"]) == size
+    assert ctypes.addressof(captured["tensors"].obj) == prepared  # filled in place

@@ -58,6 +58,14 @@ def test_fresh_start_resumes_at_zero_and_completes(url: str, reference_digest: s
     assert process.first("done")["digest"] == reference_digest  # type: ignore[index]
 
 
+def test_checkpoint_events_say_how_long_each_save_held_training_up(url: str) -> None:
+    events = _run(_env(url)).of("checkpoint")
+    assert len(events) == 6
+    for event in events:
+        assert 0 < event["capture_seconds"] <= event["blocked_seconds"]
+    assert all(e["kind"] == "periodic" for e in events[:-1]) and events[-1]["kind"] == "final"
+
+
 def test_checkpoint_event_is_printed_only_after_its_manifest_exists(url: str) -> None:
     process = TrainerProcess(_env(url, STEP_SECONDS="0.01"), time.monotonic())
     store = CheckpointStore(url)

@@ -7,6 +7,11 @@ save is in flight at a time: a new one first waits for the previous upload, whic
 makes it safe for capture to reuse one buffer. A crash therefore loses at most one
 checkpoint interval, plus the steps trained while the newest checkpoint was uploading.
 
+Each result says how long the save held training up: ``waited_seconds`` for the previous
+upload (zero while uploads are shorter than the interval) and ``capture_seconds`` for the
+copy. A second buffer would hide the wait, at the cost of twice the state in host memory;
+a wait that shows up here says the interval is shorter than an upload.
+
 On preemption :meth:`AsyncCheckpointer.save_final` takes over: a save in flight for the
 same step is simply awaited; one for an older step is cancelled (it stops between parts
 and deletes what it wrote) so the grace period is spent on the newest state only.
@@ -15,8 +20,9 @@ and deletes what it wrote) so the grace period is spent on the newest state only
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spotproof.runtime.checkpoint import CheckpointStore, SaveCancelled, SaveResult
@@ -29,6 +35,8 @@ Capture = Callable[[], Blobs]
 @dataclass
 class _InFlight:
     step: int
+    waited: float = 0.0
+    captured: float = 0.0
     thread: threading.Thread | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
     result: SaveResult | None = None
@@ -51,9 +59,11 @@ class AsyncCheckpointer:
 
     def save_async(self, step: int, capture: Capture, metadata: Mapping[str, Any]) -> None:
         """Capture ``step`` now and upload it in the background, after any previous upload."""
+        started = time.perf_counter()
         self.wait()
+        waited = time.perf_counter() - started
         blobs = capture()
-        job = _InFlight(step)
+        job = _InFlight(step, waited, time.perf_counter() - started - waited)
         job.thread = threading.Thread(
             target=self._upload,
             args=(job, blobs, metadata, "periodic"),
@@ -73,8 +83,10 @@ class AsyncCheckpointer:
         elif job is not None:
             job.cancel.set()
             self.wait()
-        final = _InFlight(step)
-        self._upload(final, capture(), metadata, "final")
+        started = time.perf_counter()
+        blobs = capture()
+        final = _InFlight(step, captured=time.perf_counter() - started)
+        self._upload(final, blobs, metadata, "final")
         if final.error is not None:
             raise final.error
         assert final.result is not None
@@ -95,7 +107,8 @@ class AsyncCheckpointer:
         try:
             if self.on_start:
                 self.on_start(job.step, kind)
-            job.result = self.store.save(job.step, blobs, metadata, cancel=job.cancel)
+            result = self.store.save(job.step, blobs, metadata, cancel=job.cancel)
+            job.result = replace(result, waited_seconds=job.waited, capture_seconds=job.captured)
             if self.on_done:
                 self.on_done(job.result, kind)
         except BaseException as error:  # surfaced by wait()/save_final() in the caller's thread

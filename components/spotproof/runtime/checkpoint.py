@@ -82,6 +82,15 @@ class SaveResult:
     bytes: int
     reason: str = ""
     """Why nothing was committed, when ``committed`` is false."""
+    waited_seconds: float = 0.0
+    """Training time spent waiting for the previous upload before this save's capture."""
+    capture_seconds: float = 0.0
+    """Training time spent copying the state out (device to host) for this save."""
+
+    @property
+    def blocked_seconds(self) -> float:
+        """All the time this save held up training; the upload itself ran alongside."""
+        return self.waited_seconds + self.capture_seconds
 
 
 @dataclass(frozen=True)

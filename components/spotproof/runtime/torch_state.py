@@ -3,10 +3,16 @@ tensor data.
 
 At a step boundary :meth:`StateBuffer.capture` copies every tensor of the training state
 (model, optimizer, RNG states) into one flat CPU buffer that is allocated once and reused
-(pinned when CUDA is present). The checkpoint is two blobs: ``tensors``, a view of that
-buffer uploaded as it is, and ``skeleton``, the small structure around it (param groups,
-step, Python RNG state) with each tensor replaced by its offset, dtype and shape.
-:func:`restore` rebuilds the tensors as views of the downloaded buffer and loads them.
+(pinned when CUDA is present, so the device-to-host copy is a DMA that needs no staging).
+The checkpoint is two blobs: ``tensors``, a view of that buffer uploaded as it is, and
+``skeleton``, the small structure around it (param groups, step, Python RNG state) with
+each tensor replaced by its offset, dtype and shape. :func:`restore` rebuilds the tensors
+as views of the downloaded buffer and loads them.
+
+:meth:`StateBuffer.prepare` allocates and touches the buffer ahead of the first save (once
+the optimizer has state, i.e. after the first step or a restore): otherwise the first
+capture pays for allocating and faulting in memory the size of the whole state, and a
+first capture may well be the final one, inside the preemption notice.
 
 The buffer is only written while no upload reads it: ``AsyncCheckpointer`` calls capture
 after the previous save has finished.
@@ -31,39 +37,31 @@ class StateBuffer:
     def __init__(self) -> None:
         self._buffer: torch.Tensor | None = None
 
+    @property
+    def ready(self) -> bool:
+        """Whether the buffer has been allocated (by :meth:`prepare` or a capture)."""
+        return self._buffer is not None
+
     def _flat(self, nbytes: int) -> torch.Tensor:
         if self._buffer is None or self._buffer.numel() != nbytes:
             pin = torch.cuda.is_available()
             self._buffer = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pin)
         return self._buffer
 
+    def prepare(
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, **extra: Any
+    ) -> int:
+        """Allocate (and touch) the buffer that :meth:`capture` will fill; returns its size.
+        Call it once the optimizer has state: after the first step, or after a restore."""
+        _, tensors = _flatten(_state(model, optimizer, 0, extra))
+        flat = self._flat(sum(t.numel() * t.element_size() for t in tensors))
+        flat.zero_()  # fault every page in now, not during the first save
+        return flat.numel()
+
     def capture(
         self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int, **extra: Any
     ) -> dict[str, bytes | memoryview]:
-        state = {
-            "step": step,
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            "python_rng": random.getstate(),
-            "extra": extra,
-        }
-        if torch.cuda.is_available():
-            state["cuda_rng"] = torch.cuda.get_rng_state_all()
-
-        tensors: list[torch.Tensor] = []
-
-        def strip(value: Any) -> Any:
-            if isinstance(value, torch.Tensor):
-                tensors.append(value.detach())
-                return {TENSOR_KEY: len(tensors) - 1}
-            if isinstance(value, dict):
-                return {k: strip(v) for k, v in value.items()}
-            if isinstance(value, list | tuple):
-                return type(value)(strip(v) for v in value)
-            return value
-
-        skeleton = strip(state)
+        skeleton, tensors = _flatten(_state(model, optimizer, step, extra))
         sizes = [t.numel() * t.element_size() for t in tensors]
         flat = self._flat(sum(sizes))
         layout, offset = [], 0
@@ -79,6 +77,39 @@ class StateBuffer:
         header = io.BytesIO()
         torch.save({"skeleton": skeleton, "layout": layout}, header)
         return {"skeleton": header.getvalue(), "tensors": byte_view(flat)}
+
+
+def _state(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int, extra: dict[str, Any]
+) -> dict[str, Any]:
+    state = {
+        "step": step,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+        "python_rng": random.getstate(),
+        "extra": extra,
+    }
+    if torch.cuda.is_available():
+        state["cuda_rng"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _flatten(state: Any) -> tuple[Any, list[torch.Tensor]]:
+    """The state with every tensor replaced by its index, and the tensors in that order."""
+    tensors: list[torch.Tensor] = []
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            tensors.append(value.detach())
+            return {TENSOR_KEY: len(tensors) - 1}
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(strip(v) for v in value)
+        return value
+
+    return strip(state), tensors
 
 
 def byte_view(tensor: torch.Tensor) -> memoryview:

@@ -16,14 +16,16 @@ MODEL_MB           size of model + optimizer state in MiB                     16
 GRACE_SECONDS      budget from SIGTERM to SIGKILL                             15
 STEP_SECONDS       pause after each step (lets a harness interrupt mid-run)   0
 KEEP_CHECKPOINTS   committed checkpoints kept                                 3
-CHECKPOINT_PART_KB size of each uploaded part                                 65536
+CHECKPOINT_PART_KB size of each uploaded part; unset: sized from the state      (auto)
 EMIT_STEPS         1 to print a ``step`` event after every step               0
 TRAIN_THREADS      torch intra-op threads                                     1
 ================== ========================================================== =========
 
 Output: one JSON object per line on stdout (``resumed``, ``saving``, ``checkpoint``,
 ``preempted``, ``done``, ...). A ``checkpoint`` event is printed only once its step is
-committed. Exit codes: see ``spotproof.runtime.exit_codes``.
+committed, with ``seconds`` (the save), ``blocked_seconds`` (training held up by it: the
+wait for the previous upload plus ``capture_seconds``, the copy of the state) and, for
+the final save, ``since_signal``. Exit codes: see ``spotproof.runtime.exit_codes``.
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ class TrainConfig:
     grace_seconds: float = 15
     step_seconds: float = 0
     keep: int = DEFAULT_KEEP
-    part_kb: int = 65536
+    part_kb: int | None = None
+    """None: parts sized from the state (``spotproof.runtime.transfer.plan``)."""
     emit_steps: bool = False
     threads: int = 1
 
@@ -99,7 +102,7 @@ class TrainConfig:
             grace_seconds=number("GRACE_SECONDS", 15, float, 1),
             step_seconds=number("STEP_SECONDS", 0, float, 0),
             keep=number("KEEP_CHECKPOINTS", DEFAULT_KEEP, int, 1),
-            part_kb=number("CHECKPOINT_PART_KB", 65536, int, 4),
+            part_kb=number("CHECKPOINT_PART_KB", 0, int, 0) or None,
             emit_steps=env.get("EMIT_STEPS", "0") == "1",
             threads=number("TRAIN_THREADS", 1, int, 1),
         )
@@ -164,9 +167,8 @@ def train(config: TrainConfig) -> int:
 def _train(config: TrainConfig, guard: PreemptionGuard) -> int:
     torch.set_num_threads(config.threads)
     torch.use_deterministic_algorithms(True)
-    store = CheckpointStore(
-        config.checkpoint_url, keep=config.keep, part_bytes=config.part_kb * 1024
-    )
+    part_bytes = config.part_kb * 1024 if config.part_kb else None
+    store = CheckpointStore(config.checkpoint_url, keep=config.keep, part_bytes=part_bytes)
     model, optimizer = build(config)
     width = model[0].in_features
 
@@ -177,20 +179,11 @@ def _train(config: TrainConfig, guard: PreemptionGuard) -> int:
     emit("resumed", step=step, writer=store.writer_id)
 
     received: dict[str, float] = {}
-
-    def on_done(result: SaveResult, kind: str) -> None:
-        if result.committed:
-            fields: dict[str, Any] = {"kind": kind, "bytes": result.bytes}
-            if kind == "final" and "at" in received:
-                fields["since_signal"] = round(time.monotonic() - received["at"], 4)
-            emit("checkpoint", step=result.step, seconds=round(result.seconds, 4), **fields)
-        else:
-            emit("checkpoint_refused", step=result.step, kind=kind, reason=result.reason)
-
     saver = AsyncCheckpointer(
-        store, on_start=lambda s, kind: emit("saving", step=s, kind=kind), on_done=on_done
+        store,
+        on_start=lambda s, kind: emit("saving", step=s, kind=kind),
+        on_done=lambda result, kind: _report(result, kind, received.get("at")),
     )
-
     buffer = torch_state.StateBuffer()
 
     def save(final: bool) -> SaveResult | None:
@@ -208,6 +201,8 @@ def _train(config: TrainConfig, guard: PreemptionGuard) -> int:
         loss_fn(model(inputs), targets).backward()
         optimizer.step()
         step += 1
+        if not buffer.ready:  # the optimizer has state now: size and touch the buffer
+            buffer.prepare(model, optimizer)
         if config.emit_steps:
             emit("step", step=step)
         if guard.preempted:
@@ -228,6 +223,22 @@ def _train(config: TrainConfig, guard: PreemptionGuard) -> int:
     save(final=True)
     emit("done", step=step, digest=digest(model, optimizer, step))
     return exit_codes.COMPLETED
+
+
+def _report(result: SaveResult, kind: str, signalled_at: float | None) -> None:
+    """The ``checkpoint`` event once ``result`` is committed, or why it was refused."""
+    if not result.committed:
+        emit("checkpoint_refused", step=result.step, kind=kind, reason=result.reason)
+        return
+    fields: dict[str, Any] = {
+        "kind": kind,
+        "bytes": result.bytes,
+        "blocked_seconds": round(result.blocked_seconds, 4),
+        "capture_seconds": round(result.capture_seconds, 4),
+    }
+    if kind == "final" and signalled_at is not None:
+        fields["since_signal"] = round(time.monotonic() - signalled_at, 4)
+    emit("checkpoint", step=result.step, seconds=round(result.seconds, 4), **fields)
 
 
 def main() -> int:
