@@ -104,3 +104,17 @@ def test_each_save_reports_how_long_it_held_training_up(tmp_path: Path) -> None:
     assert first.waited_seconds < 0.05 <= first.capture_seconds
     assert second.waited_seconds >= 0.2 and second.capture_seconds >= 0.05
     assert second.blocked_seconds == second.waited_seconds + second.capture_seconds
+
+
+def test_a_final_save_leaves_retention_to_the_next_periodic_save(bucket: Bucket) -> None:
+    store = CheckpointStore(bucket.url, part_bytes=16 * 1024, keep=1)
+    saver = AsyncCheckpointer(store)
+    saver.save_async(10, lambda: _payload(10), {})
+    saver.wait()
+
+    saver.save_final(20, lambda: _payload(20), {})
+    assert store.committed_steps() == [10, 20]
+
+    saver.save_async(30, lambda: _payload(30), {})
+    saver.wait()
+    assert store.committed_steps() == [30]

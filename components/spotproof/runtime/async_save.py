@@ -15,6 +15,9 @@ a wait that shows up here says the interval is shorter than an upload.
 On preemption :meth:`AsyncCheckpointer.save_final` takes over: a save in flight for the
 same step is simply awaited; one for an older step is cancelled (it stops between parts
 and deletes what it wrote) so the grace period is spent on the newest state only.
+Retention runs after a periodic commit has been reported, and not at all after a final
+one: deleting old checkpoints is no work for the grace period (the next process's first
+periodic save catches up).
 """
 
 from __future__ import annotations
@@ -107,9 +110,11 @@ class AsyncCheckpointer:
         try:
             if self.on_start:
                 self.on_start(job.step, kind)
-            result = self.store.save(job.step, blobs, metadata, cancel=job.cancel)
+            result = self.store.save(job.step, blobs, metadata, cancel=job.cancel, prune=False)
             job.result = replace(result, waited_seconds=job.waited, capture_seconds=job.captured)
             if self.on_done:
                 self.on_done(job.result, kind)
+            if kind == "periodic" and result.committed:
+                self.store.prune()  # after reporting the commit; a final save skips it
         except BaseException as error:  # surfaced by wait()/save_final() in the caller's thread
             job.error = error

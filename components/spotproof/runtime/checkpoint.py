@@ -142,9 +142,14 @@ class CheckpointStore:
         blobs: Mapping[str, bytes | memoryview],
         metadata: Mapping[str, Any] | None = None,
         cancel: threading.Event | None = None,
+        *,
+        prune: bool = True,
     ) -> SaveResult:
         """Write and commit ``blobs`` as step ``step``. Raises :class:`SaveCancelled` if
-        ``cancel`` is set before the commit; then nothing of this save is committed."""
+        ``cancel`` is set before the commit; then nothing of this save is committed.
+
+        With ``prune``, retention runs after the commit (see :meth:`prune`); the result's
+        ``seconds`` end at the commit either way."""
         started = time.monotonic()
         total = sum(len(b) for b in blobs.values())
         if self.store.exists(manifest_key(step)):
@@ -180,7 +185,8 @@ class CheckpointStore:
                 "another writer committed this step first",
             )
         result = SaveResult(step, True, time.monotonic() - started, total)
-        self.prune()
+        if prune:
+            self.prune()
         return result
 
     def _plan(self, total_bytes: int) -> transfer.TransferPlan:
