@@ -33,7 +33,8 @@ from spotproof.plan.recorder import OfflineCloud, Recording, record
 from spotproof.plan.stackconfig import StackConfig, stack_config
 from spotproof.policy import Violation, evaluate
 from spotproof.runtime.manifest import DEFAULT_KEEP
-from spotproof.spec import FleetSpec, fleet_from_config
+from spotproof.spec import FleetSpec, advice, fleet_from_config
+from spotproof.spec.advice import SpecWarning
 
 __all__ = [
     "PlanInputError",
@@ -55,6 +56,8 @@ class PlanResult:
     violations: list[Violation] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     """Checks that could not run here, with why; ``--strict`` fails on any."""
+    warnings: list[SpecWarning] = field(default_factory=list)
+    """Settings that build but that a real preemption may not honour (never an exit 1)."""
 
     @property
     def nodes(self) -> list[scheduling.NodeShape]:
@@ -79,7 +82,7 @@ def check(spec: FleetSpec, recording: Recording) -> PlanResult:
         keep=DEFAULT_KEEP,
         retention_days=spec.bucket.noncurrent_days,
     )
-    return PlanResult(spec, recording, pools, found, violations, skipped)
+    return PlanResult(spec, recording, pools, found, violations, skipped, advice.warnings(spec))
 
 
 def run_program(project: Project, config: StackConfig, spec: FleetSpec) -> Recording:

@@ -55,9 +55,11 @@ def text(result: PlanResult) -> str:
 
 
 def verdict(result: PlanResult) -> str:
-    """The closing lines: checks skipped, then every violation or the checks that passed."""
+    """The closing lines: checks skipped, warnings, then every violation or the checks
+    that passed."""
     skipped = [f"skipped: {reason}" for reason in result.skipped]
-    return "\n".join([*skipped, _violations(result)])
+    warned = [f"warning: {w.key}: {w.message}" for w in result.warnings]
+    return "\n".join([*skipped, *warned, _violations(result)])
 
 
 def _violations(result: PlanResult) -> str:
@@ -95,6 +97,7 @@ def as_json(result: PlanResult) -> dict[str, Any]:
         ],
         "violations": [asdict(v) for v in result.violations],
         "skipped": result.skipped,
+        "warnings": [asdict(w) for w in result.warnings],
         "scheduling": workloads.placements(recording, result.nodes),
         "scale_up": {
             outcome.workload.label: [asdict(verdict) for verdict in outcome.verdicts]
@@ -124,7 +127,8 @@ def markdown(result: PlanResult) -> str:
     status = "✅ 0 violations" if not count else f"❌ {count} violation(s)"
     lines = [f"### `{result.spec.stack}`: {status}", ""]
     lines += [f"> ⚠️ skipped: {_cell(reason)}" for reason in result.skipped]
-    lines += [""] if result.skipped else []
+    lines += [f"> ⚠️ warning: `{w.key}`: {_cell(w.message)}" for w in result.warnings]
+    lines += [""] if result.skipped or result.warnings else []
     if result.violations:
         lines += _table(
             ("Rule", "Resource", "Finding"),
@@ -187,8 +191,19 @@ def markdown_summary(sections: list[tuple[str, int, str]]) -> str:
 
 
 def annotations(result: PlanResult, sources: ConfigSources, root: Path) -> list[str]:
-    """One ``::error`` per violation, at the line of the config the resource came from."""
-    return [
+    """One ``::error`` per violation, at the line of the config the resource came from,
+    and one ``::warning`` per warning, at its key's line."""
+    warned = [
+        command(
+            "warning",
+            f"{w.key}: {w.message}",
+            sources.locate(w.key),
+            root,
+            title=f"spotproof plan {result.spec.stack}: warning",
+        )
+        for w in result.warnings
+    ]
+    return warned + [
         command(
             "error",
             f"[{v.policy}] {v.resource}: {v.message}",
