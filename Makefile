@@ -31,9 +31,12 @@ lint: $(STAMP)
 
 plan: demo
 
+# Each prints its rows with the limit and the strongest peer measured in the same run;
+# checkpoint_io.py rewrites the README's table from its run.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/checkpoint_io.py
+	$(BIN)/python benchmarks/checkpoint_io.py --readme README.md
 	$(BIN)/python benchmarks/training_throughput.py
+	$(BIN)/python benchmarks/capacity.py
 	$(BIN)/python benchmarks/goodput.py
 
 # The release artifacts: Karpenter's published schemas bundled into the package (so an EKS

@@ -1,21 +1,24 @@
 """Checkpoint save and restore against the limit and PyTorch's own tools, in one run.
 
     python benchmarks/checkpoint_io.py [--sizes 64,512] [--stores file,s3] [--repeats 5]
-                                       [--markdown FILE]
+                                       [--readme README.md]
 
 For each store and state size (model + Adam state, real tensors), every contender saves or
-restores the same state, interleaved round-robin, median of ``--repeats`` rounds:
+restores the same state, interleaved round-robin, median of ``--repeats`` rounds. Each
+round's save is a new checkpoint next to the previous one, which stays intact (the one
+before is removed afterwards, untimed), for every contender alike: overwriting the only
+checkpoint in place would leave none if the save died halfway.
 
 - **spotproof**: ``StateBuffer.capture`` (its buffer prepared beforehand, as the trainer
   does) + ``CheckpointStore.save`` up to the commit; ``load_latest`` + ``restore`` into
   the model. Both include everything: the copy out of the model, CRC32C, the manifest
-  commit. Retention (deleting the checkpoint before last) runs after, untimed.
+  commit. Retention is the untimed removal.
 - **DCP**: ``torch.distributed.checkpoint`` ``save``/``load``, with ``FileSystemWriter`` on
   disk and ``FsspecWriter`` on S3, at 1 and 4 threads (single process, ``no_dist``).
 - **torch.save / torch.load** of the same state dict (fsynced on disk; through s3fs on S3).
-- **the limit**: plain I/O of the same number of bytes, the best of one stream and four
-  parallel ones: ``write`` + ``fsync``, ``read``; botocore ``put_object``/``get_object``
-  (and s3fs, the peer tools' own path).
+- **the limit**: plain I/O of the same number of bytes, the best of one object and 64 MiB
+  parts four at a time: ``write`` + ``fsync`` and ``read`` on disk, botocore
+  ``put_object``/``get_object`` on S3 (and s3fs, the path DCP and torch.save take there).
 
 On disk, saves are durable (fsynced) and restores read from a warm page cache, for every
 contender alike. The S3 rows run against moto on loopback: its costs (a Python server on
@@ -38,7 +41,16 @@ from typing import Any
 
 import torch
 import torch.distributed.checkpoint as dcp
-from measure import Action, Row, interleaved, markdown, report, state_bytes, training_state
+from measure import (
+    Action,
+    Row,
+    interleaved,
+    markdown,
+    replace_block,
+    report,
+    state_bytes,
+    training_state,
+)
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
 
@@ -49,7 +61,7 @@ from spotproof.smoke.emulators import emulated
 
 OURS = "spotproof"
 PART = 64 << 20
-BENCH_BUCKET = "spotproof-bench"  # unversioned, so overwritten rounds free their memory
+BENCH_BUCKET = "spotproof-bench"  # unversioned, so removed rounds free moto's memory
 
 
 class Store:
@@ -61,9 +73,51 @@ class Store:
     def url(self, prefix: str) -> str:
         return f"file://{self.root}/{prefix}" if self.name == "file" else f"{self.root}/{prefix}"
 
+    def fs(self) -> Any:
+        return open_store(self.url("any")).fs
+
+    def client(self) -> Any:
+        import botocore.session  # noqa: PLC0415
+        from botocore.config import Config  # noqa: PLC0415
+
+        config = Config(max_pool_connections=16)
+        return botocore.session.get_session().create_client("s3", config=config)
+
+    def open(self, path: str, mode: str) -> Any:
+        if self.name == "file":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            return open(path, mode)
+        return self.fs().open(path.removeprefix("s3://"), mode)
+
+    def remove(self, path: str) -> None:
+        if self.name == "file":
+            target = Path(path)
+            if target.is_dir():
+                shutil.rmtree(target)
+            else:
+                target.unlink(missing_ok=True)
+        else:
+            self.fs().rm(path.removeprefix("s3://"), recursive=True)
+
 
 def state_dict(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     return {"model": model.state_dict(), "optim": optimizer.state_dict()}
+
+
+def rotating(save: Callable[[int], object], remove: Callable[[int], object]) -> Action:
+    """Each round writes a new checkpoint and then removes the one before the previous,
+    untimed: every contender keeps its last good checkpoint intact while it writes the
+    next one (overwriting it in place would leave nothing if the save died halfway)."""
+
+    def action(round_: int) -> float:
+        started = time.perf_counter()
+        save(round_)
+        elapsed = time.perf_counter() - started
+        if round_ >= 2:
+            remove(round_ - 2)
+        return elapsed
+
+    return action
 
 
 def spotproof_contenders(store: Store, model: Any, optimizer: Any) -> tuple[Action, Action]:
@@ -71,86 +125,110 @@ def spotproof_contenders(store: Store, model: Any, optimizer: Any) -> tuple[Acti
     buffer = torch_state.StateBuffer()
     buffer.prepare(model, optimizer)
 
-    def save(round_: int) -> float:
-        """Live model to committed checkpoint; retention runs after, untimed, as it does
-        in the trainer (after reporting a periodic commit, never after a final one)."""
-        started = time.perf_counter()
-        result = checkpoints.save(round_ + 1, buffer.capture(model, optimizer, round_), prune=False)
-        elapsed = time.perf_counter() - started
-        assert result.committed
-        checkpoints.prune()
-        return elapsed
+    def save(round_: int) -> None:
+        blobs = buffer.capture(model, optimizer, round_)
+        assert checkpoints.save(round_ + 1, blobs, prune=False).committed
 
     def restore(_round: int) -> None:
         latest = checkpoints.load_latest()
         assert latest is not None
         torch_state.restore(model, optimizer, latest.blobs)
 
-    return save, restore
+    # Retention deletes the same checkpoint the other contenders remove, also untimed.
+    return rotating(save, lambda _old: checkpoints.prune()), restore
 
 
-def dcp_contenders(store: Store, model: Any, optimizer: Any, threads: int) -> tuple[Action, Action]:
-    path = store.url(f"dcp-{threads}") if store.name != "file" else f"{store.root}/dcp-{threads}"
+def dcp_contenders(
+    store: Store, model: Any, optimizer: Any, threads: int, last: int
+) -> tuple[Action, Action]:
+    def path(round_: int) -> str:
+        return f"{store.root}/dcp-{threads}/{round_}"
 
-    def writer() -> Any:
-        if store.name == "file":
-            return FileSystemWriter(path, thread_count=threads)
-        return FsspecWriter(path, thread_count=threads)
-
-    def save(_round: int) -> None:
-        dcp.save(state_dict(model, optimizer), storage_writer=writer(), no_dist=True)
+    def save(round_: int) -> None:
+        writer = (
+            FileSystemWriter(path(round_), thread_count=threads)
+            if store.name == "file"
+            else FsspecWriter(path(round_), thread_count=threads)
+        )
+        dcp.save(state_dict(model, optimizer), storage_writer=writer, no_dist=True)
 
     def restore(_round: int) -> None:
-        reader = FileSystemReader(path) if store.name == "file" else FsspecReader(path)
+        reader = FileSystemReader(path(last)) if store.name == "file" else FsspecReader(path(last))
         dcp.load(state_dict(model, optimizer), storage_reader=reader, no_dist=True)
 
-    return save, restore
+    return rotating(save, lambda old: store.remove(path(old))), restore
 
 
-def torch_save_contenders(store: Store, model: Any, optimizer: Any) -> tuple[Action, Action]:
-    if store.name == "file":
-        path = f"{store.root}/torch.pt"
+def torch_save_contenders(
+    store: Store, model: Any, optimizer: Any, last: int
+) -> tuple[Action, Action]:
+    def path(round_: int) -> str:
+        return f"{store.root}/torch/{round_}.pt"
 
-        def save(_round: int) -> None:
-            with open(path, "wb") as file:
-                torch.save(state_dict(model, optimizer), file)
+    def save(round_: int) -> None:
+        with store.open(path(round_), "wb") as file:
+            torch.save(state_dict(model, optimizer), file)
+            if store.name == "file":
                 file.flush()
                 os.fsync(file.fileno())
 
-        def opened() -> Any:
-            return open(path, "rb")
-    else:
-        fs = open_store(store.url("torch")).fs
-        path = f"{store.root.removeprefix('s3://')}/torch/torch.pt"
-
-        def save(_round: int) -> None:
-            with fs.open(path, "wb") as file:
-                torch.save(state_dict(model, optimizer), file)
-
-        def opened() -> Any:
-            return fs.open(path, "rb")
-
     def restore(_round: int) -> None:
-        with opened() as file:
+        with store.open(path(last), "rb") as file:
             loaded = torch.load(file, weights_only=True)
         model.load_state_dict(loaded["model"])
         optimizer.load_state_dict(loaded["optim"])
 
-    return save, restore
+    return rotating(save, lambda old: store.remove(path(old))), restore
 
 
-def plain_contenders(store: Store, payload: bytes) -> tuple[dict[str, Action], dict[str, Action]]:
-    """The limit: the same number of bytes, one stream and four parallel ones."""
-    parts = [memoryview(payload)[i : i + PART] for i in range(0, len(payload), PART)]
-    if store.name == "file":
-        return _plain_file(store.root, payload, parts)
-    return _plain_s3(store, payload, parts)
-
-
-def _plain_file(
-    root: str, payload: bytes, parts: list[memoryview]
+def plain_contenders(
+    store: Store, payload: bytes, last: int
 ) -> tuple[dict[str, Action], dict[str, Action]]:
-    def write(path: str, data: memoryview | bytes) -> None:
+    """The limit: the same number of bytes as one object and as 64 MiB parts written four
+    at a time; on S3 also through s3fs, the path DCP and torch.save take there."""
+    parts = [memoryview(payload)[i : i + PART] for i in range(0, len(payload), PART)]
+    put, get = (_file_io if store.name == "file" else _s3_io)(store)
+
+    def one(round_: int) -> str:
+        return f"{store.root}/plain-1/{round_}"
+
+    def part(round_: int, index: int) -> str:
+        return f"{store.root}/plain-4/{round_}/part-{index}"
+
+    def parallel(action: Callable[[int], object]) -> None:
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(action, range(len(parts))))
+
+    def put_parts(round_: int) -> None:
+        parallel(lambda i: put(part(round_, i), parts[i]))
+
+    def remove_parts(round_: int) -> None:
+        parallel(lambda i: store.remove(part(round_, i)))
+
+    streams = "stream" if store.name == "file" else "request"
+    saves = {
+        f"plain write, 1 {streams}": rotating(
+            lambda r: put(one(r), payload), lambda r: store.remove(one(r))
+        ),
+        f"plain write, 4 {streams}s": rotating(put_parts, remove_parts),
+    }
+    restores = {
+        f"plain read, 1 {streams}": lambda _r: get(one(last)),
+        f"plain read, 4 {streams}s": lambda _r: parallel(lambda i: get(part(last, i))),
+    }
+    if store.name != "file":
+        fs = store.fs()
+        saves["s3fs pipe_file"] = rotating(
+            lambda r: fs.pipe_file(f"{one(r)}-s3fs", payload),
+            lambda r: store.remove(f"{one(r)}-s3fs"),
+        )
+        restores["s3fs cat_file"] = lambda _r: fs.cat_file(f"{one(last)}-s3fs")
+    return saves, restores
+
+
+def _file_io(store: Store) -> tuple[Callable[[str, Any], None], Callable[[str], bytes]]:
+    def put(path: str, data: memoryview | bytes) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             view, done = memoryview(data), 0
@@ -160,62 +238,25 @@ def _plain_file(
         finally:
             os.close(descriptor)
 
-    def read(path: str) -> bytes:
+    def get(path: str) -> bytes:
         with open(path, "rb", buffering=0) as file:
             return file.read()
 
-    names = [f"{root}/plain-part-{i}" for i in range(len(parts))]
-
-    def parallel(action: Callable[[int], object]) -> None:
-        with ThreadPoolExecutor(4) as pool:
-            list(pool.map(action, range(len(parts))))
-
-    saves = {
-        "plain write + fsync, 1 stream": lambda _r: write(f"{root}/plain", payload),
-        "plain write + fsync, 4 streams": lambda _r: parallel(lambda i: write(names[i], parts[i])),
-    }
-    restores = {
-        "plain read, 1 stream": lambda _r: read(f"{root}/plain"),
-        "plain read, 4 streams": lambda _r: parallel(lambda i: read(names[i])),
-    }
-    return saves, restores
+    return put, get
 
 
-def _plain_s3(
-    store: Store, payload: bytes, parts: list[memoryview]
-) -> tuple[dict[str, Action], dict[str, Action]]:
-    import botocore.session  # noqa: PLC0415
-    from botocore.config import Config  # noqa: PLC0415
+def _s3_io(store: Store) -> tuple[Callable[[str, Any], None], Callable[[str], bytes]]:
+    client = store.client()
 
-    client = botocore.session.get_session().create_client(
-        "s3", config=Config(max_pool_connections=16)
-    )
-    fs = open_store(store.url("plain")).fs
-    chunks = [bytes(p) for p in parts]
+    def put(path: str, data: memoryview | bytes) -> None:
+        bucket, key = path.removeprefix("s3://").split("/", 1)
+        client.put_object(Bucket=bucket, Key=key, Body=bytes(data))
 
-    def parallel(action: Callable[[int], object]) -> None:
-        with ThreadPoolExecutor(4) as pool:
-            list(pool.map(action, range(len(chunks))))
+    def get(path: str) -> bytes:
+        bucket, key = path.removeprefix("s3://").split("/", 1)
+        return client.get_object(Bucket=bucket, Key=key)["Body"].read()
 
-    def put(key: str, data: bytes) -> None:
-        client.put_object(Bucket=BENCH_BUCKET, Key=key, Body=data)
-
-    def get(key: str) -> bytes:
-        return client.get_object(Bucket=BENCH_BUCKET, Key=key)["Body"].read()
-
-    saves = {
-        "botocore put_object, 1 stream": lambda _r: put("plain/whole", payload),
-        "botocore put_object, 4 streams": lambda _r: parallel(
-            lambda i: put(f"plain/part-{i}", chunks[i])
-        ),
-        "s3fs pipe_file": lambda _r: fs.pipe_file(f"{BENCH_BUCKET}/plain/s3fs", payload),
-    }
-    restores = {
-        "botocore get_object, 1 stream": lambda _r: get("plain/whole"),
-        "botocore get_object, 4 streams": lambda _r: parallel(lambda i: get(f"plain/part-{i}")),
-        "s3fs cat_file": lambda _r: fs.cat_file(f"{BENCH_BUCKET}/plain/s3fs"),
-    }
-    return saves, restores
+    return put, get
 
 
 def measure(store: Store, megabytes: int, repeats: int) -> list[Row]:
@@ -225,11 +266,11 @@ def measure(store: Store, megabytes: int, repeats: int) -> list[Row]:
     where = "local disk" if store.name == "file" else "S3 emulator"
     ours = spotproof_contenders(store, model, optimizer)
     others = {
-        "DCP, 1 thread": dcp_contenders(store, model, optimizer, 1),
-        "DCP, 4 threads": dcp_contenders(store, model, optimizer, 4),
-        "torch.save / torch.load": torch_save_contenders(store, model, optimizer),
+        "DCP, 1 thread": dcp_contenders(store, model, optimizer, 1, repeats),
+        "DCP, 4 threads": dcp_contenders(store, model, optimizer, 4, repeats),
+        "torch.save / torch.load": torch_save_contenders(store, model, optimizer, repeats),
     }
-    plain_saves, plain_restores = plain_contenders(store, payload)
+    plain_saves, plain_restores = plain_contenders(store, payload, repeats)
     saves = {OURS: ours[0], **{name: pair[0] for name, pair in others.items()}, **plain_saves}
     restores = {OURS: ours[1], **{name: pair[1] for name, pair in others.items()}}
     restores |= plain_restores
@@ -268,7 +309,9 @@ def main() -> int:
     parser.add_argument("--sizes", default="64,512", help="state sizes in MiB")
     parser.add_argument("--stores", default="file,s3", help="file and/or s3")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--markdown", type=Path, help="also write the README table here")
+    parser.add_argument(
+        "--readme", type=Path, help="replace the checkpoint-io table in this README with the run"
+    )
     args = parser.parse_args()
     warnings.filterwarnings("ignore")  # DCP warns that it runs without a process group
     torch.set_num_threads(1)
@@ -279,8 +322,8 @@ def main() -> int:
         for row in run_store(name, sizes, args.repeats):
             print("\n".join(["", *report(row, OURS)]), flush=True)
             rows.append(row)
-    if args.markdown:
-        args.markdown.write_text("\n".join(markdown(rows, OURS)) + "\n")
+    if args.readme:
+        replace_block(args.readme, "checkpoint-io", markdown(rows, OURS))
     return 0
 
 

@@ -12,6 +12,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -94,7 +95,19 @@ def markdown(rows: list[Row], ours: str) -> list[str]:
         peer_name, peer = row.best(row.peer)
         mine = row.seconds[ours]
         lines.append(
-            f"| {row.title} | {mine:.2f} s | {peer_name} {peer:.2f} s | "
-            f"{limit_name} {limit:.2f} s | **{mine / limit:.2f}x** | {mine / peer:.2f}x |"
+            f"| {row.title} | {mine:.3g} s | {peer_name} {peer:.3g} s | "
+            f"{limit_name} {limit:.3g} s | **{mine / limit:.2f}x** | {mine / peer:.2f}x |"
         )
     return lines
+
+
+def replace_block(path: Path, name: str, lines: list[str]) -> None:
+    """Put ``lines`` between ``<!-- name -->`` and ``<!-- /name -->`` in ``path`` (the
+    README's tables are regenerated this way, never edited by hand)."""
+    text = path.read_text()
+    start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
+    if start not in text or end not in text:
+        raise SystemExit(f"{path}: no {start} ... {end} block to replace")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text("\n".join([head + start, *lines, end]) + tail)
