@@ -115,6 +115,38 @@ def test_moto_stores_a_part_whose_crc32c_header_is_wrong(emulators: dict[str, Bu
         assert store.get("part") == b"payload"
 
 
+def test_gcs_parts_carry_their_crc32c_in_the_upload_metadata(
+    emulators: dict[str, Bucket],
+) -> None:
+    shared = emulators["gcs"]
+    with shared.apply():
+        store = open_store(shared.prefix("checksum-metadata"))
+        http = store.bucket().client._http  # type: ignore[attr-defined]
+        bodies: list[bytes] = []
+        send = http.request
+
+        def capture(method: str, url: str, data: Any = None, **kwargs: Any) -> Any:
+            if "uploadType=multipart" in url:
+                bodies.append(bytes(data))
+            return send(method, url, data=data, **kwargs)
+
+        http.request = capture
+        store.put("part", b"payload", crc32c=crc32c_hex(b"payload"))
+    [body] = bodies
+    assert f'"crc32c": "{header_value(crc32c_hex(b"payload"))}"'.encode() in body
+
+
+def test_fake_gcs_stores_a_part_whose_crc32c_is_wrong(emulators: dict[str, Bucket]) -> None:
+    """The emulator's gap, kept visible: GCS validates the CRC32C an upload carries and
+    refuses a mismatch (https://cloud.google.com/storage/docs/data-validation);
+    fake-gcs-server stores it. When this starts failing, the emulator validates too."""
+    shared = emulators["gcs"]
+    with shared.apply():
+        store = open_store(shared.prefix("checksum-gap"))
+        store.put("part", b"payload", crc32c=crc32c_hex(b"another payload"))
+        assert store.get("part") == b"payload"
+
+
 # --- reading ----------------------------------------------------------------------------
 
 

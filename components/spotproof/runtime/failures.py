@@ -13,6 +13,9 @@ each SDK's exception is read by type and status code, the way the SDK documents 
   problems are ``EndpointConnectionError``, ``ConnectTimeoutError`` and friends;
 - gcsfs: ``HttpError.code``; a 403 is raised as a plain ``OSError("Forbidden: ...")``
   (``gcsfs/retry.py``, ``validate_response``), the one case read from its fixed prefix;
+- google-cloud-storage (GCS part uploads): ``google.api_core.exceptions`` carry the HTTP
+  status as ``code``; its upload layer raises ``InvalidResponse`` with the response, and
+  requests' ``ConnectionError``/``Timeout`` when no answer came;
 - azure-core: ``ResourceExistsError``, ``ResourceNotFoundError``,
   ``ClientAuthenticationError``, ``ServiceRequestError`` (the request never got an answer)
   and ``HttpResponseError.status_code``;
@@ -127,6 +130,22 @@ def _gcsfs(error: BaseException) -> Failure | None:
     return None
 
 
+def _google_cloud(error: BaseException) -> Failure | None:
+    api = _module("google.api_core.exceptions")
+    if api is not None and isinstance(error, api.GoogleAPICallError):
+        code = getattr(error, "code", None)
+        return _by_status(code if isinstance(code, int) else None) or Failure.OTHER
+    for name in ("google.cloud.storage.exceptions", "google.resumable_media.common"):
+        invalid = getattr(_module(name), "InvalidResponse", None)
+        if invalid is not None and isinstance(error, invalid):
+            status = getattr(getattr(error, "response", None), "status_code", None)
+            return _by_status(status) or Failure.OTHER
+    requests = _module("requests.exceptions")
+    if requests is not None and isinstance(error, requests.ConnectionError | requests.Timeout):
+        return Failure.UNREACHABLE
+    return None
+
+
 def _azure(error: BaseException) -> Failure | None:
     exceptions = _module("azure.core.exceptions")
     if exceptions is None:
@@ -169,7 +188,7 @@ def classify(error: BaseException) -> Failure:
     botocore ``ClientError`` is judged as the backend translated it.
     """
     for link in _chain(error):
-        for judge in (_builtin, _botocore, _gcsfs, _azure):
+        for judge in (_builtin, _botocore, _gcsfs, _google_cloud, _azure):
             verdict = judge(link)
             if verdict is not None:
                 return verdict

@@ -1,9 +1,10 @@
 """Object storage behind one interface: ``file://``, ``s3://``, ``gs://``, ``az://``.
 
-- ``objects``: :class:`ObjectStore` over fsspec, used as it is for GCS (gcsfs) and Azure
-  (adlfs), and for the small objects and names of every store;
+- ``objects``: :class:`ObjectStore` over fsspec, used as it is for Azure (adlfs), and for
+  the small objects and names of every store;
 - ``local``: a directory, with explicit durability and no copies;
 - ``s3``: checkpoint parts through botocore's synchronous client, checksummed;
+- ``gcs``: checkpoint parts through google-cloud-storage, checksummed;
 - ``errors``: one-line errors whose kind is decided by exception type.
 
 Endpoints and credentials come from each SDK's usual environment (``AWS_ENDPOINT_URL``,
@@ -33,6 +34,7 @@ from spotproof.runtime.storage.errors import (
     StorageURLError,
     failed,
 )
+from spotproof.runtime.storage.gcs import GcsStore
 from spotproof.runtime.storage.local import LocalStore
 from spotproof.runtime.storage.objects import ObjectStore
 from spotproof.runtime.storage.s3 import S3Store
@@ -67,7 +69,8 @@ def open_store(url: str, **storage_options: Any) -> ObjectStore:
     if protocol == "file":
         Path(root).mkdir(parents=True, exist_ok=True)
         return LocalStore(url, fs, root)
-    store = S3Store(url, fs, root) if protocol == "s3" else ObjectStore(url, fs, root)
+    kinds = {"s3": S3Store, "gcs": GcsStore}
+    store = kinds.get(protocol, ObjectStore)(url, fs, root)
     try:
         store.check_reachable(parsed.netloc)
     except FileNotFoundError:
