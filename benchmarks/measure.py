@@ -1,13 +1,15 @@
 """What the benchmarks share: interleaved timing, a real training state, result tables.
 
-Every contender of one row is timed in the same run, round-robin (so drift on a noisy VM
-hits all of them alike), after one untimed warm-up round; the figure is the median. An
+Every contender of one row is timed in the same run, round-robin with a rotating start (so
+drift on a noisy VM hits all of them alike), after one untimed warm-up round, each run
+after an untimed ``sync``; the figure is the median. An
 action that returns a number has measured itself (to leave out work that follows the
 result it is timed for, such as retention after a commit).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -40,10 +42,16 @@ class Row:
 
 
 def interleaved(contenders: dict[str, Action], repeats: int) -> dict[str, float]:
-    """Median seconds of each contender over ``repeats`` rounds, run round-robin."""
+    """Median seconds of each contender over ``repeats`` rounds, run round-robin. Each
+    round starts with a different contender, and each run with the page cache written
+    back (``sync``, untimed), so no contender's fsync waits for another's data."""
     times: dict[str, list[float]] = {name: [] for name in contenders}
+    names = list(contenders)
     for round_ in range(repeats + 1):
-        for name, action in contenders.items():
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            action = contenders[name]
+            os.sync()
             started = time.perf_counter()
             measured = action(round_)
             elapsed = time.perf_counter() - started
