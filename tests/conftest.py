@@ -17,6 +17,18 @@ from spotproof.smoke.emulators import Bucket, emulated
 from tests.support import INSTALLED_SIZES, REPO, plan_of
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under pytest-xdist, a worker hands its measured sizes to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["installed_sizes"] = dict(INSTALLED_SIZES)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    INSTALLED_SIZES.update(getattr(node, "workeroutput", {}).get("installed_sizes", {}))
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The installed size of every clean environment ``test_packaging`` built."""
     if INSTALLED_SIZES:

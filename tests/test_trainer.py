@@ -30,6 +30,16 @@ def _env(url: str, **overrides: object) -> dict[str, str]:
     return env
 
 
+EVERY_INTERVAL = [10, 20, 30, 40, 50, 60]
+LAST_PERIODIC_SUPERSEDED = [10, 20, 30, 40, 60]
+"""On a loaded machine the periodic save of step 50 can still be uploading when training
+completes at 60; the final save then supersedes it, as it would on preemption."""
+
+
+def _committed_steps(process: TrainerProcess) -> list[int]:
+    return [e["step"] for e in process.of("checkpoint")]
+
+
 def _run(env: dict[str, str]) -> TrainerProcess:
     process = TrainerProcess(env, time.monotonic())
     process.finish(timeout=120)
@@ -54,13 +64,14 @@ def test_fresh_start_resumes_at_zero_and_completes(url: str, reference_digest: s
     names = [e["event"] for _, e in process.events]
     assert names[0] == "resumed" and process.first("resumed")["step"] == 0  # type: ignore[index]
     assert names[-1] == "done" and process.first("done")["step"] == 60  # type: ignore[index]
-    assert [e["step"] for e in process.of("checkpoint")] == [10, 20, 30, 40, 50, 60]
+    assert _committed_steps(process) in (EVERY_INTERVAL, LAST_PERIODIC_SUPERSEDED)
     assert process.first("done")["digest"] == reference_digest  # type: ignore[index]
 
 
 def test_checkpoint_events_say_how_long_each_save_held_training_up(url: str) -> None:
-    events = _run(_env(url)).of("checkpoint")
-    assert len(events) == 6
+    process = _run(_env(url))
+    events = process.of("checkpoint")
+    assert _committed_steps(process) in (EVERY_INTERVAL, LAST_PERIODIC_SUPERSEDED)
     for event in events:
         assert 0 < event["capture_seconds"] <= event["blocked_seconds"]
     assert all(e["kind"] == "periodic" for e in events[:-1]) and events[-1]["kind"] == "final"
@@ -75,7 +86,8 @@ def test_checkpoint_event_is_printed_only_after_its_manifest_exists(url: str) ->
         for event in events[seen:]:
             assert store.store.exists(f"manifests/{event['step']:012d}.json"), event
         seen = len(events)
-    assert seen == 6
+    assert _committed_steps(process) in (EVERY_INTERVAL, LAST_PERIODIC_SUPERSEDED)
+    assert seen == len(process.of("checkpoint"))
 
 
 def test_sigterm_saves_the_current_step_and_exits_preempted(
