@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from spotproof.eks import policies
+from spotproof.eks import iam_documents
 from spotproof.plan import PlanResult
 from spotproof.plan.recorder import OFFLINE_ACCOUNT
 
@@ -401,10 +401,10 @@ def test_coredns_override_keeps_replicas_spread_over_nodes(eks_dev: PlanResult) 
 
 
 def test_every_controller_policy_document_is_attached(eks_dev: PlanResult) -> None:
-    scope = policies.ControllerScope("aws", "us-west-2", OFFLINE_ACCOUNT, "c", "role", "queue")
-    assert tuple(policies.controller_policies(scope)) == policies.CONTROLLER_POLICIES
+    scope = iam_documents.ControllerScope("aws", "us-west-2", OFFLINE_ACCOUNT, "c", "role", "queue")
+    assert tuple(iam_documents.controller_policies(scope)) == iam_documents.CONTROLLER_POLICIES
     attached = {
         r.name.removeprefix("eks-dev-karpenter-controller-")
         for r in eks_dev.recording.of_type(POLICY)
     }
-    assert attached == set(policies.CONTROLLER_POLICIES)
+    assert attached == set(iam_documents.CONTROLLER_POLICIES)

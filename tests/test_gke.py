@@ -9,6 +9,7 @@ import pulumi
 
 from spotproof.gke import CheckpointBucket, CheckpointBucketArgs
 from spotproof.gke.names import service_account_id
+from spotproof.kube.workload import ServiceAccountRef
 from spotproof.plan import PlanResult, run_plan
 from spotproof.plan.recorder import Secret, record
 from spotproof.spec import fleet_from_config
@@ -211,7 +212,15 @@ def test_checkpoint_bucket_component_parents_its_children() -> None:
     spec = fleet_from_config("gke-dev", stack_config("gke-dev"))
 
     def program() -> None:
-        bucket = CheckpointBucket("ckpt", CheckpointBucketArgs(spec, "team-a", "trainer"))
+        bucket = CheckpointBucket(
+            "ckpt",
+            CheckpointBucketArgs(
+                bucket=spec.bucket,
+                project="spotproof-dev",
+                trainer=ServiceAccountRef("team-a", "trainer"),
+                stack=spec.stack,
+            ),
+        )
         pulumi.export("url", bucket.url)
 
     recording = record(program, stack="gke-dev", project="spotproof")

@@ -7,6 +7,7 @@ import pulumi
 
 from spotproof import scheduling
 from spotproof.kube import ClusterBaseline, ClusterBaselineArgs, SmokeTestJob, SmokeTestJobArgs
+from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
 from spotproof.plan import PlanResult
 from spotproof.plan.recorder import record
 from spotproof.runtime import exit_codes
@@ -152,9 +153,9 @@ def test_smoke_job_on_flex_start_selects_flex_nodes_and_runs_at_training_priorit
             "smoke",
             SmokeTestJobArgs(
                 smoke=SmokeTest(target=PoolClass.FLEX_START),
-                namespace="ml",
                 checkpoint_url="gs://b/ckpt",
-                accelerators=["nvidia-h100-80gb"],
+                placement=TargetPlacement(PoolClass.FLEX_START, ["nvidia-h100-80gb"]),
+                identity=WorkloadIdentity(ServiceAccountRef("ml", "trainer"), "trainer@p"),
             ),
             opts=pulumi.ResourceOptions(provider=provider),
         )

@@ -52,8 +52,9 @@ def test_json_report_lists_resources_with_parents_and_violations(
     by_name = {(r["type"], r["name"]): r for r in report["resources"]}
     pool = by_name[(POOL, "gke-prod-l4x4-spot")]
     assert {"type", "name", "parent", "inputs"} <= set(pool)
-    assert pool["parent"] == "gke-prod"
-    assert pool["parent_urn"] == by_name[("spotproof:gke:HybridCluster", "gke-prod")]["urn"]
+    assert pool["parent"] == "gke-prod-gpu"
+    assert pool["parent_urn"] == by_name[("spotproof:gke:GpuNodePools", "gke-prod-gpu")]["urn"]
+    assert by_name[("spotproof:gke:GpuNodePools", "gke-prod-gpu")]["parent"] == "gke-prod"
     assert by_name[("spotproof:gke:HybridCluster", "gke-prod")]["parent"] == "spotproof-gke-prod"
     assert (
         by_name[("pulumi:providers:kubernetes", "gke-prod-kubernetes")]["inputs"]["kubeconfig"]

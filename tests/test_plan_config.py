@@ -44,13 +44,13 @@ def test_project_values_fill_keys_the_stack_leaves_out(tmp_path: Path) -> None:
         _gke_dev_without("gcp:project", "spotproof:kubernetesVersion"),
     )
     result = run_plan("dev", root)
-    assert (result.spec.project, result.spec.kubernetes_version) == ("acme-ml", "1.32")
+    assert (result.spec.platform.project, result.spec.kubernetes_version) == ("acme-ml", "1.32")
     assert result.violations == []
 
 
 def test_stack_values_override_project_values(tmp_path: Path) -> None:
     root = _project(tmp_path, {"gcp:project": {"value": "acme-ml"}}, _gke_dev_without())
-    assert run_plan("dev", root).spec.project == "spotproof-dev"
+    assert run_plan("dev", root).spec.platform.project == "spotproof-dev"
 
 
 def test_shorthand_is_a_default_in_the_project_namespace_and_a_value_elsewhere(

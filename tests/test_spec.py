@@ -20,8 +20,8 @@ def test_dev_stack_reads_into_a_fleet_with_stated_defaults() -> None:
     assert fleet.cloud is Cloud.GKE
     assert fleet.environment == "dev"
     assert fleet.protect is False
-    assert [p.name for p in fleet.gpu_pools] == ["l4-spot", "t4-spot", "l4-ondemand"]
-    l4 = fleet.gpu_pools[0]
+    assert [p.name for p in fleet.platform.gpu_pools] == ["l4-spot", "t4-spot", "l4-ondemand"]
+    l4 = fleet.platform.gpu_pools[0]
     assert (l4.gpu_type, l4.gpus_per_node, l4.capacity, l4.min_nodes) == (
         "nvidia-l4",
         1,
@@ -50,7 +50,7 @@ def test_values_arrive_as_strings_from_the_pulumi_engine() -> None:
 def test_taint_spelling_is_parsed_into_kubernetes_effects() -> None:
     config = stack_config("gke-dev")
     config["spotproof:gpuPools"][0]["extraTaints"] = ["team=research:NoExecute"]
-    taint = fleet_from_config("gke-dev", config).gpu_pools[0].extra_taints[0]
+    taint = fleet_from_config("gke-dev", config).platform.gpu_pools[0].extra_taints[0]
     assert (taint.key, taint.value, taint.effect) == ("team", "research", TaintEffect.NO_EXECUTE)
 
 

@@ -17,9 +17,9 @@ from tests.test_spec import _set
 def test_eks_dev_reads_into_a_fleet_with_karpenter_pools_and_aws_grace() -> None:
     fleet = fleet_from_config("eks-dev", stack_config("eks-dev"))
     assert fleet.cloud is Cloud.EKS
-    assert (fleet.project, fleet.region) == (None, "us-west-2")
-    assert fleet.network.zones == ("us-west-2a", "us-west-2b", "us-west-2c")
-    spot, fallback = fleet.karpenter_pools
+    assert fleet.region == "us-west-2" and not hasattr(fleet.platform, "project")
+    assert fleet.platform.network.zones == ("us-west-2a", "us-west-2b", "us-west-2c")
+    spot, fallback = fleet.platform.gpu_pools
     assert (spot.pool_class, spot.weight, spot.min_instance_types) == (PoolClass.SPOT_GPU, 100, 5)
     assert (fallback.capacity, fallback.weight, fallback.gpu_limit) == (Capacity.ON_DEMAND, 10, 2)
     assert fleet.smoke_test is not None and fleet.smoke_test.grace_period_seconds == 90
@@ -28,7 +28,11 @@ def test_eks_dev_reads_into_a_fleet_with_karpenter_pools_and_aws_grace() -> None
 
 def test_eks_prod_names_its_subnets_and_is_protected() -> None:
     fleet = fleet_from_config("eks-prod", stack_config("eks-prod"))
-    assert [s.zone for s in fleet.network.subnets] == ["us-east-1a", "us-east-1b", "us-east-1c"]
+    assert [s.zone for s in fleet.platform.network.subnets] == [
+        "us-east-1a",
+        "us-east-1b",
+        "us-east-1c",
+    ]
     assert fleet.protect is True
     assert fleet.bucket.kms_key is not None
 
@@ -39,7 +43,7 @@ def test_eks_system_pool_and_pool_weights_default_by_capacity() -> None:
     del config["spotproof:gpuPools"][1]["weight"]
     fleet = fleet_from_config("eks-dev", config)
     assert (fleet.system_pool.machine_type, fleet.system_pool.min_nodes) == ("m6i.xlarge", 2)
-    assert fleet.karpenter_pools[1].weight == 10
+    assert fleet.platform.gpu_pools[1].weight == 10
 
 
 BAD_EKS_INPUT: dict[str, tuple[Callable[[dict[str, Any]], None], str, str]] = {

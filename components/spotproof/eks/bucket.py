@@ -8,17 +8,24 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from spotproof.eks import policies
-from spotproof.spec.types import FleetSpec
+from spotproof.eks import iam_documents
+from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
+from spotproof.spec import BucketSpec
 
 
 @dataclass
 class CheckpointBucketArgs:
-    spec: FleetSpec
+    bucket: BucketSpec
+    region: str
+    """The bucket's region: the cluster's."""
     cluster_name: pulumi.Input[str]
-    kubernetes_namespace: str
-    kubernetes_service_account: str
-    """The pod identity (namespace/name) the Pod Identity association maps to the role."""
+    """The EKS cluster whose pods assume the trainer role (it runs the Pod Identity agent)."""
+    trainer: ServiceAccountRef
+    """The Kubernetes service account the Pod Identity association maps to the role."""
+    stack: str
+    """Names the trainer role (``<stack>-trainer``) and tags what is created."""
+    protect: bool = False
+    """Refuse to delete the bucket (and keep its objects on ``destroy``)."""
 
 
 class CheckpointBucket(pulumi.ComponentResource):
@@ -38,25 +45,27 @@ class CheckpointBucket(pulumi.ComponentResource):
     name: pulumi.Output[str]
     url: pulumi.Output[str]
     trainer_role_arn: pulumi.Output[str]
+    identity: WorkloadIdentity
+    """The trainer's service account; Pod Identity needs no annotation on it."""
 
     def __init__(
         self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("spotproof:eks:CheckpointBucket", name, None, opts)
-        spec, settings = args.spec, args.spec.bucket
+        settings, stack, region = args.bucket, args.stack, args.region
         child = pulumi.ResourceOptions(parent=self)
         bucket = aws.s3.Bucket(
             f"{name}-bucket",
             bucket=settings.name,
-            region=spec.region,
-            force_destroy=not spec.protect,
-            tags={"spotproof-stack": spec.stack, "spotproof-purpose": "checkpoints"},
-            opts=pulumi.ResourceOptions(parent=self, protect=spec.protect),
+            region=region,
+            force_destroy=not args.protect,
+            tags={"spotproof-stack": stack, "spotproof-purpose": "checkpoints"},
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
         )
         public_access = aws.s3.BucketPublicAccessBlock(
             f"{name}-public-access",
             bucket=bucket.bucket,
-            region=spec.region,
+            region=region,
             block_public_acls=True,
             block_public_policy=True,
             ignore_public_acls=True,
@@ -66,14 +75,14 @@ class CheckpointBucket(pulumi.ComponentResource):
         aws.s3.BucketOwnershipControls(
             f"{name}-ownership",
             bucket=bucket.bucket,
-            region=spec.region,
+            region=region,
             rule={"object_ownership": "BucketOwnerEnforced"},
             opts=child,
         )
         versioning = aws.s3.BucketVersioning(
             f"{name}-versioning",
             bucket=bucket.bucket,
-            region=spec.region,
+            region=region,
             versioning_configuration={"status": "Enabled"},
             opts=child,
         )
@@ -85,7 +94,7 @@ class CheckpointBucket(pulumi.ComponentResource):
         aws.s3.BucketServerSideEncryptionConfiguration(
             f"{name}-encryption",
             bucket=bucket.bucket,
-            region=spec.region,
+            region=region,
             rules=[
                 {
                     "apply_server_side_encryption_by_default": encryption,
@@ -97,7 +106,7 @@ class CheckpointBucket(pulumi.ComponentResource):
         aws.s3.BucketLifecycleConfiguration(
             f"{name}-lifecycle",
             bucket=bucket.bucket,
-            region=spec.region,
+            region=region,
             rules=[
                 {
                     "id": "expire-noncurrent-versions",
@@ -119,22 +128,24 @@ class CheckpointBucket(pulumi.ComponentResource):
         aws.s3.BucketPolicy(
             f"{name}-tls-only",
             bucket=bucket.bucket,
-            region=spec.region,
-            policy=bucket.arn.apply(lambda arn: json.dumps(policies.bucket_tls_only(arn))),
+            region=region,
+            policy=bucket.arn.apply(lambda arn: json.dumps(iam_documents.bucket_tls_only(arn))),
             # A policy is refused while the public-access block is being applied.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[public_access]),
         )
 
         trainer = aws.iam.Role(
             f"{name}-trainer",
-            name=f"{spec.stack}-trainer",
+            name=f"{stack}-trainer",
             description="Writes checkpoints; assumed through EKS Pod Identity.",
-            assume_role_policy=json.dumps(
-                policies.pod_identity_trust(
-                    spec.cluster_name, args.kubernetes_namespace, args.kubernetes_service_account
+            assume_role_policy=pulumi.Output.from_input(args.cluster_name).apply(
+                lambda cluster_name: json.dumps(
+                    iam_documents.pod_identity_trust(
+                        cluster_name, args.trainer.namespace, args.trainer.name
+                    )
                 )
             ),
-            tags={"spotproof-stack": spec.stack},
+            tags={"spotproof-stack": stack},
             opts=child,
         )
         aws.iam.RolePolicy(
@@ -142,7 +153,7 @@ class CheckpointBucket(pulumi.ComponentResource):
             role=trainer.id,
             policy=bucket.arn.apply(
                 lambda arn: json.dumps(
-                    policies.checkpoint_access(arn, settings.prefix, settings.kms_key)
+                    iam_documents.checkpoint_access(arn, settings.prefix, settings.kms_key)
                 )
             ),
             opts=child,
@@ -150,16 +161,17 @@ class CheckpointBucket(pulumi.ComponentResource):
         aws.eks.PodIdentityAssociation(
             f"{name}-trainer-identity",
             cluster_name=args.cluster_name,
-            namespace=args.kubernetes_namespace,
-            service_account=args.kubernetes_service_account,
+            namespace=args.trainer.namespace,
+            service_account=args.trainer.name,
             role_arn=trainer.arn,
-            tags={"spotproof-stack": spec.stack},
+            tags={"spotproof-stack": stack},
             opts=child,
         )
 
         self.name = bucket.bucket
         self.url = bucket.bucket.apply(lambda bucket_name: f"s3://{bucket_name}")
         self.trainer_role_arn = trainer.arn
+        self.identity = WorkloadIdentity(service_account=args.trainer, cloud_identity=trainer.arn)
         self.register_outputs(
             {"name": self.name, "url": self.url, "trainer_role_arn": self.trainer_role_arn}
         )

@@ -13,14 +13,15 @@ import yaml
 
 from spotproof import scheduling
 from spotproof.catalog import Cloud
-from spotproof.eks import policies, roles
+from spotproof.eks import iam_documents, roles
 from spotproof.eks.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.eks.karpenter import Karpenter, KarpenterArgs
 from spotproof.eks.network import Network
-from spotproof.eks.nodepools import DISCOVERY_TAG
 from spotproof.kube import ClusterBaseline, ClusterBaselineArgs
-from spotproof.kube.smoke import SERVICE_ACCOUNT_NAME
-from spotproof.spec.types import FleetSpec, PoolClass
+from spotproof.kube.smoke import trainer_account
+from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
+from spotproof.spec import FleetSpec, PoolClass
+from spotproof.spec.eks import EksFleet
 
 CONTROL_PLANE_LOGS = ["api", "audit", "authenticator"]
 SYSTEM_AMI = "AL2023_x86_64_STANDARD"
@@ -77,7 +78,8 @@ credentials."""
 
 @dataclass
 class HybridClusterArgs:
-    spec: FleetSpec
+    fleet: FleetSpec
+    """An EKS fleet (``fleet.platform`` is an ``EksFleet``), e.g. from ``fleet_from_config``."""
 
 
 class HybridCluster(pulumi.ComponentResource):
@@ -97,24 +99,28 @@ class HybridCluster(pulumi.ComponentResource):
     baseline: ClusterBaseline
     karpenter: Karpenter
     pool_names: list[str]
+    workload_identity: WorkloadIdentity
+    """The trainer's service account and its Pod Identity role."""
 
     def __init__(
         self, name: str, args: HybridClusterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("spotproof:eks:HybridCluster", name, None, opts)
-        spec = args.spec
+        spec = args.fleet
+        if not isinstance(spec.platform, EksFleet):
+            raise TypeError(f"spotproof.eks.HybridCluster needs an EKS fleet, not {spec.cloud}")
+        eks = spec.platform
         child = pulumi.ResourceOptions(parent=self)
         partition = aws.get_partition_output(opts=pulumi.InvokeOptions(parent=self)).partition
-        account = aws.get_caller_identity_output(opts=pulumi.InvokeOptions(parent=self)).account_id
         tags = {"spotproof-stack": spec.stack, "spotproof-env": spec.environment}
 
-        network = Network(f"{name}-network", spec.cluster_name, spec.network, opts=child)
+        network = Network(f"{name}-network", spec.cluster_name, eks.network, opts=child)
         cluster_role, cluster_grants = roles.role(
             f"{name}-cluster",
             role_name=f"{spec.stack}-cluster",
-            trust=policies.service_trust("eks.amazonaws.com"),
+            trust=iam_documents.service_trust("eks.amazonaws.com"),
             partition=partition,
-            managed_policies=policies.CLUSTER_POLICIES,
+            managed_policies=iam_documents.CLUSTER_POLICIES,
             description=f"EKS control plane of {spec.stack}",
             opts=child,
         )
@@ -140,15 +146,6 @@ class HybridCluster(pulumi.ComponentResource):
                 parent=self, protect=spec.protect, depends_on=cluster_grants
             ),
         )
-        # Karpenter's nodes join through the cluster security group, found by this tag.
-        aws.ec2.Tag(
-            f"{name}-security-group-discovery",
-            resource_id=cluster.vpc_config.cluster_security_group_id,
-            key=DISCOVERY_TAG,
-            value=spec.cluster_name,
-            opts=child,
-        )
-
         system = self._system_node_group(
             name, spec=spec, cluster=cluster, network=network, partition=partition, tags=tags
         )
@@ -184,29 +181,42 @@ class HybridCluster(pulumi.ComponentResource):
             enable_server_side_apply=True,
             opts=after_system,
         )
-        namespace = spec.smoke_test.namespace if spec.smoke_test else "spotproof"
+        trainer = trainer_account(spec.smoke_test)
         self.baseline = ClusterBaseline(
             f"{name}-baseline",
-            ClusterBaselineArgs(namespace=namespace),
+            ClusterBaselineArgs(namespace=trainer.namespace),
             opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
         )
         self.karpenter = Karpenter(
             f"{name}-karpenter",
             KarpenterArgs(
-                spec=spec,
+                settings=eks.karpenter,
                 cluster_name=cluster.name,
-                partition=partition,
-                account=account,
+                region=spec.region,
                 provider=self.provider,
+                stack=spec.stack,
+                pools=eks.gpu_pools,
+                # Karpenter's nodes join through the cluster security group; the subnets
+                # are tagged by the network.
+                cluster_security_group_id=cluster.vpc_config.cluster_security_group_id,
                 ready=[system, agent],
             ),
             opts=child,
         )
         self.bucket = CheckpointBucket(
             f"{name}-checkpoints",
-            CheckpointBucketArgs(spec, cluster.name, namespace, SERVICE_ACCOUNT_NAME),
+            CheckpointBucketArgs(
+                bucket=spec.bucket,
+                region=spec.region,
+                cluster_name=cluster.name,
+                trainer=trainer,
+                stack=spec.stack,
+                protect=spec.protect,
+            ),
             opts=child,
         )
+        self.workload_identity = self.bucket.identity
+        self._spot_falls_back = bool(spec.pools_of(PoolClass.ON_DEMAND_GPU))
         self.pool_names = ["system", *self.karpenter.node_pool_names]
         self.register_outputs(
             {
@@ -216,6 +226,12 @@ class HybridCluster(pulumi.ComponentResource):
                 "pool_names": self.pool_names,
             }
         )
+
+    def placement(self, target: PoolClass) -> TargetPlacement:
+        """Spot work may fall back to the on-demand NodePool: Karpenter's weights try spot
+        first. EKS GPU nodes carry no model label a workload needs to require."""
+        fallback = [PoolClass.ON_DEMAND_GPU] if target is PoolClass.SPOT_GPU else []
+        return TargetPlacement(target, fallback=fallback if self._spot_falls_back else [])
 
     def _system_node_group(
         self,
@@ -234,9 +250,9 @@ class HybridCluster(pulumi.ComponentResource):
         node_role, grants = roles.role(
             f"{name}-system-nodes",
             role_name=f"{spec.stack}-system-nodes",
-            trust=policies.service_trust("ec2.amazonaws.com"),
+            trust=iam_documents.service_trust("ec2.amazonaws.com"),
             partition=partition,
-            managed_policies=policies.NODE_POLICIES,
+            managed_policies=iam_documents.NODE_POLICIES,
             description=f"System node group of {spec.stack}",
             opts=pulumi.ResourceOptions(parent=self),
         )

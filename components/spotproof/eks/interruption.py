@@ -15,7 +15,7 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from spotproof.eks import policies
+from spotproof.eks import iam_documents
 
 RETENTION_SECONDS = 300
 
@@ -39,31 +39,40 @@ class InterruptionQueue(pulumi.ComponentResource):
     arn: pulumi.Output[str]
 
     def __init__(
-        self, name: str, cluster_name: str, opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        cluster_name: pulumi.Input[str],
+        stack: str,
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("spotproof:eks:InterruptionQueue", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        cluster = pulumi.Output.from_input(cluster_name)
         queue = aws.sqs.Queue(
             f"{name}-queue",
-            name=cluster_name,
+            name=cluster,
             message_retention_seconds=RETENTION_SECONDS,
             sqs_managed_sse_enabled=True,
-            tags={"spotproof-stack": cluster_name},
+            tags={"spotproof-stack": stack},
             opts=child,
         )
         aws.sqs.QueuePolicy(
             f"{name}-policy",
             queue_url=queue.url,
-            policy=queue.arn.apply(lambda arn: json.dumps(policies.interruption_queue_policy(arn))),
+            policy=queue.arn.apply(
+                lambda arn: json.dumps(iam_documents.interruption_queue_policy(arn))
+            ),
             opts=child,
         )
         for suffix, (source, detail_type) in EVENTS.items():
             rule = aws.cloudwatch.EventRule(
                 f"{name}-{suffix}",
-                name=f"{cluster_name}-{suffix}",
-                description=f"{detail_type} -> Karpenter ({cluster_name})",
+                name=cluster.apply(lambda c, suffix=suffix: f"{c}-{suffix}"),
+                description=cluster.apply(
+                    lambda c, detail_type=detail_type: f"{detail_type} -> Karpenter ({c})"
+                ),
                 event_pattern=event_pattern(source, detail_type),
-                tags={"spotproof-stack": cluster_name},
+                tags={"spotproof-stack": stack},
                 opts=child,
             )
             aws.cloudwatch.EventTarget(

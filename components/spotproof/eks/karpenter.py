@@ -9,7 +9,8 @@ its credentials once); the node role's access entry before any node tries to joi
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -18,9 +19,11 @@ import pulumi_kubernetes as k8s
 
 from spotproof import scheduling
 from spotproof.catalog import Cloud
-from spotproof.eks import nodepools, policies, roles
+from spotproof.eks import iam_documents, nodepools, roles
 from spotproof.eks.interruption import InterruptionQueue
-from spotproof.spec.types import FleetSpec, PoolClass
+from spotproof.eks.nodepools import DISCOVERY_TAG
+from spotproof.spec import PoolClass
+from spotproof.spec.eks import KarpenterPool, KarpenterSpec
 
 CHART = "oci://public.ecr.aws/karpenter/karpenter"
 CRD_CHART = "oci://public.ecr.aws/karpenter/karpenter-crd"
@@ -73,18 +76,31 @@ def controller_values(cluster_name: str, queue_name: str, replicas: int) -> dict
 
 @dataclass
 class KarpenterArgs:
-    spec: FleetSpec
-    cluster_name: pulumi.Output[str]
-    partition: pulumi.Output[str]
-    account: pulumi.Output[str]
+    settings: KarpenterSpec
+    cluster_name: pulumi.Input[str]
+    """The EKS cluster, built by ``HybridCluster`` or one the user already has. It must
+    use access entries (authentication mode ``API`` or ``API_AND_CONFIG_MAP``) and run the
+    EKS Pod Identity agent, and its nodes' subnets must carry the tag
+    ``karpenter.sh/discovery=<cluster name>`` (or be listed in ``subnet_ids``)."""
+    region: pulumi.Input[str]
     provider: k8s.Provider
-    ready: list[pulumi.Resource] = field(default_factory=list)
+    """Kubernetes provider of that cluster."""
+    stack: str
+    """Names the IAM roles and policies (``<stack>-karpenter-*``) and tags what is created."""
+    pools: Sequence[KarpenterPool] = ()
+    """GPU NodePools, each with its own EC2NodeClass."""
+    cluster_security_group_id: pulumi.Input[str] | None = None
+    """Tagged for discovery so Karpenter's nodes join with it; None when already tagged."""
+    subnet_ids: Sequence[pulumi.Input[str]] = ()
+    """Subnets to tag for discovery; empty when they are tagged already."""
+    ready: Sequence[pulumi.Resource] = ()
     """What must exist before the controller starts: the system nodes, the Pod Identity
     agent."""
 
 
 class Karpenter(pulumi.ComponentResource):
-    """Karpenter v1 with interruption handling and one NodePool per GPU pool of the spec."""
+    """Karpenter v1 with interruption handling and one NodePool per GPU pool, for a
+    cluster spotproof builds or one the user already has."""
 
     node_role_name: pulumi.Output[str]
     queue_name: pulumi.Output[str]
@@ -94,20 +110,34 @@ class Karpenter(pulumi.ComponentResource):
         self, name: str, args: KarpenterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("spotproof:eks:Karpenter", name, None, opts)
-        spec = args.spec
-        assert spec.karpenter is not None, "EKS stacks always configure Karpenter"
-        settings = spec.karpenter
+        settings, stack = args.settings, args.stack
+        cluster = pulumi.Output.from_input(args.cluster_name)
         child = pulumi.ResourceOptions(parent=self)
+        invoke = pulumi.InvokeOptions(parent=self)
+        partition = aws.get_partition_output(opts=invoke).partition
+        account = aws.get_caller_identity_output(opts=invoke).account_id
+        discovery = [
+            *([args.cluster_security_group_id] if args.cluster_security_group_id else []),
+            *args.subnet_ids,
+        ]
+        for index, resource_id in enumerate(discovery):
+            aws.ec2.Tag(
+                f"{name}-discovery-{index}",
+                resource_id=resource_id,
+                key=DISCOVERY_TAG,
+                value=cluster,
+                opts=child,
+            )
 
         # Karpenter's nodes get a role of their own: EKS gives each principal one access
         # entry, and the system node group's role already has its own.
         node_role, node_attachments = roles.role(
             f"{name}-node",
-            role_name=f"{spec.stack}-karpenter-node",
-            trust=policies.service_trust("ec2.amazonaws.com"),
-            partition=args.partition,
-            managed_policies=policies.KARPENTER_NODE_POLICIES,
-            description=f"Nodes Karpenter launches for {spec.stack}",
+            role_name=f"{stack}-karpenter-node",
+            trust=iam_documents.service_trust("ec2.amazonaws.com"),
+            partition=partition,
+            managed_policies=iam_documents.KARPENTER_NODE_POLICIES,
+            description=f"Nodes Karpenter launches for {stack}",
             opts=child,
         )
         access = aws.eks.AccessEntry(
@@ -117,37 +147,39 @@ class Karpenter(pulumi.ComponentResource):
             type="EC2_LINUX",
             opts=child,
         )
-        queue = InterruptionQueue(f"{name}-interruption", spec.cluster_name, opts=child)
+        queue = InterruptionQueue(f"{name}-interruption", cluster, stack, opts=child)
 
         controller_role, _ = roles.role(
             f"{name}-controller",
-            role_name=f"{spec.stack}-karpenter-controller",
-            trust=policies.pod_identity_trust(
-                spec.cluster_name, settings.namespace, SERVICE_ACCOUNT
+            role_name=f"{stack}-karpenter-controller",
+            trust=cluster.apply(
+                lambda cluster_name: iam_documents.pod_identity_trust(
+                    cluster_name, settings.namespace, SERVICE_ACCOUNT
+                )
             ),
-            partition=args.partition,
-            description=f"Karpenter controller of {spec.stack}",
+            partition=partition,
+            description=f"Karpenter controller of {stack}",
             opts=child,
         )
         documents = (
-            pulumi.Output.all(args.partition, args.account, node_role.arn, queue.arn)
+            pulumi.Output.all(partition, args.region, account, cluster, node_role.arn, queue.arn)
             .apply(
-                lambda parts: policies.ControllerScope(
+                lambda parts: iam_documents.ControllerScope(
                     partition=parts[0],
-                    region=spec.region,
-                    account=parts[1],
-                    cluster_name=spec.cluster_name,
-                    node_role_arn=parts[2],
-                    queue_arn=parts[3],
+                    region=parts[1],
+                    account=parts[2],
+                    cluster_name=parts[3],
+                    node_role_arn=parts[4],
+                    queue_arn=parts[5],
                 )
             )
-            .apply(policies.controller_policies)
+            .apply(iam_documents.controller_policies)
         )
         grants: list[pulumi.Resource] = []
-        for concern in policies.CONTROLLER_POLICIES:
+        for concern in iam_documents.CONTROLLER_POLICIES:
             policy = aws.iam.Policy(
                 f"{name}-controller-{concern}",
-                name=f"{spec.stack}-karpenter-{concern}",
+                name=f"{stack}-karpenter-{concern}",
                 policy=documents.apply(lambda docs, concern=concern: json.dumps(docs[concern])),
                 opts=child,
             )
@@ -186,10 +218,8 @@ class Karpenter(pulumi.ComponentResource):
             version=settings.version,
             namespace=settings.namespace,
             skip_crds=True,
-            values=queue.name.apply(
-                lambda queue_name: controller_values(
-                    spec.cluster_name, queue_name, settings.replicas
-                )
+            values=pulumi.Output.all(cluster, queue.name).apply(
+                lambda names: controller_values(names[0], names[1], settings.replicas)
             ),
             opts=pulumi.ResourceOptions.merge(
                 kubernetes, pulumi.ResourceOptions(depends_on=[crds, *grants, *args.ready])
@@ -199,10 +229,15 @@ class Karpenter(pulumi.ComponentResource):
             kubernetes,
             pulumi.ResourceOptions(depends_on=[crds, controller, access, *node_attachments]),
         )
-        for pool in spec.karpenter_pools:
-            node_class = node_role.name.apply(
-                lambda role_name, pool=pool: nodepools.node_class(
-                    pool.name, spec.cluster_name, role_name, settings, pool.disk_gb
+        for pool in args.pools:
+            node_class = pulumi.Output.all(cluster, node_role.name).apply(
+                lambda names, pool=pool: nodepools.node_class(
+                    pool.name,
+                    cluster_name=names[0],
+                    node_role=names[1],
+                    karpenter=settings,
+                    disk_gb=pool.disk_gb,
+                    stack=stack,
                 )
             )
             k8s.apiextensions.CustomResource(
@@ -225,7 +260,7 @@ class Karpenter(pulumi.ComponentResource):
 
         self.node_role_name = node_role.name
         self.queue_name = queue.name
-        self.node_pool_names = [pool.name for pool in spec.karpenter_pools]
+        self.node_pool_names = [pool.name for pool in args.pools]
         self.register_outputs(
             {
                 "node_role_name": self.node_role_name,

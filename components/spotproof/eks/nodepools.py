@@ -44,7 +44,8 @@ from spotproof.catalog.eks import (
     INSTANCE_GPU_COUNT_LABEL,
     INSTANCE_TYPE_LABEL,
 )
-from spotproof.spec.types import Capacity, Karpenter, KarpenterPool
+from spotproof.spec import Capacity
+from spotproof.spec.eks import KarpenterPool, KarpenterSpec
 
 NODE_POOL_API = "karpenter.sh/v1"
 NODE_CLASS_API = "karpenter.k8s.aws/v1"
@@ -136,7 +137,13 @@ def _volume(device: str, size_gb: int) -> dict[str, Any]:
 
 
 def node_class(
-    name: str, cluster_name: str, node_role: str, karpenter: Karpenter, disk_gb: int
+    name: str,
+    *,
+    cluster_name: str,
+    node_role: str,
+    karpenter: KarpenterSpec,
+    disk_gb: int,
+    stack: str,
 ) -> dict[str, Any]:
     """The EC2NodeClass one GPU pool launches from."""
     discovery = [{"tags": {DISCOVERY_TAG: cluster_name}}]
@@ -161,6 +168,6 @@ def node_class(
                 "httpPutResponseHopLimit": 1,
                 "httpTokens": "required",
             },
-            "tags": {"spotproof-stack": cluster_name, "spotproof-pool": name},
+            "tags": {"spotproof-stack": stack, "spotproof-pool": name},
         },
     }

@@ -8,14 +8,14 @@ from collections.abc import Iterable
 import pulumi
 import pulumi_aws as aws
 
-from spotproof.eks import policies
+from spotproof.eks import iam_documents
 
 
 def role(
     name: str,
     *,
     role_name: str,
-    trust: policies.Document,
+    trust: pulumi.Input[iam_documents.Document],
     partition: pulumi.Input[str],
     managed_policies: Iterable[str] = (),
     description: str,
@@ -28,7 +28,7 @@ def role(
         name,
         name=role_name,
         description=description,
-        assume_role_policy=json.dumps(trust),
+        assume_role_policy=pulumi.Output.from_input(trust).apply(json.dumps),
         opts=opts,
     )
     attachments = [
@@ -36,7 +36,9 @@ def role(
             f"{name}-{policy}",
             role=created.name,
             policy_arn=pulumi.Output.from_input(partition).apply(
-                lambda p, policy=policy: policies.MANAGED_POLICY.format(partition=p, name=policy)
+                lambda p, policy=policy: iam_documents.MANAGED_POLICY.format(
+                    partition=p, name=policy
+                )
             ),
             opts=opts,
         )

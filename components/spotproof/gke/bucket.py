@@ -8,7 +8,8 @@ import pulumi
 import pulumi_gcp as gcp
 
 from spotproof.gke.names import service_account_id, service_account_member
-from spotproof.spec.types import FleetSpec
+from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
+from spotproof.spec import BucketSpec
 
 OBJECT_ROLE = "roles/storage.objectUser"
 """Read, write, list and delete objects; no say over the bucket's own settings or IAM."""
@@ -16,10 +17,16 @@ OBJECT_ROLE = "roles/storage.objectUser"
 
 @dataclass
 class CheckpointBucketArgs:
-    spec: FleetSpec
-    kubernetes_namespace: str
-    kubernetes_service_account: str
-    """The pod identity (namespace/name) that Workload Identity maps to the trainer's account."""
+    bucket: BucketSpec
+    project: pulumi.Input[str]
+    """The project of the bucket and of the cluster whose Workload Identity pool
+    (``<project>.svc.id.goog``) the trainer comes from."""
+    trainer: ServiceAccountRef
+    """The Kubernetes service account that Workload Identity maps to the trainer's account."""
+    stack: str
+    """Names the trainer's Google service account and labels the bucket."""
+    protect: bool = False
+    """Refuse to delete the bucket (and keep its objects on ``destroy``)."""
 
 
 class CheckpointBucket(pulumi.ComponentResource):
@@ -42,18 +49,20 @@ class CheckpointBucket(pulumi.ComponentResource):
     name: pulumi.Output[str]
     url: pulumi.Output[str]
     trainer_email: pulumi.Output[str]
+    identity: WorkloadIdentity
+    """What the trainer's pods need: its service account, annotated for Workload Identity."""
 
     def __init__(
         self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("spotproof:gke:CheckpointBucket", name, None, opts)
-        spec, settings = args.spec, args.spec.bucket
+        settings = args.bucket
         child = pulumi.ResourceOptions(parent=self)
 
         bucket = gcp.storage.Bucket(
             f"{name}-bucket",
             name=settings.name,
-            project=spec.project,
+            project=args.project,
             location=settings.location.upper(),
             storage_class="STANDARD",
             uniform_bucket_level_access=True,
@@ -69,16 +78,16 @@ class CheckpointBucket(pulumi.ComponentResource):
                 },
                 {"action": {"type": "AbortIncompleteMultipartUpload"}, "condition": {"age": 1}},
             ],
-            force_destroy=not spec.protect,
-            labels={"spotproof-stack": spec.stack, "spotproof-purpose": "checkpoints"},
-            opts=pulumi.ResourceOptions(parent=self, protect=spec.protect),
+            force_destroy=not args.protect,
+            labels={"spotproof-stack": args.stack, "spotproof-purpose": "checkpoints"},
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
         )
 
         trainer = gcp.serviceaccount.Account(
             f"{name}-trainer",
-            account_id=service_account_id(spec.stack, "trainer"),
-            project=spec.project,
-            display_name=f"spotproof trainer ({spec.stack})",
+            account_id=service_account_id(args.stack, "trainer"),
+            project=args.project,
+            display_name=f"spotproof trainer ({args.stack})",
             description="Writes checkpoints; impersonated through GKE Workload Identity.",
             opts=child,
         )
@@ -89,19 +98,27 @@ class CheckpointBucket(pulumi.ComponentResource):
             member=service_account_member(trainer.email),
             opts=child,
         )
-        pool = f"{spec.project}.svc.id.goog"
+        pod = args.trainer
         gcp.serviceaccount.IAMMember(
             f"{name}-trainer-workload-identity",
             service_account_id=trainer.name,
             role="roles/iam.workloadIdentityUser",
-            member=f"serviceAccount:{pool}[{args.kubernetes_namespace}/"
-            f"{args.kubernetes_service_account}]",
+            member=pulumi.Output.from_input(args.project).apply(
+                lambda project: f"serviceAccount:{project}.svc.id.goog[{pod.namespace}/{pod.name}]"
+            ),
             opts=child,
         )
 
         self.name = bucket.name
         self.url = bucket.name.apply(lambda bucket_name: f"gs://{bucket_name}")
         self.trainer_email = trainer.email
+        self.identity = WorkloadIdentity(
+            service_account=pod,
+            cloud_identity=trainer.email,
+            service_account_annotations=trainer.email.apply(
+                lambda email: {"iam.gke.io/gcp-service-account": email}
+            ),
+        )
         self.register_outputs(
             {"name": self.name, "url": self.url, "trainer_email": self.trainer_email}
         )

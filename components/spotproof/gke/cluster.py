@@ -12,9 +12,12 @@ import yaml
 from spotproof.gke import pools
 from spotproof.gke.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.gke.names import service_account_id, service_account_member
+from spotproof.gke.pools import GpuNodePools, GpuNodePoolsArgs
 from spotproof.kube import ClusterBaseline, ClusterBaselineArgs
-from spotproof.kube.smoke import SERVICE_ACCOUNT_NAME
-from spotproof.spec.types import FleetSpec
+from spotproof.kube.smoke import trainer_account
+from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
+from spotproof.spec import FleetSpec, PoolClass
+from spotproof.spec.gke import GkeFleet
 
 # Least privilege for nodes: write logs and metrics, pull images; nothing else.
 NODE_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
@@ -22,7 +25,8 @@ NODE_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregist
 
 @dataclass
 class HybridClusterArgs:
-    spec: FleetSpec
+    fleet: FleetSpec
+    """A GKE fleet (``fleet.platform`` is a ``GkeFleet``), e.g. from ``fleet_from_config``."""
 
 
 class HybridCluster(pulumi.ComponentResource):
@@ -43,26 +47,32 @@ class HybridCluster(pulumi.ComponentResource):
     provider: k8s.Provider
     bucket: CheckpointBucket
     baseline: ClusterBaseline
+    gpu_pools: GpuNodePools
     pool_names: list[str]
+    workload_identity: WorkloadIdentity
+    """The trainer's service account and its Workload Identity binding."""
 
     def __init__(
         self, name: str, args: HybridClusterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("spotproof:gke:HybridCluster", name, None, opts)
-        spec = args.spec
+        spec = args.fleet
+        if not isinstance(spec.platform, GkeFleet):
+            raise TypeError(f"spotproof.gke.HybridCluster needs a GKE fleet, not {spec.cloud}")
+        gke = self._gke = spec.platform
         child = pulumi.ResourceOptions(parent=self)
 
         nodes = gcp.serviceaccount.Account(
             f"{name}-nodes",
             account_id=service_account_id(spec.stack, "nodes"),
-            project=spec.project,
+            project=gke.project,
             display_name=f"spotproof nodes ({spec.stack})",
             opts=child,
         )
         node_roles = [
             gcp.projects.IAMMember(
                 f"{name}-nodes-{role.split('/')[1]}",
-                project=spec.project,
+                project=gke.project,
                 role=role,
                 member=service_account_member(nodes.email),
                 opts=child,
@@ -73,7 +83,7 @@ class HybridCluster(pulumi.ComponentResource):
         cluster = gcp.container.Cluster(
             name,
             name=spec.cluster_name,
-            project=spec.project,
+            project=gke.project,
             location=spec.region,
             # A cluster cannot be created without a pool; the default one is removed at once
             # so that every pool is declared, tainted and labelled by spotproof.
@@ -83,28 +93,52 @@ class HybridCluster(pulumi.ComponentResource):
             release_channel={"channel": "REGULAR"},
             networking_mode="VPC_NATIVE",
             ip_allocation_policy={},
-            workload_identity_config={"workload_pool": f"{spec.project}.svc.id.goog"},
+            workload_identity_config={"workload_pool": f"{gke.project}.svc.id.goog"},
             cluster_autoscaling=self._autoprovisioning(spec, nodes.email),
             deletion_protection=spec.protect,
             resource_labels={"spotproof-stack": spec.stack, "spotproof-env": spec.environment},
             opts=pulumi.ResourceOptions(parent=self, protect=spec.protect),
         )
 
-        pool_context = pools.PoolContext(
-            spec, cluster, nodes.email, pulumi.ResourceOptions(parent=self, depends_on=node_roles)
+        system = pools.system_pool(
+            pools.PoolContext(
+                cluster_name=cluster.name,
+                project=gke.project,
+                location=spec.region,
+                service_account=nodes.email,
+                stack=spec.stack,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=node_roles),
+            ),
+            spec.system_pool,
         )
-        system = pools.system_pool(pool_context)
-        for pool in spec.gpu_pools:
-            pools.gpu_pool(pool_context, pool)
-        if spec.flex_start:
-            pools.flex_start_pool(pool_context, spec.flex_start)
-
-        namespace = spec.smoke_test.namespace if spec.smoke_test else "spotproof"
-        self.bucket = CheckpointBucket(
-            f"{name}-checkpoints",
-            CheckpointBucketArgs(spec, namespace, SERVICE_ACCOUNT_NAME),
+        self.gpu_pools = GpuNodePools(
+            f"{name}-gpu",
+            GpuNodePoolsArgs(
+                cluster_name=cluster.name,
+                project=gke.project,
+                location=spec.region,
+                node_service_account=nodes.email,
+                stack=spec.stack,
+                pools=gke.gpu_pools,
+                flex_start=gke.flex_start,
+                ready=node_roles,
+            ),
             opts=child,
         )
+
+        trainer = trainer_account(spec.smoke_test)
+        self.bucket = CheckpointBucket(
+            f"{name}-checkpoints",
+            CheckpointBucketArgs(
+                bucket=spec.bucket,
+                project=gke.project,
+                trainer=trainer,
+                stack=spec.stack,
+                protect=spec.protect,
+            ),
+            opts=child,
+        )
+        self.workload_identity = self.bucket.identity
 
         self.cluster_name = cluster.name
         self.kubeconfig = pulumi.Output.secret(
@@ -121,12 +155,10 @@ class HybridCluster(pulumi.ComponentResource):
         )
         self.baseline = ClusterBaseline(
             f"{name}-baseline",
-            ClusterBaselineArgs(namespace=namespace),
+            ClusterBaselineArgs(namespace=trainer.namespace),
             opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
         )
-        self.pool_names = ["system", *(p.name for p in spec.gpu_pools)]
-        if spec.flex_start:
-            self.pool_names.append(spec.flex_start.name)
+        self.pool_names = ["system", *self.gpu_pools.pool_names]
         self.register_outputs(
             {
                 "cluster_name": self.cluster_name,
@@ -136,10 +168,18 @@ class HybridCluster(pulumi.ComponentResource):
             }
         )
 
+    def placement(self, target: PoolClass) -> TargetPlacement:
+        """A workload aimed at ``target`` requires one of its pools' GPU models: GKE labels
+        each node with its accelerator, and auto-provisioning creates pools only for the
+        model a pending pod asks for."""
+        models = sorted({p.gpu_type for p in self._gke.pools if p.pool_class is target})
+        return TargetPlacement(target, accelerators=models)
+
     @staticmethod
     def _autoprovisioning(spec: FleetSpec, node_account: pulumi.Output[str]) -> dict:
         """Node auto-provisioning: pools for pods nothing declared fits, within hard limits."""
-        nap = spec.autoprovisioning
+        assert isinstance(spec.platform, GkeFleet)
+        nap = spec.platform.autoprovisioning
         if not nap.enabled:
             return {"enabled": False}
         limits = [

@@ -1,4 +1,6 @@
-"""GKE node pools, one function per pool class; taints and labels come from the contract.
+"""``spotproof:gke:GpuNodePools``: GPU node pools, one function per pool class, for a
+cluster spotproof builds or one the user already has; taints and labels come from the
+contract.
 
 GKE holds one machine type per pool, so a diversified spot fleet is several of these.
 Spot and flex-start pools use ``location_policy="ANY"``: the autoscaler takes capacity in
@@ -7,7 +9,7 @@ whichever zone has it instead of balancing, which is what makes spot obtainable 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,20 +17,42 @@ import pulumi
 import pulumi_gcp as gcp
 
 from spotproof import scheduling
+from spotproof.catalog import Cloud
 from spotproof.catalog import gke as gke_catalog
-from spotproof.spec.types import FleetSpec, FlexStartPool, GpuPool, PoolClass, Taint
+from spotproof.spec import PoolClass, SystemPool, Taint
+from spotproof.spec.gke import FlexStartPool, GkeGpuPool
 
 CLOUD_PLATFORM_SCOPE = ["https://www.googleapis.com/auth/cloud-platform"]
+
+
+@dataclass
+class GpuNodePoolsArgs:
+    cluster_name: pulumi.Input[str]
+    """The GKE cluster the pools join; built by ``HybridCluster`` or an existing one."""
+    project: pulumi.Input[str]
+    location: pulumi.Input[str]
+    """The cluster's region (or zone, for a zonal cluster)."""
+    node_service_account: pulumi.Input[str]
+    """Email of the Google service account the nodes run as; give it only
+    ``roles/container.defaultNodeServiceAccount`` and image pull rights."""
+    stack: str
+    """Names the pools' resources and labels them ``spotproof-stack``."""
+    pools: Sequence[GkeGpuPool] = ()
+    flex_start: FlexStartPool | None = None
+    ready: Sequence[pulumi.Resource] = ()
+    """What must exist before a node boots: the node account's role grants."""
 
 
 @dataclass(frozen=True)
 class PoolContext:
     """What every pool of one cluster shares."""
 
-    spec: FleetSpec
-    cluster: gcp.container.Cluster
+    cluster_name: pulumi.Input[str]
+    project: pulumi.Input[str]
+    location: pulumi.Input[str]
     service_account: pulumi.Input[str]
     """Email of the nodes' least-privileged Google service account."""
+    stack: str
     opts: pulumi.ResourceOptions
 
     def node_pool(
@@ -45,14 +69,13 @@ class PoolContext:
     ) -> gcp.container.NodePool:
         """A pool of ``pool_class``: contract taints and labels, Workload Identity metadata,
         shielded nodes; ``node_config`` and ``pool_args`` add what the class needs."""
-        spec = self.spec
-        contract = scheduling.contract(pool_class, spec.cloud)
+        contract = scheduling.contract(pool_class, Cloud.GKE)
         return gcp.container.NodePool(
-            f"{spec.stack}-{name}",
+            f"{self.stack}-{name}",
             name=name,
-            cluster=self.cluster.name,
-            location=spec.region,
-            project=spec.project,
+            cluster=self.cluster_name,
+            location=self.location,
+            project=self.project,
             node_config={
                 "machine_type": machine_type,
                 "disk_size_gb": disk_gb,
@@ -62,7 +85,7 @@ class PoolContext:
                 "labels": {**contract.labels, **(extra_labels or {})},
                 "taints": scheduling.cloud_taints([*contract.taints, *extra_taints]),
                 "resource_labels": {
-                    "spotproof-stack": spec.stack,
+                    "spotproof-stack": self.stack,
                     "spotproof-pool-class": pool_class.value,
                 },
                 # Workload Identity needs the GKE metadata server on every node.
@@ -89,9 +112,8 @@ def _accelerators(gpu_type: str, count: int) -> list[dict[str, Any]]:
     ]
 
 
-def system_pool(context: PoolContext) -> gcp.container.NodePool:
-    """On-demand nodes for add-ons, tainted ``CriticalAddonsOnly`` so nothing else lands there."""
-    pool = context.spec.system_pool
+def system_pool(context: PoolContext, pool: SystemPool) -> gcp.container.NodePool:
+    """On-demand nodes for add-ons, tainted so that only GKE's managed components land there."""
     return context.node_pool(
         "system",
         PoolClass.SYSTEM,
@@ -108,7 +130,7 @@ def system_pool(context: PoolContext) -> gcp.container.NodePool:
     )
 
 
-def gpu_pool(context: PoolContext, pool: GpuPool) -> gcp.container.NodePool:
+def gpu_pool(context: PoolContext, pool: GkeGpuPool) -> gcp.container.NodePool:
     """One machine type of spot (or on-demand fallback) GPU nodes, scaling from zero."""
     spot = pool.pool_class is PoolClass.SPOT_GPU
     return context.node_pool(
@@ -162,3 +184,31 @@ def flex_start_pool(context: PoolContext, pool: FlexStartPool) -> gcp.container.
         management={"auto_repair": False, "auto_upgrade": True},
         queued_provisioning={"enabled": True} if pool.queued_provisioning else None,
     )
+
+
+class GpuNodePools(pulumi.ComponentResource):
+    """Spot GPU pools (one machine type each), on-demand fallbacks and a flex-start pool,
+    scaling from zero, each tainted and labelled for its pool class."""
+
+    pool_names: list[str]
+
+    def __init__(
+        self, name: str, args: GpuNodePoolsArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("spotproof:gke:GpuNodePools", name, None, opts)
+        context = PoolContext(
+            cluster_name=args.cluster_name,
+            project=args.project,
+            location=args.location,
+            service_account=args.node_service_account,
+            stack=args.stack,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.ready)),
+        )
+        for pool in args.pools:
+            gpu_pool(context, pool)
+        if args.flex_start:
+            flex_start_pool(context, args.flex_start)
+        self.pool_names = [pool.name for pool in args.pools]
+        if args.flex_start:
+            self.pool_names.append(args.flex_start.name)
+        self.register_outputs({"pool_names": self.pool_names})

@@ -28,7 +28,7 @@ Why each field is what it is:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -36,8 +36,9 @@ import pulumi_kubernetes as k8s
 
 from spotproof import scheduling
 from spotproof.kube.baseline import MANAGED_BY
+from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
 from spotproof.runtime import exit_codes
-from spotproof.spec.types import PoolClass, SmokeTest
+from spotproof.spec import PoolClass, SmokeTest
 
 TRAINER_CONTAINER = "trainer"
 TRAINER_COMMAND = ["python", "-m", "spotproof.smoke.train"]
@@ -48,19 +49,23 @@ SERVICE_ACCOUNT_NAME = "spotproof-trainer"
 @dataclass
 class SmokeTestJobArgs:
     smoke: SmokeTest
-    namespace: pulumi.Input[str]
     checkpoint_url: pulumi.Input[str]
     """Where the trainer commits checkpoints, e.g. ``gs://bucket/checkpoints/smoke``."""
-    accelerators: list[str]
-    """GPU models of the pools in the target class; the Job requires one of them."""
-    fallback: list[PoolClass] = field(default_factory=list)
-    """Pool classes the Job may also run on when its target has no capacity."""
-    service_account_annotations: pulumi.Input[dict[str, str]] = field(default_factory=dict)
-    """Workload identity binding, e.g. ``iam.gke.io/gcp-service-account``."""
+    placement: TargetPlacement
+    """The pools of ``smoke.target``, from the cluster the Job runs on."""
+    identity: WorkloadIdentity
+    """The trainer's service account and its binding to the identity that may write the
+    checkpoint prefix; the service account is created here, in its namespace."""
 
 
 def pod_labels() -> dict[str, str]:
     return {"app.kubernetes.io/name": "spotproof-smoke", "app.kubernetes.io/component": "trainer"}
+
+
+def trainer_account(smoke: SmokeTest | None) -> ServiceAccountRef:
+    """The service account trainers run as, which the bucket's identity trusts: in the
+    smoke test's namespace, or the default one when the stack has no smoke test."""
+    return ServiceAccountRef((smoke or SmokeTest()).namespace, SERVICE_ACCOUNT_NAME)
 
 
 def trainer_env(smoke: SmokeTest, checkpoint_url: str) -> list[dict[str, str]]:
@@ -96,14 +101,14 @@ def pod_failure_policy() -> dict[str, Any]:
 def job_spec(
     smoke: SmokeTest,
     checkpoint_url: str,
-    accelerators: list[str],
-    fallback: list[PoolClass] | None = None,
+    target: TargetPlacement,
+    identity: WorkloadIdentity,
 ) -> dict[str, Any]:
     """The Job's ``spec`` in Kubernetes spelling."""
-    placement = scheduling.placement(smoke.target, accelerators, fallback or ())
+    placement = scheduling.placement(smoke.target, target.accelerators, target.fallback)
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "serviceAccountName": SERVICE_ACCOUNT_NAME,
+        "serviceAccountName": identity.service_account.name,
         "priorityClassName": placement.priority_class_name,
         "terminationGracePeriodSeconds": smoke.grace_period_seconds,
         "tolerations": [dict(t) for t in placement.tolerations],
@@ -145,7 +150,7 @@ def job_spec(
         "podFailurePolicy": pod_failure_policy(),
         "template": {
             "metadata": {
-                "labels": pod_labels(),
+                "labels": {**identity.pod_labels, **pod_labels()},
                 "annotations": {
                     "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
                     "karpenter.sh/do-not-disrupt": "true",
@@ -170,13 +175,15 @@ class SmokeTestJob(pulumi.ComponentResource):
         if args.smoke.target is PoolClass.SYSTEM:
             raise ValueError("the smoke test never runs on the system pool")
 
+        identity = args.identity
+        namespace = identity.service_account.namespace
         account = k8s.core.v1.ServiceAccount(
             f"{name}-sa",
             metadata={
-                "name": SERVICE_ACCOUNT_NAME,
-                "namespace": args.namespace,
+                "name": identity.service_account.name,
+                "namespace": namespace,
                 "labels": MANAGED_BY,
-                "annotations": args.service_account_annotations,
+                "annotations": identity.service_account_annotations,
             },
             opts=child,
         )
@@ -184,11 +191,11 @@ class SmokeTestJob(pulumi.ComponentResource):
             f"{name}-job",
             metadata={
                 "name": JOB_NAME,
-                "namespace": args.namespace,
+                "namespace": namespace,
                 "labels": {**MANAGED_BY, **pod_labels()},
             },
             spec=pulumi.Output.from_input(args.checkpoint_url).apply(
-                lambda url: job_spec(args.smoke, url, args.accelerators, args.fallback)
+                lambda url: job_spec(args.smoke, url, args.placement, identity)
             ),
             # A Job's pod template is immutable: change means a new Job.
             opts=pulumi.ResourceOptions(
@@ -200,7 +207,7 @@ class SmokeTestJob(pulumi.ComponentResource):
         )
         k8s.policy.v1.PodDisruptionBudget(
             f"{name}-pdb",
-            metadata={"name": JOB_NAME, "namespace": args.namespace, "labels": MANAGED_BY},
+            metadata={"name": JOB_NAME, "namespace": namespace, "labels": MANAGED_BY},
             spec={"minAvailable": 1, "selector": {"matchLabels": pod_labels()}},
             opts=child,
         )

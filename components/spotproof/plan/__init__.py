@@ -96,7 +96,8 @@ def run_program(project: Project, config: StackConfig, spec: FleetSpec) -> Recor
         finally:
             sys.path.remove(program_dir)
 
-    cloud = OfflineCloud(project=spec.project or "offline-project", region=spec.region)
+    project_id = getattr(spec.platform, "project", None) or "offline-project"
+    cloud = OfflineCloud(project=project_id, region=spec.region)
     return record(
         program,
         stack=config.stack,

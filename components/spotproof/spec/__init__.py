@@ -1,20 +1,16 @@
-"""The cloud-neutral fleet description: types, and their reading from stack config."""
+"""The fleet description: what every cloud shares (here), plus one section per cloud
+(``spotproof.spec.gke``, ``spotproof.spec.eks``), and its reading from stack config."""
 
 from spotproof.spec.config import KUBERNETES_VERSIONS, fleet_from_config
 from spotproof.spec.errors import SpecError
 from spotproof.spec.types import (
-    Autoprovisioning,
+    BucketSpec,
     Capacity,
-    CheckpointBucket,
+    CloudFleet,
     FleetSpec,
-    FlexStartPool,
-    GpuPool,
-    Karpenter,
-    KarpenterPool,
-    Network,
+    GpuPoolSpec,
     PoolClass,
     SmokeTest,
-    Subnet,
     SystemPool,
     Taint,
     TaintEffect,
@@ -22,19 +18,14 @@ from spotproof.spec.types import (
 
 __all__ = [
     "KUBERNETES_VERSIONS",
-    "Autoprovisioning",
+    "BucketSpec",
     "Capacity",
-    "CheckpointBucket",
+    "CloudFleet",
     "FleetSpec",
-    "FlexStartPool",
-    "GpuPool",
-    "Karpenter",
-    "KarpenterPool",
-    "Network",
+    "GpuPoolSpec",
     "PoolClass",
     "SmokeTest",
     "SpecError",
-    "Subnet",
     "SystemPool",
     "Taint",
     "TaintEffect",

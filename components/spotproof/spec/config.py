@@ -6,95 +6,60 @@ Input is the stack's config as a flat mapping of full keys (``spotproof:gpuPools
 naming the key, the value and what is allowed, before any resource is declared.
 
 What every cloud shares (system pool, bucket, smoke test, versions) is read here; each
-cloud's own keys are read by ``spec.gke`` or ``spec.eks``.
+cloud's own keys are read by its :class:`~spotproof.spec.shared.CloudConfig`
+(``spec.gke``, ``spec.eks``, ``spec.aks``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud
 from spotproof.spec import eks, gke
 from spotproof.spec.errors import SpecError
-from spotproof.spec.fields import ConfigObject, boolean, choice, integer, text
-from spotproof.spec.shared import DNS_LABEL, dns_label, node_range
-from spotproof.spec.types import (
-    CheckpointBucket,
-    FleetSpec,
-    FlexStartPool,
-    GpuPool,
-    KarpenterPool,
-    PoolClass,
-    SmokeTest,
-    SystemPool,
+from spotproof.spec.fields import (
+    ConfigObject,
+    boolean,
+    choice,
+    config_key,
+    integer,
+    read_settings,
+    text,
 )
+from spotproof.spec.shared import DNS_LABEL, CloudConfig, check_node_range, dns_label
+from spotproof.spec.types import BucketSpec, FleetSpec, PoolClass, SmokeTest, SystemPool
 
 NAMESPACE = "spotproof"
-SUPPORTED_CLOUDS = (Cloud.GKE, Cloud.EKS)
+CLOUDS: dict[Cloud, CloudConfig] = {Cloud.GKE: gke.CONFIG, Cloud.EKS: eks.CONFIG}
 KUBERNETES_VERSIONS = tuple(f"1.{minor}" for minor in range(31, 38))
 """Minor versions with GA podFailurePolicy (1.31+) that kubernetes-validate has schemas for."""
 
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
-_PREFIX = re.compile(r"^[a-z0-9][a-z0-9/_-]*[a-z0-9]$")
 
-
-def _system_pool(cloud: Cloud) -> Callable[[str, Any], SystemPool]:
-    type_key, type_reader, type_default = (
-        gke.SYSTEM_MACHINE_TYPE if cloud is Cloud.GKE else eks.SYSTEM_INSTANCE_TYPE
-    )
-    # Two nodes on EKS so the Karpenter controller's replicas can sit in two zones.
-    min_default = 2 if cloud is Cloud.EKS else SystemPool.min_nodes
-
+def _system_pool(cls: type[SystemPool]) -> Callable[[str, Any], SystemPool]:
     def parse(key: str, raw: Any) -> SystemPool:
         obj = ConfigObject(key, raw)
-        machine_type = obj.field(type_key, type_reader, type_default)
-        min_nodes, max_nodes = node_range(obj, min_default, 1)
-        disk_gb = obj.field("diskGb", integer(20, 65536), SystemPool.disk_gb)
+        values = read_settings(cls, obj)
+        check_node_range(obj, values["min_nodes"], values["max_nodes"])
         obj.finish()
-        return SystemPool(machine_type, min_nodes, max_nodes, disk_gb)
+        return cls(**values)
 
     return parse
 
 
-def _bucket(cloud: Cloud, default_name: str, region: str) -> Callable[[str, Any], CheckpointBucket]:
-    name_ok, rule = (
-        (gke.bucket_name_ok, gke.BUCKET_RULE)
-        if cloud is Cloud.GKE
-        else (eks.bucket_name_ok, eks.BUCKET_RULE)
-    )
-
-    def parse(key: str, raw: Any) -> CheckpointBucket:
+def _bucket(cloud: CloudConfig, default_name: str, region: str) -> Callable[[str, Any], BucketSpec]:
+    def parse(key: str, raw: Any) -> BucketSpec:
         obj = ConfigObject(key, raw)
         name = obj.field("name", text(), default_name)
-        if not name_ok(name):
-            raise SpecError(f"{key}.name", name, "not a valid bucket name", rule)
+        if not cloud.bucket_name_ok(name):
+            raise SpecError(f"{key}.name", name, "not a valid bucket name", cloud.bucket_rule)
         location = obj.field("location", text(), region)
         if location.lower() != region:
             raise SpecError(
                 f"{key}.location", location, f"differs from the cluster region {region}", region
             )
-        kms_key = None
-        if cloud is Cloud.EKS:
-            kms_key = obj.field("kmsKeyArn", text(eks.KMS_KEY, "a KMS key ARN"), None)
-            # SSE-KMS needs a key in the bucket's own region: S3 refuses any other.
-            if kms_key and kms_key.split(":")[3] != region:
-                raise SpecError(
-                    f"{key}.kmsKeyArn",
-                    kms_key,
-                    f"key in region {kms_key.split(':')[3]}, bucket in {region}",
-                    f"a KMS key in {region}",
-                )
-        bucket = CheckpointBucket(
-            name=name,
-            location=region,
-            prefix=obj.field(
-                "prefix", text(_PREFIX, "a key prefix like checkpoints"), "checkpoints"
-            ),
-            noncurrent_days=obj.field("noncurrentDays", integer(1, 3650), 7),
-            kms_key=kms_key,
-        )
+        values = read_settings(BucketSpec, obj, name=name, location=region)
+        bucket = BucketSpec(**values, **cloud.read_bucket_extras(obj, region))
         obj.finish()
         return bucket
 
@@ -111,36 +76,35 @@ def _smoke_test(
         if not obj.field("enabled", boolean, True):
             return None
         targets = tuple(c.value for c in PoolClass if c is not PoolClass.SYSTEM)
-        target = PoolClass(obj.field("target", choice(targets), SmokeTest.target.value))
+        target_key = config_key(SmokeTest, "target")
+        target = PoolClass(obj.field(target_key, choice(targets), SmokeTest.target.value))
         if target not in pool_classes:
             raise SpecError(
-                f"{key}.target",
+                f"{key}.{target_key}",
                 target.value,
                 "no pool of that class in this stack",
                 ", ".join(c.value for c in pool_classes) or "add a GPU pool first",
             )
+        interval_key = config_key(SmokeTest, "checkpoint_interval")
+        interval = obj.field(interval_key, integer(1), SmokeTest.checkpoint_interval)
         # No longer than the preemption path delivers: a longer grace is cut short.
         grace = GRACE_PERIOD_SECONDS[cloud]
-        interval = obj.field("checkpointInterval", integer(1), SmokeTest.checkpoint_interval)
         smoke = SmokeTest(
-            image=obj.field(
-                "image", text(re.compile(r"^\S+$"), "an image reference"), SmokeTest.image
-            ),
-            namespace=obj.field("namespace", dns_label(63), SmokeTest.namespace),
-            target=target,
-            gpus=obj.field("gpus", integer(1, pool_classes[target]), SmokeTest.gpus),
-            cpu=obj.field(
-                "cpu", text(_QUANTITY, "a Kubernetes quantity like 2 or 500m"), SmokeTest.cpu
-            ),
-            memory=obj.field(
-                "memory", text(_QUANTITY, "a Kubernetes quantity like 8Gi"), SmokeTest.memory
-            ),
-            checkpoint_interval=interval,
-            total_steps=obj.field("totalSteps", integer(interval), SmokeTest.total_steps),
-            seed=obj.field("seed", integer(0, 2**32 - 1), SmokeTest.seed),
-            model_mb=obj.field("modelMb", integer(1, 65536), SmokeTest.model_mb),
-            grace_period_seconds=obj.field("gracePeriodSeconds", integer(1, grace), grace),
-            backoff_limit=obj.field("backoffLimit", integer(0, 100), SmokeTest.backoff_limit),
+            **read_settings(
+                SmokeTest,
+                obj,
+                target=target,
+                checkpoint_interval=interval,
+                gpus=obj.field(
+                    config_key(SmokeTest, "gpus"), integer(1, pool_classes[target]), SmokeTest.gpus
+                ),
+                total_steps=obj.field(
+                    config_key(SmokeTest, "total_steps"), integer(interval), SmokeTest.total_steps
+                ),
+                grace_period_seconds=obj.field(
+                    config_key(SmokeTest, "grace_period_seconds"), integer(1, grace), grace
+                ),
+            )
         )
         obj.finish()
         return smoke
@@ -195,76 +159,31 @@ def fleet_from_config(
         {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{NAMESPACE}:")},
         separator=":",
     )
-    cloud = Cloud(top.field("cloud", choice(tuple(c.value for c in SUPPORTED_CLOUDS))))
-    if cloud is Cloud.GKE:
-        project, region = gke.project_and_region(config)
-        default_bucket = f"{project}-{stack}-checkpoints"
-        cloud_fields = gke.pools(top, region)
-    else:
-        project, region = None, eks.region_of(config)
-        default_bucket = f"spotproof-{stack}-{region}"
-        cloud_fields = eks.pools(top, region)
+    cloud = Cloud(top.field("cloud", choice(tuple(c.value for c in CLOUDS))))
+    reader = CLOUDS[cloud]
+    section, region = reader.read_section(top, config)
     environment = top.field("environment", dns_label(63), stack.split("-", 1)[-1])
-    pools = [
-        *cloud_fields.get("gpu_pools", ()),
-        *cloud_fields.get("karpenter_pools", ()),
-        *([cloud_fields["flex_start"]] if cloud_fields.get("flex_start") else []),
-    ]
-    _check_unique_names(pools)
     pool_classes: dict[PoolClass, int] = {}
-    for pool in pools:
-        pool_class = (
-            pool.pool_class if not isinstance(pool, FlexStartPool) else PoolClass.FLEX_START
+    for pool in section.pools:
+        pool_classes[pool.pool_class] = max(
+            pool_classes.get(pool.pool_class, 0), pool.gpus_per_node
         )
-        pool_classes[pool_class] = max(pool_classes.get(pool_class, 0), pool.gpus_per_node)
 
     spec = FleetSpec(
         stack=stack,
-        cloud=cloud,
+        platform=section,
         environment=environment,
-        project=project,
         region=region,
         kubernetes_version=top.field(
             "kubernetesVersion", _kubernetes_version, FleetSpec.kubernetes_version
         ),
         protect=top.field("protect", boolean, environment == "prod"),
-        system_pool=top.section("systemPool", _system_pool(cloud)),
-        bucket=top.section("checkpointBucket", _bucket(cloud, default_bucket, region)),
+        system_pool=top.section("systemPool", _system_pool(section.system_pool_type)),
+        bucket=top.section(
+            "checkpointBucket",
+            _bucket(reader, reader.default_bucket_name(section, stack, region), region),
+        ),
         smoke_test=top.section("smokeTest", _smoke_test(cloud, pool_classes)),
-        **cloud_fields,
     )
     top.finish()
-    _check_karpenter_replicas(spec)
-    if cloud is Cloud.GKE:
-        spec = gke.fit_autoprovisioning(spec)
-    return spec
-
-
-def _check_unique_names(pools: list[GpuPool | KarpenterPool | FlexStartPool]) -> None:
-    seen = {"system": "the system pool"}
-    for index, pool in enumerate(pools):
-        key = (
-            f"{NAMESPACE}:flexStartPool.name"
-            if isinstance(pool, FlexStartPool)
-            else f"{NAMESPACE}:gpuPools[{index}].name"
-        )
-        if pool.name in seen:
-            raise SpecError(
-                key,
-                pool.name,
-                f"duplicate pool name (also {seen[pool.name]})",
-                "a name no other pool uses",
-            )
-        seen[pool.name] = key
-
-
-def _check_karpenter_replicas(spec: FleetSpec) -> None:
-    """Karpenter's chart keeps replicas on different nodes: each needs a system node."""
-    if spec.karpenter and spec.karpenter.replicas > spec.system_pool.min_nodes:
-        raise SpecError(
-            f"{NAMESPACE}:karpenter.replicas",
-            spec.karpenter.replicas,
-            f"more than the system pool's minNodes ({spec.system_pool.min_nodes}); the extra "
-            "replicas would never schedule",
-            f"1-{spec.system_pool.min_nodes}",
-        )
+    return reader.finish(spec)

@@ -1,17 +1,34 @@
-"""The EKS part of a stack's config: region, network, Karpenter and its GPU NodePools."""
+"""The EKS section of a fleet: network, Karpenter and its GPU NodePools; and how it is
+read from stack config."""
 
 from __future__ import annotations
 
 import ipaddress
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from spotproof.catalog import Cloud
 from spotproof.catalog import eks as eks_catalog
 from spotproof.spec.errors import SpecError
-from spotproof.spec.fields import ConfigObject, choice, integer, items, labels, text
-from spotproof.spec.shared import dns_label, required, taints
-from spotproof.spec.types import Capacity, Karpenter, KarpenterPool, Network, Subnet
+from spotproof.spec.fields import (
+    ConfigObject,
+    config_key,
+    integer,
+    items,
+    read_object,
+    read_settings,
+    setting,
+    text,
+)
+from spotproof.spec.shared import CloudConfig, check_unique_names, dns_label, required
+from spotproof.spec.types import (
+    Capacity,
+    CapacityPool,
+    FleetSpec,
+    SystemPool,
+)
 
 _REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
 _SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
@@ -33,12 +50,109 @@ MAX_ZONES = 6
 """A created VPC gives each zone an eighth of its range and keeps the last for public subnets."""
 DEFAULT_WEIGHT = {Capacity.SPOT: 100, Capacity.ON_DEMAND: 10}
 
-SYSTEM_INSTANCE_TYPE = (
-    "instanceType",
-    text(eks_catalog.INSTANCE_TYPE, "an EC2 instance type like m6i.xlarge"),
-    eks_catalog.SYSTEM_INSTANCE_TYPE,
-)
-"""Config key, reader and default of the system node group's instance type."""
+
+@dataclass(frozen=True)
+class EksSystemPool(SystemPool):
+    """An ON_DEMAND managed node group; sizes are totals across the cluster's subnets."""
+
+    machine_type: str = setting(
+        "instanceType",
+        text(eks_catalog.INSTANCE_TYPE, "an EC2 instance type like m6i.xlarge"),
+        eks_catalog.SYSTEM_INSTANCE_TYPE,
+    )
+    min_nodes: int = setting("minNodes", integer(1, 1000), 2)
+    """Two by default, so the Karpenter controller's two replicas sit in two zones."""
+
+
+@dataclass(frozen=True)
+class Subnet:
+    id: str = setting("id", text(_SUBNET_ID, "a subnet id like subnet-0123456789abcdef0"))
+    zone: str = setting("zone")
+    """Availability zone; named in config because an offline plan cannot look it up."""
+
+
+@dataclass(frozen=True)
+class NetworkSpec:
+    """Where the cluster lives: subnets the stack names, or a VPC spotproof creates."""
+
+    subnets: tuple[Subnet, ...] = setting("subnets", None, ())
+    """Existing private subnets in at least two zones; empty means create a VPC."""
+    cidr: str = setting("cidr", None, "10.0.0.0/16")
+    """Address range of the created VPC: a /16 to /20 of RFC 1918 space."""
+    zones: tuple[str, ...] = setting("zones", None, ())
+    """Zones of the created VPC's private subnets (2-6); default the region's a, b and c."""
+
+
+@dataclass(frozen=True)
+class KarpenterSpec:
+    """The Karpenter installation."""
+
+    version: str = setting("version", lambda key, raw: _karpenter_version(key, raw))  # noqa: PLW0108 (defined below)
+    """Helm chart version of ``karpenter`` and ``karpenter-crd``, pinned (``1.6.3``); one
+    of ``catalog.eks.KARPENTER_VERSIONS``."""
+    node_image: str = setting(
+        "nodeImage",
+        text(_NODE_IMAGE, "bottlerocket@latest or bottlerocket@vX.Y.Z"),
+        "bottlerocket@latest",
+    )
+    """AMI alias for GPU nodes. Bottlerocket ships the NVIDIA driver and device plugin, so
+    no DaemonSet is needed; pin a version (``bottlerocket@v1.40.0``) in production, as
+    ``latest`` replaces nodes on every AMI release."""
+    namespace: str = setting("namespace", dns_label(63), "kube-system")
+    replicas: int = setting("replicas", integer(1, 5), 2)
+    """Controller replicas, at most the system pool's ``minNodes``: the chart keeps them on
+    different nodes."""
+
+
+@dataclass(frozen=True)
+class KarpenterPool(CapacityPool):
+    """A Karpenter ``NodePool`` of GPU instances: several families, one GPU count.
+
+    Karpenter chooses the instance type at launch from every type the requirements allow,
+    so one pool is already diversified; ``min_instance_types`` makes that a guarantee.
+    """
+
+    name: str = setting("name", dns_label(40))
+    """NodePool name, unique in the stack."""
+    instance_families: tuple[str, ...] = setting("instanceFamilies", None)
+    """EC2 families to choose from (``g6``, ``g5``, ``g6e``); see ``catalog.eks.FAMILIES``."""
+    gpu_limit: int = setting("gpuLimit", None)
+    """Most ``nvidia.com/gpu`` the pool's nodes may hold together: the spend ceiling; at
+    least ``gpusPerNode``."""
+    gpus_per_node: int = setting("gpusPerNode", None, 1)
+    """A GPU count some instance of the families has."""
+    min_instance_types: int = setting("minInstanceTypes", None, 3)
+    """Karpenter launches only if at least this many instance types remain eligible
+    (``minValues``): a spot request across many types is far less likely to be refused.
+    Capped at the number of types the families offer."""
+    weight: int = setting(
+        "weight",
+        integer(1, 100),
+        100,
+        derived_default=lambda read: DEFAULT_WEIGHT[read["capacity"]],
+    )
+    """Priority among pools a pod fits, 1-100, highest first. Spot pools default to 100,
+    on-demand fallbacks to 10 and must stay below every spot pool."""
+    disk_gb: int = setting("diskGb", integer(50, 16384), 200)
+    """Data volume for container images; CUDA images are large."""
+    expire_after_hours: int = setting("expireAfterHours", integer(1, 8760), 720)
+    """Nodes are replaced after this long, picking up new AMIs."""
+
+
+@dataclass(frozen=True)
+class EksFleet:
+    """What an EKS stack adds to the shared fleet."""
+
+    cloud: ClassVar[Cloud] = Cloud.EKS
+    system_pool_type: ClassVar[type[SystemPool]] = EksSystemPool
+
+    karpenter: KarpenterSpec = setting("karpenter", None)
+    network: NetworkSpec = setting("network", None, NetworkSpec())
+    gpu_pools: tuple[KarpenterPool, ...] = setting("gpuPools", None, ())
+
+    @property
+    def pools(self) -> tuple[KarpenterPool, ...]:
+        return self.gpu_pools
 
 
 def region_of(config: Mapping[str, Any]) -> str:
@@ -72,8 +186,7 @@ def _subnet(region: str) -> Callable[[str, Any], Subnet]:
     def parse(key: str, raw: Any) -> Subnet:
         obj = ConfigObject(key, raw)
         subnet = Subnet(
-            id=obj.field("id", text(_SUBNET_ID, "a subnet id like subnet-0123456789abcdef0")),
-            zone=obj.field("zone", _zone(region)),
+            **read_settings(Subnet, obj, zone=obj.field(config_key(Subnet, "zone"), _zone(region)))
         )
         obj.finish()
         return subnet
@@ -101,19 +214,20 @@ def _cidr(key: str, raw: Any) -> str:
     return str(network)
 
 
-def _network(region: str) -> Callable[[str, Any], Network]:
-    def parse(key: str, raw: Any) -> Network:
+def _network(region: str) -> Callable[[str, Any], NetworkSpec]:
+    def parse(key: str, raw: Any) -> NetworkSpec:
         obj = ConfigObject(key, raw)
+        subnets_key = config_key(NetworkSpec, "subnets")
         subnets = tuple(
             _subnet(region)(k, v)
-            for k, v in items(f"{key}.subnets", obj.field("subnets", _raw, []))
+            for k, v in items(f"{key}.{subnets_key}", obj.field(subnets_key, _raw, []))
         )
         if subnets:
-            network = Network(subnets=subnets)
+            network = NetworkSpec(subnets=subnets)
             zones = {s.zone for s in subnets}
             if len(zones) < 2:
                 raise SpecError(
-                    f"{key}.subnets",
+                    f"{key}.{subnets_key}",
                     ", ".join(s.id for s in subnets),
                     f"all in one zone ({', '.join(sorted(zones))}); EKS needs two or more",
                     "private subnets in at least two zones",
@@ -132,7 +246,7 @@ def _network(region: str) -> Callable[[str, Any], Network]:
                     f"needs 2 to {MAX_ZONES} distinct zones",
                     f"e.g. {region}a, {region}b, {region}c",
                 )
-            network = Network(cidr=obj.field("cidr", _cidr, Network.cidr), zones=zones)
+            network = NetworkSpec(cidr=obj.field("cidr", _cidr, NetworkSpec.cidr), zones=zones)
         obj.finish()
         return network
 
@@ -156,20 +270,8 @@ def _raw(_key: str, value: Any) -> Any:
     return value
 
 
-def _karpenter(key: str, raw: Any) -> Karpenter:
-    obj = ConfigObject(key, raw)
-    karpenter = Karpenter(
-        version=obj.field("version", _karpenter_version),
-        node_image=obj.field(
-            "nodeImage",
-            text(_NODE_IMAGE, "bottlerocket@latest or bottlerocket@vX.Y.Z"),
-            Karpenter.node_image,
-        ),
-        namespace=obj.field("namespace", dns_label(63), Karpenter.namespace),
-        replicas=obj.field("replicas", integer(1, 5), Karpenter.replicas),
-    )
-    obj.finish()
-    return karpenter
+def _karpenter(key: str, raw: Any) -> KarpenterSpec:
+    return read_object(KarpenterSpec, key, raw)
 
 
 def _families(key: str, raw: Any) -> tuple[str, ...]:
@@ -189,34 +291,30 @@ def _families(key: str, raw: Any) -> tuple[str, ...]:
 
 def _pool(key: str, raw: Any) -> KarpenterPool:
     obj = ConfigObject(key, raw)
-    name = obj.field("name", dns_label(40))
-    families = obj.field("instanceFamilies", _families)
-    gpus = obj.field("gpusPerNode", integer(1, 16), KarpenterPool.gpus_per_node)
+    families = obj.field(config_key(KarpenterPool, "instance_families"), _families)
+    gpus_key = config_key(KarpenterPool, "gpus_per_node")
+    gpus = obj.field(gpus_key, integer(1, 16), KarpenterPool.gpus_per_node)
     if gpus not in eks_catalog.gpu_counts(families):
         raise SpecError(
-            f"{key}.gpusPerNode",
+            f"{key}.{gpus_key}",
             gpus,
             f"no {'/'.join(families)} instance has that many GPUs",
             ", ".join(map(str, eks_catalog.gpu_counts(families))),
         )
     types = eks_catalog.instance_types(families, gpus)
-    capacity = Capacity(obj.field("capacity", choice(tuple(Capacity)), Capacity.SPOT.value))
     pool = KarpenterPool(
-        name=name,
-        instance_families=families,
-        gpu_limit=obj.field("gpuLimit", integer(gpus, 100_000)),
-        capacity=capacity,
-        gpus_per_node=gpus,
-        min_instance_types=obj.field(
-            "minInstanceTypes",
-            integer(1, len(types)),
-            min(KarpenterPool.min_instance_types, len(types)),
-        ),
-        weight=obj.field("weight", integer(1, 100), DEFAULT_WEIGHT[capacity]),
-        disk_gb=obj.field("diskGb", integer(50, 16384), KarpenterPool.disk_gb),
-        expire_after_hours=obj.field("expireAfterHours", integer(1, 8760), 720),
-        extra_taints=obj.field("extraTaints", taints, ()),
-        extra_labels=obj.field("extraLabels", labels, {}),
+        **read_settings(
+            KarpenterPool,
+            obj,
+            instance_families=families,
+            gpus_per_node=gpus,
+            gpu_limit=obj.field(config_key(KarpenterPool, "gpu_limit"), integer(gpus, 100_000)),
+            min_instance_types=obj.field(
+                config_key(KarpenterPool, "min_instance_types"),
+                integer(1, len(types)),
+                min(KarpenterPool.min_instance_types, len(types)),
+            ),
+        )
     )
     obj.finish()
     return pool
@@ -238,13 +336,56 @@ def _check_fallback_weights(key: str, pools: tuple[KarpenterPool, ...]) -> None:
                 )
 
 
-def pools(top: ConfigObject, region: str) -> dict[str, Any]:
-    """The EKS-only :class:`FleetSpec` fields."""
-    key = top.key_of("gpuPools")
-    karpenter_pools = tuple(_pool(k, v) for k, v in items(key, top.field("gpuPools", _raw, [])))
-    _check_fallback_weights(key, karpenter_pools)
-    return {
-        "network": top.section("network", _network(region)),
-        "karpenter": top.field("karpenter", _karpenter),
-        "karpenter_pools": karpenter_pools,
-    }
+def _section(top: ConfigObject, config: Mapping[str, Any]) -> tuple[EksFleet, str]:
+    region = region_of(config)
+    key = top.key_of(config_key(EksFleet, "gpu_pools"))
+    gpu_pools = tuple(
+        _pool(k, v) for k, v in items(key, top.field(config_key(EksFleet, "gpu_pools"), _raw, []))
+    )
+    check_unique_names([(f"{key}[{i}].name", pool.name) for i, pool in enumerate(gpu_pools)])
+    _check_fallback_weights(key, gpu_pools)
+    section = EksFleet(
+        network=top.section(config_key(EksFleet, "network"), _network(region)),
+        karpenter=top.field(config_key(EksFleet, "karpenter"), _karpenter),
+        gpu_pools=gpu_pools,
+    )
+    return section, region
+
+
+def _kms_key(obj: ConfigObject, region: str) -> dict[str, Any]:
+    kms_key = obj.field("kmsKeyArn", text(KMS_KEY, "a KMS key ARN"), None)
+    # SSE-KMS needs a key in the bucket's own region: S3 refuses any other.
+    if kms_key and kms_key.split(":")[3] != region:
+        raise SpecError(
+            obj.key_of("kmsKeyArn"),
+            kms_key,
+            f"key in region {kms_key.split(':')[3]}, bucket in {region}",
+            f"a KMS key in {region}",
+        )
+    return {"kms_key": kms_key}
+
+
+def _check_karpenter_replicas(spec: FleetSpec) -> FleetSpec:
+    """Karpenter's chart keeps replicas on different nodes: each needs a system node."""
+    assert isinstance(spec.platform, EksFleet)
+    replicas, system_nodes = spec.platform.karpenter.replicas, spec.system_pool.min_nodes
+    if replicas > system_nodes:
+        raise SpecError(
+            f"spotproof:karpenter.{config_key(KarpenterSpec, 'replicas')}",
+            replicas,
+            f"more than the system pool's minNodes ({system_nodes}); the extra "
+            "replicas would never schedule",
+            f"1-{system_nodes}",
+        )
+    return spec
+
+
+CONFIG = CloudConfig(
+    read_section=_section,
+    default_bucket_name=lambda _section, stack, region: f"spotproof-{stack}-{region}",
+    bucket_name_ok=bucket_name_ok,
+    bucket_rule=BUCKET_RULE,
+    read_bucket_extras=_kms_key,
+    finish=_check_karpenter_replicas,
+)
+"""How the EKS section is read from stack config."""

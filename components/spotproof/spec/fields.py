@@ -1,15 +1,23 @@
-"""Typed readers for stack config values, each failing as one :class:`SpecError` line.
+"""Typed readers for stack config values, each failing as one :class:`SpecError` line,
+and the field metadata that ties a spec field to its config key.
 
 A reader takes the full key (``spotproof:gpuPools[1].maxNodes``) and the raw value, as
 YAML gives it or as the Pulumi engine passes it (scalars as strings, objects as JSON), and
 returns the typed value or raises naming the key, the value and what is allowed.
+
+A spec field declares its config key, reader (which states the allowed range) and default
+once, with :func:`setting`; :func:`read_settings` then reads every such field of a type,
+so no reader restates a key, a range or a default.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, TypeVar
 
 from spotproof.spec.errors import SpecError
@@ -21,7 +29,86 @@ LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 RESERVED_LABEL_PREFIXES = ("spotproof.dev/", "cloud.google.com/", "kubernetes.io/", "k8s.io/")
 
 T = TypeVar("T")
-MISSING: Any = object()
+E = TypeVar("E", bound=StrEnum)
+MISSING: Any = dataclasses.MISSING
+Reader = Callable[[str, Any], Any]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Where a spec field comes from in stack config."""
+
+    key: str
+    """The camelCase config key, relative to its object (``maxNodes``)."""
+    read: Reader | None
+    """Parses and range-checks the raw value; None when the value depends on others
+    already read (a pool's zones depend on its GPU), so its type's reader reads it."""
+    derived_default: Callable[[dict[str, Any]], Any] | None = None
+    """A default computed from the fields read before it; overrides the field's own."""
+
+
+def setting(
+    key: str,
+    read: Reader | None = None,
+    default: Any = MISSING,
+    *,
+    factory: Callable[[], Any] | None = None,
+    derived_default: Callable[[dict[str, Any]], Any] | None = None,
+) -> Any:
+    """A dataclass field read from config key ``key`` with ``read``."""
+    metadata = {"setting": Setting(key, read, derived_default)}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def setting_of(cls: type, name: str) -> Setting:
+    for spec_field in dataclasses.fields(cls):
+        if spec_field.name == name and "setting" in spec_field.metadata:
+            return spec_field.metadata["setting"]
+    raise KeyError(f"{cls.__name__}.{name} has no config setting")
+
+
+def config_key(cls: type, name: str) -> str:
+    """The config key of field ``name`` of ``cls`` (``minNodes``)."""
+    return setting_of(cls, name).key
+
+
+def default_of(cls: type, name: str) -> Any:
+    for spec_field in dataclasses.fields(cls):
+        if spec_field.name == name:
+            if spec_field.default_factory is not MISSING:
+                return spec_field.default_factory()
+            return spec_field.default
+    raise KeyError(name)
+
+
+def read_settings(cls: type, obj: ConfigObject, **given: Any) -> dict[str, Any]:
+    """Read every field of ``cls`` that has a reader, in field order, from ``obj``.
+
+    ``given`` are values the caller already has (read with a context-dependent reader, or
+    not from config at all); they are not read again and are visible to derived defaults.
+    Fields without a reader and not given are left out, for the type's reader to add."""
+    values = dict(given)
+    for spec_field in dataclasses.fields(cls):
+        found = spec_field.metadata.get("setting")
+        if spec_field.name in given or found is None or found.read is None:
+            continue
+        default = (
+            found.derived_default(values)
+            if found.derived_default is not None
+            else default_of(cls, spec_field.name)
+        )
+        values[spec_field.name] = obj.field(found.key, found.read, default)
+    return values
+
+
+def read_object(cls: type[T], key: str, raw: Any, **given: Any) -> T:
+    """An instance of ``cls`` whose fields all come from settings (or ``given``)."""
+    obj = ConfigObject(key, raw)
+    value = cls(**read_settings(cls, obj, **given))
+    obj.finish()
+    return value
 
 
 class ConfigObject:
@@ -113,6 +200,15 @@ def choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
         if raw not in options:
             raise SpecError(key, raw, "unknown value", ", ".join(options))
         return str(raw)
+
+    return parse
+
+
+def enumeration(cls: type[E]) -> Callable[[str, Any], E]:
+    """Reader of one member of a string enum, by value."""
+
+    def parse(key: str, raw: Any) -> E:
+        return cls(choice(tuple(member.value for member in cls))(key, raw))  # type: ignore[attr-defined]
 
     return parse
 

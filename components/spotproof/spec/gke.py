@@ -1,5 +1,5 @@
-"""The GKE part of a stack's config: project and region, machine-type pools, flex-start,
-node auto-provisioning."""
+"""The GKE section of a fleet: project, machine-type GPU pools, DWS flex-start, node
+auto-provisioning; and how it is read from stack config."""
 
 from __future__ import annotations
 
@@ -7,33 +7,133 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
+from spotproof.catalog import Cloud
 from spotproof.catalog import gke as gke_catalog
 from spotproof.spec.errors import SpecError
 from spotproof.spec.fields import (
     ConfigObject,
     boolean,
-    choice,
+    config_key,
     decode,
     integer,
     items,
-    labels,
+    read_settings,
+    setting,
     text,
 )
-from spotproof.spec.shared import dns_label, node_range, required, taints
+from spotproof.spec.shared import (
+    CloudConfig,
+    check_node_range,
+    check_unique_names,
+    dns_label,
+    required,
+)
 from spotproof.spec.types import (
-    NAP_HEADROOM_CPU,
-    NAP_HEADROOM_MEMORY_GB,
-    Autoprovisioning,
-    Capacity,
+    CapacityPool,
     FleetSpec,
-    FlexStartPool,
-    GpuPool,
+    PoolClass,
+    SystemPool,
 )
 
 NAMESPACE = "spotproof"
+
+
+@dataclass(frozen=True)
+class GkeSystemPool(SystemPool):
+    """A node pool; its sizes are per zone, over GKE's default zones of the region."""
+
+    machine_type: str = setting(
+        "machineType", text(gke_catalog.MACHINE_TYPE, "a machine type"), "e2-standard-4"
+    )
+
+
+@dataclass(frozen=True)
+class GkeGpuPool(CapacityPool):
+    """One machine type of GPU nodes. Several pools of one class diversify the fleet."""
+
+    name: str = setting("name", dns_label(40))
+    """Node pool name, unique in the stack."""
+    machine_type: str = setting("machineType")
+    gpu_type: str = setting("gpuType")
+    """Accelerator name (``nvidia-l4``); implied by accelerator-optimized machine types."""
+    gpus_per_node: int = setting("gpusPerNode")
+    """GPUs on each node, 1-16; implied by accelerator-optimized machine types."""
+    max_nodes: int = setting("maxNodes", integer(1, 1000))
+    """Upper bound per zone."""
+    zones: tuple[str, ...] = setting("zones")
+    """Zones to spread over; default every zone of the region that offers the GPU."""
+    min_nodes: int = setting("minNodes", integer(0, 1000), 0)
+    """Nodes per zone kept when idle; 0 lets an idle GPU pool cost nothing."""
+    disk_gb: int = setting("diskGb", integer(50, 65536), 200)
+    """Boot disk; GPU images with CUDA are large."""
+
+
+@dataclass(frozen=True)
+class FlexStartPool:
+    """A DWS flex-start pool: GPUs obtained when available, held for ``max_run_hours``."""
+
+    name: str = setting("name", dns_label(40))
+    machine_type: str = setting("machineType")
+    gpu_type: str = setting("gpuType")
+    gpus_per_node: int = setting("gpusPerNode")
+    max_nodes: int = setting("maxNodes", integer(1, 1000))
+    zones: tuple[str, ...] = setting("zones")
+    max_run_hours: int = setting("maxRunHours", integer(1, 168), 24)
+    """How long a node may live before GKE reclaims it; at most 168 (7 days)."""
+    queued_provisioning: bool = setting("queuedProvisioning", boolean, False)
+    """Provision whole gangs through ProvisioningRequest (needs Kueue or the API directly)."""
+    disk_gb: int = setting("diskGb", integer(50, 65536), 200)
+
+    pool_class: ClassVar[PoolClass] = PoolClass.FLEX_START
+
+
+@dataclass(frozen=True)
+class Autoprovisioning:
+    """Node auto-provisioning: lets the cluster create pools for pods nothing else fits.
+
+    GKE applies its limits to the *whole cluster*, the declared pools included, so each
+    limit must hold every declared pool at its maximum or those pools stop scaling short
+    of it. Unset limits are derived from the pools; set ones below that are refused.
+    """
+
+    enabled: bool = setting("enabled", boolean, True)
+    max_cpu: int | None = setting("maxCpu", integer(1, 1_000_000), None)
+    """Cluster-wide vCPU ceiling; default: the declared pools at their maximum plus
+    :data:`NAP_HEADROOM_CPU` for pools auto-provisioning creates."""
+    max_memory_gb: int | None = setting("maxMemoryGb", integer(1, 10_000_000), None)
+    """Cluster-wide memory ceiling in GB; default: the declared pools' plus
+    :data:`NAP_HEADROOM_MEMORY_GB`."""
+    gpu_limits: dict[str, int] = setting("gpuLimits", None, factory=dict)
+    """Cluster-wide GPU ceiling per accelerator name, e.g. ``{"nvidia-l4": 8}``; an
+    accelerator the declared pools use defaults to what they need at their maximum.
+    Auto-provisioning creates GPU nodes only of the accelerators listed."""
+
+
+NAP_HEADROOM_CPU = 64
+NAP_HEADROOM_MEMORY_GB = 256
+
+
+@dataclass(frozen=True)
+class GkeFleet:
+    """What a GKE stack adds to the shared fleet."""
+
+    cloud: ClassVar[Cloud] = Cloud.GKE
+    system_pool_type: ClassVar[type[SystemPool]] = GkeSystemPool
+
+    project: str
+    """GCP project id (config ``gcp:project``)."""
+    gpu_pools: tuple[GkeGpuPool, ...] = setting("gpuPools", None, ())
+    flex_start: FlexStartPool | None = setting("flexStartPool", None, None)
+    autoprovisioning: Autoprovisioning = setting("autoprovisioning", None, factory=Autoprovisioning)
+
+    @property
+    def pools(self) -> tuple[GkeGpuPool | FlexStartPool, ...]:
+        return (*self.gpu_pools, *((self.flex_start,) if self.flex_start else ()))
+
+
 _PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$")
@@ -107,13 +207,17 @@ def _gpu_zones(obj: ConfigObject, region: str, accelerator: str) -> tuple[str, .
             f"no zone of {region} offers it",
             ", ".join(gke_catalog.accelerators_in(region)) or "another region",
         )
-    return obj.field("zones", _zones(region, accelerator), tuple(sorted(default or ())))
+    return obj.field(
+        config_key(GkeGpuPool, "zones"), _zones(region, accelerator), tuple(sorted(default or ()))
+    )
 
 
 def _gpu(obj: ConfigObject) -> gke_catalog.GpuShape:
-    machine_type = obj.field("machineType", text(gke_catalog.MACHINE_TYPE, "a machine type"))
-    gpu_type = obj.field("gpuType", text(), None)
-    count = obj.field("gpusPerNode", integer(1, 16), None)
+    machine_type = obj.field(
+        config_key(GkeGpuPool, "machine_type"), text(gke_catalog.MACHINE_TYPE, "a machine type")
+    )
+    gpu_type = obj.field(config_key(GkeGpuPool, "gpu_type"), text(), None)
+    count = obj.field(config_key(GkeGpuPool, "gpus_per_node"), integer(1, 16), None)
     if gpu_type is not None and gpu_type not in gke_catalog.ACCELERATORS:
         raise SpecError(
             f"{obj.key}.gpuType",
@@ -132,48 +236,31 @@ def _gpu(obj: ConfigObject) -> gke_catalog.GpuShape:
         raise SpecError(f"{obj.key}.{name}", value, error.problem, error.allowed) from None
 
 
-def _gpu_pool(region: str) -> Callable[[str, Any], GpuPool]:
-    def parse(key: str, raw: Any) -> GpuPool:
-        obj = ConfigObject(key, raw)
-        name = obj.field("name", dns_label(40))
-        shape = _gpu(obj)
-        capacity = Capacity(obj.field("capacity", choice(tuple(Capacity)), Capacity.SPOT.value))
-        min_nodes, max_nodes = node_range(obj, 0, 0)
-        pool = GpuPool(
-            name=name,
-            machine_type=shape.machine_type,
-            gpu_type=shape.accelerator,
-            gpus_per_node=shape.count,
-            max_nodes=max_nodes,
-            capacity=capacity,
-            min_nodes=min_nodes,
-            zones=_gpu_zones(obj, region, shape.accelerator),
-            disk_gb=obj.field("diskGb", integer(50, 65536), 200),
-            extra_taints=obj.field("extraTaints", taints, ()),
-            extra_labels=obj.field("extraLabels", labels, {}),
-        )
-        obj.finish()
-        return pool
-
-    return parse
+def _gpu_pool(region: str) -> Callable[[str, Any], GkeGpuPool]:
+    return _pool_reader(GkeGpuPool, region)
 
 
 def _flex_start(region: str) -> Callable[[str, Any], FlexStartPool]:
-    def parse(key: str, raw: Any) -> FlexStartPool:
+    return _pool_reader(FlexStartPool, region)
+
+
+def _pool_reader(
+    cls: type[GkeGpuPool] | type[FlexStartPool], region: str
+) -> Callable[[str, Any], Any]:
+    def parse(key: str, raw: Any) -> Any:
         obj = ConfigObject(key, raw)
-        name = obj.field("name", dns_label(40))
         shape = _gpu(obj)
-        pool = FlexStartPool(
-            name=name,
+        values = read_settings(
+            cls,
+            obj,
             machine_type=shape.machine_type,
             gpu_type=shape.accelerator,
             gpus_per_node=shape.count,
-            max_nodes=obj.field("maxNodes", integer(1, 1000)),
-            max_run_hours=obj.field("maxRunHours", integer(1, 168), 24),
-            queued_provisioning=obj.field("queuedProvisioning", boolean, False),
-            zones=_gpu_zones(obj, region, shape.accelerator),
-            disk_gb=obj.field("diskGb", integer(50, 65536), 200),
         )
+        if "min_nodes" in values:
+            check_node_range(obj, values["min_nodes"], values["max_nodes"])
+        values["zones"] = _gpu_zones(obj, region, shape.accelerator)
+        pool = cls(**values)
         obj.finish()
         return pool
 
@@ -182,50 +269,49 @@ def _flex_start(region: str) -> Callable[[str, Any], FlexStartPool]:
 
 def _autoprovisioning(key: str, raw: Any) -> Autoprovisioning:
     obj = ConfigObject(key, raw)
-    limits_raw = decode(obj.field("gpuLimits", lambda _k, v: v, {}))
+    values = read_settings(Autoprovisioning, obj)
+    limits_key = config_key(Autoprovisioning, "gpu_limits")
+    limits_raw = decode(obj.field(limits_key, lambda _k, v: v, {}))
     if not isinstance(limits_raw, Mapping):
         raise SpecError(
-            f"{key}.gpuLimits", limits_raw, "expected an object", "a mapping of GPU type to count"
+            f"{key}.{limits_key}",
+            limits_raw,
+            "expected an object",
+            "a mapping of GPU type to count",
         )
     gpu_limits = {}
     for gpu_type, limit in limits_raw.items():
         if gpu_type not in gke_catalog.ACCELERATORS:
             raise SpecError(
-                f"{key}.gpuLimits.{gpu_type}",
+                f"{key}.{limits_key}.{gpu_type}",
                 gpu_type,
                 "unknown GPU type",
                 ", ".join(sorted(gke_catalog.ACCELERATORS)),
             )
-        gpu_limits[gpu_type] = integer(1, 100_000)(f"{key}.gpuLimits.{gpu_type}", limit)
-    result = Autoprovisioning(
-        enabled=obj.field("enabled", boolean, True),
-        max_cpu=obj.field("maxCpu", integer(1, 1_000_000), None),
-        max_memory_gb=obj.field("maxMemoryGb", integer(1, 10_000_000), None),
-        gpu_limits=gpu_limits,
-    )
+        gpu_limits[gpu_type] = integer(1, 100_000)(f"{key}.{limits_key}.{gpu_type}", limit)
     obj.finish()
-    return result
+    return Autoprovisioning(**values, gpu_limits=gpu_limits)
 
 
-def pools(top: ConfigObject, region: str) -> dict[str, Any]:
-    """The GKE-only :class:`FleetSpec` fields."""
+def _section(top: ConfigObject, config: Mapping[str, Any]) -> tuple[GkeFleet, str]:
+    project, region = project_and_region(config)
+    pools_key = config_key(GkeFleet, "gpu_pools")
     gpu_pools = tuple(
         _gpu_pool(region)(k, v)
-        for k, v in items(top.key_of("gpuPools"), top.field("gpuPools", lambda _k, v: v, []))
+        for k, v in items(top.key_of(pools_key), top.field(pools_key, lambda _k, v: v, []))
     )
-    return {
-        "gpu_pools": gpu_pools,
-        "flex_start": top.field("flexStartPool", _flex_start(region), None),
-        "autoprovisioning": top.section("autoprovisioning", _autoprovisioning),
-    }
-
-
-SYSTEM_MACHINE_TYPE = (
-    "machineType",
-    text(gke_catalog.MACHINE_TYPE, "a machine type"),
-    "e2-standard-4",
-)
-"""Config key, reader and default of the system pool's machine type on GKE."""
+    section = GkeFleet(
+        project=project,
+        gpu_pools=gpu_pools,
+        flex_start=top.field(config_key(GkeFleet, "flex_start"), _flex_start(region), None),
+        autoprovisioning=top.section(config_key(GkeFleet, "autoprovisioning"), _autoprovisioning),
+    )
+    names = [(f"{top.key_of(pools_key)}[{i}].name", p.name) for i, p in enumerate(gpu_pools)]
+    if section.flex_start:
+        flex_key = top.key_of(config_key(GkeFleet, "flex_start"))
+        names.append((f"{flex_key}.name", section.flex_start.name))
+    check_unique_names(names)
+    return section, region
 
 
 def _pool_need(machine_type: str, accelerator: str | None, gpus: int, nodes: int) -> Counter:
@@ -243,7 +329,7 @@ def cluster_need(spec: FleetSpec) -> Counter:
     need = _pool_need(
         system.machine_type, None, 0, system.max_nodes * gke_catalog.DEFAULT_POOL_ZONES
     )
-    for pool in [*spec.gpu_pools, *([spec.flex_start] if spec.flex_start else [])]:
+    for pool in _gke(spec).pools:
         nodes = pool.max_nodes * max(len(pool.zones), 1)
         need += _pool_need(pool.machine_type, pool.gpu_type, pool.gpus_per_node, nodes)
     return need
@@ -252,7 +338,8 @@ def cluster_need(spec: FleetSpec) -> Counter:
 def fit_autoprovisioning(spec: FleetSpec) -> FleetSpec:
     """Derive unset auto-provisioning limits from the declared pools; refuse set ones that
     cannot hold every declared pool at its maximum (GKE applies them cluster-wide)."""
-    nap = spec.autoprovisioning
+    section = _gke(spec)
+    nap = section.autoprovisioning
     if not nap.enabled:
         return spec
     try:
@@ -287,4 +374,19 @@ def fit_autoprovisioning(spec: FleetSpec) -> FleetSpec:
         max_memory_gb=nap.max_memory_gb or math.ceil(need["memory"]) + NAP_HEADROOM_MEMORY_GB,
         gpu_limits=gpu_limits,
     )
-    return replace(spec, autoprovisioning=fitted)
+    return replace(spec, platform=replace(section, autoprovisioning=fitted))
+
+
+def _gke(spec: FleetSpec) -> GkeFleet:
+    assert isinstance(spec.platform, GkeFleet)
+    return spec.platform
+
+
+CONFIG = CloudConfig(
+    read_section=_section,
+    default_bucket_name=lambda section, stack, region: f"{section.project}-{stack}-checkpoints",
+    bucket_name_ok=bucket_name_ok,
+    bucket_rule=BUCKET_RULE,
+    finish=fit_autoprovisioning,
+)
+"""How the GKE section is read from stack config."""

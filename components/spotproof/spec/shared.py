@@ -1,14 +1,45 @@
-"""Readers every cloud's part of the config uses: names, node ranges, taints."""
+"""What every cloud's section of the config uses: how a section is read, and the readers
+of names, node ranges and taints."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from spotproof.spec.errors import SpecError
-from spotproof.spec.fields import MISSING, ConfigObject, check_label, integer, items, text
-from spotproof.spec.types import Taint, TaintEffect
+from spotproof.spec.fields import ConfigObject, text
+from spotproof.spec.types import CloudFleet, FleetSpec, taints
+
+__all__ = [
+    "CloudConfig",
+    "check_node_range",
+    "check_unique_names",
+    "dns_label",
+    "required",
+    "taints",
+]
+
+
+@dataclass(frozen=True)
+class CloudConfig:
+    """How one cloud's section of a stack's config is read; the shared reader
+    (``spec.config``) calls these and never branches on the cloud."""
+
+    read_section: Callable[[ConfigObject, Mapping[str, Any]], tuple[CloudFleet, str]]
+    """Reads the cloud's keys from the ``spotproof`` namespace (and its own namespace,
+    such as ``gcp:project``) into its section, returning it with the stack's region."""
+    default_bucket_name: Callable[[Any, str, str], str]
+    """The checkpoint bucket's name when the stack names none: (section, stack, region)."""
+    bucket_name_ok: Callable[[str], bool]
+    bucket_rule: str
+    """The bucket naming rule, for the error when ``bucket_name_ok`` refuses a name."""
+    read_bucket_extras: Callable[[ConfigObject, str], dict[str, Any]] = lambda _obj, _r: {}
+    """Bucket fields only this cloud has (EKS: ``kmsKeyArn``)."""
+    finish: Callable[[FleetSpec], FleetSpec] = lambda spec: spec
+    """Checks and derived values that need the whole fleet (GKE's cluster-wide limits)."""
+
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 """An RFC 1123 label starting with a letter; bound its length with :func:`dns_label`."""
@@ -25,32 +56,22 @@ def required(key: str, allowed: str) -> Any:
     raise SpecError(key, None, "required", allowed)
 
 
-def taint(key: str, raw: Any) -> Taint:
-    match = re.fullmatch(r"([^=:]+)=([^=:]*):([A-Za-z_]+)", raw) if isinstance(raw, str) else None
-    if not match:
-        raise SpecError(key, raw, "not a taint", "key=value:Effect, e.g. team=research:NoSchedule")
-    taint_key, value, effect = match.groups()
-    if effect not in TaintEffect._value2member_map_:
-        raise SpecError(key, raw, f"unknown taint effect {effect}", ", ".join(TaintEffect))
-    check_label(key, taint_key, value)
-    return Taint(taint_key, value, TaintEffect(effect))
-
-
-def taints(key: str, raw: Any) -> tuple[Taint, ...]:
-    return tuple(taint(item_key, item) for item_key, item in items(key, raw))
-
-
-def node_range(obj: ConfigObject, min_default: int, min_floor: int) -> tuple[int, int]:
-    """``minNodes``/``maxNodes`` of a pool; ``maxNodes`` is required when ``minNodes`` may be 0."""
-    min_nodes = obj.field("minNodes", integer(min_floor, 1000), min_default)
-    max_nodes = obj.field(
-        "maxNodes", integer(1, 1000), MISSING if min_default == 0 else max(3, min_nodes)
-    )
+def check_node_range(obj: ConfigObject, min_nodes: int, max_nodes: int) -> None:
     if max_nodes < min_nodes:
         raise SpecError(
-            f"{obj.key}.maxNodes",
+            obj.key_of("maxNodes"),
             max_nodes,
             f"below minNodes ({min_nodes})",
             f"a number >= {min_nodes}",
         )
-    return min_nodes, max_nodes
+
+
+def check_unique_names(named: list[tuple[str, str]]) -> None:
+    """``named`` is (config key, pool name) per pool; ``system`` is always taken."""
+    seen = {"system": "the system pool"}
+    for key, name in named:
+        if name in seen:
+            raise SpecError(
+                key, name, f"duplicate pool name (also {seen[name]})", "a name no other pool uses"
+            )
+        seen[name] = key

@@ -1,0 +1,50 @@
+"""What a cluster hands the workloads that run on it, whatever the cloud.
+
+A cluster component knows how its cloud binds a Kubernetes service account to a cloud
+identity (an annotation on GKE and AKS, an association on the EKS side; a pod label on
+AKS) and which pools serve a pool class. Workload components take these two values and
+never ask which cloud they are on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+
+from spotproof.spec import PoolClass
+
+
+@dataclass(frozen=True)
+class ServiceAccountRef:
+    """A Kubernetes service account, by namespace and name."""
+
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class WorkloadIdentity:
+    """How a pod of ``service_account`` acts as ``cloud_identity`` in the cloud."""
+
+    service_account: ServiceAccountRef
+    cloud_identity: pulumi.Input[str]
+    """The cloud principal: a Google service account email, an IAM role ARN, a managed
+    identity's client id."""
+    service_account_annotations: pulumi.Input[dict[str, str]] = field(default_factory=dict)
+    """Annotations the binding needs on the service account (``iam.gke.io/gcp-service-account``,
+    ``azure.workload.identity/client-id``); none with EKS Pod Identity."""
+    pod_labels: dict[str, str] = field(default_factory=dict)
+    """Labels the binding needs on the pod (``azure.workload.identity/use``)."""
+
+
+@dataclass(frozen=True)
+class TargetPlacement:
+    """What a workload aimed at a pool class needs to know about the pools that serve it."""
+
+    target: PoolClass
+    accelerators: list[str] = field(default_factory=list)
+    """GPU models to require by node label (GKE's ``gke-accelerator``); empty where a
+    pool class is one model or the cloud labels no model."""
+    fallback: list[PoolClass] = field(default_factory=list)
+    """Pool classes the workload may also run on when its target has no capacity."""

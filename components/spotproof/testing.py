@@ -1,0 +1,23 @@
+"""Unit-test your own Pulumi program that uses spotproof's components, without a cloud.
+
+``record`` runs a program in-process under ``pulumi.runtime.set_mocks`` with mocks that
+answer like the clouds do for what spotproof's components read back (a cluster's
+endpoint, a service account's email, an AWS account id), and returns every registration
+with its inputs and parent. It is what ``spotproof plan`` runs on, offered for your tests::
+
+    from spotproof.testing import record
+
+    def program() -> None:
+        GpuNodePools("gpu", GpuNodePoolsArgs(cluster_name="ml", ...))
+
+    recording = record(program, stack="dev", project="ml-infra")
+    pools = recording.of_type("gcp:container/nodePool:NodePool")
+    assert pools[0].inputs["nodeConfig"]["spot"] is True
+
+Inputs arrive as the engine would pass them to a provider: camelCase keys, whole numbers
+as floats. One program runs at a time per process.
+"""
+
+from spotproof.plan.recorder import OfflineCloud, Recording, Resource, record
+
+__all__ = ["OfflineCloud", "Recording", "Resource", "record"]
