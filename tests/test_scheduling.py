@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from spotproof import scheduling
+from spotproof import fit, scheduling
 from spotproof.catalog import Cloud
+from spotproof.catalog import labels as platform_labels
 from spotproof.spec import PoolClass, Taint, TaintEffect
 
-SPOT_NODE = scheduling.NodeShape(
+SPOT_NODE = fit.NodeShape(
     pool="l4-spot",
     labels={
         **scheduling.contract(PoolClass.SPOT_GPU).labels,
-        **scheduling.gke_injected_labels("l4-spot", "nvidia-l4", spot=True, flex_start=False),
+        **platform_labels.gke_injected_labels("l4-spot", "nvidia-l4", spot=True, flex_start=False),
     },
     taints=scheduling.contract(PoolClass.SPOT_GPU).taints,
     gpus=1,
@@ -38,19 +39,18 @@ def test_workload_placed_on_a_class_tolerates_every_taint_of_that_class(
 ) -> None:
     placement = scheduling.placement(pool_class, ["nvidia-l4"])
     for taint in scheduling.contract(pool_class).taints:
-        assert scheduling.tolerates(placement.tolerations, taint)
+        assert fit.tolerates(placement.tolerations, taint)
 
 
 def test_spot_workload_fits_a_spot_node_of_its_gpu_model() -> None:
     assert (
-        scheduling.misfits(_pod(scheduling.placement(PoolClass.SPOT_GPU, ["nvidia-l4"])), SPOT_NODE)
-        == []
+        fit.misfits(_pod(scheduling.placement(PoolClass.SPOT_GPU, ["nvidia-l4"])), SPOT_NODE) == []
     )
 
 
 def test_spot_workload_for_another_gpu_model_is_kept_off_by_affinity() -> None:
     pod = _pod(scheduling.placement(PoolClass.SPOT_GPU, ["nvidia-h100-80gb"]))
-    assert scheduling.misfits(pod, SPOT_NODE) == ["required node affinity not satisfied"]
+    assert fit.misfits(pod, SPOT_NODE) == ["required node affinity not satisfied"]
 
 
 def test_missing_toleration_is_reported_with_the_taint() -> None:
@@ -58,26 +58,26 @@ def test_missing_toleration_is_reported_with_the_taint() -> None:
     pod["tolerations"] = [
         t for t in pod["tolerations"] if t["key"] != scheduling.CAPACITY_TAINT_KEY
     ]
-    assert scheduling.misfits(pod, SPOT_NODE) == [
+    assert fit.misfits(pod, SPOT_NODE) == [
         "taint spotproof.dev/capacity=spot:NoSchedule not tolerated"
     ]
 
 
 def test_exists_toleration_without_key_tolerates_everything() -> None:
     pod = {"tolerations": [{"operator": "Exists"}], "containers": []}
-    assert scheduling.misfits(pod, SPOT_NODE) == []
+    assert fit.misfits(pod, SPOT_NODE) == []
 
 
 def test_toleration_with_another_effect_does_not_count() -> None:
     taint = Taint("k", "v", TaintEffect.NO_SCHEDULE)
-    assert not scheduling.tolerates(
+    assert not fit.tolerates(
         [{"key": "k", "operator": "Equal", "value": "v", "effect": "NoExecute"}], taint
     )
 
 
 def test_prefer_no_schedule_taints_do_not_block() -> None:
-    node = scheduling.NodeShape("p", {}, (Taint("k", "v", TaintEffect.PREFER_NO_SCHEDULE),))
-    assert scheduling.misfits({"containers": []}, node) == []
+    node = fit.NodeShape("p", {}, (Taint("k", "v", TaintEffect.PREFER_NO_SCHEDULE),))
+    assert fit.misfits({"containers": []}, node) == []
 
 
 def test_node_selector_must_match_a_label_exactly() -> None:
@@ -85,7 +85,7 @@ def test_node_selector_must_match_a_label_exactly() -> None:
         "nodeSelector": {scheduling.POOL_CLASS_LABEL: "system"},
         "tolerations": [{"operator": "Exists"}],
     }
-    assert scheduling.misfits(pod, SPOT_NODE) == [
+    assert fit.misfits(pod, SPOT_NODE) == [
         "nodeSelector spotproof.dev/pool-class=system not on the node"
     ]
 
@@ -100,7 +100,11 @@ def test_node_selector_must_match_a_label_exactly() -> None:
     ],
 )
 def test_affinity_operators(operator: str, values: list[str], fits: bool) -> None:
-    expression = {"key": scheduling.GKE_ACCELERATOR_LABEL, "operator": operator, "values": values}
+    expression = {
+        "key": platform_labels.GKE_ACCELERATOR_LABEL,
+        "operator": operator,
+        "values": values,
+    }
     pod = {
         "tolerations": [{"operator": "Exists"}],
         "affinity": {
@@ -111,17 +115,17 @@ def test_affinity_operators(operator: str, values: list[str], fits: bool) -> Non
             }
         },
     }
-    assert (scheduling.misfits(pod, SPOT_NODE) == []) is fits
+    assert (fit.misfits(pod, SPOT_NODE) == []) is fits
 
 
 def test_more_gpus_than_the_node_has_does_not_fit() -> None:
     pod = _pod(scheduling.placement(PoolClass.SPOT_GPU), gpus=2)
-    assert scheduling.misfits(pod, SPOT_NODE) == ["needs 2 nvidia.com/gpu, node has 1"]
+    assert fit.misfits(pod, SPOT_NODE) == ["needs 2 nvidia.com/gpu, node has 1"]
 
 
 def test_reference_system_pod_is_kept_off_spot_by_the_contract() -> None:
     for cloud in Cloud:
-        assert scheduling.misfits(scheduling.reference_system_pod(cloud), SPOT_NODE)
+        assert fit.misfits(fit.reference_system_pod(cloud), SPOT_NODE)
 
 
 def test_flex_start_workload_selects_the_labels_gke_documents() -> None:

@@ -7,10 +7,9 @@ workloads take their tolerations, node selector and affinity from :func:`placeme
 the class they target. Because both sides are derived from the same table, a workload
 cannot be built that misses a toleration of the pool it targets.
 
-The second half, :func:`misfits`, answers "could this pod land on this node?" the way
-kube-scheduler's filters do (taints, nodeSelector, required node affinity, GPU capacity).
-``spotproof plan`` runs it over the *rendered* resources, so a hand-edited manifest or a
-mutated pool is caught too.
+Its inverse, "could this pod land on this node?", is :mod:`spotproof.fit`, which
+``spotproof plan`` and the policy rules run over the *rendered* resources, so a
+hand-edited manifest or a mutated pool is caught too.
 
 Taint effects are spelled three ways: ``NoSchedule`` in Kubernetes and Karpenter,
 ``NO_SCHEDULE`` in the GCP and AWS APIs, ``key=value:NoSchedule`` strings in AKS.
@@ -20,10 +19,11 @@ Taint effects are spelled three ways: ``NoSchedule`` in Kubernetes and Karpenter
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from spotproof.catalog import Cloud
+from spotproof.catalog.labels import GKE_ACCELERATOR_LABEL, GKE_FLEX_START_LABEL
 from spotproof.spec.types import PoolClass, Taint, TaintEffect
 
 POOL_CLASS_LABEL = "spotproof.dev/pool-class"
@@ -133,41 +133,6 @@ def system_taint(cloud: Cloud) -> Taint:
     return contract(PoolClass.SYSTEM, cloud).taints[0]
 
 
-# --- what the platform adds to nodes on its own -------------------------------------------
-
-GKE_NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
-GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
-GKE_SPOT_LABEL = "cloud.google.com/gke-spot"
-GKE_FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
-
-KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
-"""Karpenter puts it on every node it launches; nothing else carries it."""
-KARPENTER_CAPACITY_LABEL = "karpenter.sh/capacity-type"
-EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
-EKS_CAPACITY_LABEL = "eks.amazonaws.com/capacityType"
-
-
-def eks_injected_labels(node_group: str) -> dict[str, str]:
-    """Labels EKS puts on a managed node group's nodes (ON_DEMAND: the system group)."""
-    return {EKS_NODEGROUP_LABEL: node_group, EKS_CAPACITY_LABEL: "ON_DEMAND"}
-
-
-def gke_injected_labels(
-    pool_name: str, accelerator: str | None, *, spot: bool, flex_start: bool
-) -> dict[str, str]:
-    """Labels GKE puts on a node pool's nodes. They live under the reserved
-    ``cloud.google.com/`` prefix, which the GKE API refuses in a pool's own labels, so they
-    are modelled here rather than declared."""
-    labels = {GKE_NODEPOOL_LABEL: pool_name}
-    if accelerator:
-        labels[GKE_ACCELERATOR_LABEL] = accelerator
-    if spot:
-        labels[GKE_SPOT_LABEL] = "true"
-    if flex_start:
-        labels[GKE_FLEX_START_LABEL] = "true"
-    return labels
-
-
 # --- workloads ---------------------------------------------------------------------------
 
 
@@ -260,125 +225,3 @@ def kubernetes_effect(cloud_spelling: str) -> TaintEffect:
 def aks_taint(taint: Taint) -> str:
     """AKS node pool spelling: ``key=value:NoSchedule``."""
     return f"{taint.key}={taint.value}:{taint.effect.value}"
-
-
-# --- the fit check -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NodeShape:
-    """One pool's nodes as the scheduler sees them."""
-
-    pool: str
-    labels: Mapping[str, str]
-    """Labels every node of the pool carries with exactly this value."""
-    taints: tuple[Taint, ...]
-    gpus: int = 0
-    spot: bool = False
-    flex_start: bool = False
-    choices: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    """Labels whose value the provisioner picks per node to suit the pod (Karpenter:
-    instance type, family, zone, ...): a pod asking for any one of these values fits."""
-
-    @property
-    def reclaimable(self) -> bool:
-        """Capacity the cloud may take back: spot, or flex-start at the end of its run."""
-        return self.spot or self.flex_start
-
-
-def tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Taint) -> bool:
-    for tol in tolerations:
-        operator = tol.get("operator") or "Equal"
-        key_matches = tol.get("key") == taint.key or (not tol.get("key") and operator == "Exists")
-        effect_matches = not tol.get("effect") or tol.get("effect") == taint.effect.value
-        value_matches = operator == "Exists" or str(tol.get("value") or "") == taint.value
-        if key_matches and effect_matches and value_matches:
-            return True
-    return False
-
-
-def _value_holds(operator: str, value: str, values: list[str]) -> bool:
-    if operator == "In":
-        return value in values
-    if operator == "NotIn":
-        return value not in values
-    if operator in ("Gt", "Lt") and values:
-        try:
-            actual, bound = int(value), int(values[0])
-        except ValueError:
-            return False
-        return actual > bound if operator == "Gt" else actual < bound
-    return operator == "Exists"
-
-
-def _expression_holds(expression: Mapping[str, Any], node: NodeShape) -> bool:
-    key, operator = expression.get("key"), str(expression.get("operator"))
-    values = [str(v) for v in expression.get("values") or []]
-    if key in node.labels:
-        return _value_holds(operator, node.labels[key], values)
-    if key in node.choices:
-        return any(_value_holds(operator, choice, values) for choice in node.choices[key])
-    return operator in ("NotIn", "DoesNotExist")
-
-
-def gpu_request(pod_spec: Mapping[str, Any]) -> int:
-    """GPUs the pod needs: the largest of its init containers or the sum of its containers."""
-
-    def gpus(container: Mapping[str, Any]) -> int:
-        resources = container.get("resources") or {}
-        limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
-        return int(float(limits.get(GPU_RESOURCE, requests.get(GPU_RESOURCE, 0))))
-
-    regular = sum(gpus(c) for c in pod_spec.get("containers") or [])
-    init = max((gpus(c) for c in pod_spec.get("initContainers") or []), default=0)
-    return max(regular, init)
-
-
-def misfits(pod_spec: Mapping[str, Any], node: NodeShape) -> list[str]:
-    """Why a pod with ``pod_spec`` (camelCase) cannot land on ``node``; empty if it can."""
-    reasons = []
-    tolerations = pod_spec.get("tolerations") or []
-    for taint in node.taints:
-        if taint.effect is not TaintEffect.PREFER_NO_SCHEDULE and not tolerates(tolerations, taint):
-            reasons.append(f"taint {taint.key}={taint.value}:{taint.effect.value} not tolerated")
-    for key, value in (pod_spec.get("nodeSelector") or {}).items():
-        if not _expression_holds({"key": key, "operator": "In", "values": [value]}, node):
-            reasons.append(f"nodeSelector {key}={value} not on the node")
-    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    terms = required.get("nodeSelectorTerms") or []
-    if terms and not any(
-        all(_expression_holds(e, node) for e in term.get("matchExpressions") or [])
-        for term in terms
-    ):
-        reasons.append("required node affinity not satisfied")
-    needed = gpu_request(pod_spec)
-    if needed > node.gpus:
-        reasons.append(f"needs {needed} {GPU_RESOURCE}, node has {node.gpus}")
-    return reasons
-
-
-SYSTEM_NAMESPACES = frozenset({"kube-system", "gke-managed-system", "karpenter"})
-SYSTEM_PRIORITY_CLASSES = frozenset(
-    {"system-cluster-critical", "system-node-critical", PLATFORM_PRIORITY.name}
-)
-
-
-def is_system_workload(namespace: str, pod_spec: Mapping[str, Any]) -> bool:
-    """Cluster add-ons: they must run on the system pool and never on reclaimable capacity."""
-    return (
-        namespace in SYSTEM_NAMESPACES
-        or pod_spec.get("priorityClassName") in SYSTEM_PRIORITY_CLASSES
-    )
-
-
-def reference_system_pod(cloud: Cloud) -> dict[str, Any]:
-    """A pod like the add-ons the platform itself runs (kube-dns, metrics-server, ...):
-    they tolerate the cloud's system taint and request no GPU. If it fits a spot pool, the
-    platform's own add-ons would land on spot capacity too."""
-    return {
-        "priorityClassName": "system-cluster-critical",
-        "tolerations": [{"key": system_taint(cloud).key, "operator": "Exists"}],
-        "containers": [{"name": "addon", "resources": {"requests": {"cpu": "100m"}}}],
-    }

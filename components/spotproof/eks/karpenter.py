@@ -19,6 +19,7 @@ import pulumi_kubernetes as k8s
 
 from spotproof import scheduling
 from spotproof.catalog import Cloud
+from spotproof.catalog import labels as platform_labels
 from spotproof.eks import iam_documents, nodepools, roles
 from spotproof.eks.interruption import InterruptionQueue
 from spotproof.eks.nodepools import DISCOVERY_TAG
@@ -48,7 +49,7 @@ def controller_values(cluster_name: str, queue_name: str, replicas: int) -> dict
                         {
                             "matchExpressions": [
                                 {
-                                    "key": scheduling.KARPENTER_NODEPOOL_LABEL,
+                                    "key": platform_labels.KARPENTER_NODEPOOL_LABEL,
                                     "operator": "DoesNotExist",
                                 }
                             ]

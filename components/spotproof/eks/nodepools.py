@@ -39,6 +39,7 @@ from typing import Any
 
 from spotproof import scheduling
 from spotproof.catalog import KARPENTER_TERMINATION_GRACE_SECONDS
+from spotproof.catalog import labels as platform_labels
 from spotproof.catalog.eks import (
     INSTANCE_FAMILY_LABEL,
     INSTANCE_GPU_COUNT_LABEL,
@@ -93,7 +94,7 @@ def node_pool(pool: KarpenterPool, node_class: str) -> dict[str, Any]:
                     },
                     "requirements": [
                         _requirement(
-                            scheduling.KARPENTER_CAPACITY_LABEL,
+                            platform_labels.KARPENTER_CAPACITY_LABEL,
                             "In",
                             [capacity_type(pool.capacity)],
                         ),

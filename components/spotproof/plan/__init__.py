@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spotproof import scheduling
+from spotproof import fit
 from spotproof.plan import lifecycle, manifests, nodes, outcomes, workloads
 from spotproof.plan.nodes import Pool
 from spotproof.plan.outcomes import Outcome
@@ -60,7 +60,7 @@ class PlanResult:
     """Settings that build but that a real preemption may not honour (never an exit 1)."""
 
     @property
-    def nodes(self) -> list[scheduling.NodeShape]:
+    def nodes(self) -> list[fit.NodeShape]:
         return [pool.shape for pool in self.pools]
 
     @property

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from spotproof import scheduling
+from spotproof import fit, scheduling
 from spotproof.catalog import eks as eks_catalog
+from spotproof.catalog import labels as platform_labels
 from spotproof.catalog.eks import (
     INSTANCE_FAMILY_LABEL,
     INSTANCE_GPU_COUNT_LABEL,
@@ -72,7 +73,7 @@ class Scaling:
 
 @dataclass(frozen=True)
 class Pool:
-    shape: scheduling.NodeShape
+    shape: fit.NodeShape
     scaling: Scaling
 
     @property
@@ -102,7 +103,7 @@ def pools(recording: Recording) -> list[Pool]:
     return sorted(found, key=lambda pool: pool.name)
 
 
-def node_shapes(recording: Recording) -> list[scheduling.NodeShape]:
+def node_shapes(recording: Recording) -> list[fit.NodeShape]:
     return [pool.shape for pool in pools(recording)]
 
 
@@ -116,7 +117,7 @@ def _labels(raw: dict[str, Any] | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in (raw or {}).items()}
 
 
-def _gke_pool(inputs: dict) -> scheduling.NodeShape:
+def _gke_pool(inputs: dict) -> fit.NodeShape:
     config = inputs.get("nodeConfig") or {}
     accelerators = config.get("guestAccelerators") or []
     gpus = sum(int(a.get("count") or 0) for a in accelerators)
@@ -130,9 +131,9 @@ def _gke_pool(inputs: dict) -> scheduling.NodeShape:
         taints.append(scheduling.GPU_TAINT)  # GKE adds it whether declared or not
     labels = {
         **_labels(config.get("labels")),
-        **scheduling.gke_injected_labels(name, accelerator, spot=spot, flex_start=flex_start),
+        **platform_labels.gke_injected_labels(name, accelerator, spot=spot, flex_start=flex_start),
     }
-    return scheduling.NodeShape(
+    return fit.NodeShape(
         pool=name,
         labels=labels,
         taints=tuple(taints),
@@ -142,10 +143,10 @@ def _gke_pool(inputs: dict) -> scheduling.NodeShape:
     )
 
 
-def _eks_node_group(inputs: dict) -> scheduling.NodeShape:
+def _eks_node_group(inputs: dict) -> fit.NodeShape:
     name = str(inputs.get("nodeGroupName"))
-    labels = {**_labels(inputs.get("labels")), **scheduling.eks_injected_labels(name)}
-    return scheduling.NodeShape(
+    labels = {**_labels(inputs.get("labels")), **platform_labels.eks_injected_labels(name)}
+    return fit.NodeShape(
         pool=name,
         labels=labels,
         taints=tuple(_taint(t) for t in inputs.get("taints") or []),
@@ -161,7 +162,7 @@ def _allowed(requirements: dict[str, dict[str, Any]], key: str) -> list[str] | N
     return [str(v) for v in requirement.get("values") or []]
 
 
-def _karpenter_pool(inputs: dict) -> scheduling.NodeShape:
+def _karpenter_pool(inputs: dict) -> fit.NodeShape:
     spec = inputs.get("spec") or {}
     template = spec.get("template") or {}
     node_spec = template.get("spec") or {}
@@ -169,7 +170,7 @@ def _karpenter_pool(inputs: dict) -> scheduling.NodeShape:
 
     labels = {
         **_labels((template.get("metadata") or {}).get("labels")),
-        scheduling.KARPENTER_NODEPOOL_LABEL: str((inputs.get("metadata") or {}).get("name")),
+        platform_labels.KARPENTER_NODEPOOL_LABEL: str((inputs.get("metadata") or {}).get("name")),
     }
     choices: dict[str, frozenset[str]] = {}
     for key in requirements:
@@ -195,9 +196,12 @@ def _karpenter_pool(inputs: dict) -> scheduling.NodeShape:
         elif values:
             choices[key] = frozenset(values)
 
-    capacity = _allowed(requirements, scheduling.KARPENTER_CAPACITY_LABEL) or ["spot", "on-demand"]
+    capacity = _allowed(requirements, platform_labels.KARPENTER_CAPACITY_LABEL) or [
+        "spot",
+        "on-demand",
+    ]
     taints = tuple(_taint(t) for t in node_spec.get("taints") or [])
-    return scheduling.NodeShape(
+    return fit.NodeShape(
         pool=str((inputs.get("metadata") or {}).get("name")),
         labels=labels,
         taints=taints,

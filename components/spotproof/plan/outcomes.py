@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spotproof import scheduling
+from spotproof import fit, scheduling
 from spotproof.plan import preemption, scaleup
 from spotproof.plan.nodes import Pool
 from spotproof.plan.preemption import PreemptionPath
@@ -48,12 +48,12 @@ def outcomes(recording: Recording, pools: list[Pool]) -> list[Outcome]:
     limits = scaleup.cluster_limits(recording, pools)
     found = []
     for workload in workloads(recording):
-        fits = tuple(p for p in pools if not scheduling.misfits(workload.pod_spec, p.shape))
+        fits = tuple(p for p in pools if not fit.misfits(workload.pod_spec, p.shape))
         priority = scaleup.priority_of(workload.pod_spec, recording)
         verdicts = tuple(
             scaleup.verdict(p, priority, workload.pod_annotations, limits) for p in fits
         )
-        system = scheduling.is_system_workload(workload.namespace, workload.pod_spec)
+        system = fit.is_system_workload(workload.namespace, workload.pod_spec)
         # A system workload must not be on reclaimable capacity at all (the scheduling
         # check says so); how a reclaim would treat it is beside the point.
         paths: list[PreemptionPath] = []

@@ -1,6 +1,6 @@
 """Workloads in a plan and the scheduling check: will each one run, and where?
 
-For every workload the check asks :func:`spotproof.scheduling.misfits` against every
+For every workload the check asks :func:`spotproof.fit.misfits` against every
 node shape of the plan, then judges the answer:
 
 - a workload targeting a pool class must fit at least one pool of that class;
@@ -21,8 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spotproof import scheduling
+from spotproof import fit, scheduling
 from spotproof.catalog import Cloud
+from spotproof.catalog import labels as platform_labels
 from spotproof.plan.recorder import Recording
 from spotproof.policy import Violation
 from spotproof.policy.kubernetes import cloud_of
@@ -64,7 +65,7 @@ class Workload:
         selector = self.pod_spec.get("nodeSelector") or {}
         if selector.get(scheduling.POOL_CLASS_LABEL) in PoolClass._value2member_map_:
             return [PoolClass(selector[scheduling.POOL_CLASS_LABEL])]
-        if selector.get(scheduling.GKE_FLEX_START_LABEL) == "true":
+        if selector.get(platform_labels.GKE_FLEX_START_LABEL) == "true":
             return [PoolClass.FLEX_START]
         required = ((self.pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
             "requiredDuringSchedulingIgnoredDuringExecution"
@@ -168,18 +169,18 @@ def _installed_workloads(recording: Recording) -> list[Workload]:
     return found
 
 
-def _class_of(node: scheduling.NodeShape) -> str | None:
+def _class_of(node: fit.NodeShape) -> str | None:
     return node.labels.get(scheduling.POOL_CLASS_LABEL)
 
 
-def _why_not(pod_spec: Mapping[str, Any], nodes: list[scheduling.NodeShape]) -> str:
-    return "; ".join(f"{n.pool}: {', '.join(scheduling.misfits(pod_spec, n))}" for n in nodes)
+def _why_not(pod_spec: Mapping[str, Any], nodes: list[fit.NodeShape]) -> str:
+    return "; ".join(f"{n.pool}: {', '.join(fit.misfits(pod_spec, n))}" for n in nodes)
 
 
 def check_workload(
-    workload: Workload, nodes: list[scheduling.NodeShape], *, system: bool
+    workload: Workload, nodes: list[fit.NodeShape], *, system: bool
 ) -> list[Violation]:
-    fits = [n for n in nodes if not scheduling.misfits(workload.pod_spec, n)]
+    fits = [n for n in nodes if not fit.misfits(workload.pod_spec, n)]
     if system:
         violations = []
         reclaimable = [n.pool for n in fits if n.reclaimable]
@@ -221,11 +222,11 @@ def check_workload(
     return violations
 
 
-def check(recording: Recording, nodes: list[scheduling.NodeShape]) -> list[Violation]:
+def check(recording: Recording, nodes: list[fit.NodeShape]) -> list[Violation]:
     """The scheduling check over a whole plan."""
     violations = []
     for workload in workloads(recording):
-        system = scheduling.is_system_workload(workload.namespace, workload.pod_spec)
+        system = fit.is_system_workload(workload.namespace, workload.pod_spec)
         violations += check_workload(workload, nodes, system=system)
     violations += check_workload(reference_add_on(recording), nodes, system=True)
     return violations
@@ -239,13 +240,13 @@ def reference_add_on(recording: Recording) -> Workload:
         "Pod",
         "kube-system",
         "reference-add-on",
-        scheduling.reference_system_pod(cloud),
+        fit.reference_system_pod(cloud),
     )
 
 
-def placements(recording: Recording, nodes: list[scheduling.NodeShape]) -> dict[str, list[str]]:
+def placements(recording: Recording, nodes: list[fit.NodeShape]) -> dict[str, list[str]]:
     """Which pools each workload fits (and the platform's add-ons), for the report."""
     return {
-        w.label: [n.pool for n in nodes if not scheduling.misfits(w.pod_spec, n)]
+        w.label: [n.pool for n in nodes if not fit.misfits(w.pod_spec, n)]
         for w in [*workloads(recording), reference_add_on(recording)]
     }

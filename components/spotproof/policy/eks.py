@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from spotproof import scheduling
+from spotproof.catalog import labels as platform_labels
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule, as_cloud_taint
 from spotproof.spec.types import PoolClass
 
@@ -51,7 +52,7 @@ def _requirement_values(node_pool: Mapping[str, Any], key: str) -> list[str] | N
 
 
 def _capacity_types(node_pool: Mapping[str, Any]) -> list[str]:
-    return _requirement_values(node_pool, scheduling.KARPENTER_CAPACITY_LABEL) or [
+    return _requirement_values(node_pool, platform_labels.KARPENTER_CAPACITY_LABEL) or [
         "spot",
         "on-demand",
     ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spotproof import scheduling
+from spotproof import fit, scheduling
 from spotproof.catalog import PREEMPTION_NOTICE_SECONDS, Cloud
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
 
@@ -34,7 +34,7 @@ def job_preemption_safe(inputs: Mapping[str, Any]) -> Iterator[str]:
     )
     if not ignores_disruption:
         yield "podFailurePolicy must Ignore DisruptionTarget so preemptions keep backoffLimit"
-    if scheduling.tolerates(pod.get("tolerations") or [], scheduling.GPU_TAINT):
+    if fit.tolerates(pod.get("tolerations") or [], scheduling.GPU_TAINT):
         for container in pod.get("containers") or []:
             limits = (container.get("resources") or {}).get("limits") or {}
             if not limits.get(scheduling.GPU_RESOURCE):
@@ -71,7 +71,7 @@ def job_fits_preemption_notice(resources: list[PlannedResource]) -> Iterator[tup
                     f"notice of {PREEMPTION_NOTICE_SECONDS[cloud]} s; the final save would be lost"
                 ),
             )
-        if scheduling.tolerates(pod.get("tolerations") or [], spot_taint):
+        if fit.tolerates(pod.get("tolerations") or [], spot_taint):
             value = priorities.get(pod.get("priorityClassName"))
             if value is None or value >= 0:
                 yield job.name, "work on spot capacity must use a negative-value PriorityClass"

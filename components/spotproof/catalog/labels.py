@@ -1,0 +1,40 @@
+"""Labels the platforms put on nodes by themselves: modelled, never declared.
+
+The plan's fit check needs them (a pod selecting ``cloud.google.com/gke-spot`` must find
+it on a spot node), and workloads select on some of them; the pools cannot declare them
+because the APIs reserve their prefixes.
+"""
+
+from __future__ import annotations
+
+GKE_NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+GKE_SPOT_LABEL = "cloud.google.com/gke-spot"
+GKE_FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
+
+KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
+"""Karpenter puts it on every node it launches; nothing else carries it."""
+KARPENTER_CAPACITY_LABEL = "karpenter.sh/capacity-type"
+EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
+EKS_CAPACITY_LABEL = "eks.amazonaws.com/capacityType"
+
+
+def eks_injected_labels(node_group: str) -> dict[str, str]:
+    """Labels EKS puts on a managed node group's nodes (ON_DEMAND: the system group)."""
+    return {EKS_NODEGROUP_LABEL: node_group, EKS_CAPACITY_LABEL: "ON_DEMAND"}
+
+
+def gke_injected_labels(
+    pool_name: str, accelerator: str | None, *, spot: bool, flex_start: bool
+) -> dict[str, str]:
+    """Labels GKE puts on a node pool's nodes. They live under the reserved
+    ``cloud.google.com/`` prefix, which the GKE API refuses in a pool's own labels, so they
+    are modelled here rather than declared."""
+    labels = {GKE_NODEPOOL_LABEL: pool_name}
+    if accelerator:
+        labels[GKE_ACCELERATOR_LABEL] = accelerator
+    if spot:
+        labels[GKE_SPOT_LABEL] = "true"
+    if flex_start:
+        labels[GKE_FLEX_START_LABEL] = "true"
+    return labels
