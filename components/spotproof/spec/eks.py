@@ -371,7 +371,8 @@ def _check_karpenter_replicas(spec: FleetSpec) -> FleetSpec:
     replicas, system_nodes = spec.platform.karpenter.replicas, spec.system_pool.min_nodes
     if replicas > system_nodes:
         raise SpecError(
-            f"spotproof:karpenter.{config_key(KarpenterSpec, 'replicas')}",
+            f"spotproof:{config_key(EksFleet, 'karpenter')}."
+            f"{config_key(KarpenterSpec, 'replicas')}",
             replicas,
             f"more than the system pool's minNodes ({system_nodes}); the extra "
             "replicas would never schedule",

@@ -204,6 +204,13 @@ def choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
     return parse
 
 
+def dns_label(max_length: int) -> Callable[[str, Any], str]:
+    """Reader of a lowercase DNS label starting with a letter, of at most ``max_length``
+    characters (Kubernetes namespaces and label values: 63; GKE node pools: 40)."""
+    pattern = re.compile(rf"[a-z]([-a-z0-9]{{0,{max_length - 2}}}[a-z0-9])?")
+    return text(pattern, f"a lowercase DNS label of at most {max_length} characters")
+
+
 def enumeration(cls: type[E]) -> Callable[[str, Any], E]:
     """Reader of one member of a string enum, by value."""
 

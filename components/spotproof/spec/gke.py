@@ -51,8 +51,8 @@ class GkeSystemPool(SystemPool):
 
 
 @dataclass(frozen=True)
-class GkeGpuPool(CapacityPool):
-    """One machine type of GPU nodes. Several pools of one class diversify the fleet."""
+class GkeMachinePool:
+    """What every GKE GPU pool declares: one machine type and the GPUs it carries."""
 
     name: str = setting("name", dns_label(40))
     """Node pool name, unique in the stack."""
@@ -65,27 +65,27 @@ class GkeGpuPool(CapacityPool):
     """Upper bound per zone."""
     zones: tuple[str, ...] = setting("zones")
     """Zones to spread over; default every zone of the region that offers the GPU."""
-    min_nodes: int = setting("minNodes", integer(0, 1000), 0)
-    """Nodes per zone kept when idle; 0 lets an idle GPU pool cost nothing."""
     disk_gb: int = setting("diskGb", integer(50, 65536), 200)
     """Boot disk; GPU images with CUDA are large."""
 
 
 @dataclass(frozen=True)
-class FlexStartPool:
+class GkeGpuPool(GkeMachinePool, CapacityPool):
+    """Spot or on-demand GPU nodes of one machine type. Several pools of one class
+    diversify the fleet."""
+
+    min_nodes: int = setting("minNodes", integer(0, 1000), 0)
+    """Nodes per zone kept when idle; 0 lets an idle GPU pool cost nothing."""
+
+
+@dataclass(frozen=True)
+class FlexStartPool(GkeMachinePool):
     """A DWS flex-start pool: GPUs obtained when available, held for ``max_run_hours``."""
 
-    name: str = setting("name", dns_label(40))
-    machine_type: str = setting("machineType")
-    gpu_type: str = setting("gpuType")
-    gpus_per_node: int = setting("gpusPerNode")
-    max_nodes: int = setting("maxNodes", integer(1, 1000))
-    zones: tuple[str, ...] = setting("zones")
     max_run_hours: int = setting("maxRunHours", integer(1, 168), 24)
     """How long a node may live before GKE reclaims it; at most 168 (7 days)."""
     queued_provisioning: bool = setting("queuedProvisioning", boolean, False)
     """Provision whole gangs through ProvisioningRequest (needs Kueue or the API directly)."""
-    disk_gb: int = setting("diskGb", integer(50, 65536), 200)
 
     pool_class: ClassVar[PoolClass] = PoolClass.FLEX_START
 
@@ -208,16 +208,18 @@ def _gpu_zones(obj: ConfigObject, region: str, accelerator: str) -> tuple[str, .
             ", ".join(gke_catalog.accelerators_in(region)) or "another region",
         )
     return obj.field(
-        config_key(GkeGpuPool, "zones"), _zones(region, accelerator), tuple(sorted(default or ()))
+        config_key(GkeMachinePool, "zones"),
+        _zones(region, accelerator),
+        tuple(sorted(default or ())),
     )
 
 
 def _gpu(obj: ConfigObject) -> gke_catalog.GpuShape:
     machine_type = obj.field(
-        config_key(GkeGpuPool, "machine_type"), text(gke_catalog.MACHINE_TYPE, "a machine type")
+        config_key(GkeMachinePool, "machine_type"), text(gke_catalog.MACHINE_TYPE, "a machine type")
     )
-    gpu_type = obj.field(config_key(GkeGpuPool, "gpu_type"), text(), None)
-    count = obj.field(config_key(GkeGpuPool, "gpus_per_node"), integer(1, 16), None)
+    gpu_type = obj.field(config_key(GkeMachinePool, "gpu_type"), text(), None)
+    count = obj.field(config_key(GkeMachinePool, "gpus_per_node"), integer(1, 16), None)
     if gpu_type is not None and gpu_type not in gke_catalog.ACCELERATORS:
         raise SpecError(
             f"{obj.key}.gpuType",
@@ -244,9 +246,7 @@ def _flex_start(region: str) -> Callable[[str, Any], FlexStartPool]:
     return _pool_reader(FlexStartPool, region)
 
 
-def _pool_reader(
-    cls: type[GkeGpuPool] | type[FlexStartPool], region: str
-) -> Callable[[str, Any], Any]:
+def _pool_reader(cls: type[GkeMachinePool], region: str) -> Callable[[str, Any], Any]:
     def parse(key: str, raw: Any) -> Any:
         obj = ConfigObject(key, raw)
         shape = _gpu(obj)

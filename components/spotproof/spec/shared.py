@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spotproof.spec.errors import SpecError
-from spotproof.spec.fields import ConfigObject, text
+from spotproof.spec.fields import ConfigObject, dns_label
 from spotproof.spec.types import CloudFleet, FleetSpec, taints
 
 __all__ = [
@@ -43,13 +43,6 @@ class CloudConfig:
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 """An RFC 1123 label starting with a letter; bound its length with :func:`dns_label`."""
-
-
-def dns_label(max_length: int) -> Callable[[str, Any], str]:
-    """Reader of a lowercase DNS label of at most ``max_length`` characters (Kubernetes
-    namespaces and label values: 63; GKE node pools: 40)."""
-    pattern = re.compile(rf"[a-z]([-a-z0-9]{{0,{max_length - 2}}}[a-z0-9])?")
-    return text(pattern, f"a lowercase DNS label of at most {max_length} characters")
 
 
 def required(key: str, allowed: str) -> Any:

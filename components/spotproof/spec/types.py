@@ -15,9 +15,18 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol
 
-from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud
+from spotproof.catalog import Cloud
 from spotproof.spec.errors import SpecError
-from spotproof.spec.fields import check_label, enumeration, integer, items, labels, setting, text
+from spotproof.spec.fields import (
+    check_label,
+    dns_label,
+    enumeration,
+    integer,
+    items,
+    labels,
+    setting,
+    text,
+)
 
 
 class PoolClass(StrEnum):
@@ -77,7 +86,6 @@ def taints(key: str, raw: Any) -> tuple[Taint, ...]:
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 _PREFIX = re.compile(r"^[a-z0-9][a-z0-9/_-]*[a-z0-9]$")
-_DNS_LABEL_63 = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -156,11 +164,7 @@ class SmokeTest:
         text(re.compile(r"^\S+$"), "an image reference"),
         "ghcr.io/spotproof/smoke-trainer:0.1.0",
     )
-    namespace: str = setting(
-        "namespace",
-        text(_DNS_LABEL_63, "a lowercase DNS label of at most 63 characters"),
-        "spotproof",
-    )
+    namespace: str = setting("namespace", dns_label(63), "spotproof")
     target: PoolClass = setting("target", None, PoolClass.SPOT_GPU)
     """Pool class the Job runs on: spot-gpu, flex-start or on-demand-gpu; the stack must
     have a pool of it."""
@@ -220,11 +224,6 @@ class FleetSpec:
     @property
     def cluster_name(self) -> str:
         return self.stack
-
-    @property
-    def grace_period_seconds(self) -> int:
-        """What the cloud's preemption path leaves a pod after its notice."""
-        return GRACE_PERIOD_SECONDS[self.cloud]
 
     def pools_of(self, pool_class: PoolClass) -> list[GpuPoolSpec]:
         """The GPU pools of one class, in stack order."""
