@@ -10,69 +10,32 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spotproof import scheduling
-from spotproof.catalog import labels as platform_labels
-from spotproof.policy.base import PlannedResource, ResourceRule, StackRule, as_cloud_taint
+from spotproof import pool_shapes, scheduling
+from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
 from spotproof.spec.types import PoolClass
 
 CLUSTER = "aws:eks/cluster:Cluster"
-NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+NODE_GROUP = pool_shapes.EKS_NODE_GROUP
 ROLE = "aws:iam/role:Role"
 QUEUE = "aws:sqs/queue:Queue"
 BUCKET = "aws:s3/bucket:Bucket"
-NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 POD_IDENTITY_TAGS = ("kubernetes-namespace", "kubernetes-service-account")
 
 
 def system_node_group(inputs: Mapping[str, Any]) -> Iterator[str]:
-    labels = inputs.get("labels") or {}
-    if labels.get(scheduling.POOL_CLASS_LABEL) != PoolClass.SYSTEM.value:
+    shape = pool_shapes.eks_node_group(inputs)
+    if pool_shapes.pool_class(shape) != PoolClass.SYSTEM:
         return
-    if inputs.get("capacityType") != "ON_DEMAND":
+    if shape.spot:
         yield "the system node group must be ON_DEMAND: add-ons cannot survive spot reclaims"
-    wanted = as_cloud_taint(scheduling.SYSTEM_TAINT)
-    if wanted not in {
-        (t.get("key"), t.get("value"), t.get("effect")) for t in inputs.get("taints") or []
-    }:
+    if scheduling.SYSTEM_TAINT not in shape.taints:
         yield "the system node group must be tainted CriticalAddonsOnly=true:NO_SCHEDULE"
 
 
 def api_authentication(inputs: Mapping[str, Any]) -> Iterator[str]:
     if (inputs.get("accessConfig") or {}).get("authenticationMode") != "API":
         yield "authenticationMode must be API: access entries, not the aws-auth ConfigMap"
-
-
-def _requirement_values(node_pool: Mapping[str, Any], key: str) -> list[str] | None:
-    template = ((node_pool.get("spec") or {}).get("template") or {}).get("spec") or {}
-    for requirement in template.get("requirements") or []:
-        if requirement.get("key") == key and requirement.get("operator") == "In":
-            return [str(v) for v in requirement.get("values") or []]
-    return None
-
-
-def _capacity_types(node_pool: Mapping[str, Any]) -> list[str]:
-    return _requirement_values(node_pool, platform_labels.KARPENTER_CAPACITY_LABEL) or [
-        "spot",
-        "on-demand",
-    ]
-
-
-def karpenter_pool(inputs: Mapping[str, Any]) -> Iterator[str]:
-    spec = inputs.get("spec") or {}
-    template = (spec.get("template") or {}).get("spec") or {}
-    taints = {(t.get("key"), t.get("value"), t.get("effect")) for t in template.get("taints") or []}
-    if "spot" in _capacity_types(inputs):
-        spot = scheduling.contract(PoolClass.SPOT_GPU).taints[0]
-        if (spot.key, spot.value, spot.effect.value) not in taints:
-            yield (
-                f"a NodePool that launches spot must taint {spot.key}={spot.value}:NoSchedule; "
-                "untolerating pods (system add-ons among them) could land on it"
-            )
-    if not (spec.get("limits") or {}).get(scheduling.GPU_RESOURCE):
-        yield f"limits must cap {scheduling.GPU_RESOURCE}: without it spend has no ceiling"
-    if (spec.get("disruption") or {}).get("consolidationPolicy") != "WhenEmpty":
-        yield "consolidationPolicy must be WhenEmpty: consolidating busy GPU nodes kills training"
 
 
 def node_class_metadata(inputs: Mapping[str, Any]) -> Iterator[str]:
@@ -175,22 +138,6 @@ def s3_bucket_in_cluster_region(resources: list[PlannedResource]) -> Iterator[tu
             )
 
 
-def fallback_below_spot(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
-    pools = [r for r in resources if r.type == NODE_POOL]
-    spot = [
-        (r.inputs.get("spec") or {}).get("weight") or 0
-        for r in pools
-        if "spot" in _capacity_types(r.inputs)
-    ]
-    for pool in pools:
-        weight = (pool.inputs.get("spec") or {}).get("weight") or 0
-        if spot and "spot" not in _capacity_types(pool.inputs) and weight >= min(spot):
-            yield (
-                pool.name,
-                f"on-demand NodePool weight {weight} is not below every spot pool's ({min(spot)})",
-            )
-
-
 RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ResourceRule(
         "eks-system-node-group-on-demand",
@@ -200,12 +147,6 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ),
     ResourceRule(
         "eks-api-authentication", "Cluster uses access entries.", CLUSTER, api_authentication
-    ),
-    ResourceRule(
-        "karpenter-gpu-pool-safe",
-        "GPU NodePools are tainted, capped and never consolidate busy nodes.",
-        NODE_POOL,
-        karpenter_pool,
     ),
     ResourceRule(
         "karpenter-imdsv2", "Nodes require IMDSv2, one hop.", NODE_CLASS, node_class_metadata
@@ -232,10 +173,5 @@ STACK_RULES: tuple[StackRule, ...] = (
         "s3-bucket-in-cluster-region",
         "Checkpoints stay in the cluster's region.",
         s3_bucket_in_cluster_region,
-    ),
-    StackRule(
-        "karpenter-fallback-below-spot",
-        "On-demand NodePools are only a fallback.",
-        fallback_below_spot,
     ),
 )

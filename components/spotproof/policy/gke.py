@@ -5,35 +5,26 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spotproof import scheduling
+from spotproof import pool_shapes, scheduling
 from spotproof.catalog import gke as gke_catalog
-from spotproof.policy.base import PlannedResource, ResourceRule, StackRule, as_cloud_taint
+from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
+from spotproof.spec.types import PoolClass
 
-NODE_POOL = "gcp:container/nodePool:NodePool"
+NODE_POOL = pool_shapes.GKE_NODE_POOL
 CLUSTER = "gcp:container/cluster:Cluster"
 BUCKET = "gcp:storage/bucket:Bucket"
 SERVICE_ACCOUNT_KEY = "gcp:serviceaccount/key:Key"
 PROJECT_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
 
 
-def _taints(inputs: Mapping[str, Any]) -> set[tuple[str, str, str]]:
-    taints = (inputs.get("nodeConfig") or {}).get("taints") or []
-    return {(t.get("key"), str(t.get("value")), t.get("effect")) for t in taints}
-
-
-def _pool_class(inputs: Mapping[str, Any]) -> str | None:
-    labels = (inputs.get("nodeConfig") or {}).get("labels") or {}
-    return labels.get(scheduling.POOL_CLASS_LABEL)
-
-
 def system_pool_on_demand(inputs: Mapping[str, Any]) -> Iterator[str]:
-    if _pool_class(inputs) != "system":
+    shape = pool_shapes.gke_node_pool(inputs)
+    if pool_shapes.pool_class(shape) != PoolClass.SYSTEM:
         return
-    config = inputs.get("nodeConfig") or {}
-    if config.get("spot") or config.get("preemptible"):
+    if shape.spot:
         yield "the system pool must be on-demand: add-ons cannot survive spot reclaims"
     taint = scheduling.GKE_SYSTEM_TAINT
-    if as_cloud_taint(taint) not in _taints(inputs):
+    if taint not in shape.taints:
         yield (
             f"the system pool must be tainted {taint.key}={taint.value}:NO_SCHEDULE, the "
             "taint GKE's own add-ons tolerate"
@@ -41,11 +32,11 @@ def system_pool_on_demand(inputs: Mapping[str, Any]) -> Iterator[str]:
 
 
 def spot_pool_isolated(inputs: Mapping[str, Any]) -> Iterator[str]:
-    config = inputs.get("nodeConfig") or {}
-    if not (config.get("spot") or config.get("preemptible")):
+    shape = pool_shapes.gke_node_pool(inputs)
+    if not shape.spot:
         return
-    spot_taint = scheduling.contract(scheduling.PoolClass.SPOT_GPU).taints[0]
-    if as_cloud_taint(spot_taint) not in _taints(inputs):
+    spot_taint = scheduling.contract(PoolClass.SPOT_GPU).taints[0]
+    if spot_taint not in shape.taints:
         yield (
             f"spot pool lacks taint {spot_taint.key}={spot_taint.value}:NO_SCHEDULE; "
             "untolerating pods (system add-ons among them) could land on it"

@@ -1,0 +1,171 @@
+"""Rendered pool resources read back into :class:`~spotproof.fit.NodeShape`: one reader
+per pool type, used by ``spotproof plan`` (fit, scale-up, preemption) and by the policy
+rules alike, so both judge the same nodes.
+
+Readers take a resource's inputs as Pulumi presents them (camelCase, the cloud's spelling
+of taint effects) and add what the platform puts on nodes by itself (GKE's labels and GPU
+taint, EKS's node group labels, Karpenter's per-launch choices), because the scheduler
+will see it. No Pulumi import: the policy pack's environment imports this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from spotproof import fit, scheduling
+from spotproof.catalog import eks as eks_catalog
+from spotproof.catalog import labels as platform_labels
+from spotproof.spec.types import Taint
+
+GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
+EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+KARPENTER_NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+
+Inputs = Mapping[str, Any]
+
+
+def taint(raw: Mapping[str, Any]) -> Taint:
+    """A taint as a cloud API or a Kubernetes object spells it."""
+    return Taint(
+        raw["key"], str(raw.get("value") or ""), scheduling.kubernetes_effect(raw["effect"])
+    )
+
+
+def _labels(raw: Mapping[str, Any] | None) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (raw or {}).items()}
+
+
+def gke_node_pool(inputs: Inputs) -> fit.NodeShape:
+    config = inputs.get("nodeConfig") or {}
+    accelerators = config.get("guestAccelerators") or []
+    gpus = sum(int(a.get("count") or 0) for a in accelerators)
+    accelerator = accelerators[0].get("type") if accelerators else None
+    spot = bool(config.get("spot") or config.get("preemptible"))
+    flex_start = bool(config.get("flexStart"))
+    name = str(inputs.get("name"))
+
+    taints = [taint(t) for t in config.get("taints") or []]
+    if gpus and scheduling.GPU_TAINT not in taints:
+        taints.append(scheduling.GPU_TAINT)  # GKE adds it whether declared or not
+    labels = {
+        **_labels(config.get("labels")),
+        **platform_labels.gke_injected_labels(name, accelerator, spot=spot, flex_start=flex_start),
+    }
+    return fit.NodeShape(
+        pool=name,
+        labels=labels,
+        taints=tuple(taints),
+        gpus=gpus,
+        spot=spot,
+        flex_start=flex_start,
+    )
+
+
+def eks_node_group(inputs: Inputs) -> fit.NodeShape:
+    """``capacityType`` defaults to ON_DEMAND
+    (https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateNodegroup.html)."""
+    name = str(inputs.get("nodeGroupName"))
+    labels = {**_labels(inputs.get("labels")), **platform_labels.eks_injected_labels(name)}
+    return fit.NodeShape(
+        pool=name,
+        labels=labels,
+        taints=tuple(taint(t) for t in inputs.get("taints") or []),
+        spot=inputs.get("capacityType") == "SPOT",
+    )
+
+
+def requirement_values(node_pool: Inputs, key: str) -> list[str] | None:
+    """Values a Karpenter NodePool's ``In`` requirement on ``key`` allows; None when no
+    ``In`` requirement pins the key."""
+    template = ((node_pool.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for requirement in template.get("requirements") or []:
+        if requirement.get("key") == key and requirement.get("operator") == "In":
+            return [str(v) for v in requirement.get("values") or []]
+    return None
+
+
+def capacity_types(node_pool: Inputs) -> list[str]:
+    """What a NodePool may launch. Without a requirement on the key it is read as both,
+    the conservative reading: a pool that might launch spot is checked as a spot pool."""
+    return requirement_values(node_pool, platform_labels.KARPENTER_CAPACITY_LABEL) or [
+        "spot",
+        "on-demand",
+    ]
+
+
+def _eks_instance_labels(node_pool: Inputs) -> tuple[dict[str, list[str]], int]:
+    """What EC2 launches for the pool's families and GPU counts: the instance types the
+    catalog offers, their families and GPU names; and the most GPUs a node may have."""
+    families = tuple(
+        f
+        for f in requirement_values(node_pool, eks_catalog.INSTANCE_FAMILY_LABEL) or ()
+        if f in eks_catalog.FAMILIES
+    )
+    counts = [
+        int(c)
+        for c in requirement_values(node_pool, eks_catalog.INSTANCE_GPU_COUNT_LABEL) or ()
+        if c.isdigit()
+    ]
+    return {
+        eks_catalog.INSTANCE_TYPE_LABEL: [
+            t for n in counts for t in eks_catalog.instance_types(families, n)
+        ],
+        eks_catalog.INSTANCE_FAMILY_LABEL: list(families),
+        eks_catalog.INSTANCE_GPU_NAME_LABEL: [eks_catalog.FAMILIES[f].gpu for f in families],
+    }, max(counts, default=0)
+
+
+KarpenterInstances = Callable[[Inputs], tuple[dict[str, list[str]], int]]
+"""A cloud's Karpenter provider: the labels its nodes get from what the NodePool allows,
+and the most GPUs one node may have."""
+KARPENTER_PROVIDERS: dict[str, KarpenterInstances] = {"karpenter.k8s.aws": _eks_instance_labels}
+"""By ``nodeClassRef.group``."""
+
+
+def karpenter_node_pool(inputs: Inputs) -> fit.NodeShape:
+    spec = inputs.get("spec") or {}
+    template = spec.get("template") or {}
+    node_spec = template.get("spec") or {}
+    name = str((inputs.get("metadata") or {}).get("name"))
+
+    labels = {
+        **_labels((template.get("metadata") or {}).get("labels")),
+        platform_labels.KARPENTER_NODEPOOL_LABEL: name,
+    }
+    choices: dict[str, frozenset[str]] = {}
+
+    def allow(key: str, values: list[str]) -> None:
+        if len(set(values)) == 1:
+            labels[key] = values[0]
+        elif values:
+            choices[key] = frozenset(values)
+
+    for requirement in node_spec.get("requirements") or []:
+        allow(str(requirement.get("key")), requirement_values(inputs, requirement.get("key")) or [])
+    provider = KARPENTER_PROVIDERS.get(str((node_spec.get("nodeClassRef") or {}).get("group")))
+    instance_labels, gpus = provider(inputs) if provider else ({}, 0)
+    for key, values in instance_labels.items():
+        allow(key, values)
+
+    return fit.NodeShape(
+        pool=name,
+        labels=labels,
+        taints=tuple(taint(t) for t in node_spec.get("taints") or []),
+        gpus=gpus,
+        spot="spot" in capacity_types(inputs),
+        choices=choices,
+    )
+
+
+READERS: dict[str, Callable[[Inputs], fit.NodeShape]] = {
+    GKE_NODE_POOL: gke_node_pool,
+    EKS_NODE_GROUP: eks_node_group,
+    KARPENTER_NODE_POOL: karpenter_node_pool,
+}
+"""Every pool resource type spotproof renders, by Pulumi type token."""
+
+
+def pool_class(shape: fit.NodeShape) -> str | None:
+    """The contract's pool class the pool declares (``system``, ``spot-gpu``, ...)."""
+    return shape.labels.get(scheduling.POOL_CLASS_LABEL)
