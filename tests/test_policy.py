@@ -19,12 +19,41 @@ POOL = "gcp:container/nodePool:NodePool"
 def _mutate(
     type_: str, name: str, change: Callable[[dict[str, Any]], None]
 ) -> list[policy.Violation]:
-    plan = plan_of("-".join(name.split("-")[:2]))  # gke-dev-... or eks-dev-...
+    plan = plan_of("-".join(name.split("-")[:2]))  # gke-dev-..., eks-dev-... or aks-dev...
     change(plan.recording.one(type_, name).inputs)
     return policy.evaluate(plan.recording.resources)
 
 
 BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
+    "AKS spot pool without the contract's spot taint": (
+        "azure-native:containerservice:AgentPool",
+        "aks-dev-gpu-spott4",
+        lambda i: i.update(
+            nodeTaints=[
+                "kubernetes.azure.com/scalesetpriority=spot:NoSchedule",
+                "nvidia.com/gpu=present:NoSchedule",
+            ]
+        ),
+        "aks-agent-pool-safe",
+    ),
+    "AKS system pool on spot": (
+        "azure-native:containerservice:ManagedCluster",
+        "aks-dev",
+        lambda i: i["agentPoolProfiles"][0].update(scaleSetPriority="Spot"),
+        "aks-cluster-safe",
+    ),
+    "AKS storage account accepting shared keys": (
+        "azure-native:storage:StorageAccount",
+        "aks-dev-checkpoints-account",
+        lambda i: i.update(allowSharedKeyAccess=True),
+        "aks-storage-hardened",
+    ),
+    "AKS trainer role on the whole storage account": (
+        "azure-native:authorization:RoleAssignment",
+        "aks-dev-checkpoints-trainer-writes-container",
+        lambda i: i.update(scope=i["scope"].split("/blobServices/")[0]),
+        "aks-role-scoped-to-container",
+    ),
     "system pool on spot": (
         POOL,
         "gke-dev-system",
@@ -239,8 +268,8 @@ def test_real_plan_violates_no_rule(gke_dev: PlanResult, gke_prod: PlanResult) -
     assert policy.evaluate(gke_prod.recording.resources) == []
 
 
-@pytest.mark.parametrize("stack", ["eks-dev", "eks-prod"])
-def test_real_eks_plans_violate_no_rule(stack: str) -> None:
+@pytest.mark.parametrize("stack", ["eks-dev", "eks-prod", "aks-dev", "aks-prod"])
+def test_real_eks_and_aks_plans_violate_no_rule(stack: str) -> None:
     assert policy.evaluate(plan_of(stack).recording.resources) == []
 
 

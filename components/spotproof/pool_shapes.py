@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from spotproof import fit, scheduling
+from spotproof.catalog import aks as aks_catalog
 from spotproof.catalog import eks as eks_catalog
 from spotproof.catalog import labels as platform_labels
 from spotproof.spec.types import Taint
@@ -21,6 +22,8 @@ from spotproof.spec.types import Taint
 GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
 EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 KARPENTER_NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+AKS_AGENT_POOL = "azure-native:containerservice:AgentPool"
+AKS_CLUSTER = "azure-native:containerservice:ManagedCluster"
 
 Inputs = Mapping[str, Any]
 
@@ -75,6 +78,47 @@ def eks_node_group(inputs: Inputs) -> fit.NodeShape:
     )
 
 
+def taint_text(taint: Taint) -> str:
+    """AKS's spelling of a taint: ``key=value:Effect``."""
+    return f"{taint.key}={taint.value}:{taint.effect.value}"
+
+
+def _aks_taint(raw: str) -> Taint:
+    """AKS spells a taint ``key=value:Effect``."""
+    key_value, _, effect = raw.rpartition(":")
+    key, _, value = key_value.partition("=")
+    return Taint(key, value, scheduling.kubernetes_effect(effect))
+
+
+def aks_agent_pool(inputs: Inputs) -> fit.NodeShape:
+    """An AgentPool, or a pool profile inside a ManagedCluster (see :func:`cluster_pools`).
+    AKS taints spot pools ``kubernetes.azure.com/scalesetpriority=spot:NoSchedule`` whether
+    declared or not (``articles/aks/spot-node-pool.md``)."""
+    name = str(inputs.get("agentPoolName") or inputs.get("name"))
+    spot = inputs.get("scaleSetPriority") == "Spot"
+    size = aks_catalog.GPU_VM_SIZES.get(str(inputs.get("vmSize")))
+    taints = [_aks_taint(t) for t in inputs.get("nodeTaints") or []]
+    if spot and aks_catalog.SPOT_TAINT not in taints:
+        taints.append(aks_catalog.SPOT_TAINT)
+    labels = {
+        **_labels(inputs.get("nodeLabels")),
+        **aks_catalog.injected_labels(name, str(inputs.get("mode") or "User"), spot=spot),
+    }
+    if inputs.get("vmSize"):
+        labels[aks_catalog.INSTANCE_TYPE_LABEL] = str(inputs["vmSize"])
+    return fit.NodeShape(
+        pool=name, labels=labels, taints=tuple(taints), gpus=size.gpus if size else 0, spot=spot
+    )
+
+
+def cluster_pools(cluster: Inputs) -> list[Inputs]:
+    """The pools a ManagedCluster declares inline (its System pool), as AgentPool inputs."""
+    return [
+        {**profile, "agentPoolName": profile.get("name")}
+        for profile in cluster.get("agentPoolProfiles") or []
+    ]
+
+
 def requirement_values(node_pool: Inputs, key: str) -> list[str] | None:
     """Values a Karpenter NodePool's ``In`` requirement on ``key`` allows; None when no
     ``In`` requirement pins the key."""
@@ -116,10 +160,28 @@ def _eks_instance_labels(node_pool: Inputs) -> tuple[dict[str, list[str]], int]:
     }, max(counts, default=0)
 
 
+def _aks_instance_labels(node_pool: Inputs) -> tuple[dict[str, list[str]], int]:
+    """What AKS node auto-provisioning launches for the pool's VM sizes."""
+    sizes = [
+        aks_catalog.GPU_VM_SIZES[s]
+        for s in requirement_values(node_pool, aks_catalog.SKU_NAME_LABEL) or ()
+        if s in aks_catalog.GPU_VM_SIZES
+    ]
+    names = [s.name for s in sizes]
+    return {
+        aks_catalog.SKU_NAME_LABEL: names,
+        aks_catalog.INSTANCE_TYPE_LABEL: names,
+        aks_catalog.SKU_GPU_COUNT_LABEL: [str(s.gpus) for s in sizes],
+    }, max((s.gpus for s in sizes), default=0)
+
+
 KarpenterInstances = Callable[[Inputs], tuple[dict[str, list[str]], int]]
 """A cloud's Karpenter provider: the labels its nodes get from what the NodePool allows,
 and the most GPUs one node may have."""
-KARPENTER_PROVIDERS: dict[str, KarpenterInstances] = {"karpenter.k8s.aws": _eks_instance_labels}
+KARPENTER_PROVIDERS: dict[str, KarpenterInstances] = {
+    "karpenter.k8s.aws": _eks_instance_labels,
+    "karpenter.azure.com": _aks_instance_labels,
+}
 """By ``nodeClassRef.group``."""
 
 
@@ -162,8 +224,24 @@ READERS: dict[str, Callable[[Inputs], fit.NodeShape]] = {
     GKE_NODE_POOL: gke_node_pool,
     EKS_NODE_GROUP: eks_node_group,
     KARPENTER_NODE_POOL: karpenter_node_pool,
+    AKS_AGENT_POOL: aks_agent_pool,
 }
 """Every pool resource type spotproof renders, by Pulumi type token."""
+EMBEDDED_POOLS: dict[str, tuple[str, Callable[[Inputs], list[Inputs]]]] = {
+    AKS_CLUSTER: (AKS_AGENT_POOL, cluster_pools),
+}
+"""Resources that declare pools inside themselves: the pool type and how to list them."""
+
+
+def pools_in(type_: str, inputs: Inputs) -> list[tuple[str, Inputs]]:
+    """The pools one resource declares, as (pool type, pool inputs): itself when it is a
+    pool, the pools inside it when it embeds some, else none."""
+    if type_ in READERS:
+        return [(type_, inputs)]
+    if type_ in EMBEDDED_POOLS:
+        pool_type, extract = EMBEDDED_POOLS[type_]
+        return [(pool_type, pool) for pool in extract(inputs)]
+    return []
 
 
 def pool_class(shape: fit.NodeShape) -> str | None:

@@ -25,7 +25,11 @@ def stack_config() -> dict[str, Any]:
     return {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
 
 
-CLUSTER_PACKAGES = {Cloud.GKE: "spotproof.gke", Cloud.EKS: "spotproof.eks"}
+CLUSTER_PACKAGES = {
+    Cloud.GKE: "spotproof.gke",
+    Cloud.EKS: "spotproof.eks",
+    Cloud.AKS: "spotproof.aks",
+}
 """Each cloud's package; its ``HybridCluster`` takes ``HybridClusterArgs(fleet)``."""
 
 

@@ -68,11 +68,14 @@ def trainer_account(smoke: SmokeTest | None) -> ServiceAccountRef:
     return ServiceAccountRef((smoke or SmokeTest()).namespace, SERVICE_ACCOUNT_NAME)
 
 
-def trainer_env(smoke: SmokeTest, checkpoint_url: str) -> list[dict[str, str]]:
+def trainer_env(
+    smoke: SmokeTest, checkpoint_url: str, store: dict[str, str] | None = None
+) -> list[dict[str, str]]:
     """The trainer's whole configuration (the environment ``spotproof.smoke.train`` reads),
     plus its grace budget, taken from the same field as the pod's
-    terminationGracePeriodSeconds."""
+    terminationGracePeriodSeconds, and what the store's client needs (``store``)."""
     values = {
+        **(store or {}),
         "CHECKPOINT_URL": checkpoint_url,
         "CHECKPOINT_INTERVAL": smoke.checkpoint_interval,
         "TOTAL_STEPS": smoke.total_steps,
@@ -111,7 +114,10 @@ def job_spec(
         "serviceAccountName": identity.service_account.name,
         "priorityClassName": placement.priority_class_name,
         "terminationGracePeriodSeconds": smoke.grace_period_seconds,
-        "tolerations": [dict(t) for t in placement.tolerations],
+        "tolerations": [
+            *(dict(t) for t in placement.tolerations),
+            *(scheduling.toleration_for(t) for t in target.platform_taints),
+        ],
         "nodeSelector": placement.node_selector,
         "securityContext": {
             "runAsNonRoot": True,
@@ -124,7 +130,7 @@ def job_spec(
                 "name": TRAINER_CONTAINER,
                 "image": smoke.image,
                 "command": TRAINER_COMMAND,
-                "env": trainer_env(smoke, checkpoint_url),
+                "env": trainer_env(smoke, checkpoint_url, identity.environment),
                 "resources": {
                     "requests": {"cpu": smoke.cpu, "memory": smoke.memory},
                     # A quantity, as the API spells it: a string, not a number.
@@ -163,7 +169,8 @@ def job_spec(
 
 class SmokeTestJob(pulumi.ComponentResource):
     """The trainer's service account (bound to the bucket by workload identity), its Job and
-    the disruption budget that keeps voluntary evictions away from it."""
+    the disruption budget that keeps voluntary evictions away from it (left out where the
+    cloud's reclaim drain would honour it: ``TargetPlacement.reclaim_honours_budgets``)."""
 
     job_name: pulumi.Output[str]
 
@@ -205,11 +212,12 @@ class SmokeTestJob(pulumi.ComponentResource):
                 delete_before_replace=True,
             ),
         )
-        k8s.policy.v1.PodDisruptionBudget(
-            f"{name}-pdb",
-            metadata={"name": JOB_NAME, "namespace": namespace, "labels": MANAGED_BY},
-            spec={"minAvailable": 1, "selector": {"matchLabels": pod_labels()}},
-            opts=child,
-        )
+        if not args.placement.reclaim_honours_budgets:
+            k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-pdb",
+                metadata={"name": JOB_NAME, "namespace": namespace, "labels": MANAGED_BY},
+                spec={"minAvailable": 1, "selector": {"matchLabels": pod_labels()}},
+                opts=child,
+            )
         self.job_name = job.metadata.apply(lambda m: m["name"])
         self.register_outputs({"job_name": self.job_name})

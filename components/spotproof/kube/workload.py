@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pulumi
 
-from spotproof.spec import PoolClass
+from spotproof.spec import PoolClass, Taint
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ class WorkloadIdentity:
     ``azure.workload.identity/client-id``); none with EKS Pod Identity."""
     pod_labels: dict[str, str] = field(default_factory=dict)
     """Labels the binding needs on the pod (``azure.workload.identity/use``)."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """Variables the workload's storage client needs besides the checkpoint URL
+    (``AZURE_STORAGE_ACCOUNT_NAME``: an ``az://`` URL names only the container)."""
 
 
 @dataclass(frozen=True)
@@ -48,3 +51,12 @@ class TargetPlacement:
     pool class is one model or the cloud labels no model."""
     fallback: list[PoolClass] = field(default_factory=list)
     """Pool classes the workload may also run on when its target has no capacity."""
+    reclaim_honours_budgets: bool = False
+    """The cloud drains a reclaimed node through the Eviction API with nothing to end the
+    wait (AKS node auto-drain on a spot agent pool): a PodDisruptionBudget allowing no
+    disruption would keep SIGTERM from the workload until the VM is gone, so workloads
+    aimed here carry none (the autoscaler's ``safe-to-evict`` annotation still guards
+    them against scale-down)."""
+    platform_taints: list[Taint] = field(default_factory=list)
+    """Taints the cloud puts on the target's nodes by itself, beyond the contract's (AKS
+    spot pools' ``kubernetes.azure.com/scalesetpriority=spot``): tolerated too."""

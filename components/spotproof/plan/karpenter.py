@@ -23,7 +23,37 @@ from typing import Any
 PACKAGE = Path("node_modules") / "@kubernetes-models" / "karpenter"
 VALIDATOR = Path(__file__).with_name("karpenter_schema.mjs")
 BUNDLE = Path(__file__).with_name("karpenter_schemas") / "validators.mjs"
-APIS = frozenset({"karpenter.sh/v1", "karpenter.k8s.aws/v1"})
+PUBLISHED_APIS = frozenset({"karpenter.sh/v1", "karpenter.k8s.aws/v1"})
+"""What ``@kubernetes-models/karpenter`` has schemas for."""
+AKS_NODE_CLASS_API = "karpenter.azure.com/v1beta1"
+APIS = PUBLISHED_APIS | {AKS_NODE_CLASS_API}
+NODE_CLASSES = {("karpenter.k8s.aws", "EC2NodeClass"), ("karpenter.azure.com", "AKSNodeClass")}
+"""The node classes a NodePool may name: EKS's and AKS node auto-provisioning's."""
+
+AKS_NODE_CLASS_FIELDS = frozenset(
+    {
+        "artifactStreaming",
+        "fipsMode",
+        "gpu",
+        "imageFamily",
+        "kubelet",
+        "linuxOSConfig",
+        "localDNS",
+        "maxPods",
+        "osDiskSizeGB",
+        "security",
+        "tags",
+        "vnetSubnetID",
+    }
+)
+AKS_IMAGE_FAMILIES = ("Ubuntu", "Ubuntu2204", "Ubuntu2404", "AzureLinux")
+AKS_GPU_MODES = ("Driver", "None")
+"""No npm package publishes AKS's Karpenter schemas, so the AKSNodeClass ``v1beta1`` spec
+rules spotproof's objects could break are stated here, from Azure/karpenter-provider-azure
+``pkg/apis/crds/karpenter.azure.com_aksnodeclasses.yaml``: its spec fields, the
+``imageFamily`` and ``gpu.mode`` enums, ``osDiskSizeGB`` 30-2048, ``maxPods`` 10-250,
+tag keys up to 512 characters without ``<>%&?\\`` and values up to 256, and FIPS not
+on Ubuntu2404."""
 
 _ALIAS = re.compile(r"^(al2|al2023|bottlerocket|windows2019|windows2022)@(latest|v[0-9.]+)$")
 _RESERVED_TAGS = re.compile(
@@ -60,12 +90,15 @@ def find_schemas(*starts: Path) -> Path:
 
 def schema_errors(objects: list[dict[str, Any]], schemas: Path) -> list[list[str]]:
     """One list of schema errors per object, from Karpenter's published schemas."""
+    published = [obj for obj in objects if obj.get("apiVersion") in PUBLISHED_APIS]
+    if not published:
+        return [[] for _ in objects]
     node = shutil.which("node")
     if node is None:
         raise SchemaUnavailable("Node.js not found (`node` on PATH)")
     completed = subprocess.run(
         [node, str(VALIDATOR), str(schemas)],
-        input=json.dumps(objects),
+        input=json.dumps(published),
         capture_output=True,
         text=True,
         timeout=60,
@@ -74,7 +107,8 @@ def schema_errors(objects: list[dict[str, Any]], schemas: Path) -> list[list[str
     if completed.returncode != 0:
         last = (completed.stderr.strip().splitlines() or ["no output"])[-1]
         raise SchemaUnavailable(f"Karpenter schema validator failed: {last}")
-    return json.loads(completed.stdout)
+    found = iter(json.loads(completed.stdout))
+    return [next(found) if obj.get("apiVersion") in PUBLISHED_APIS else [] for obj in objects]
 
 
 def cel_errors(obj: dict[str, Any]) -> list[str]:
@@ -85,6 +119,8 @@ def cel_errors(obj: dict[str, Any]) -> list[str]:
         return list(_node_pool_rules(spec))
     if kind == "EC2NodeClass":
         return list(_node_class_rules(spec))
+    if kind == "AKSNodeClass":
+        return list(_aks_node_class_rules(spec))
     return []
 
 
@@ -101,8 +137,11 @@ def _node_pool_rules(spec: dict[str, Any]) -> Iterator[str]:
         if operator == "In" and min_values and len(values) < min_values:
             yield f"{path}: minValues {min_values} exceeds the {len(values)} values listed"
     reference = template.get("nodeClassRef") or {}
-    if (reference.get("group"), reference.get("kind")) != ("karpenter.k8s.aws", "EC2NodeClass"):
-        yield "/spec/template/spec/nodeClassRef: must name a karpenter.k8s.aws EC2NodeClass"
+    if (reference.get("group"), reference.get("kind")) not in NODE_CLASSES:
+        yield (
+            "/spec/template/spec/nodeClassRef: must name a karpenter.k8s.aws EC2NodeClass or "
+            "a karpenter.azure.com AKSNodeClass"
+        )
     for index, budget in enumerate((spec.get("disruption") or {}).get("budgets") or []):
         if bool(budget.get("schedule")) != bool(budget.get("duration")):
             yield f"/spec/disruption/budgets/{index}: schedule and duration go together"
@@ -121,3 +160,31 @@ def _node_class_rules(spec: dict[str, Any]) -> Iterator[str]:
     for key in spec.get("tags") or {}:
         if _RESERVED_TAGS.match(key):
             yield f"/spec/tags/{key}: reserved for Karpenter"
+
+
+def _whole_number(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _aks_node_class_rules(spec: dict[str, Any]) -> Iterator[str]:
+    for key in sorted(set(spec) - AKS_NODE_CLASS_FIELDS):
+        yield f"/spec/{key}: unknown field; allowed: {', '.join(sorted(AKS_NODE_CLASS_FIELDS))}"
+    family = spec.get("imageFamily", "Ubuntu")
+    if family not in AKS_IMAGE_FAMILIES:
+        yield f"/spec/imageFamily: {family!r} is not one of {', '.join(AKS_IMAGE_FAMILIES)}"
+    if "osDiskSizeGB" in spec and not _whole_number(spec["osDiskSizeGB"], 30, 2048):
+        yield f"/spec/osDiskSizeGB: {spec['osDiskSizeGB']!r} is not an integer in 30-2048"
+    if "maxPods" in spec and not _whole_number(spec["maxPods"], 10, 250):
+        yield f"/spec/maxPods: {spec['maxPods']!r} is not an integer in 10-250"
+    gpu = spec.get("gpu") or {}
+    if set(gpu) - {"mode"}:
+        yield "/spec/gpu: only mode is allowed"
+    if gpu.get("mode", "Driver") not in AKS_GPU_MODES:
+        yield f"/spec/gpu/mode: {gpu.get('mode')!r} is not one of {', '.join(AKS_GPU_MODES)}"
+    for key, value in (spec.get("tags") or {}).items():
+        if len(key) > 512 or re.search(r"[<>%&?\\]", key):
+            yield f"/spec/tags/{key}: keys are at most 512 characters, without <>%&?\\"
+        if len(str(value)) > 256:
+            yield f"/spec/tags/{key}: values are at most 256 characters"
+    if spec.get("fipsMode") == "FIPS" and family == "Ubuntu2404":
+        yield "/spec/fipsMode: FIPS is not supported on Ubuntu2404"

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from spotproof import fit, pool_shapes
+from spotproof.catalog import aks as aks_catalog
 from spotproof.plan.recorder import Recording
 
 
@@ -25,6 +26,7 @@ class Provisioner(StrEnum):
     """What creates a pool's nodes when pods are pending."""
 
     GKE_AUTOSCALER = "GKE cluster autoscaler"
+    AKS_AUTOSCALER = "AKS cluster autoscaler"
     KARPENTER = "Karpenter"
     NONE = "no autoscaler"
     """An EKS managed node group: its size changes only when someone changes it."""
@@ -72,11 +74,12 @@ def pools(recording: Recording) -> list[Pool]:
         pool_shapes.GKE_NODE_POOL: _gke_scaling,
         pool_shapes.EKS_NODE_GROUP: _eks_scaling,
         pool_shapes.KARPENTER_NODE_POOL: _karpenter_scaling,
+        pool_shapes.AKS_AGENT_POOL: _aks_scaling,
     }
     found = [
-        Pool(read(r.inputs), scalings[type_](r.name, r.inputs))
-        for type_, read in pool_shapes.READERS.items()
-        for r in recording.of_type(type_)
+        Pool(pool_shapes.READERS[pool_type](inputs), scalings[pool_type](r.name, inputs))
+        for r in recording.resources
+        for pool_type, inputs in pool_shapes.pools_in(r.type, r.inputs)
     ]
     return sorted(found, key=lambda pool: pool.name)
 
@@ -128,6 +131,21 @@ def _eks_scaling(resource: str, inputs: dict) -> Scaling:
         min_nodes=_int(sizes.get("minSize")),
         max_nodes=_int(sizes.get("maxSize")),
         machine_type=next(iter(inputs.get("instanceTypes") or []), None),
+    )
+
+
+def _aks_scaling(resource: str, inputs: dict) -> Scaling:
+    autoscaled = bool(inputs.get("enableAutoScaling"))
+    size = aks_catalog.GPU_VM_SIZES.get(str(inputs.get("vmSize")))
+    count = inputs.get("count")
+    return Scaling(
+        provisioner=Provisioner.AKS_AUTOSCALER if autoscaled else Provisioner.NONE,
+        resource=resource,
+        min_nodes=_int(inputs.get("minCount") if autoscaled else count),
+        max_nodes=_int(inputs.get("maxCount") if autoscaled else count),
+        zones=tuple(str(z) for z in inputs.get("availabilityZones") or ()),
+        machine_type=inputs.get("vmSize"),
+        accelerator=size.gpu if size else None,
     )
 
 

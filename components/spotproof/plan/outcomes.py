@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spotproof import fit, scheduling
+from spotproof.catalog import Cloud
 from spotproof.plan import preemption, scaleup
 from spotproof.plan.nodes import Pool
 from spotproof.plan.preemption import PreemptionPath
@@ -22,6 +23,7 @@ from spotproof.plan.recorder import Recording
 from spotproof.plan.scaleup import Verdict
 from spotproof.plan.workloads import Workload, workloads
 from spotproof.policy import Violation
+from spotproof.policy.kubernetes import cloud_of
 
 SCALE_UP_POLICY = "scale-up"
 
@@ -62,7 +64,12 @@ def outcomes(recording: Recording, pools: list[Pool]) -> list[Outcome]:
                 recording, workload.namespace, workload.pod_labels, workload.pods
             )
             paths = preemption.paths(
-                workload.label, workload.pod_spec, workload.pod_annotations, list(fits), budgets
+                workload.label,
+                workload.pod_spec,
+                workload.pod_annotations,
+                list(fits),
+                budgets,
+                cloud=cloud_of(recording.resources) or Cloud.GKE,
             )
         found.append(
             Outcome(

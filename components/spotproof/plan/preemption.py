@@ -25,6 +25,16 @@ latest ``terminationGracePeriod - terminationGracePeriodSeconds`` after the drai
 so it gets its whole grace period before the node's period ends. Without it a blocked pod
 stays until the instance is gone and never gets SIGTERM.
 
+AKS spot agent pools (``articles/virtual-machines/linux/scheduled-events.md``: a
+``Preempt`` event comes at least 30 s ahead, best effort; ``articles/aks/node-auto-drain.md``:
+AKS cordons and drains the node on ``Preempt``, best effort): the drain evicts, so a
+PodDisruptionBudget allowing no disruption holds SIGTERM back, and nothing ends that wait
+before the VM is gone. Without one the pod gets SIGTERM at once, with up to 30 s.
+
+AKS node auto-provisioning is Karpenter: the same path as EKS, with AKS's 30 s notice and
+no queue to cross (Karpenter repairs a node whose ``PreemptionScheduled`` condition is
+set, Azure/karpenter-provider-azure ``pkg/cloudprovider/cloudprovider.go``).
+
 GKE flex-start nodes are not reclaimed early; they live at most ``maxRunDuration``. The
 plan reports that bound rather than a notice.
 """
@@ -54,7 +64,7 @@ class PreemptionPath:
 
     workload: str
     capacity: str
-    """``GKE spot``, ``EKS spot (Karpenter)``."""
+    """``GKE spot``, ``AKS spot``, ``EKS spot (Karpenter)``, ``AKS spot (Karpenter)``."""
     pools: tuple[str, ...]
     notice_seconds: int
     """From the notice to the node being gone."""
@@ -111,15 +121,48 @@ def _gke_spot(workload: str, pools: tuple[str, ...], pod: Mapping[str, Any]) -> 
     )
 
 
-def _eks_spot(
+def _aks_spot(
+    workload: str, pools: tuple[str, ...], pod: Mapping[str, Any], blocking_budgets: list[str]
+) -> PreemptionPath:
+    notice = PREEMPTION_NOTICE_SECONDS[Cloud.AKS]
+    declared = int(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
+    steps = [f"Preempt notice {notice} s (best effort)", "AKS node auto-drain evicts at once"]
+    fix = (
+        f"remove PodDisruptionBudget {', '.join(blocking_budgets)} (AKS's drain has no bound "
+        "that would end its wait) and keep terminationGracePeriodSeconds at most "
+        f"{notice}"
+    )
+    if blocking_budgets:
+        steps += [
+            f"PodDisruptionBudget {', '.join(blocking_budgets)} holds the eviction and nothing "
+            "ends the wait",
+            f"node gone at {notice} s",
+        ]
+        return PreemptionPath(
+            workload, "AKS spot", pools, notice, None, 0, declared, tuple(steps), fix
+        )
+    grace = min(declared, notice)
+    steps += [
+        f"SIGTERM at 0 s with {grace:g} s grace (declared {declared} s)",
+        f"node gone at {notice} s",
+    ]
+    return PreemptionPath(
+        workload, "AKS spot", pools, notice, 0, grace, declared, tuple(steps), fix
+    )
+
+
+def _karpenter_spot(
     workload: str,
     pools: list[Pool],
     pod: Mapping[str, Any],
     annotations: Mapping[str, str],
     blocking_budgets: list[str],
+    *,
+    cloud: Cloud,
 ) -> PreemptionPath:
-    notice = PREEMPTION_NOTICE_SECONDS[Cloud.EKS]
-    drain = INTERRUPTION_DELIVERY_SECONDS[Cloud.EKS]
+    notice = PREEMPTION_NOTICE_SECONDS[cloud]
+    drain = INTERRUPTION_DELIVERY_SECONDS[cloud]
+    capacity = f"{cloud.value.upper()} spot (Karpenter)"
     budget = notice - drain
     declared = int(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
     names = tuple(p.name for p in pools)
@@ -157,7 +200,7 @@ def _eks_spot(
     if sigterm is None:
         steps.append(f"node gone at {notice} s")
         return PreemptionPath(
-            workload, "EKS spot", names, notice, None, 0, declared, tuple(steps), fix
+            workload, capacity, names, notice, None, 0, declared, tuple(steps), fix
         )
     grace = min(declared, notice - sigterm)
     steps += [
@@ -165,7 +208,7 @@ def _eks_spot(
         f"node gone at {notice} s",
     ]
     return PreemptionPath(
-        workload, "EKS spot", names, notice, sigterm, grace, declared, tuple(steps), fix
+        workload, capacity, names, notice, sigterm, grace, declared, tuple(steps), fix
     )
 
 
@@ -175,19 +218,30 @@ def paths(
     annotations: Mapping[str, str],
     fitting: list[Pool],
     blocking_budgets: list[str],
+    *,
+    cloud: Cloud,
 ) -> list[PreemptionPath]:
-    """The preemption path of a workload on each kind of reclaimable pool it fits."""
+    """The preemption path of a workload on each kind of reclaimable pool it fits, in the
+    plan's ``cloud``."""
     found = []
-    gke_spot = [
-        p for p in fitting if p.shape.spot and p.scaling.provisioner is not Provisioner.KARPENTER
-    ]
+    node_pools = tuple(
+        p.name
+        for p in fitting
+        if p.shape.spot and p.scaling.provisioner is not Provisioner.KARPENTER
+    )
     karpenter_spot = [
         p for p in fitting if p.shape.spot and p.scaling.provisioner is Provisioner.KARPENTER
     ]
-    if gke_spot:
-        found.append(_gke_spot(workload, tuple(p.name for p in gke_spot), pod))
+    if node_pools and cloud is Cloud.AKS:
+        found.append(_aks_spot(workload, node_pools, pod, blocking_budgets))
+    elif node_pools:
+        found.append(_gke_spot(workload, node_pools, pod))
     if karpenter_spot:
-        found.append(_eks_spot(workload, karpenter_spot, pod, annotations, blocking_budgets))
+        found.append(
+            _karpenter_spot(
+                workload, karpenter_spot, pod, annotations, blocking_budgets, cloud=cloud
+            )
+        )
     return found
 
 

@@ -129,6 +129,9 @@ def whole_numbers(value: Any) -> Any:
 
 OFFLINE_ACCOUNT = "123456789012"
 """AWS account id the offline plan pretends to run in (AWS's documentation example)."""
+OFFLINE_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
+OFFLINE_TENANT = "11111111-1111-1111-1111-111111111111"
+"""Azure subscription and tenant the offline plan pretends to run in."""
 _FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\noffline\n-----END").decode()
 
 
@@ -139,6 +142,8 @@ class OfflineCloud:
     project: str = "offline-project"
     region: str = "us-east-1"
     account: str = OFFLINE_ACCOUNT
+    subscription: str = OFFLINE_SUBSCRIPTION
+    tenant: str = OFFLINE_TENANT
 
     def arn(self, service: str, resource: str, *, regional: bool = True) -> str:
         return f"arn:aws:{service}:{self.region if regional else ''}:{self.account}:{resource}"
@@ -181,6 +186,35 @@ _OUTPUTS: dict[str, OutputFaker] = {
         "url": f"https://sqs.{cloud.region}.amazonaws.com/{cloud.account}/"
         + inputs.get("name", name),
     },
+    "azure-native:resources:ResourceGroup": lambda name, inputs, cloud: {
+        "name": inputs.get("resourceGroupName", name),
+        "id": f"/subscriptions/{cloud.subscription}/resourceGroups/"
+        + inputs.get("resourceGroupName", name),
+    },
+    "azure-native:containerservice:ManagedCluster": lambda name, inputs, cloud: {
+        "name": inputs.get("resourceName", name),
+        "oidcIssuerProfile": {
+            **inputs.get("oidcIssuerProfile", {}),
+            "issuerURL": f"https://{inputs.get('location')}.oic.prod-aks.azure.com/"
+            f"{cloud.tenant}/offline/",
+        },
+    },
+    "azure-native:managedidentity:UserAssignedIdentity": lambda name, inputs, cloud: {
+        "name": inputs.get("resourceName", name),
+        "clientId": "22222222-2222-2222-2222-222222222222",
+        "principalId": "33333333-3333-3333-3333-333333333333",
+        "tenantId": cloud.tenant,
+    },
+    "azure-native:storage:StorageAccount": lambda name, inputs, _cloud: {
+        "name": inputs.get("accountName", name),
+    },
+    "azure-native:storage:BlobContainer": lambda name, inputs, cloud: {
+        "name": inputs.get("containerName", name),
+        "id": f"/subscriptions/{cloud.subscription}/resourceGroups/"
+        f"{inputs.get('resourceGroupName')}/providers/Microsoft.Storage/storageAccounts/"
+        f"{inputs.get('accountName')}/blobServices/default/containers/"
+        f"{inputs.get('containerName', name)}",
+    },
     "aws:s3/bucket:Bucket": lambda name, inputs, _cloud: {
         "bucket": inputs.get("bucket", name),
         "arn": f"arn:aws:s3:::{inputs.get('bucket', name)}",
@@ -189,6 +223,22 @@ _OUTPUTS: dict[str, OutputFaker] = {
 
 # Results of the data sources (invokes) a program calls.
 _CALLS: dict[str, Callable[[OfflineCloud], dict[str, Any]]] = {
+    "azure-native:authorization:getClientConfig": lambda cloud: {
+        "subscriptionId": cloud.subscription,
+        "tenantId": cloud.tenant,
+        "clientId": "44444444-4444-4444-4444-444444444444",
+        "objectId": "55555555-5555-5555-5555-555555555555",
+    },
+    "azure-native:containerservice:listManagedClusterUserCredentials": lambda _cloud: {
+        "kubeconfigs": [
+            {
+                "name": "clusterUser",
+                "value": base64.b64encode(
+                    b"apiVersion: v1\nkind: Config\nclusters: []\nusers: []\ncontexts: []\n"
+                ).decode(),
+            }
+        ]
+    },
     "aws:index/getPartition:getPartition": lambda _cloud: {
         "partition": "aws",
         "dnsSuffix": "amazonaws.com",
@@ -213,7 +263,8 @@ class OfflineMocks(pulumi_mocks.Mocks):
         faker = _OUTPUTS.get(args.typ)
         if faker:
             outputs.update(faker(args.name, args.inputs, self.cloud))
-        return f"{args.name}-id", outputs
+        # Azure resources are referred to by their ARM id, which a faker builds.
+        return outputs.pop("id", f"{args.name}-id"), outputs
 
     def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict, list]:
         result = _CALLS.get(args.token)

@@ -8,14 +8,14 @@ its inputs (camelCase, as both the mocks and CrossGuard present them).
 
 Resource rules judge one resource at a time; stack rules need several (a bucket against
 its cluster's region, a Job against the PriorityClasses it uses). One module per subject:
-``gke``, ``eks``, ``karpenter`` for NodePools on any cloud, ``kubernetes`` for the
+``gke``, ``eks``, ``aks``, ``karpenter`` for NodePools on any cloud, ``kubernetes`` for the
 objects every cloud renders, and
 ``disruption`` for PodDisruptionBudgets.
 """
 
 from __future__ import annotations
 
-from spotproof.policy import disruption, eks, gke, karpenter, kubernetes
+from spotproof.policy import aks, disruption, eks, gke, karpenter, kubernetes
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule, Violation
 
 __all__ = [
@@ -31,12 +31,14 @@ __all__ = [
 RESOURCE_RULES: tuple[ResourceRule, ...] = (
     *gke.RESOURCE_RULES,
     *eks.RESOURCE_RULES,
+    *aks.RESOURCE_RULES,
     *karpenter.RESOURCE_RULES,
     *kubernetes.RESOURCE_RULES,
 )
 STACK_RULES: tuple[StackRule, ...] = (
     *gke.STACK_RULES,
     *eks.STACK_RULES,
+    *aks.STACK_RULES,
     *karpenter.STACK_RULES,
     *kubernetes.STACK_RULES,
     *disruption.STACK_RULES,

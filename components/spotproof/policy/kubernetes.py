@@ -14,6 +14,7 @@ PRIORITY_CLASS = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
 CLUSTER_TYPES = {
     "gcp:container/cluster:Cluster": Cloud.GKE,
     "aws:eks/cluster:Cluster": Cloud.EKS,
+    "azure-native:containerservice:ManagedCluster": Cloud.AKS,
 }
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud
-from spotproof.spec import eks, gke
+from spotproof.spec import aks, eks, gke
 from spotproof.spec.errors import SpecError
 from spotproof.spec.fields import (
     ConfigObject,
@@ -31,7 +31,11 @@ from spotproof.spec.shared import DNS_LABEL, CloudConfig, check_node_range, dns_
 from spotproof.spec.types import BucketSpec, FleetSpec, PoolClass, SmokeTest, SystemPool
 
 NAMESPACE = "spotproof"
-CLOUDS: dict[Cloud, CloudConfig] = {Cloud.GKE: gke.CONFIG, Cloud.EKS: eks.CONFIG}
+CLOUDS: dict[Cloud, CloudConfig] = {
+    Cloud.GKE: gke.CONFIG,
+    Cloud.EKS: eks.CONFIG,
+    Cloud.AKS: aks.CONFIG,
+}
 KUBERNETES_VERSIONS = tuple(f"1.{minor}" for minor in range(31, 38))
 """Minor versions with GA podFailurePolicy (1.31+) that kubernetes-validate has schemas for."""
 
@@ -125,7 +129,7 @@ def _kubernetes_version(key: str, raw: Any) -> str:
 
 SECRET_SHOWN = "[secret]"
 """How a secret value appears in messages: never as itself."""
-_CLOUD_KEYS = ("gcp:project", "gcp:region", "aws:region")
+_CLOUD_KEYS = tuple(key for cloud in CLOUDS.values() for key in cloud.own_keys)
 """Keys outside the ``spotproof`` namespace the spec reads."""
 
 

@@ -388,5 +388,6 @@ CONFIG = CloudConfig(
     bucket_rule=BUCKET_RULE,
     read_bucket_extras=_kms_key,
     finish=_check_karpenter_replicas,
+    own_keys=("aws:region",),
 )
 """How the EKS section is read from stack config."""

@@ -388,5 +388,6 @@ CONFIG = CloudConfig(
     bucket_name_ok=bucket_name_ok,
     bucket_rule=BUCKET_RULE,
     finish=fit_autoprovisioning,
+    own_keys=("gcp:project", "gcp:region"),
 )
 """How the GKE section is read from stack config."""

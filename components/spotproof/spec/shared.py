@@ -39,6 +39,8 @@ class CloudConfig:
     """Bucket fields only this cloud has (EKS: ``kmsKeyArn``)."""
     finish: Callable[[FleetSpec], FleetSpec] = lambda spec: spec
     """Checks and derived values that need the whole fleet (GKE's cluster-wide limits)."""
+    own_keys: tuple[str, ...] = ()
+    """Keys the section reads outside the ``spotproof`` namespace (``gcp:project``)."""
 
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

@@ -88,6 +88,14 @@ _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 _PREFIX = re.compile(r"^[a-z0-9][a-z0-9/_-]*[a-z0-9]$")
 
 
+def _on_demand(key: str, raw: Any) -> Capacity:
+    if raw != Capacity.ON_DEMAND.value:
+        raise SpecError(
+            key, raw, "the system pool runs cluster add-ons and cannot be spot", "on-demand"
+        )
+    return Capacity.ON_DEMAND
+
+
 @dataclass(frozen=True)
 class SystemPool:
     """The on-demand pool that runs cluster add-ons and nothing else.
@@ -104,6 +112,10 @@ class SystemPool:
     )
     """Upper bound; defaults to 3, or ``minNodes`` when that is larger."""
     disk_gb: int = setting("diskGb", integer(20, 65536), 100)
+    capacity: Capacity = setting("capacity", _on_demand, Capacity.ON_DEMAND)
+    """Always on-demand: add-ons (CoreDNS, the autoscaler, Karpenter) would go down with
+    every reclaim, and AKS refuses a spot pool as the default pool
+    (``articles/aks/spot-node-pool.md``). Accepted only to refuse ``spot`` by name."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,13 +2,16 @@
 
 - ``objects``: :class:`ObjectStore` over fsspec, used as it is for Azure (adlfs), and for
   the small objects and names of every store;
+- ``azure``: the adlfs options for ``az://``: a connection string, or an account with a
+  Microsoft Entra token credential (workload identity on AKS);
 - ``local``: a directory, with explicit durability and no copies;
 - ``s3``: checkpoint parts through botocore's synchronous client, checksummed;
 - ``gcs``: checkpoint parts through google-cloud-storage, checksummed;
 - ``errors``: one-line errors whose kind is decided by exception type.
 
 Endpoints and credentials come from each SDK's usual environment (``AWS_ENDPOINT_URL``,
-``STORAGE_EMULATOR_HOST``, ``AZURE_STORAGE_CONNECTION_STRING``, workload identity...).
+``STORAGE_EMULATOR_HOST``, ``AZURE_STORAGE_CONNECTION_STRING`` or
+``AZURE_STORAGE_ACCOUNT_NAME``, workload identity...).
 A URL is never reinterpreted as a local path.
 """
 
@@ -28,6 +31,7 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 import fsspec
 
 from spotproof.runtime.failures import Failure
+from spotproof.runtime.storage.azure import adlfs_options
 from spotproof.runtime.storage.errors import (
     AlreadyExists,
     StorageError,
@@ -104,7 +108,7 @@ def _filesystem(url: str, protocol: str, storage_options: dict[str, Any]) -> Any
     # No instance cache: endpoints and credentials come from the environment, which a
     # cached filesystem would silently ignore after it changes. No listings cache: other
     # writers change the bucket, and a stale listing would hide their manifests.
-    options: dict[str, Any] = {"skip_instance_cache": True, **_default_options(protocol)}
+    options: dict[str, Any] = {"skip_instance_cache": True, **_default_options(url, protocol)}
     if protocol != "file":
         options["use_listings_cache"] = False
     options.update(storage_options)
@@ -118,9 +122,9 @@ def _filesystem(url: str, protocol: str, storage_options: dict[str, Any]) -> Any
         raise failed(f"checkpoint URL {url!r}", f"setting up {protocol}", error) from None
 
 
-def _default_options(protocol: str) -> dict[str, Any]:
+def _default_options(url: str, protocol: str) -> dict[str, Any]:
     if protocol == "gcs" and os.environ.get("STORAGE_EMULATOR_HOST"):
         return {"token": "anon", "endpoint_url": os.environ["STORAGE_EMULATOR_HOST"]}
-    if protocol == "abfs" and os.environ.get("AZURE_STORAGE_CONNECTION_STRING"):
-        return {"connection_string": os.environ["AZURE_STORAGE_CONNECTION_STRING"]}
+    if protocol == "abfs":
+        return adlfs_options(url)
     return {}

@@ -1,0 +1,18 @@
+"""AKS: the hybrid cluster, spot GPU agent pools, node auto-provisioning NodePools, the
+checkpoint storage account and its workload identity (``pip install spotproof[azure]``)."""
+
+from spotproof.aks.autoprovisioning import AutoProvisionedPools, AutoProvisionedPoolsArgs
+from spotproof.aks.bucket import CheckpointBucket, CheckpointBucketArgs
+from spotproof.aks.cluster import HybridCluster, HybridClusterArgs
+from spotproof.aks.pools import GpuAgentPools, GpuAgentPoolsArgs
+
+__all__ = [
+    "AutoProvisionedPools",
+    "AutoProvisionedPoolsArgs",
+    "CheckpointBucket",
+    "CheckpointBucketArgs",
+    "GpuAgentPools",
+    "GpuAgentPoolsArgs",
+    "HybridCluster",
+    "HybridClusterArgs",
+]

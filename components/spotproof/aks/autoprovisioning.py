@@ -1,0 +1,154 @@
+"""``spotproof:aks:AutoProvisionedPools``: the NodePools and AKSNodeClasses that AKS node
+auto-provisioning (managed Karpenter) fills with GPU VMs.
+
+- **APIs.** NodePools are ``karpenter.sh/v1``; node classes are ``karpenter.azure.com``
+  ``AKSNodeClass`` in ``v1beta1``, the version the CRD stores (``v1alpha2`` is served but
+  deprecated; there is no ``v1``: Azure/karpenter-provider-azure
+  ``pkg/apis/crds/karpenter.azure.com_aksnodeclasses.yaml``).
+- **Spot taint.** AKS's Karpenter labels spot nodes ``kubernetes.azure.com/scalesetpriority``
+  but adds no taint (unlike a spot agent pool), so the NodePool carries the contract's
+  spot taint itself; without it system pods could land on spot nodes.
+- **Sizes.** ``karpenter.azure.com/sku-name`` pins the pool to the VM sizes the stack
+  names, all with one GPU count, so the GPU ``limits`` mean a known number of nodes.
+- **Weights.** The NodePool with the highest ``weight`` that fits wins
+  (``articles/aks/node-auto-provisioning-node-pools.md``): spot above on-demand.
+- **Preemption.** A spot eviction is announced 30 s ahead (Scheduled Events ``Preempt``);
+  Karpenter's repair policy replaces a node with ``PreemptionScheduled=True`` at once
+  (``pkg/cloudprovider/cloudprovider.go`` ``RepairPolicies``), draining it. The template's
+  ``terminationGracePeriod`` bounds that drain to the notice, as on EKS.
+- **Disruption.** ``WhenEmpty`` consolidation never moves a busy GPU node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from spotproof import scheduling
+from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud
+from spotproof.catalog import aks as aks_catalog
+from spotproof.catalog import labels as platform_labels
+from spotproof.spec import Capacity
+from spotproof.spec.aks import AutoProvisionedPool, GpuDriver
+
+NODE_POOL_API = "karpenter.sh/v1"
+NODE_CLASS_GROUP = "karpenter.azure.com"
+NODE_CLASS_API = f"{NODE_CLASS_GROUP}/v1beta1"
+CONSOLIDATE_AFTER = {Capacity.SPOT: "5m", Capacity.ON_DEMAND: "1m"}
+GPU_MODE = {GpuDriver.INSTALL: "Driver", GpuDriver.NONE: "None"}
+"""AgentPool ``gpuProfile.driver`` spelling -> AKSNodeClass ``gpu.mode`` spelling."""
+MANAGED_BY = {"app.kubernetes.io/managed-by": "spotproof"}
+
+
+def node_pool(pool: AutoProvisionedPool) -> dict[str, Any]:
+    """The NodePool manifest of one auto-provisioned GPU pool."""
+    contract = scheduling.contract(pool.pool_class)
+    taints = [*contract.taints, *pool.extra_taints]
+    capacity = "spot" if pool.capacity is Capacity.SPOT else "on-demand"
+    return {
+        "apiVersion": NODE_POOL_API,
+        "kind": "NodePool",
+        "metadata": {"name": pool.name, "labels": dict(MANAGED_BY)},
+        "spec": {
+            "weight": pool.weight,
+            "limits": {scheduling.GPU_RESOURCE: str(pool.gpu_limit)},
+            "template": {
+                "metadata": {"labels": {**contract.labels, **pool.extra_labels}},
+                "spec": {
+                    "nodeClassRef": {
+                        "group": NODE_CLASS_GROUP,
+                        "kind": "AKSNodeClass",
+                        "name": pool.name,
+                    },
+                    "requirements": [
+                        {
+                            "key": platform_labels.KARPENTER_CAPACITY_LABEL,
+                            "operator": "In",
+                            "values": [capacity],
+                        },
+                        {
+                            "key": aks_catalog.SKU_NAME_LABEL,
+                            "operator": "In",
+                            "values": list(pool.vm_sizes),
+                        },
+                        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                    ],
+                    "taints": [
+                        {"key": t.key, "value": t.value, "effect": t.effect.value} for t in taints
+                    ],
+                    "expireAfter": f"{pool.expire_after_hours}h",
+                    "terminationGracePeriod": f"{GRACE_PERIOD_SECONDS[Cloud.AKS]}s",
+                },
+            },
+            "disruption": {
+                "consolidationPolicy": "WhenEmpty",
+                "consolidateAfter": CONSOLIDATE_AFTER[pool.capacity],
+                "budgets": [
+                    {"nodes": "100%", "reasons": ["Empty"]},
+                    {"nodes": "1", "reasons": ["Drifted"]},
+                ],
+            },
+        },
+    }
+
+
+def node_class(pool: AutoProvisionedPool, stack: str) -> dict[str, Any]:
+    """The AKSNodeClass one pool launches from."""
+    return {
+        "apiVersion": NODE_CLASS_API,
+        "kind": "AKSNodeClass",
+        "metadata": {"name": pool.name, "labels": dict(MANAGED_BY)},
+        "spec": {
+            "imageFamily": pool.image_family.value,
+            "osDiskSizeGB": pool.disk_gb,
+            "gpu": {"mode": GPU_MODE[pool.gpu_driver]},
+            "tags": {"spotproof-stack": stack, "spotproof-pool": pool.name},
+        },
+    }
+
+
+@dataclass
+class AutoProvisionedPoolsArgs:
+    pools: tuple[AutoProvisionedPool, ...]
+    stack: str
+    """Tags the VMs node auto-provisioning creates."""
+
+
+class AutoProvisionedPools(pulumi.ComponentResource):
+    """One AKSNodeClass and one NodePool per pool, applied with the ``provider`` in
+    ``opts`` (a cluster whose ``nodeProvisioningProfile.mode`` is ``Auto``)."""
+
+    pool_names: list[str]
+
+    def __init__(
+        self,
+        name: str,
+        args: AutoProvisionedPoolsArgs,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("spotproof:aks:AutoProvisionedPools", name, None, opts)
+        for pool in args.pools:
+            manifest = node_class(pool, args.stack)
+            node_class_object = k8s.apiextensions.CustomResource(
+                f"{name}-{pool.name}-class",
+                api_version=manifest["apiVersion"],
+                kind=manifest["kind"],
+                metadata=manifest["metadata"],
+                spec=manifest["spec"],
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            manifest = node_pool(pool)
+            k8s.apiextensions.CustomResource(
+                f"{name}-{pool.name}",
+                api_version=manifest["apiVersion"],
+                kind=manifest["kind"],
+                metadata=manifest["metadata"],
+                spec=manifest["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[node_class_object]),
+            )
+        self.pool_names = [pool.name for pool in args.pools]
+        self.register_outputs({"pool_names": self.pool_names})

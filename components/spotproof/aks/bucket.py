@@ -1,0 +1,188 @@
+"""``spotproof:aks:CheckpointBucket``: a storage account container for checkpoints and the
+one identity that may write it, through workload identity (no keys anywhere).
+
+Facts this relies on:
+
+- Storage account hardening (pulumi-azure-native ``storage.StorageAccount``, API
+  2024-01-01): ``allowSharedKeyAccess: false`` makes every request, SAS included, use
+  Microsoft Entra ID; ``defaultToOAuthAuthentication`` makes the portal do the same;
+  ``minimumTlsVersion`` defaults to TLS 1.0 when unset, and TLS 1.3 is not accepted as a
+  minimum, hence ``TLS1_2``.
+- Versioning and soft delete live on ``BlobServiceProperties`` named ``default`` (the
+  only name the API takes); lifecycle rules on the ``ManagementPolicy`` named ``default``.
+  A previous version's age counts from when it became previous
+  (https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-overview).
+- Workload identity (``articles/aks/workload-identity-deploy-cluster.md``): a
+  user-assigned identity with a federated credential for
+  ``system:serviceaccount:<namespace>:<name>``, issuer the cluster's OIDC issuer URL,
+  audience ``api://AzureADTokenExchange``; the service account names the identity's
+  client id in ``azure.workload.identity/client-id`` and pods opt in with the label
+  ``azure.workload.identity/use: "true"`` (only labelled pods get the token).
+- ``Storage Blob Data Contributor`` (role ``ba92f5b4-2d11-453d-a403-e96b0029c9fe``,
+  Azure built-in roles) scoped to the container alone. Role assignments take up to ten
+  minutes to apply, so the first run right after ``pulumi up`` may be refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_azure_native as azure
+
+from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
+from spotproof.spec import BucketSpec
+
+CONTAINER = "spotproof"
+"""The container checkpoints go in; ``az://spotproof/<prefix>``."""
+BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+TOKEN_AUDIENCE = "api://AzureADTokenExchange"
+CLIENT_ID_ANNOTATION = "azure.workload.identity/client-id"
+USE_LABEL = "azure.workload.identity/use"
+ACCOUNT_ENV = "AZURE_STORAGE_ACCOUNT_NAME"
+"""Names the storage account for the runtime's ``az://`` store."""
+
+
+@dataclass
+class CheckpointBucketArgs:
+    bucket: BucketSpec
+    """``bucket.name`` is the storage account's name."""
+    resource_group_name: pulumi.Input[str]
+    location: str
+    """The account's region: the cluster's."""
+    oidc_issuer_url: pulumi.Input[str]
+    """The cluster's OIDC issuer (``ManagedCluster.oidcIssuerProfile.issuerURL``)."""
+    trainer: ServiceAccountRef
+    stack: str
+    """Names the identity (``<stack>-trainer``) and tags what is created."""
+    protect: bool = False
+    """Refuse to delete the storage account."""
+
+
+class CheckpointBucket(pulumi.ComponentResource):
+    """A private, versioned container in a hardened storage account, and a user-assigned
+    identity the trainer's service account federates to, allowed on that container only."""
+
+    name: pulumi.Output[str]
+    url: pulumi.Output[str]
+    identity: WorkloadIdentity
+
+    def __init__(
+        self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("spotproof:aks:CheckpointBucket", name, None, opts)
+        settings, group = args.bucket, args.resource_group_name
+        child = pulumi.ResourceOptions(parent=self)
+        tags = {"spotproof-stack": args.stack, "spotproof-purpose": "checkpoints"}
+        account = azure.storage.StorageAccount(
+            f"{name}-account",
+            account_name=settings.name,
+            resource_group_name=group,
+            location=args.location,
+            kind=azure.storage.Kind.STORAGE_V2,
+            sku=azure.storage.SkuArgs(name=azure.storage.SkuName.STANDARD_LRS),
+            minimum_tls_version=azure.storage.MinimumTlsVersion.TLS1_2,
+            enable_https_traffic_only=True,
+            allow_blob_public_access=False,
+            allow_shared_key_access=False,
+            default_to_o_auth_authentication=True,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+        )
+        retention = {"enabled": True, "days": settings.noncurrent_days}
+        azure.storage.BlobServiceProperties(
+            f"{name}-blob-service",
+            account_name=account.name,
+            resource_group_name=group,
+            blob_services_name="default",
+            is_versioning_enabled=True,
+            delete_retention_policy=retention,
+            container_delete_retention_policy=retention,
+            opts=child,
+        )
+        container = azure.storage.BlobContainer(
+            f"{name}-container",
+            account_name=account.name,
+            resource_group_name=group,
+            container_name=CONTAINER,
+            public_access=azure.storage.PublicAccess.NONE,
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+        )
+        azure.storage.ManagementPolicy(
+            f"{name}-lifecycle",
+            account_name=account.name,
+            resource_group_name=group,
+            management_policy_name="default",
+            policy={
+                "rules": [
+                    {
+                        "name": "expire-previous-versions",
+                        "enabled": True,
+                        "type": "Lifecycle",
+                        "definition": {
+                            "filters": {
+                                "blob_types": ["blockBlob"],
+                                "prefix_match": [f"{CONTAINER}/"],
+                            },
+                            "actions": {
+                                "version": {
+                                    "delete": {
+                                        "days_after_creation_greater_than": settings.noncurrent_days
+                                    }
+                                }
+                            },
+                        },
+                    }
+                ]
+            },
+            opts=child,
+        )
+
+        trainer = azure.managedidentity.UserAssignedIdentity(
+            f"{name}-trainer",
+            resource_name_=f"{args.stack}-trainer",
+            resource_group_name=group,
+            location=args.location,
+            tags=tags,
+            opts=child,
+        )
+        account_ref = args.trainer
+        azure.managedidentity.FederatedIdentityCredential(
+            f"{name}-trainer-federation",
+            resource_name_=trainer.name,
+            resource_group_name=group,
+            federated_identity_credential_resource_name=f"{account_ref.namespace}-{account_ref.name}",
+            issuer=args.oidc_issuer_url,
+            subject=f"system:serviceaccount:{account_ref.namespace}:{account_ref.name}",
+            audiences=[TOKEN_AUDIENCE],
+            opts=child,
+        )
+        subscription = azure.authorization.get_client_config_output(
+            opts=pulumi.InvokeOutputOptions(parent=self)
+        ).subscription_id
+        azure.authorization.RoleAssignment(
+            f"{name}-trainer-writes-container",
+            principal_id=trainer.principal_id,
+            principal_type=azure.authorization.PrincipalType.SERVICE_PRINCIPAL,
+            role_definition_id=subscription.apply(
+                lambda sub: (
+                    f"/subscriptions/{sub}/providers/Microsoft.Authorization/"
+                    f"roleDefinitions/{BLOB_DATA_CONTRIBUTOR}"
+                )
+            ),
+            scope=container.id,
+            opts=child,
+        )
+
+        self.name = account.name
+        self.url = pulumi.Output.from_input(f"az://{CONTAINER}")
+        self.identity = WorkloadIdentity(
+            service_account=args.trainer,
+            cloud_identity=trainer.client_id,
+            service_account_annotations=trainer.client_id.apply(
+                lambda client_id: {CLIENT_ID_ANNOTATION: client_id}
+            ),
+            pod_labels={USE_LABEL: "true"},
+            environment={ACCOUNT_ENV: settings.name},
+        )
+        self.register_outputs({"name": self.name, "url": self.url})

@@ -1,0 +1,206 @@
+"""``spotproof:aks:HybridCluster``: an AKS cluster for spot GPU work.
+
+Facts this relies on:
+
+- Workload identity needs the OIDC issuer and the workload identity webhook, both
+  enabled on the cluster (``articles/aks/workload-identity-deploy-cluster.md``).
+- Networking is Azure CNI overlay with the Cilium dataplane and network policy: node
+  auto-provisioning supports it (and recommends Cilium) and refuses Calico
+  (``articles/aks/node-auto-provisioning-networking.md``).
+- Node auto-provisioning: ``nodeProvisioningProfile.mode: Auto`` with
+  ``defaultNodePools: None`` runs only the NodePools declared here
+  (``articles/aks/use-node-auto-provisioning.md``); it needs a managed identity, and
+  agent pools of such a cluster cannot autoscale (pulumi-azure-native
+  ``NodeProvisioningMode.AUTO``), so the system pool then has a fixed size.
+- A spot pool cannot be the cluster's first (default) pool
+  (``articles/aks/spot-node-pool.md``): the System pool is declared with the cluster and
+  every GPU pool after it.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_azure_native as azure
+import pulumi_kubernetes as k8s
+
+from spotproof.aks.autoprovisioning import AutoProvisionedPools, AutoProvisionedPoolsArgs
+from spotproof.aks.bucket import CheckpointBucket, CheckpointBucketArgs
+from spotproof.aks.pools import GpuAgentPools, GpuAgentPoolsArgs, system_pool_profile
+from spotproof.catalog import aks as aks_catalog
+from spotproof.kube import ClusterBaseline, ClusterBaselineArgs
+from spotproof.kube.smoke import trainer_account
+from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
+from spotproof.spec import Capacity, FleetSpec, PoolClass
+from spotproof.spec.aks import AksFleet
+
+
+@dataclass
+class HybridClusterArgs:
+    fleet: FleetSpec
+    """An AKS fleet (``fleet.platform`` is an ``AksFleet``), e.g. from ``fleet_from_config``."""
+
+
+class HybridCluster(pulumi.ComponentResource):
+    """A resource group (or the stack's existing one), a cluster with a tainted System
+    pool, workload identity and Cilium, spot GPU agent pools or node auto-provisioning
+    NodePools, the checkpoint storage and its identity, and the Kubernetes baseline.
+
+    Kubernetes objects use :attr:`provider`, built from the cluster's own credentials,
+    never an ambient kubeconfig.
+    """
+
+    cluster_name: pulumi.Output[str]
+    resource_group_name: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+    """The cluster user's kubeconfig (``listClusterUserCredential``); a secret."""
+    oidc_issuer_url: pulumi.Output[str]
+    provider: k8s.Provider
+    bucket: CheckpointBucket
+    baseline: ClusterBaseline
+    pool_names: list[str]
+    workload_identity: WorkloadIdentity
+
+    def __init__(
+        self, name: str, args: HybridClusterArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("spotproof:aks:HybridCluster", name, None, opts)
+        spec = args.fleet
+        if not isinstance(spec.platform, AksFleet):
+            raise TypeError(f"spotproof.aks.HybridCluster needs an AKS fleet, not {spec.cloud}")
+        aks = self._aks = spec.platform
+        child = pulumi.ResourceOptions(parent=self)
+        tags = {"spotproof-stack": spec.stack, "spotproof-env": spec.environment}
+
+        if aks.resource_group:
+            group: pulumi.Output[str] = pulumi.Output.from_input(aks.resource_group)
+        else:
+            group = azure.resources.ResourceGroup(
+                f"{name}-group",
+                resource_group_name=spec.stack,
+                location=spec.region,
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self, protect=spec.protect),
+            ).name
+
+        system = system_pool_profile(spec.system_pool, spec.kubernetes_version)
+        if aks.node_auto_provisioning:
+            system.update(enable_auto_scaling=False, min_count=None, max_count=None)
+        cluster = azure.containerservice.ManagedCluster(
+            name,
+            resource_name_=spec.cluster_name,
+            resource_group_name=group,
+            location=spec.region,
+            dns_prefix=spec.cluster_name,
+            kubernetes_version=spec.kubernetes_version,
+            identity={"type": azure.containerservice.ResourceIdentityType.SYSTEM_ASSIGNED},
+            sku={"name": "Base", "tier": "Standard" if spec.protect else "Free"},
+            agent_pool_profiles=[system],
+            oidc_issuer_profile={"enabled": True},
+            security_profile={"workload_identity": {"enabled": True}},
+            network_profile={
+                "network_plugin": "azure",
+                "network_plugin_mode": "overlay",
+                "network_dataplane": "cilium",
+                "network_policy": "cilium",
+            },
+            node_provisioning_profile={"mode": "Auto", "default_node_pools": "None"}
+            if aks.node_auto_provisioning
+            else {"mode": "Manual"},
+            tags=tags,
+            # The autoscaler changes the system pool's count; that is not drift.
+            opts=pulumi.ResourceOptions(
+                parent=self, protect=spec.protect, ignore_changes=["agentPoolProfiles[0].count"]
+            ),
+        )
+        self.cluster_name = cluster.name
+        self.resource_group_name = group
+        self.oidc_issuer_url = cluster.oidc_issuer_profile.apply(
+            lambda profile: (profile.issuer_url if profile else None) or ""
+        )
+
+        self.gpu_pools = GpuAgentPools(
+            f"{name}-gpu",
+            GpuAgentPoolsArgs(
+                cluster_name=cluster.name,
+                resource_group_name=group,
+                pools=aks.gpu_pools,
+                stack=spec.stack,
+                kubernetes_version=spec.kubernetes_version,
+            ),
+            opts=child,
+        )
+
+        trainer = trainer_account(spec.smoke_test)
+        self.bucket = CheckpointBucket(
+            f"{name}-checkpoints",
+            CheckpointBucketArgs(
+                bucket=spec.bucket,
+                resource_group_name=group,
+                location=spec.region,
+                oidc_issuer_url=self.oidc_issuer_url,
+                trainer=trainer,
+                stack=spec.stack,
+                protect=spec.protect,
+            ),
+            opts=child,
+        )
+        self.workload_identity = self.bucket.identity
+
+        credentials = azure.containerservice.list_managed_cluster_user_credentials_output(
+            resource_group_name=group,
+            resource_name=cluster.name,
+            opts=pulumi.InvokeOutputOptions(parent=self),
+        )
+        self.kubeconfig = pulumi.Output.secret(
+            credentials.kubeconfigs.apply(
+                lambda configs: base64.b64decode(configs[0].value).decode()
+            )
+        )
+        self.provider = k8s.Provider(
+            f"{name}-kubernetes",
+            kubeconfig=self.kubeconfig,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
+        )
+        self.baseline = ClusterBaseline(
+            f"{name}-baseline",
+            ClusterBaselineArgs(namespace=trainer.namespace),
+            opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
+        )
+        nap_names: list[str] = []
+        if aks.node_auto_provisioning:
+            nap = AutoProvisionedPools(
+                f"{name}-autoprovisioned",
+                AutoProvisionedPoolsArgs(pools=aks.auto_provisioned_pools, stack=spec.stack),
+                opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
+            )
+            nap_names = nap.pool_names
+        self.pool_names = ["system", *self.gpu_pools.pool_names, *nap_names]
+        self.register_outputs(
+            {
+                "cluster_name": self.cluster_name,
+                "kubeconfig": self.kubeconfig,
+                "oidc_issuer_url": self.oidc_issuer_url,
+                "bucket_url": self.bucket.url,
+                "pool_names": self.pool_names,
+            }
+        )
+
+    def placement(self, target: PoolClass) -> TargetPlacement:
+        """Spot work tolerates the taint AKS puts on spot agent pools and carries no
+        disruption budget there (AKS drains a preempted node through evictions, with no
+        bound like a NodePool's ``terminationGracePeriod``); with node auto-provisioning it
+        may fall back to an on-demand NodePool, which the weights try only after spot."""
+        spot_agent_pools = any(p.capacity is Capacity.SPOT for p in self._aks.gpu_pools)
+        falls_back = any(p.capacity is Capacity.ON_DEMAND for p in self._aks.auto_provisioned_pools)
+        if target is not PoolClass.SPOT_GPU:
+            return TargetPlacement(target)
+        return TargetPlacement(
+            target,
+            fallback=[PoolClass.ON_DEMAND_GPU] if falls_back else [],
+            reclaim_honours_budgets=spot_agent_pools,
+            platform_taints=[aks_catalog.SPOT_TAINT] if spot_agent_pools else [],
+        )

@@ -1,0 +1,87 @@
+"""Azure GPU VM sizes AKS can run, and the labels and taints AKS puts on nodes itself.
+
+An AKS agent pool has exactly one VM size, so a GPU pool's GPU count and model follow from
+its size; node auto-provisioning (managed Karpenter) picks among the sizes a NodePool
+allows. The table is what the plan needs to check a pool offline ("does this size have
+the GPUs the Job asks for?"), from the Azure VM size documentation
+(MicrosoftDocs/azure-compute-docs ``articles/virtual-machines/sizes/gpu-accelerated/``:
+``ncast4v3-series.md``, ``nca100v4-series.md``, ``ncadsh100v5-series.md``,
+``ndasra100v4-series``, ``ndma100v4-series.md``, ``ndh100v5-series.md``,
+``nd-h200-v5-series.md``). Only NVIDIA sizes: AKS does not support the AMD NVv4 series
+(``articles/aks/use-nvidia-gpu.md``), whose smallest recommended GPU size is
+``Standard_NC4as_T4_v3``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from spotproof.spec.types import Taint
+
+
+@dataclass(frozen=True)
+class GpuVmSize:
+    name: str
+    gpus: int
+    gpu: str
+    """GPU model, as in the size's name (``T4``, ``A100``, ``H100``, ``H200``)."""
+
+
+GPU_VM_SIZES: dict[str, GpuVmSize] = {
+    size.name: size
+    for size in (
+        GpuVmSize("Standard_NC4as_T4_v3", 1, "T4"),
+        GpuVmSize("Standard_NC8as_T4_v3", 1, "T4"),
+        GpuVmSize("Standard_NC16as_T4_v3", 1, "T4"),
+        GpuVmSize("Standard_NC64as_T4_v3", 4, "T4"),
+        GpuVmSize("Standard_NC24ads_A100_v4", 1, "A100"),
+        GpuVmSize("Standard_NC48ads_A100_v4", 2, "A100"),
+        GpuVmSize("Standard_NC96ads_A100_v4", 4, "A100"),
+        GpuVmSize("Standard_NC40ads_H100_v5", 1, "H100"),
+        GpuVmSize("Standard_NC80adis_H100_v5", 2, "H100"),
+        GpuVmSize("Standard_ND96asr_v4", 8, "A100"),
+        GpuVmSize("Standard_ND96amsr_A100_v4", 8, "A100"),
+        GpuVmSize("Standard_ND96isr_H100_v5", 8, "H100"),
+        GpuVmSize("Standard_ND96isr_H200_v5", 8, "H200"),
+    )
+}
+
+VM_SIZE = re.compile(r"^Standard_[A-Za-z0-9_]+$")
+"""The shape of an Azure VM size name (``Standard_D4ds_v5``)."""
+SYSTEM_VM_SIZE = "Standard_D4ds_v5"
+"""Default for the system pool: 4 vCPU / 16 GiB, above the system pool minimum of 4 vCPU
+and 4 GB (``articles/aks/use-system-pools.md``)."""
+
+AGENT_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+"""Linux agent pool names: 1-12 lowercase alphanumerics, starting with a letter
+(``articles/aks/create-node-pools.md``, ``use-system-pools.md``)."""
+
+SCALE_SET_PRIORITY_LABEL = "kubernetes.azure.com/scalesetpriority"
+AGENT_POOL_LABEL = "kubernetes.azure.com/agentpool"
+MODE_LABEL = "kubernetes.azure.com/mode"
+"""Labels AKS puts on its nodes (observed and listed in Azure/karpenter-provider-azure
+``pkg/apis/v1beta1/labels.go``): the pool, ``system``/``user``, and ``spot`` on spot
+nodes (AKS writes no ``regular``; its Karpenter does)."""
+SPOT_TAINT = Taint(SCALE_SET_PRIORITY_LABEL, "spot")
+"""AKS taints every spot agent pool ``kubernetes.azure.com/scalesetpriority=spot:NoSchedule``
+by itself (``articles/aks/spot-node-pool.md``), and writes it back into the pool's
+``nodeTaints``: declaring it keeps a second ``pulumi up`` diff-free. AKS node
+auto-provisioning only labels spot nodes (no code in karpenter-provider-azure adds the
+taint), so its NodePools carry the contract's own spot taint instead."""
+
+SKU_NAME_LABEL = "karpenter.azure.com/sku-name"
+SKU_GPU_COUNT_LABEL = "karpenter.azure.com/sku-gpu-count"
+SKU_GPU_NAME_LABEL = "karpenter.azure.com/sku-gpu-name"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+"""Labels AKS node auto-provisioning puts on a node from the size it chose
+(karpenter-provider-azure ``pkg/providers/instancetype/instancetype.go``)."""
+
+
+def injected_labels(pool_name: str, mode: str, *, spot: bool) -> dict[str, str]:
+    """Labels AKS puts on an agent pool's nodes: the pool, ``system``/``user``, and
+    ``spot`` on spot pools. Modelled, never declared: the prefix is AKS's own."""
+    labels = {AGENT_POOL_LABEL: pool_name, MODE_LABEL: mode.lower()}
+    if spot:
+        labels[SCALE_SET_PRIORITY_LABEL] = "spot"
+    return labels

@@ -1,0 +1,104 @@
+"""Rules for AKS resources: agent pools, the cluster, the storage account and the trainer's
+role assignment."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from spotproof import pool_shapes, scheduling
+from spotproof.catalog import Cloud
+from spotproof.catalog import aks as aks_catalog
+from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
+from spotproof.spec.types import PoolClass
+
+AGENT_POOL = pool_shapes.AKS_AGENT_POOL
+CLUSTER = pool_shapes.AKS_CLUSTER
+STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
+ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
+BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+
+
+def _pool_rules(inputs: Mapping[str, Any]) -> Iterator[str]:
+    shape = pool_shapes.aks_agent_pool(inputs)
+    name = shape.pool
+    if pool_shapes.pool_class(shape) == PoolClass.SYSTEM or inputs.get("mode") == "System":
+        if shape.spot:
+            yield f"pool {name}: the system pool must be Regular: add-ons cannot survive evictions"
+        if scheduling.system_taint(Cloud.AKS) not in shape.taints:
+            yield f"pool {name}: the system pool must be tainted CriticalAddonsOnly=true:NoSchedule"
+        return
+    if not shape.spot:
+        return
+    spot_taint = scheduling.contract(PoolClass.SPOT_GPU).taints[0]
+    declared = inputs.get("nodeTaints") or []
+    if spot_taint not in shape.taints:
+        yield (
+            f"spot pool {name} lacks taint {spot_taint.key}={spot_taint.value}:NoSchedule; "
+            "workloads that tolerate AKS's spot taint alone could land on it"
+        )
+    if pool_shapes.taint_text(aks_catalog.SPOT_TAINT) not in declared:
+        yield (
+            f"spot pool {name} must declare {pool_shapes.taint_text(aks_catalog.SPOT_TAINT)}: "
+            "AKS adds it anyway, and leaving it out shows a diff on every up"
+        )
+    if inputs.get("scaleSetEvictionPolicy") != "Delete":
+        yield f"spot pool {name}: scaleSetEvictionPolicy must be Delete (Deallocate keeps quota)"
+
+
+def agent_pool(inputs: Mapping[str, Any]) -> Iterator[str]:
+    yield from _pool_rules(inputs)
+
+
+def cluster(inputs: Mapping[str, Any]) -> Iterator[str]:
+    for pool in pool_shapes.cluster_pools(inputs):
+        yield from _pool_rules(pool)
+    if not (inputs.get("oidcIssuerProfile") or {}).get("enabled"):
+        yield "the OIDC issuer must be enabled: workload identity federates to it"
+    identity = (inputs.get("securityProfile") or {}).get("workloadIdentity") or {}
+    if not identity.get("enabled"):
+        yield "workload identity must be enabled: the trainer gets no keys"
+
+
+def storage_account(inputs: Mapping[str, Any]) -> Iterator[str]:
+    if inputs.get("allowSharedKeyAccess") is not False:
+        yield "allowSharedKeyAccess must be false: only Microsoft Entra identities may write"
+    if inputs.get("allowBlobPublicAccess") is not False:
+        yield "allowBlobPublicAccess must be false"
+    if inputs.get("minimumTlsVersion") != "TLS1_2":
+        yield "minimumTlsVersion must be TLS1_2 (unset means TLS 1.0)"
+
+
+def role_scoped_to_container(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
+    """The trainer's data role applies to its container, never the account or wider."""
+    for role in (r for r in resources if r.type == ROLE_ASSIGNMENT):
+        if not str(role.inputs.get("roleDefinitionId", "")).endswith(BLOB_DATA_CONTRIBUTOR):
+            continue
+        scope = str(role.inputs.get("scope", ""))
+        if "/blobServices/default/containers/" not in scope:
+            yield (
+                role.name,
+                f"Storage Blob Data Contributor scoped to {scope or '(none)'}, not a container",
+            )
+
+
+RESOURCE_RULES: tuple[ResourceRule, ...] = (
+    ResourceRule(
+        "aks-agent-pool-safe", "Spot pools tainted; system pool Regular.", AGENT_POOL, agent_pool
+    ),
+    ResourceRule("aks-cluster-safe", "System pool, OIDC and workload identity.", CLUSTER, cluster),
+    ResourceRule(
+        "aks-storage-hardened",
+        "Storage account private, Entra-only, TLS 1.2.",
+        STORAGE_ACCOUNT,
+        storage_account,
+    ),
+)
+
+STACK_RULES: tuple[StackRule, ...] = (
+    StackRule(
+        "aks-role-scoped-to-container",
+        "The trainer may write its container only.",
+        role_scoped_to_container,
+    ),
+)
