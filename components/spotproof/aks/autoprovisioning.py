@@ -27,73 +27,29 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from spotproof import scheduling
 from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud
 from spotproof.catalog import aks as aks_catalog
-from spotproof.catalog import labels as platform_labels
-from spotproof.spec import Capacity
+from spotproof.kube import nodepool
 from spotproof.spec.aks import AutoProvisionedPool, GpuDriver
 
-NODE_POOL_API = "karpenter.sh/v1"
 NODE_CLASS_GROUP = "karpenter.azure.com"
 NODE_CLASS_API = f"{NODE_CLASS_GROUP}/v1beta1"
-CONSOLIDATE_AFTER = {Capacity.SPOT: "5m", Capacity.ON_DEMAND: "1m"}
 GPU_MODE = {GpuDriver.INSTALL: "Driver", GpuDriver.NONE: "None"}
 """AgentPool ``gpuProfile.driver`` spelling -> AKSNodeClass ``gpu.mode`` spelling."""
-MANAGED_BY = {"app.kubernetes.io/managed-by": "spotproof"}
 
 
 def node_pool(pool: AutoProvisionedPool) -> dict[str, Any]:
     """The NodePool manifest of one auto-provisioned GPU pool."""
-    contract = scheduling.contract(pool.pool_class)
-    taints = [*contract.taints, *pool.extra_taints]
-    capacity = "spot" if pool.capacity is Capacity.SPOT else "on-demand"
-    return {
-        "apiVersion": NODE_POOL_API,
-        "kind": "NodePool",
-        "metadata": {"name": pool.name, "labels": dict(MANAGED_BY)},
-        "spec": {
-            "weight": pool.weight,
-            "limits": {scheduling.GPU_RESOURCE: str(pool.gpu_limit)},
-            "template": {
-                "metadata": {"labels": {**contract.labels, **pool.extra_labels}},
-                "spec": {
-                    "nodeClassRef": {
-                        "group": NODE_CLASS_GROUP,
-                        "kind": "AKSNodeClass",
-                        "name": pool.name,
-                    },
-                    "requirements": [
-                        {
-                            "key": platform_labels.KARPENTER_CAPACITY_LABEL,
-                            "operator": "In",
-                            "values": [capacity],
-                        },
-                        {
-                            "key": aks_catalog.SKU_NAME_LABEL,
-                            "operator": "In",
-                            "values": list(pool.vm_sizes),
-                        },
-                        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
-                        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
-                    ],
-                    "taints": [
-                        {"key": t.key, "value": t.value, "effect": t.effect.value} for t in taints
-                    ],
-                    "expireAfter": f"{pool.expire_after_hours}h",
-                    "terminationGracePeriod": f"{GRACE_PERIOD_SECONDS[Cloud.AKS]}s",
-                },
-            },
-            "disruption": {
-                "consolidationPolicy": "WhenEmpty",
-                "consolidateAfter": CONSOLIDATE_AFTER[pool.capacity],
-                "budgets": [
-                    {"nodes": "100%", "reasons": ["Empty"]},
-                    {"nodes": "1", "reasons": ["Drifted"]},
-                ],
-            },
-        },
-    }
+    return nodepool.node_pool(
+        pool,
+        node_class_ref={"group": NODE_CLASS_GROUP, "kind": "AKSNodeClass", "name": pool.name},
+        requirements=[
+            {"key": aks_catalog.SKU_NAME_LABEL, "operator": "In", "values": list(pool.vm_sizes)},
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+            {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+        ],
+        termination_grace_seconds=GRACE_PERIOD_SECONDS[Cloud.AKS],
+    )
 
 
 def node_class(pool: AutoProvisionedPool, stack: str) -> dict[str, Any]:
@@ -101,7 +57,7 @@ def node_class(pool: AutoProvisionedPool, stack: str) -> dict[str, Any]:
     return {
         "apiVersion": NODE_CLASS_API,
         "kind": "AKSNodeClass",
-        "metadata": {"name": pool.name, "labels": dict(MANAGED_BY)},
+        "metadata": {"name": pool.name, "labels": dict(nodepool.MANAGED_BY)},
         "spec": {
             "imageFamily": pool.image_family.value,
             "osDiskSizeGB": pool.disk_gb,

@@ -85,9 +85,9 @@ class HybridCluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, protect=spec.protect),
             ).name
 
-        system = system_pool_profile(spec.system_pool, spec.kubernetes_version)
-        if aks.node_auto_provisioning:
-            system.update(enable_auto_scaling=False, min_count=None, max_count=None)
+        system = system_pool_profile(
+            spec.system_pool, spec.kubernetes_version, autoscaled=not aks.node_auto_provisioning
+        )
         cluster = azure.containerservice.ManagedCluster(
             name,
             resource_name_=spec.cluster_name,

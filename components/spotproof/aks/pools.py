@@ -41,8 +41,13 @@ def taints_of(pool: GpuAgentPool) -> list[Taint]:
     return [*platform, *scheduling.contract(pool.pool_class).taints, *pool.extra_taints]
 
 
-def system_pool_profile(pool: AksSystemPool, kubernetes_version: str) -> dict[str, Any]:
-    """The ``System`` pool, declared inside the ManagedCluster: AKS needs one to create it."""
+def system_pool_profile(
+    pool: AksSystemPool, kubernetes_version: str, *, autoscaled: bool
+) -> dict[str, Any]:
+    """The ``System`` pool, declared inside the ManagedCluster: AKS needs one to create it.
+    Not ``autoscaled`` under node auto-provisioning, which refuses autoscaling pools: it
+    then keeps ``min_nodes``."""
+    sizes = {"min_count": pool.min_nodes, "max_count": pool.max_nodes} if autoscaled else {}
     contract = scheduling.contract(PoolClass.SYSTEM, Cloud.AKS)
     return {
         "name": SYSTEM_POOL_NAME,
@@ -52,10 +57,9 @@ def system_pool_profile(pool: AksSystemPool, kubernetes_version: str) -> dict[st
         "os_sku": azure.containerservice.OSSKU.AZURE_LINUX,
         "os_disk_size_gb": pool.disk_gb,
         "type": azure.containerservice.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
-        "enable_auto_scaling": True,
+        "enable_auto_scaling": autoscaled,
         "count": pool.min_nodes,
-        "min_count": pool.min_nodes,
-        "max_count": pool.max_nodes,
+        **sizes,
         "node_taints": [taint_text(t) for t in contract.taints],
         "node_labels": dict(contract.labels),
         "orchestrator_version": kubernetes_version,

@@ -37,18 +37,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from spotproof import scheduling
 from spotproof.catalog import KARPENTER_TERMINATION_GRACE_SECONDS
-from spotproof.catalog import labels as platform_labels
 from spotproof.catalog.eks import (
     INSTANCE_FAMILY_LABEL,
     INSTANCE_GPU_COUNT_LABEL,
     INSTANCE_TYPE_LABEL,
 )
-from spotproof.spec import Capacity
+from spotproof.kube import nodepool
 from spotproof.spec.eks import KarpenterPool, KarpenterSpec
 
-NODE_POOL_API = "karpenter.sh/v1"
+NODE_POOL_API = nodepool.API_VERSION
 NODE_CLASS_API = "karpenter.k8s.aws/v1"
 DISCOVERY_TAG = "karpenter.sh/discovery"
 """Tag on the private subnets and the cluster security group that node classes select."""
@@ -56,9 +54,6 @@ DISCOVERY_TAG = "karpenter.sh/discovery"
 ARCH_LABEL = "kubernetes.io/arch"
 OS_LABEL = "kubernetes.io/os"
 
-CONSOLIDATE_AFTER = {Capacity.SPOT: "5m", Capacity.ON_DEMAND: "1m"}
-"""How long a node must stay empty before it goes: spot waits for the next job of a
-sweep; an on-demand fallback node is expensive and goes sooner."""
 OS_VOLUME_GB = 4
 
 
@@ -69,60 +64,21 @@ def _requirement(key: str, operator: str, values: list[str] | None = None, **ext
     return {**requirement, **extra}
 
 
-def capacity_type(capacity: Capacity) -> str:
-    return "spot" if capacity is Capacity.SPOT else "on-demand"
-
-
 def node_pool(pool: KarpenterPool, node_class: str) -> dict[str, Any]:
-    """The NodePool manifest of one GPU pool."""
-    contract = scheduling.contract(pool.pool_class)
-    taints = [*contract.taints, *pool.extra_taints]
-    return {
-        "apiVersion": NODE_POOL_API,
-        "kind": "NodePool",
-        "metadata": {"name": pool.name, "labels": {"app.kubernetes.io/managed-by": "spotproof"}},
-        "spec": {
-            "weight": pool.weight,
-            "limits": {scheduling.GPU_RESOURCE: str(pool.gpu_limit)},
-            "template": {
-                "metadata": {"labels": {**contract.labels, **pool.extra_labels}},
-                "spec": {
-                    "nodeClassRef": {
-                        "group": "karpenter.k8s.aws",
-                        "kind": "EC2NodeClass",
-                        "name": node_class,
-                    },
-                    "requirements": [
-                        _requirement(
-                            platform_labels.KARPENTER_CAPACITY_LABEL,
-                            "In",
-                            [capacity_type(pool.capacity)],
-                        ),
-                        _requirement(INSTANCE_FAMILY_LABEL, "In", list(pool.instance_families)),
-                        _requirement(INSTANCE_GPU_COUNT_LABEL, "In", [str(pool.gpus_per_node)]),
-                        _requirement(
-                            INSTANCE_TYPE_LABEL, "Exists", minValues=pool.min_instance_types
-                        ),
-                        _requirement(ARCH_LABEL, "In", ["amd64"]),
-                        _requirement(OS_LABEL, "In", ["linux"]),
-                    ],
-                    "taints": [
-                        {"key": t.key, "value": t.value, "effect": t.effect.value} for t in taints
-                    ],
-                    "expireAfter": f"{pool.expire_after_hours}h",
-                    "terminationGracePeriod": f"{KARPENTER_TERMINATION_GRACE_SECONDS}s",
-                },
-            },
-            "disruption": {
-                "consolidationPolicy": "WhenEmpty",
-                "consolidateAfter": CONSOLIDATE_AFTER[pool.capacity],
-                "budgets": [
-                    {"nodes": "100%", "reasons": ["Empty"]},
-                    {"nodes": "1", "reasons": ["Drifted"]},
-                ],
-            },
-        },
-    }
+    """The NodePool manifest of one GPU pool: its families and GPU count, at least
+    ``min_instance_types`` types to choose from, x86 Linux."""
+    return nodepool.node_pool(
+        pool,
+        node_class_ref={"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class},
+        requirements=[
+            _requirement(INSTANCE_FAMILY_LABEL, "In", list(pool.instance_families)),
+            _requirement(INSTANCE_GPU_COUNT_LABEL, "In", [str(pool.gpus_per_node)]),
+            _requirement(INSTANCE_TYPE_LABEL, "Exists", minValues=pool.min_instance_types),
+            _requirement(ARCH_LABEL, "In", ["amd64"]),
+            _requirement(OS_LABEL, "In", ["linux"]),
+        ],
+        termination_grace_seconds=KARPENTER_TERMINATION_GRACE_SECONDS,
+    )
 
 
 def _volume(device: str, size_gb: int) -> dict[str, Any]:

@@ -19,7 +19,7 @@ ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 
 
-def _pool_rules(inputs: Mapping[str, Any]) -> Iterator[str]:
+def agent_pool(inputs: Mapping[str, Any]) -> Iterator[str]:
     shape = pool_shapes.aks_agent_pool(inputs)
     name = shape.pool
     if pool_shapes.pool_class(shape) == PoolClass.SYSTEM or inputs.get("mode") == "System":
@@ -46,13 +46,9 @@ def _pool_rules(inputs: Mapping[str, Any]) -> Iterator[str]:
         yield f"spot pool {name}: scaleSetEvictionPolicy must be Delete (Deallocate keeps quota)"
 
 
-def agent_pool(inputs: Mapping[str, Any]) -> Iterator[str]:
-    yield from _pool_rules(inputs)
-
-
 def cluster(inputs: Mapping[str, Any]) -> Iterator[str]:
     for pool in pool_shapes.cluster_pools(inputs):
-        yield from _pool_rules(pool)
+        yield from agent_pool(pool)
     if not (inputs.get("oidcIssuerProfile") or {}).get("enabled"):
         yield "the OIDC issuer must be enabled: workload identity federates to it"
     identity = (inputs.get("securityProfile") or {}).get("workloadIdentity") or {}

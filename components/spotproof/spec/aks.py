@@ -26,13 +26,15 @@ from spotproof.spec.fields import (
     text,
 )
 from spotproof.spec.shared import (
+    DEFAULT_WEIGHT,
     CloudConfig,
+    check_fallback_weights,
     check_node_range,
     check_unique_names,
     dns_label,
     required,
 )
-from spotproof.spec.types import Capacity, CapacityPool, FleetSpec, SystemPool
+from spotproof.spec.types import CapacityPool, FleetSpec, SystemPool
 
 _LOCATION = re.compile(r"^[a-z]+[a-z0-9]*$")
 _RESOURCE_GROUP = re.compile(r"^[-\w.()]{0,89}[-\w()]$")
@@ -40,7 +42,6 @@ _RESOURCE_GROUP = re.compile(r"^[-\w.()]{0,89}[-\w()]$")
 (https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules)."""
 STORAGE_ACCOUNT = re.compile(r"^[a-z0-9]{3,24}$")
 BUCKET_RULE = "a storage account name: 3-24 lowercase letters and digits, unique across Azure"
-DEFAULT_WEIGHT = {Capacity.SPOT: 100, Capacity.ON_DEMAND: 10}
 ZONES = ("1", "2", "3")
 
 
@@ -257,22 +258,6 @@ def _auto_provisioned_pool(key: str, raw: Any) -> AutoProvisionedPool:
     return pool
 
 
-def _check_fallback_weights(key: str, pools: tuple[AutoProvisionedPool, ...]) -> None:
-    """The highest-weight NodePool that fits wins: a fallback above spot would be used first."""
-    spot = [p for p in pools if p.capacity is Capacity.SPOT]
-    for index, pool in enumerate(pools):
-        if pool.capacity is Capacity.ON_DEMAND and spot:
-            lowest = min(spot, key=lambda p: p.weight)
-            if pool.weight >= lowest.weight:
-                raise SpecError(
-                    f"{key}[{index}].weight",
-                    pool.weight,
-                    f"an on-demand fallback must weigh less than spot pool {lowest.name} "
-                    f"({lowest.weight})",
-                    f"1-{lowest.weight - 1}",
-                )
-
-
 def _list(top: ConfigObject, name: str, read: Callable[[str, Any], Any]) -> tuple[Any, ...]:
     key = config_key(AksFleet, name)
     return tuple(read(k, v) for k, v in items(top.key_of(key), top.field(key, _raw, [])))
@@ -288,7 +273,7 @@ def _section(top: ConfigObject, config: Mapping[str, Any]) -> tuple[AksFleet, st
         [(f"{gpu_key}[{i}].name", p.name) for i, p in enumerate(gpu_pools)]
         + [(f"{nap_key}[{i}].name", p.name) for i, p in enumerate(nap_pools)]
     )
-    _check_fallback_weights(nap_key, nap_pools)
+    check_fallback_weights(nap_key, nap_pools)
     if gpu_pools and nap_pools:
         raise SpecError(
             gpu_key,

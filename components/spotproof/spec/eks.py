@@ -22,9 +22,15 @@ from spotproof.spec.fields import (
     setting,
     text,
 )
-from spotproof.spec.shared import CloudConfig, check_unique_names, dns_label, required
+from spotproof.spec.shared import (
+    DEFAULT_WEIGHT,
+    CloudConfig,
+    check_fallback_weights,
+    check_unique_names,
+    dns_label,
+    required,
+)
 from spotproof.spec.types import (
-    Capacity,
     CapacityPool,
     FleetSpec,
     SystemPool,
@@ -48,7 +54,6 @@ KMS_KEY = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-f-]{36
 
 MAX_ZONES = 6
 """A created VPC gives each zone an eighth of its range and keeps the last for public subnets."""
-DEFAULT_WEIGHT = {Capacity.SPOT: 100, Capacity.ON_DEMAND: 10}
 
 
 @dataclass(frozen=True)
@@ -320,22 +325,6 @@ def _pool(key: str, raw: Any) -> KarpenterPool:
     return pool
 
 
-def _check_fallback_weights(key: str, pools: tuple[KarpenterPool, ...]) -> None:
-    """Karpenter tries the highest weight first: a fallback above spot would be used first."""
-    spot = [p for p in pools if p.capacity is Capacity.SPOT]
-    for index, pool in enumerate(pools):
-        if pool.capacity is Capacity.ON_DEMAND and spot:
-            lowest = min(spot, key=lambda p: p.weight)
-            if pool.weight >= lowest.weight:
-                raise SpecError(
-                    f"{key}[{index}].weight",
-                    pool.weight,
-                    f"an on-demand fallback must weigh less than spot pool {lowest.name} "
-                    f"({lowest.weight})",
-                    f"1-{lowest.weight - 1}",
-                )
-
-
 def _section(top: ConfigObject, config: Mapping[str, Any]) -> tuple[EksFleet, str]:
     region = region_of(config)
     key = top.key_of(config_key(EksFleet, "gpu_pools"))
@@ -343,7 +332,7 @@ def _section(top: ConfigObject, config: Mapping[str, Any]) -> tuple[EksFleet, st
         _pool(k, v) for k, v in items(key, top.field(config_key(EksFleet, "gpu_pools"), _raw, []))
     )
     check_unique_names([(f"{key}[{i}].name", pool.name) for i, pool in enumerate(gpu_pools)])
-    _check_fallback_weights(key, gpu_pools)
+    check_fallback_weights(key, gpu_pools)
     section = EksFleet(
         network=top.section(config_key(EksFleet, "network"), _network(region)),
         karpenter=top.field(config_key(EksFleet, "karpenter"), _karpenter),

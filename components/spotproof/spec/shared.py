@@ -4,16 +4,18 @@ of names, node ranges and taints."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from spotproof.spec.errors import SpecError
 from spotproof.spec.fields import ConfigObject, dns_label
-from spotproof.spec.types import CloudFleet, FleetSpec, taints
+from spotproof.spec.types import Capacity, CloudFleet, FleetSpec, taints
 
 __all__ = [
+    "DEFAULT_WEIGHT",
     "CloudConfig",
+    "check_fallback_weights",
     "check_node_range",
     "check_unique_names",
     "dns_label",
@@ -70,3 +72,29 @@ def check_unique_names(named: list[tuple[str, str]]) -> None:
                 key, name, f"duplicate pool name (also {seen[name]})", "a name no other pool uses"
             )
         seen[name] = key
+
+
+DEFAULT_WEIGHT = {Capacity.SPOT: 100, Capacity.ON_DEMAND: 10}
+"""Karpenter NodePool weights by capacity: spot first, the on-demand fallback after."""
+
+
+class WeightedPool(Protocol):
+    name: str
+    capacity: Capacity
+    weight: int
+
+
+def check_fallback_weights(key: str, pools: Sequence[WeightedPool]) -> None:
+    """The highest-weight NodePool that fits wins: a fallback above spot would be used first."""
+    spot = [p for p in pools if p.capacity is Capacity.SPOT]
+    for index, pool in enumerate(pools):
+        if pool.capacity is Capacity.ON_DEMAND and spot:
+            lowest = min(spot, key=lambda p: p.weight)
+            if pool.weight >= lowest.weight:
+                raise SpecError(
+                    f"{key}[{index}].weight",
+                    pool.weight,
+                    f"an on-demand fallback must weigh less than spot pool {lowest.name} "
+                    f"({lowest.weight})",
+                    f"1-{lowest.weight - 1}",
+                )
