@@ -17,6 +17,7 @@ from spotproof import fit, scheduling
 from spotproof.catalog import aks as aks_catalog
 from spotproof.catalog import eks as eks_catalog
 from spotproof.catalog import labels as platform_labels
+from spotproof.spec.aks import PLATFORM_SPOT_TAINT
 from spotproof.spec.types import Taint
 
 GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -98,8 +99,8 @@ def aks_agent_pool(inputs: Inputs) -> fit.NodeShape:
     spot = inputs.get("scaleSetPriority") == "Spot"
     size = aks_catalog.GPU_VM_SIZES.get(str(inputs.get("vmSize")))
     taints = [_aks_taint(t) for t in inputs.get("nodeTaints") or []]
-    if spot and aks_catalog.SPOT_TAINT not in taints:
-        taints.append(aks_catalog.SPOT_TAINT)
+    if spot and PLATFORM_SPOT_TAINT not in taints:
+        taints.append(PLATFORM_SPOT_TAINT)
     labels = {
         **_labels(inputs.get("nodeLabels")),
         **aks_catalog.injected_labels(name, str(inputs.get("mode") or "User"), spot=spot),

@@ -27,17 +27,16 @@ import pulumi_azure_native as azure
 
 from spotproof import scheduling
 from spotproof.catalog import Cloud
-from spotproof.catalog import aks as aks_catalog
 from spotproof.pool_shapes import taint_text
 from spotproof.spec import Capacity, PoolClass, Taint
-from spotproof.spec.aks import AksSystemPool, GpuAgentPool
+from spotproof.spec.aks import PLATFORM_SPOT_TAINT, AksSystemPool, GpuAgentPool
 
 SYSTEM_POOL_NAME = "system"
 
 
 def taints_of(pool: GpuAgentPool) -> list[Taint]:
     """The contract's taints, the pool's own, and on spot pools the one AKS adds."""
-    platform = [aks_catalog.SPOT_TAINT] if pool.capacity is Capacity.SPOT else []
+    platform = [PLATFORM_SPOT_TAINT] if pool.capacity is Capacity.SPOT else []
     return [*platform, *scheduling.contract(pool.pool_class).taints, *pool.extra_taints]
 
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from spotproof.spec.types import Taint
-
 
 @dataclass(frozen=True)
 class GpuVmSize:
@@ -63,12 +61,9 @@ MODE_LABEL = "kubernetes.azure.com/mode"
 """Labels AKS puts on its nodes (observed and listed in Azure/karpenter-provider-azure
 ``pkg/apis/v1beta1/labels.go``): the pool, ``system``/``user``, and ``spot`` on spot
 nodes (AKS writes no ``regular``; its Karpenter does)."""
-SPOT_TAINT = Taint(SCALE_SET_PRIORITY_LABEL, "spot")
-"""AKS taints every spot agent pool ``kubernetes.azure.com/scalesetpriority=spot:NoSchedule``
-by itself (``articles/aks/spot-node-pool.md``), and writes it back into the pool's
-``nodeTaints``: declaring it keeps a second ``pulumi up`` diff-free. AKS node
-auto-provisioning only labels spot nodes (no code in karpenter-provider-azure adds the
-taint), so its NodePools carry the contract's own spot taint instead."""
+SPOT_PRIORITY = "spot"
+"""The value of :data:`SCALE_SET_PRIORITY_LABEL` on spot nodes, and of the taint AKS puts on
+spot agent pools (``spotproof.spec.aks.PLATFORM_SPOT_TAINT``)."""
 
 SKU_NAME_LABEL = "karpenter.azure.com/sku-name"
 SKU_GPU_COUNT_LABEL = "karpenter.azure.com/sku-gpu-count"
@@ -83,5 +78,5 @@ def injected_labels(pool_name: str, mode: str, *, spot: bool) -> dict[str, str]:
     ``spot`` on spot pools. Modelled, never declared: the prefix is AKS's own."""
     labels = {AGENT_POOL_LABEL: pool_name, MODE_LABEL: mode.lower()}
     if spot:
-        labels[SCALE_SET_PRIORITY_LABEL] = "spot"
+        labels[SCALE_SET_PRIORITY_LABEL] = SPOT_PRIORITY
     return labels

@@ -8,8 +8,8 @@ from typing import Any
 
 from spotproof import pool_shapes, scheduling
 from spotproof.catalog import Cloud
-from spotproof.catalog import aks as aks_catalog
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
+from spotproof.spec.aks import PLATFORM_SPOT_TAINT
 from spotproof.spec.types import PoolClass
 
 AGENT_POOL = pool_shapes.AKS_AGENT_POOL
@@ -37,9 +37,9 @@ def agent_pool(inputs: Mapping[str, Any]) -> Iterator[str]:
             f"spot pool {name} lacks taint {spot_taint.key}={spot_taint.value}:NoSchedule; "
             "workloads that tolerate AKS's spot taint alone could land on it"
         )
-    if pool_shapes.taint_text(aks_catalog.SPOT_TAINT) not in declared:
+    if pool_shapes.taint_text(PLATFORM_SPOT_TAINT) not in declared:
         yield (
-            f"spot pool {name} must declare {pool_shapes.taint_text(aks_catalog.SPOT_TAINT)}: "
+            f"spot pool {name} must declare {pool_shapes.taint_text(PLATFORM_SPOT_TAINT)}: "
             "AKS adds it anyway, and leaving it out shows a diff on every up"
         )
     if inputs.get("scaleSetEvictionPolicy") != "Delete":

@@ -34,7 +34,7 @@ from spotproof.spec.shared import (
     dns_label,
     required,
 )
-from spotproof.spec.types import CapacityPool, FleetSpec, SystemPool
+from spotproof.spec.types import CapacityPool, FleetSpec, SystemPool, Taint
 
 _LOCATION = re.compile(r"^[a-z]+[a-z0-9]*$")
 _RESOURCE_GROUP = re.compile(r"^[-\w.()]{0,89}[-\w()]$")
@@ -43,6 +43,13 @@ _RESOURCE_GROUP = re.compile(r"^[-\w.()]{0,89}[-\w()]$")
 STORAGE_ACCOUNT = re.compile(r"^[a-z0-9]{3,24}$")
 BUCKET_RULE = "a storage account name: 3-24 lowercase letters and digits, unique across Azure"
 ZONES = ("1", "2", "3")
+
+PLATFORM_SPOT_TAINT = Taint(aks_catalog.SCALE_SET_PRIORITY_LABEL, aks_catalog.SPOT_PRIORITY)
+"""AKS taints every spot agent pool ``kubernetes.azure.com/scalesetpriority=spot:NoSchedule``
+by itself (``articles/aks/spot-node-pool.md``), and writes it back into the pool's
+``nodeTaints``: declaring it keeps a second ``pulumi up`` diff-free. AKS node
+auto-provisioning only labels spot nodes (no code in karpenter-provider-azure adds the
+taint), so its NodePools carry the contract's own spot taint instead."""
 
 
 class GpuDriver(StrEnum):
