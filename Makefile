@@ -10,7 +10,8 @@ STACK  ?= gke-dev
 
 .PHONY: demo test lint plan bench dist clean
 
-STORE  ?= s3
+# Empty: the emulator of the store the stack's Job writes to (gs:// -> fake-gcs-server).
+STORE  ?=
 
 $(STAMP): pyproject.toml constraints.txt package-lock.json
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +21,7 @@ $(STAMP): pyproject.toml constraints.txt package-lock.json
 
 demo: $(STAMP)
 	$(BIN)/spotproof plan --stack $(STACK) --out out/$(STACK) --json out/$(STACK).json
-	$(BIN)/spotproof smoke --stack $(STACK) --store $(STORE) --json out/smoke-$(STACK).json
+	$(BIN)/spotproof smoke --stack $(STACK) $(if $(STORE),--store $(STORE)) --json out/smoke-$(STACK).json
 
 test: $(STAMP) lint
 	$(BIN)/pytest

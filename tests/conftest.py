@@ -58,6 +58,11 @@ def eks_prod() -> PlanResult:
 
 
 @pytest.fixture
+def aks_dev() -> PlanResult:
+    return plan_of("aks-dev")
+
+
+@pytest.fixture
 def make_project(tmp_path: Path) -> Callable[..., Path]:
     """A copy of this project whose ``stacks/`` holds one stack, with its config given."""
 

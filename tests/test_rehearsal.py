@@ -10,7 +10,7 @@ from spotproof.plan import PlanResult
 from spotproof.smoke.harness import SmokeConfig, run_smoke
 from spotproof.smoke.job import DISRUPTION_TARGET, JobController, JobPolicy
 from spotproof.smoke.rehearsal import rehearsal
-from tests.support import REPO, run_cli
+from tests.support import REPO, plan_of, run_cli
 
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 BASE = SmokeConfig(store="file", preemptions=1, hard_kills=0, total_steps=240)
@@ -35,6 +35,27 @@ def test_gke_rehearsal_sends_sigterm_at_once_with_15_seconds(gke_dev: PlanResult
     assert (config.sigterm_after, config.grace_seconds, config.gone_after) == (0, 15, 30)
     # Nothing to wait for between notice and SIGTERM: steps keep their own pace.
     assert config.step_seconds == BASE.step_seconds
+
+
+def test_aks_rehearsal_sends_sigterm_at_once_with_the_30_second_notice(aks_dev: PlanResult) -> None:
+    rehearsed = rehearsal(aks_dev, BASE, total_steps=None, time_scale=1)
+    config = rehearsed.config
+    # AKS's node auto-drain evicts as the Preempt event arrives; the VM is gone 30 s later.
+    assert (config.sigterm_after, config.grace_seconds, config.gone_after) == (0, 30, 30)
+    assert rehearsed.path is not None and "AKS node auto-drain" in rehearsed.path.line()
+
+
+@pytest.mark.parametrize(
+    ("stack", "store"), [("gke-dev", "gcs"), ("eks-dev", "s3"), ("aks-dev", "azure")]
+)
+def test_rehearsal_emulates_the_store_the_job_writes_to(stack: str, store: str) -> None:
+    base = SmokeConfig(store="s3")
+    assert rehearsal(plan_of(stack), base, total_steps=None, time_scale=1).config.store == store
+
+
+def test_a_named_store_overrides_the_jobs_own(aks_dev: PlanResult) -> None:
+    config = rehearsal(aks_dev, BASE, total_steps=None, time_scale=1, store="file").config
+    assert config.store == "file"
 
 
 def test_path_without_sigterm_makes_the_rehearsal_fail(eks_dev: PlanResult) -> None:
@@ -73,6 +94,19 @@ def test_eks_stack_rehearsal_passes_end_to_end(capsys: pytest.CaptureFixture[str
     )
     assert (code, err) == (0, ""), out
     assert "SIGTERM 3 s after the notice" in out
+    assert "PASSED" in out
+
+
+def test_aks_stack_rehearsal_passes_against_azurite(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(
+        capsys,
+        "smoke",
+        *("--stack", "aks-dev", "--project-dir", str(REPO), "--time-scale", "0.1"),
+        *("--preemptions", "1", "--hard-kills", "1", "--steps", "300"),
+    )
+    assert (code, err) == (0, ""), out
+    assert "store: azure (az://" in out
+    assert "AKS node auto-drain evicts at once" in out
     assert "PASSED" in out
 
 

@@ -91,7 +91,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Start the store's emulator, run the trainer once uninterrupted and once "
         "with preemptions and hard kills, and fail unless both end with the same digest.",
     )
-    smoke.add_argument("--store", choices=STORES, default="s3", help="bucket to checkpoint into")
+    smoke.add_argument(
+        "--store",
+        choices=STORES,
+        default=None,
+        help="bucket to checkpoint into (default s3; with --stack, the emulator of the "
+        "store its Job writes to)",
+    )
     smoke.add_argument("--preemptions", type=_count(0, 20), default=2, help="graceful (SIGTERM)")
     smoke.add_argument("--hard-kills", type=_count(0, 20), default=2, help="SIGKILL, no warning")
     smoke.add_argument(
@@ -160,7 +166,7 @@ def _smoke(args: argparse.Namespace) -> int:
     from spotproof.smoke.report import render_timeline, summary, to_json  # noqa: PLC0415
 
     config = SmokeConfig(
-        store=args.store,
+        store=args.store or "s3",
         preemptions=args.preemptions,
         hard_kills=args.hard_kills,
         total_steps=args.steps or DEFAULT_SMOKE_STEPS,
@@ -215,7 +221,9 @@ def _rehearsal(args: argparse.Namespace, base: SmokeConfig) -> SmokeConfig:
 
     try:
         result = run_plan(args.stack, args.project_dir)
-        rehearsed = rehearsal(result, base, total_steps=args.steps, time_scale=args.time_scale)
+        rehearsed = rehearsal(
+            result, base, total_steps=args.steps, time_scale=args.time_scale, store=args.store
+        )
     except (PlanInputError, SpecError, RehearsalError) as error:
         raise _BadInput(str(error)) from None
     print(f"rehearsing stack {args.stack} from its offline plan")

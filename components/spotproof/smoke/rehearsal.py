@@ -13,6 +13,10 @@ Sizes are the one thing not taken from the Job: a real run's ``TOTAL_STEPS`` of 
 stretched so that the time from notice to SIGTERM spans about half an interval, as it
 would for a real model. Times can be compressed with a time scale, which shrinks notice, drain
 and grace alike.
+
+The bucket is the emulator of the store the Job writes to (its ``CHECKPOINT_URL`` scheme:
+``az://`` is rehearsed against Azurite, ``gs://`` against fake-gcs-server, ``s3://`` against
+moto), unless the caller names another.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlparse
 
 from spotproof.kube.smoke import JOB_NAME
 from spotproof.plan import PlanResult
@@ -28,6 +33,8 @@ from spotproof.smoke.harness import SmokeConfig
 from spotproof.smoke.job import JobPolicy
 
 JOB = "kubernetes:batch/v1:Job"
+EMULATED_STORE = {"s3": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure"}
+"""The emulator (:data:`spotproof.smoke.emulators.STORES`) for a checkpoint URL's scheme."""
 
 
 class RehearsalError(ValueError):
@@ -71,14 +78,21 @@ def _job(result: PlanResult) -> tuple[dict[str, Any], str]:
     return jobs[0].inputs.get("spec") or {}, jobs[0].name
 
 
+def emulated_store(checkpoint_url: str) -> str:
+    """The emulator standing in for the bucket at ``checkpoint_url``; ``file`` for any other."""
+    return EMULATED_STORE.get(urlparse(checkpoint_url).scheme, "file")
+
+
 def rehearsal(
     result: PlanResult,
     base: SmokeConfig,
     *,
     total_steps: int | None,
     time_scale: float,
+    store: str | None = None,
 ) -> Rehearsal:
-    """The harness configuration that plays the plan's smoke Job and its preemption path."""
+    """The harness configuration that plays the plan's smoke Job and its preemption path,
+    against ``store``, or by default the emulator of the store the Job writes to."""
     spec, resource = _job(result)
     pod = (spec.get("template") or {}).get("spec") or {}
     container = (pod.get("containers") or [{}])[0]
@@ -97,6 +111,7 @@ def rehearsal(
     interruptions = base.preemptions + base.hard_kills
     config = replace(
         base,
+        store=store or emulated_store(env.get("CHECKPOINT_URL", "")),
         interval=interval,
         total_steps=total_steps or max(base.total_steps, 3 * (interruptions + 1) * interval),
         step_seconds=max(base.step_seconds, wait / (2 * interval)),
