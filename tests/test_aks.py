@@ -12,12 +12,19 @@ import pulumi
 import pytest
 
 from spotproof import plan as spotproof_plan
-from spotproof.aks import CheckpointBucket, CheckpointBucketArgs, GpuAgentPools, GpuAgentPoolsArgs
+from spotproof.aks import (
+    AutoProvisionedPools,
+    AutoProvisionedPoolsArgs,
+    CheckpointBucket,
+    CheckpointBucketArgs,
+    GpuAgentPools,
+    GpuAgentPoolsArgs,
+)
 from spotproof.catalog import aks as aks_catalog
 from spotproof.kube.workload import ServiceAccountRef
 from spotproof.plan import PlanResult
 from spotproof.spec import BucketSpec, Capacity, SpecError, fleet_from_config
-from spotproof.spec.aks import GpuAgentPool
+from spotproof.spec.aks import AutoProvisionedPool, GpuAgentPool
 from spotproof.testing import Recording, record
 from tests.support import REPO, plan_of, run_cli, stack_config
 from tests.test_spec import _set
@@ -393,6 +400,41 @@ def test_on_demand_agent_pool_alone_is_regular_without_the_spot_taint() -> None:
     assert agent_pool.inputs["scaleSetPriority"] == "Regular"
     assert "scaleSetEvictionPolicy" not in agent_pool.inputs
     assert AKS_SPOT_TAINT not in agent_pool.inputs["nodeTaints"]
+
+
+def test_auto_provisioned_pools_alone_apply_through_the_given_provider() -> None:
+    pool = AutoProvisionedPool(
+        name="gpu-spot",
+        vm_sizes=("Standard_NC24ads_A100_v4", "Standard_NC40ads_H100_v5"),
+        gpus_per_node=1,
+        gpu_limit=8,
+    )
+    existing = pulumi.ProviderResource("kubernetes", "research-aks", {"kubeconfig": "{}"})
+
+    def program() -> None:
+        AutoProvisionedPools(
+            "nap",
+            AutoProvisionedPoolsArgs(pools=(pool,), stack="research"),
+            opts=pulumi.ResourceOptions(provider=existing),
+        )
+
+    recording = record(program, stack="research", project="platform")
+    [node_class] = recording.of_type("kubernetes:karpenter.azure.com/v1beta1:AKSNodeClass")
+    [node_pool] = recording.of_type("kubernetes:karpenter.sh/v1:NodePool")
+    assert node_pool.provider is not None
+    assert "pulumi:providers:kubernetes::research-aks::" in node_pool.provider
+    spec = node_pool.inputs["spec"]
+    assert spec["template"]["spec"]["nodeClassRef"] == {
+        "group": "karpenter.azure.com",
+        "kind": "AKSNodeClass",
+        "name": node_class.inputs["metadata"]["name"],
+    }
+    assert {
+        "key": "karpenter.azure.com/sku-name",
+        "operator": "In",
+        "values": ["Standard_NC24ads_A100_v4", "Standard_NC40ads_H100_v5"],
+    } in spec["template"]["spec"]["requirements"]
+    assert spec["limits"] == {"nvidia.com/gpu": "8"}
 
 
 def test_checkpoint_storage_alone_federates_the_trainer_to_the_given_issuer() -> None:

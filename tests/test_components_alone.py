@@ -4,6 +4,7 @@ their own stacks instead of a spotproof ``HybridCluster``."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pulumi
@@ -161,6 +162,31 @@ def test_karpenter_alone_scopes_its_controller_and_queue_to_the_existing_cluster
     assert chart.inputs["values"]["settings"]["clusterName"] == "research-cluster"
 
 
+def test_a_cluster_name_unknown_until_deploy_leaves_what_derives_from_it_unknown() -> None:
+    """A ``StackReference`` output is unknown in a preview; so is what the cloud computes
+    from it (the queue's name), rather than a made-up value."""
+
+    def program() -> None:
+        infra = pulumi.StackReference("acme/platform/prod")
+        karpenter = Karpenter(
+            "karpenter",
+            KarpenterArgs(
+                settings=KarpenterSpec(version="1.6.3"),
+                cluster_name=infra.get_output("cluster_name"),
+                region="us-west-2",
+                provider=_kubernetes(),
+                stack="research",
+                pools=[KarpenterPool(name="gpu-spot", instance_families=("g6",), gpu_limit=8)],
+            ),
+        )
+        pulumi.export("queue", karpenter.queue_name)
+
+    recording = record(program, stack="research", project="ml-infra")
+    [queue] = recording.of_type("aws:sqs/queue:Queue")
+    assert isinstance(queue.inputs["name"], pulumi.output.Unknown)
+    assert recording.outputs["queue"] is None
+
+
 def test_karpenter_alone_renders_one_node_pool_per_pool() -> None:
     node_pools = _karpenter().of_type("kubernetes:karpenter.sh/v1:NodePool")
     assert [p.inputs["metadata"]["name"] for p in node_pools] == ["gpu-spot"]
@@ -194,6 +220,22 @@ def test_s3_bucket_alone_trusts_the_trainer_of_the_existing_cluster() -> None:
     tags = trust["Statement"][0]["Condition"]["StringEquals"]
     assert tags["aws:RequestTag/kubernetes-service-account"] == "trainer"
     assert recording.outputs["role"].endswith(":role/research-trainer")
+
+
+def test_record_runs_after_asyncio_run_left_the_thread_without_a_loop() -> None:
+    """A user's test process may have used an async client first (``asyncio.run`` unsets
+    the thread's event loop when it ends)."""
+
+    async def nothing() -> None:
+        return None
+
+    asyncio.run(nothing())
+    recording = record(
+        lambda: ClusterBaseline("baseline", ClusterBaselineArgs(namespace="ml")),
+        stack="research",
+        project="ml-infra",
+    )
+    assert recording.of_type("kubernetes:core/v1:Namespace")
 
 
 def test_kubernetes_baseline_alone_needs_only_a_provider() -> None:

@@ -14,10 +14,14 @@ with its inputs and parent. It is what ``spotproof plan`` runs on, offered for y
     pools = recording.of_type("gcp:container/nodePool:NodePool")
     assert pools[0].inputs["nodeConfig"]["spot"] is True
 
-Inputs arrive as the engine would pass them to a provider: camelCase keys, whole numbers
-as floats. One program runs at a time per process.
+Inputs are recorded as the engine would pass them to a provider, with camelCase keys;
+whole numbers come back as ``int`` (the wire carries them as floats), secrets wrapped in
+:class:`Secret`. A value unknown until deploy (an output of a ``StackReference``, say) is
+recorded as ``pulumi.output.Unknown``, whatever a mock derives from it stays unknown, and
+an exported output that is unknown reads back as ``None``. One program runs at a time per
+process.
 """
 
-from spotproof.plan.recorder import OfflineCloud, Recording, Resource, record
+from spotproof.plan.recorder import OfflineCloud, Recording, Resource, Secret, record
 
-__all__ = ["OfflineCloud", "Recording", "Resource", "record"]
+__all__ = ["OfflineCloud", "Recording", "Resource", "Secret", "record"]

@@ -10,6 +10,7 @@ service account's email), so ``apply`` chains run to completion.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -254,6 +255,30 @@ _CALLS: dict[str, Callable[[OfflineCloud], dict[str, Any]]] = {
 }
 
 
+# An input that is unknown until deploy (an output of another stack, say) is handed to the
+# fakers as this text, and whatever they derive from it comes back unknown, as in a preview.
+_UNKNOWN_MARK = "\x00unknown\x00"
+
+
+def _leaves(value: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``value`` with ``leaf`` applied to everything that is not a mapping or a list."""
+    if isinstance(value, Mapping):
+        return {k: _leaves(v, leaf) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_leaves(v, leaf) for v in value]
+    return leaf(value)
+
+
+def _marked(value: Any) -> Any:
+    return _UNKNOWN_MARK if isinstance(value, pulumi.output.Unknown) else value
+
+
+def _unknown_where_marked(value: Any) -> Any:
+    if isinstance(value, str) and _UNKNOWN_MARK in value:
+        return pulumi.runtime.rpc.UNKNOWN
+    return value
+
+
 class OfflineMocks(pulumi_mocks.Mocks):
     def __init__(self, cloud: OfflineCloud) -> None:
         self.cloud = cloud
@@ -262,7 +287,8 @@ class OfflineMocks(pulumi_mocks.Mocks):
         outputs = dict(args.inputs)
         faker = _OUTPUTS.get(args.typ)
         if faker:
-            outputs.update(faker(args.name, args.inputs, self.cloud))
+            faked = faker(args.name, _leaves(args.inputs, _marked), self.cloud)
+            outputs.update(_leaves(faked, _unknown_where_marked))
         # Azure resources are referred to by their ARM id, which a faker builds.
         return outputs.pop("id", f"{args.name}-id"), outputs
 
@@ -295,6 +321,7 @@ def record(
     # set_mocks only creates a Stack when none exists; a second plan in the same process
     # must not hang its resources under the first plan's stack.
     pulumi.runtime.settings.ROOT.set(None)
+    _ensure_event_loop()
     pulumi_mocks.set_mocks(
         mocks,
         project=project,
@@ -312,6 +339,17 @@ def record(
     if stack_resource is not None:
         recording.outputs = _resolved_outputs(stack_resource)
     return recording
+
+
+def _ensure_event_loop() -> None:
+    """The SDK registers resources on the thread's current event loop, which
+    ``asyncio.run`` (an async client used earlier in the same test process) leaves unset."""
+    try:
+        loop = asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        loop = None
+    if loop is None or loop.is_closed():
+        asyncio.set_event_loop(asyncio.new_event_loop())
 
 
 def _resolved_outputs(stack_resource: Any) -> dict[str, Any]:

@@ -1,0 +1,84 @@
+"""The README's "On a cluster you already have" examples run as written, under the mocks
+``spotproof.testing`` gives users, and declare what the text says they declare."""
+
+from __future__ import annotations
+
+import re
+
+import pulumi
+import pytest
+
+from spotproof.kube.workload import ServiceAccountRef
+from spotproof.spec import BucketSpec
+from spotproof.testing import record
+from tests.support import REPO
+
+SECTION = re.compile(r"^### On a cluster you already have$(.*?)^### ", re.M | re.S)
+CODE = re.compile(r"^```python\n(.*?)^```$", re.M | re.S)
+
+
+def _examples() -> dict[str, str]:
+    """Each example, by the package it imports its components from."""
+    section = SECTION.search((REPO / "README.md").read_text())
+    assert section, "README lost its 'On a cluster you already have' section"
+    examples = {}
+    for code in CODE.findall(section.group(1)):
+        package = re.search(r"^from spotproof\.(gke|eks|aks) import", code, re.M)
+        assert package, f"an example imports no cloud package:\n{code}"
+        examples[package.group(1)] = code
+    return examples
+
+
+def _run(code: str) -> list[str]:
+    """The types of the resources the example registers."""
+
+    def program() -> None:
+        kubernetes = pulumi.ProviderResource("kubernetes", "existing", {"kubeconfig": "{}"})
+        # What the text around the examples assumes is already in scope.
+        scope = {
+            "pulumi": pulumi,
+            "BucketSpec": BucketSpec,
+            "ServiceAccountRef": ServiceAccountRef,
+            "infra": pulumi.StackReference("acme/platform/prod"),
+            "kubernetes_provider": kubernetes,
+        }
+        exec(compile(code, "README.md", "exec"), scope)
+
+    return [r.type for r in record(program, stack="research", project="ml-infra").resources]
+
+
+def test_there_is_an_example_for_each_cloud() -> None:
+    assert set(_examples()) == {"gke", "eks", "aks"}
+
+
+@pytest.mark.parametrize(
+    ("cloud", "declared"),
+    [
+        (
+            "gke",
+            {"gcp:container/nodePool:NodePool", "gcp:storage/bucket:Bucket"},
+        ),
+        (
+            "eks",
+            {
+                "kubernetes:karpenter.sh/v1:NodePool",
+                "aws:sqs/queue:Queue",
+                "aws:s3/bucket:Bucket",
+            },
+        ),
+        (
+            "aks",
+            {
+                "azure-native:containerservice:AgentPool",
+                "azure-native:storage:StorageAccount",
+                "azure-native:managedidentity:FederatedIdentityCredential",
+            },
+        ),
+    ],
+)
+def test_the_example_builds_its_pieces_on_an_existing_cluster(
+    cloud: str, declared: set[str]
+) -> None:
+    types = _run(_examples()[cloud])
+    assert declared <= set(types), sorted(set(types))
+    assert not any(t.endswith(":HybridCluster") for t in types)
