@@ -139,6 +139,7 @@ ENVIRONMENTS = {
     "runtime": ("", "runtime alone: spotproof", True),
     "gcp": ("gcp", "Pulumi program for GKE: spotproof[gcp]", True),
     "aws": ("aws", "Pulumi program for EKS: spotproof[aws]", True),
+    "azure": ("azure", "Pulumi program for AKS: spotproof[azure]", True),
     "policy": ("policy", "CrossGuard pack: spotproof[policy]", False),
 }
 
@@ -163,6 +164,11 @@ def gcp_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Venv:
 @pytest.fixture(scope="module")
 def aws_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Venv:
     return _environment("aws", tmp_path_factory, wheel)
+
+
+@pytest.fixture(scope="module")
+def azure_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Venv:
+    return _environment("azure", tmp_path_factory, wheel)
 
 
 @pytest.fixture(scope="module")
@@ -408,7 +414,40 @@ def test_the_bundled_schemas_judge_like_the_npm_package(aws_venv: Venv) -> None:
     assert from_npm[0] == [] and "/spec/bogus: unknown field" in from_npm[1]
 
 
-@pytest.mark.parametrize("venv", ["gcp_venv", "aws_venv", "policy_venv"])
+AKS_PROJECT_CONFIG = _project_config("aks", {"azure-native:location": "westeurope"})
+
+
+def test_azure_install_plans_a_user_aks_project_with_node_auto_provisioning(
+    azure_venv: Venv, tmp_path: Path
+) -> None:
+    root = _user_project(
+        tmp_path / "acme",
+        AKS_PROJECT_CONFIG,
+        "aks-staging",
+        {
+            "spotproof:autoProvisionedPools": [
+                {"name": "gpu-spot", "vmSizes": ["Standard_NC24ads_A100_v4"], "gpuLimit": 8},
+            ],
+            "acme-ml:alertsWebhook": {"secure": CIPHERTEXT},
+        },
+    )
+    done = azure_venv.spotproof(
+        "plan", "--stack", "aks-staging", "--json", "plan.json", "--strict", cwd=root
+    )
+    assert done.code == 0, done.out + done.err
+    document = json.loads((root / "plan.json").read_text())
+    cluster = _one(document, "azure-native:containerservice:ManagedCluster")
+    assert cluster["inputs"]["location"] == "westeurope"
+    assert cluster["inputs"]["nodeProvisioningProfile"]["mode"] == "Auto"
+    assert "0 violations" in done.out
+    # Neither the GKE nor the EKS provider came with this extra.
+    assert azure_venv.importable("pulumi_gcp", "pulumi_aws") == {
+        "pulumi_gcp": False,
+        "pulumi_aws": False,
+    }
+
+
+@pytest.mark.parametrize("venv", ["gcp_venv", "aws_venv", "azure_venv", "policy_venv"])
 def test_every_install_is_free_of_dependency_conflicts(
     venv: str, request: pytest.FixtureRequest
 ) -> None:
@@ -452,17 +491,39 @@ def test_the_installed_pack_serves_every_rule_as_mandatory(analyzer: Any) -> Non
     assert {p.enforcementLevel for p in info.policies} == {mandatory}
 
 
+def _analyze(analyzer: Any, resource: Any) -> list[tuple[str, str]]:
+    """The (policy, message) pairs the pack reports for one planned resource."""
+    properties = struct_pb2.Struct()
+    properties.update(json.loads(json.dumps(resource.inputs, default=str)))
+    request = analyzer_pb2.AnalyzeRequest(
+        type=resource.type, properties=properties, urn=resource.urn, name=resource.name
+    )
+    return [(d.policyName, d.message) for d in analyzer.Analyze(request, timeout=30).diagnostics]
+
+
 def test_the_installed_pack_reports_an_untainted_spot_pool(analyzer: Any) -> None:
     pool = plan_of("gke-dev").recording.one("gcp:container/nodePool:NodePool", "gke-dev-l4-spot")
     pool.inputs["nodeConfig"]["taints"] = []
-    properties = struct_pb2.Struct()
-    properties.update(json.loads(json.dumps(pool.inputs, default=str)))
-    request = analyzer_pb2.AnalyzeRequest(
-        type=pool.type, properties=properties, urn=pool.urn, name=pool.name
-    )
-    diagnostics = analyzer.Analyze(request, timeout=30).diagnostics
-    found = [(d.policyName, d.message) for d in diagnostics]
+    found = _analyze(analyzer, pool)
     assert any(
         name == "gke-spot-pool-isolated" and "lacks taint spotproof.dev/capacity=spot" in message
+        for name, message in found
+    ), found
+
+
+def test_the_installed_pack_reports_an_aks_spot_pool_without_aks_spot_taint(
+    analyzer: Any,
+) -> None:
+    """The pack reads AKS agent pools without the Azure provider installed."""
+    pool = plan_of("aks-dev").recording.one(
+        "azure-native:containerservice:AgentPool", "aks-dev-gpu-spott4"
+    )
+    pool.inputs["nodeTaints"] = [
+        t for t in pool.inputs["nodeTaints"] if not t.startswith("kubernetes.azure.com/")
+    ]
+    found = _analyze(analyzer, pool)
+    assert any(
+        name == "aks-agent-pool-safe"
+        and "must declare kubernetes.azure.com/scalesetpriority=spot:NoSchedule" in message
         for name, message in found
     ), found

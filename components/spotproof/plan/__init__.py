@@ -35,6 +35,7 @@ from spotproof.policy import Violation, evaluate
 from spotproof.runtime.manifest import DEFAULT_KEEP
 from spotproof.spec import FleetSpec, advice, fleet_from_config
 from spotproof.spec.advice import SpecWarning
+from spotproof.spec.config import CLOUDS
 
 __all__ = [
     "PlanInputError",
@@ -96,7 +97,7 @@ def run_program(project: Project, config: StackConfig, spec: FleetSpec) -> Recor
         finally:
             sys.path.remove(program_dir)
 
-    project_id = getattr(spec.platform, "project", None) or "offline-project"
+    project_id = CLOUDS[spec.cloud].project_of(spec.platform) or OfflineCloud.project
     cloud = OfflineCloud(project=project_id, region=spec.region)
     return record(
         program,

@@ -389,5 +389,6 @@ CONFIG = CloudConfig(
     bucket_rule=BUCKET_RULE,
     finish=fit_autoprovisioning,
     own_keys=("gcp:project", "gcp:region"),
+    project_of=lambda section: section.project,
 )
 """How the GKE section is read from stack config."""

@@ -43,6 +43,10 @@ class CloudConfig:
     """Checks and derived values that need the whole fleet (GKE's cluster-wide limits)."""
     own_keys: tuple[str, ...] = ()
     """Keys the section reads outside the ``spotproof`` namespace (``gcp:project``)."""
+    project_of: Callable[[Any], str | None] = lambda _section: None
+    """The project the stack deploys into, where its config names one (GKE's
+    ``gcp:project``): ids the cloud computes from it (a service account's email) depend on
+    it, so the offline plan fakes them with it."""
 
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
