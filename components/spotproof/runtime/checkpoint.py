@@ -49,7 +49,9 @@ from spotproof.runtime.manifest import (
     DEFAULT_KEEP,
     Manifest,
     ManifestError,
+    Part,
     manifest_key,
+    read_commit,
     step_prefix,
 )
 from spotproof.runtime.storage import AlreadyExists, ObjectStore, StorageError, open_store
@@ -65,6 +67,8 @@ __all__ = [
     "step_prefix",
 ]
 
+SUPERSEDED = "another writer committed this step first"
+"""Why a save did not commit when the step was committed by someone else."""
 DEFAULT_COMMIT_ATTEMPTS = 3
 DEFAULT_COMMIT_BACKOFF = 0.2
 """Seconds before the second commit attempt; doubled for each one after."""
@@ -109,6 +113,10 @@ def new_writer_id() -> str:
 
 class CheckpointStore:
     """Save and load checkpoints at one URL (``file://``, ``s3://``, ``gs://``, ``az://``)."""
+
+    rank = 0
+    world_size = 1
+    """One process; ``spotproof.runtime.gang`` saves shards of a gang of them."""
 
     def __init__(
         self,
@@ -157,37 +165,54 @@ class CheckpointStore:
 
         prefix = f"{step_prefix(step)}/{self.writer_id}"
         try:
-            parts = transfer.upload(
-                self.store,
-                step,
-                self.writer_id,
-                blobs,
-                self._plan(total),
-                cancel=cancel,
-                attempts=self.commit_attempts,
-                backoff=self.commit_backoff,
-            )
-            self.store.make_durable(prefix)
-            if cancel is not None and cancel.is_set():
-                raise SaveCancelled(f"save of step {step} superseded")
-            manifest = Manifest(step, self.writer_id, time.time(), parts, dict(metadata or {}))
-            committed = self._commit(step, manifest.encode())
+            parts = self._upload(step, blobs, cancel)
+            outcome = self._finish(step, parts, dict(metadata or {}), cancel)
         except SaveCancelled:
             self.store.delete_prefix(prefix)
             raise
-        if not committed:
+        if outcome == SUPERSEDED:
             self.store.delete_prefix(prefix)
-            return SaveResult(
-                step,
-                False,
-                time.monotonic() - started,
-                total,
-                "another writer committed this step first",
-            )
-        result = SaveResult(step, True, time.monotonic() - started, total)
-        if prune:
+        committed = outcome == ""
+        result = SaveResult(step, committed, time.monotonic() - started, total, outcome)
+        if committed and prune:
             self.prune()
         return result
+
+    def _finish(
+        self,
+        step: int,
+        parts: tuple[Part, ...],
+        metadata: dict[str, Any],
+        cancel: threading.Event | None,
+    ) -> str:
+        """Protocol step 2, once the payload is durable: "" when ``step`` is committed with
+        these parts, :data:`SUPERSEDED` when another writer's commit is there, else why not."""
+        manifest = Manifest(step, self.writer_id, time.time(), parts, metadata)
+        return "" if self._commit(step, manifest.encode()) else SUPERSEDED
+
+    def _upload(
+        self,
+        step: int,
+        blobs: Mapping[str, bytes | memoryview],
+        cancel: threading.Event | None,
+    ) -> tuple[Part, ...]:
+        """Protocol step 1: this writer's payload of ``step``, durable; raises
+        :class:`SaveCancelled` (leaving the payload to the caller) once ``cancel`` is set."""
+        total = sum(len(b) for b in blobs.values())
+        parts = transfer.upload(
+            self.store,
+            step,
+            self.writer_id,
+            blobs,
+            self._plan(total),
+            cancel=cancel,
+            attempts=self.commit_attempts,
+            backoff=self.commit_backoff,
+        )
+        self.store.make_durable(f"{step_prefix(step)}/{self.writer_id}")
+        if cancel is not None and cancel.is_set():
+            raise SaveCancelled(f"save of step {step} superseded")
+        return tuple(parts)
 
     def _plan(self, total_bytes: int) -> transfer.TransferPlan:
         return transfer.plan(total_bytes, part_bytes=self.part_bytes, threads=self.parallelism)
@@ -240,9 +265,12 @@ class CheckpointStore:
         return None
 
     def _load(self, step: int, skipped: tuple[str, ...]) -> Checkpoint:
-        manifest = Manifest.decode(self.store.get(manifest_key(step)))
-        if manifest.step != step:
-            raise ValueError(f"manifest names step {manifest.step}")
+        """This process's part of ``step``: the whole checkpoint, or its rank's shard of a
+        gang's (``spotproof.runtime.gang``); :class:`GangMismatch` when neither fits."""
+        commit = read_commit(self.store.get(manifest_key(step)))
+        if commit.step != step:
+            raise ValueError(f"manifest names step {commit.step}")
+        manifest = commit.shard_for(self.rank, self.world_size)
         total = sum(manifest.blob_sizes.values())
         blobs = transfer.download(self.store, manifest, self._plan(total))
         return Checkpoint(step, blobs, manifest.metadata, skipped)

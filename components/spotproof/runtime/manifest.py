@@ -10,7 +10,17 @@ checksum, and each blob's total size. It is JSON::
      "metadata": {...}}
 
 Formats: 1 had sha256 per part and no blob sizes, 2 added the blob sizes, 3 (written
-now) checks parts with CRC32C (``spotproof.runtime.integrity`` says why). All three load.
+now by one process) checks parts with CRC32C (``spotproof.runtime.integrity`` says why).
+All load. Format 4 is a gang's manifest (:class:`GangManifest`, written by
+``spotproof.runtime.gang``): one shard per rank, each shaped like a format-3 manifest of
+that rank's writer, plus the world size::
+
+    {"format": 4, "step": 40, "created": 1700000000.0, "world_size": 2,
+     "replicated": false, "metadata": {...},
+     "shards": [{"writer": "g1a2b-rank00000", "blobs": {...}, "parts": [...]},
+                {"writer": "g1a2b-rank00001", "blobs": {...}, "parts": [...]}]}
+
+:func:`read_commit` reads any format as a gang (formats 1-3 as a gang of one).
 
 A manifest is trusted only after :func:`Manifest.decode` has checked its structure: an
 object of the known format, whole numbers where numbers belong (a float size is refused),
@@ -29,7 +39,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spotproof.runtime.integrity import CRC32C_HEX, crc32c_hex
@@ -37,6 +47,7 @@ from spotproof.runtime.integrity import CRC32C_HEX, crc32c_hex
 DEFAULT_KEEP = 3
 """Committed checkpoints retention keeps; older ones are deleted, manifest first."""
 FORMAT_VERSION = 3
+GANG_FORMAT = 4
 READABLE_FORMATS = (1, 2, 3)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _CHECKSUM = {1: "sha256", 2: "sha256", 3: "crc32c"}
@@ -55,6 +66,12 @@ def manifest_key(step: int) -> str:
 def step_prefix(step: int) -> str:
     """Where every writer's payload of ``step`` lives."""
     return f"steps/{step:012d}"
+
+
+def shard_key(step: int, writer: str) -> str:
+    """Where a gang's rank records the parts of its shard, for the committing rank to
+    collect; under the writer's prefix, so it goes with the payload."""
+    return f"{step_prefix(step)}/{writer}/shard.json"
 
 
 def part_key(step: int, writer: str, blob: str, index: int) -> str:
@@ -119,33 +136,137 @@ class Manifest:
     @classmethod
     def decode(cls, data: bytes) -> Manifest:
         """Parse and check a manifest; raises :class:`ManifestError`."""
-        try:
-            body = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ManifestError(f"not JSON ({error})") from None
-        if not isinstance(body, dict):
-            raise ManifestError(f"not a JSON object but {type(body).__name__}")
+        body = _object(data)
+        if body.get("format") == GANG_FORMAT:
+            raise ManifestError(
+                f"step {body.get('step')!r} was checkpointed by a gang of "
+                f"{body.get('world_size')!r} ranks: load it with a GangCheckpointStore"
+            )
         if body.get("format") not in READABLE_FORMATS:
             raise ManifestError(f"unknown manifest format {body.get('format')!r}")
-        step = _whole(body, "step")
-        writer = body.get("writer")
-        if not isinstance(writer, str) or not writer or "/" in writer:
-            raise ManifestError(f"writer {writer!r} is not a writer id")
-        created = body.get("created")
-        if isinstance(created, bool) or not isinstance(created, int | float):
-            raise ManifestError(f"created {created!r} is not a time")
-        if not math.isfinite(created):
-            raise ManifestError(f"created {created!r} is not a time")
-        metadata = body.get("metadata", {})
-        if not isinstance(metadata, dict):
-            raise ManifestError("metadata is not an object")
-        raw_parts = body.get("parts")
-        if not isinstance(raw_parts, list):
-            raise ManifestError("parts is not a list")
-        parts = tuple(_part(raw, step, writer, _CHECKSUM[body["format"]]) for raw in raw_parts)
-        manifest = cls(step, writer, float(created), parts, metadata)
-        _check_layout(manifest, body.get("blobs") if body["format"] >= 2 else None)
-        return manifest
+        return _manifest(body, _whole(body, "step"), body["format"])
+
+
+@dataclass(frozen=True)
+class GangManifest:
+    """The commit of one step by a gang: every rank's shard, and how to map ranks to them."""
+
+    step: int
+    created: float
+    shards: tuple[Manifest, ...]
+    """Indexed by rank; each lists the parts that rank's writer uploaded."""
+    replicated: bool = False
+    """Every rank saved the same state, so a gang of any size may load shard 0."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def world_size(self) -> int:
+        return len(self.shards)
+
+    def encode(self) -> bytes:
+        body = {
+            "format": GANG_FORMAT,
+            "step": self.step,
+            "created": self.created,
+            "world_size": self.world_size,
+            "replicated": self.replicated,
+            "metadata": dict(self.metadata),
+            "shards": [
+                {
+                    "writer": shard.writer,
+                    "blobs": shard.blob_sizes,
+                    "parts": [part.encode() for part in shard.parts],
+                }
+                for shard in self.shards
+            ],
+        }
+        return json.dumps(body, sort_keys=True).encode()
+
+    def shard_for(self, rank: int, world_size: int) -> Manifest:
+        """What ``rank`` of a gang of ``world_size`` loads; raises :class:`GangMismatch`
+        when this checkpoint cannot be split that way."""
+        if world_size != self.world_size and not self.replicated:
+            raise GangMismatch(
+                f"step {self.step} was checkpointed by {self.world_size} ranks and this gang "
+                f"has {world_size}: restart with {self.world_size} ranks (each rank's shard "
+                "holds only its part of the state), or save with replicated=True"
+            )
+        shard = self.shards[0 if self.replicated else rank]
+        return replace(shard, metadata=self.metadata)
+
+
+class GangMismatch(Exception):
+    """A committed checkpoint that this gang's shape cannot load. Not a
+    :class:`ManifestError`: skipping it for an older step would silently lose work."""
+
+
+def read_commit(data: bytes) -> GangManifest:
+    """Any committed manifest, as a gang's (formats 1-3 as a gang of one writer)."""
+    body = _object(data)
+    if body.get("format") != GANG_FORMAT:
+        single = Manifest.decode(data)
+        return GangManifest(single.step, single.created, (single,), False, single.metadata)
+    step = _whole(body, "step")
+    created = _time(body)
+    metadata = _metadata(body)
+    shards = body.get("shards")
+    if not isinstance(shards, list) or not shards:
+        raise ManifestError("shards is not a non-empty list")
+    if body.get("world_size") != len(shards):
+        raise ManifestError(f"world_size {body.get('world_size')!r} but {len(shards)} shards")
+    replicated = body.get("replicated", False)
+    if not isinstance(replicated, bool):
+        raise ManifestError(f"replicated {replicated!r} is not true or false")
+    decoded = []
+    for rank, shard in enumerate(shards):
+        if not isinstance(shard, dict):
+            raise ManifestError(f"shard {rank} is not an object")
+        decoded.append(_manifest({**shard, "step": step, "created": created}, step, GANG_FORMAT))
+    writers = [shard.writer for shard in decoded]
+    if len(set(writers)) != len(writers):
+        raise ManifestError(f"two ranks share a writer: {writers}")
+    return GangManifest(step, created, tuple(decoded), replicated, metadata)
+
+
+def _object(data: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ManifestError(f"not JSON ({error})") from None
+    if not isinstance(body, dict):
+        raise ManifestError(f"not a JSON object but {type(body).__name__}")
+    return body
+
+
+def _time(body: Mapping[str, Any]) -> float:
+    created = body.get("created")
+    if isinstance(created, bool) or not isinstance(created, int | float):
+        raise ManifestError(f"created {created!r} is not a time")
+    if not math.isfinite(created):
+        raise ManifestError(f"created {created!r} is not a time")
+    return float(created)
+
+
+def _metadata(body: Mapping[str, Any]) -> dict[str, Any]:
+    metadata = body.get("metadata", {})
+    if not isinstance(metadata, dict):
+        raise ManifestError("metadata is not an object")
+    return metadata
+
+
+def _manifest(body: Mapping[str, Any], step: int, format_version: int) -> Manifest:
+    """One writer's parts (a whole manifest, or a rank's shard of a gang's), checked."""
+    writer = body.get("writer")
+    if not isinstance(writer, str) or not writer or "/" in writer:
+        raise ManifestError(f"writer {writer!r} is not a writer id")
+    raw_parts = body.get("parts")
+    if not isinstance(raw_parts, list):
+        raise ManifestError("parts is not a list")
+    checksum = _CHECKSUM.get(format_version, "crc32c")
+    parts = tuple(_part(raw, step, writer, checksum) for raw in raw_parts)
+    manifest = Manifest(step, writer, _time(body), parts, _metadata(body))
+    _check_layout(manifest, body.get("blobs") if format_version >= 2 else None)
+    return manifest
 
 
 def _whole(body: Mapping[str, Any], name: str, where: str = "") -> int:
