@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from spotproof.smoke.distributed import Solo
 from spotproof.smoke.train import TrainConfig, batch, build
 
 Action = Callable[[int], object]
@@ -64,7 +65,7 @@ def training_state(megabytes: float) -> tuple[torch.nn.Module, torch.optim.Optim
     """The smoke trainer's model with ``megabytes`` of model + Adam state, after one step
     (so the optimizer's moments exist)."""
     config = TrainConfig("file:///unused", 1, 1, model_mb=megabytes)
-    model, optimizer = build(config)
+    model, _, optimizer = build(config, Solo())
     inputs, targets = batch(config, 0, model[0].in_features)
     torch.nn.functional.mse_loss(model(inputs), targets).backward()
     optimizer.step()

@@ -42,6 +42,7 @@ from torch.distributed.checkpoint import FileSystemWriter
 from spotproof.runtime import torch_state
 from spotproof.runtime.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpoint import CheckpointStore, SaveResult
+from spotproof.smoke.distributed import Solo
 from spotproof.smoke.emulators import emulated
 from spotproof.smoke.train import TrainConfig, batch, build
 
@@ -49,7 +50,7 @@ Saver = Callable[[int, torch.nn.Module, torch.optim.Optimizer], None]
 
 
 def run(config: TrainConfig, steps: int, save: Saver | None, finish: Callable[[], Any]) -> float:
-    model, optimizer = build(config)
+    model, _, optimizer = build(config, Solo())
     width = model[0].in_features
     loss_fn = torch.nn.MSELoss()
     for step in range(3):  # warm-up, untimed

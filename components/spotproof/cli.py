@@ -111,6 +111,13 @@ def _parser() -> argparse.ArgumentParser:
     smoke.add_argument("--seed", type=_count(0, 2**31), default=0, help="SEED of the trainer")
     smoke.add_argument("--grace", type=_count(1, 600), default=15, help="grace period, seconds")
     smoke.add_argument(
+        "--nodes",
+        type=_count(1, 8),
+        default=1,
+        help="ranks of a gang over torch.distributed (gloo); 2 or more plays one rank "
+        "preempted, one rank killed and every rank preempted, restarting the gang each time",
+    )
+    smoke.add_argument(
         "--stack",
         help="rehearse this stack's smoke Job and preemption path, taken from its offline plan",
     )
@@ -163,6 +170,7 @@ def _count(low: int, high: int) -> Callable[[str], int]:
 def _smoke(args: argparse.Namespace) -> int:
     from spotproof.smoke.emulators import EmulatorError  # noqa: PLC0415
     from spotproof.smoke.harness import SmokeConfig, run_smoke  # noqa: PLC0415
+    from spotproof.smoke.multinode import run_gang_smoke  # noqa: PLC0415
     from spotproof.smoke.report import render_timeline, summary, to_json  # noqa: PLC0415
 
     config = SmokeConfig(
@@ -188,8 +196,26 @@ def _smoke(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    if args.nodes > 1 and args.stack:
+        print(
+            "spotproof smoke: --nodes and --stack together are not supported yet; "
+            "allowed: one of them",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    if args.nodes > 1 and 16 % args.nodes:
+        print(
+            f"spotproof smoke: --nodes {args.nodes} cannot split the trainer's batch of 16 "
+            "rows; allowed: 1, 2, 4 or 8",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    progress = lambda line: print(line, flush=True)  # noqa: E731
     try:
-        report = run_smoke(config, progress=lambda line: print(line, flush=True))
+        if args.nodes > 1:
+            report = run_gang_smoke(config, args.nodes, progress=progress)
+        else:
+            report = run_smoke(config, progress=progress)
     except EmulatorError as error:
         print(f"spotproof smoke: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -11,6 +11,9 @@ STORAGE_UNAVAILABLE = 1
 """The checkpoint store could not be reached: a retry on another node may succeed."""
 BAD_CONFIG = 2
 """The environment was unusable (missing or malformed variable): retrying cannot help."""
+PEER_LOST = 3
+"""Another rank of the gang died without warning and this one stopped with it: the gang
+restarts from its last checkpoint; nothing is wrong with this rank."""
 PREEMPTED = 143
 """SIGTERM arrived and the final checkpoint committed; resume on a new node.
 128 + SIGTERM, what a shell reports for a process terminated by SIGTERM."""

@@ -128,6 +128,22 @@ class SmokeReport:
 Progress = Callable[[str], None]
 
 
+def trainer_env(config: SmokeConfig, bucket: Bucket, name: str) -> dict[str, str]:
+    """The environment of a trainer writing under ``name`` in ``bucket``."""
+    return {
+        **bucket.env,
+        "CHECKPOINT_URL": bucket.prefix(name),
+        "CHECKPOINT_INTERVAL": str(config.interval),
+        "TOTAL_STEPS": str(config.total_steps),
+        "SEED": str(config.seed),
+        "MODEL_MB": str(config.model_mb),
+        "GRACE_SECONDS": str(config.grace_seconds),
+        "STEP_SECONDS": str(config.step_seconds),
+        "CHECKPOINT_PART_KB": str(config.part_kb),
+        "EMIT_STEPS": "1",
+    }
+
+
 class _Run:
     """One trainer lineage writing to one checkpoint prefix."""
 
@@ -137,18 +153,7 @@ class _Run:
         self.bucket = bucket
         self.origin = time.monotonic()
         self.processes: list[TrainerProcess] = []
-        self.env = {
-            **bucket.env,
-            "CHECKPOINT_URL": self.url,
-            "CHECKPOINT_INTERVAL": str(config.interval),
-            "TOTAL_STEPS": str(config.total_steps),
-            "SEED": str(config.seed),
-            "MODEL_MB": str(config.model_mb),
-            "GRACE_SECONDS": str(config.grace_seconds),
-            "STEP_SECONDS": str(config.step_seconds),
-            "CHECKPOINT_PART_KB": str(config.part_kb),
-            "EMIT_STEPS": "1",
-        }
+        self.env = trainer_env(config, bucket, name)
 
     def start(self) -> TrainerProcess:
         process = TrainerProcess(self.env, self.origin, index=len(self.processes))
@@ -175,17 +180,19 @@ class _Run:
         return steps[-1] if steps else None
 
     def attempts(self) -> list[Attempt]:
-        return [
-            Attempt(
-                p.index,
-                p.started,
-                p.ended,
-                int((p.first("resumed") or {}).get("step", 0)),
-                p.popen.returncode,
-                [(t, int(e["step"])) for t, e in p.events if e["event"] in ("step", "resumed")],
-            )
-            for p in self.processes
-        ]
+        return [attempt_of(p) for p in self.processes]
+
+
+def attempt_of(process: TrainerProcess) -> Attempt:
+    """What the report and the timeline show of one trainer process."""
+    return Attempt(
+        process.index,
+        process.started,
+        process.ended,
+        int((process.first("resumed") or {}).get("step", 0)),
+        process.popen.returncode,
+        [(t, int(e["step"])) for t, e in process.events if e["event"] in ("step", "resumed")],
+    )
 
 
 def _stderr(process: TrainerProcess) -> str:

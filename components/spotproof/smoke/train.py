@@ -19,6 +19,8 @@ KEEP_CHECKPOINTS   committed checkpoints kept                                 3
 CHECKPOINT_PART_KB size of each uploaded part; unset: sized from the state      (auto)
 EMIT_STEPS         1 to print a ``step`` event after every step               0
 TRAIN_THREADS      torch intra-op threads                                     1
+WORLD_SIZE, RANK,  a gang of ranks over torch.distributed (gloo), as torchrun  1 (alone)
+MASTER_ADDR/PORT   and a JobSet set them (``spotproof.smoke.distributed``)
 ================== ========================================================== =========
 
 Output: one JSON object per line on stdout (``resumed``, ``saving``, ``checkpoint``,
@@ -45,13 +47,13 @@ import torch
 
 from spotproof.runtime import exit_codes, torch_state
 from spotproof.runtime.async_save import AsyncCheckpointer
-from spotproof.runtime.checkpoint import CheckpointStore, SaveResult
+from spotproof.runtime.checkpoint import SaveResult
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.manifest import DEFAULT_KEEP
 from spotproof.runtime.storage import StorageError, StorageURLError
+from spotproof.smoke.distributed import BATCH_ROWS, Gang, PeerLost, Solo
 
 DEPTH = 4
-BATCH = 16
 BYTES_PER_PARAMETER = 12  # fp32 weight + AdamW's two moments
 
 
@@ -116,8 +118,11 @@ def emit(event: str, **fields: Any) -> None:
         print(json.dumps({"event": event, **fields}), flush=True)
 
 
-def build(config: TrainConfig) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
-    """An MLP sized so that weights plus AdamW state take about ``MODEL_MB``."""
+def build(
+    config: TrainConfig, gang: Solo
+) -> tuple[torch.nn.Module, torch.nn.Module, torch.optim.Optimizer]:
+    """An MLP sized so that weights plus AdamW state take about ``MODEL_MB``, the part of
+    it this rank owns, and the optimizer of that part."""
     torch.manual_seed(config.seed)
     parameters = config.model_mb * 2**20 / BYTES_PER_PARAMETER
     width = max(8, int(math.sqrt(parameters / DEPTH)))
@@ -125,13 +130,15 @@ def build(config: TrainConfig) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     for _ in range(DEPTH):
         layers += [torch.nn.Linear(width, width), torch.nn.GELU(), torch.nn.Dropout(0.1)]
     model = torch.nn.Sequential(*layers)
-    return model, torch.optim.AdamW(model.parameters(), lr=1e-3)
+    gang.seed_dropout(config.seed)
+    owned = gang.owned(model)
+    return model, owned, torch.optim.AdamW(owned.parameters(), lr=1e-3)
 
 
 def batch(config: TrainConfig, step: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Batch ``step`` of an endless synthetic data set: the data position *is* the step."""
     generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
-    inputs = torch.randn(BATCH, width, generator=generator)
+    inputs = torch.randn(BATCH_ROWS, width, generator=generator)
     return inputs, inputs.roll(1, dims=1)
 
 
@@ -157,26 +164,34 @@ def digest(model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int) 
     return hasher.hexdigest()
 
 
-def train(config: TrainConfig) -> int:
+def train(config: TrainConfig, env: Mapping[str, str]) -> int:
     # The guard goes up first: a SIGTERM while torch loads or the checkpoint downloads must
     # still end in an orderly PREEMPTED exit, not the default handler's kill.
     with PreemptionGuard(config.grace_seconds) as guard:
-        return _train(config, guard)
+        try:
+            gang = Gang.from_env(env)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        try:
+            return _train(config, guard, gang)
+        finally:
+            gang.close()
 
 
-def _train(config: TrainConfig, guard: PreemptionGuard) -> int:
+def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
     torch.set_num_threads(config.threads)
     torch.use_deterministic_algorithms(True)
     part_bytes = config.part_kb * 1024 if config.part_kb else None
-    store = CheckpointStore(config.checkpoint_url, keep=config.keep, part_bytes=part_bytes)
-    model, optimizer = build(config)
+    store = gang.store(config.checkpoint_url, keep=config.keep, part_bytes=part_bytes)
+    model, owned, optimizer = build(config, gang)
     width = model[0].in_features
 
     step = 0
-    latest = store.load_latest(on_skip=lambda s, why: emit("skipped", step=s, reason=why))
+    latest = gang.latest(store, lambda s, why: emit("skipped", step=s, reason=why))
     if latest is not None:
-        step = torch_state.restore(model, optimizer, latest.blobs)["step"]
-    emit("resumed", step=step, writer=store.writer_id)
+        step = torch_state.restore(owned, optimizer, latest.blobs)["step"]
+        gang.share_parameters(model)
+    emit("resumed", step=step, writer=store.writer_id, rank=gang.rank)
 
     received: dict[str, float] = {}
     saver = AsyncCheckpointer(
@@ -187,7 +202,7 @@ def _train(config: TrainConfig, guard: PreemptionGuard) -> int:
     buffer = torch_state.StateBuffer()
 
     def save(final: bool) -> SaveResult | None:
-        capture = lambda: buffer.capture(model, optimizer, step)  # noqa: E731
+        capture = lambda: buffer.capture(owned, optimizer, step)  # noqa: E731
         metadata = {"seed": config.seed, "total_steps": config.total_steps}
         if final:
             return saver.save_final(step, capture, metadata)
@@ -195,33 +210,38 @@ def _train(config: TrainConfig, guard: PreemptionGuard) -> int:
         return None
 
     loss_fn = torch.nn.MSELoss()
-    while step < config.total_steps and not guard.preempted:
+    stopping = gang.anyone(guard.preempted)
+    while step < config.total_steps and not stopping:
         inputs, targets = batch(config, step, width)
-        optimizer.zero_grad(set_to_none=True)
-        loss_fn(model(inputs), targets).backward()
+        model.zero_grad(set_to_none=True)
+        loss_fn(model(gang.rows(inputs)), gang.rows(targets)).backward()
+        gang.average_gradients(model)
         optimizer.step()
+        gang.share_parameters(model)
         step += 1
         if not buffer.ready:  # the optimizer has state now: size and touch the buffer
-            buffer.prepare(model, optimizer)
+            buffer.prepare(owned, optimizer)
         if config.emit_steps:
             emit("step", step=step)
-        if guard.preempted:
+        # One rank's notice stops the whole gang at the same step.
+        stopping = gang.anyone(guard.preempted)
+        if stopping:
             break
         if step % config.interval == 0 and step < config.total_steps:
             save(final=False)
         if config.step_seconds:
             guard.wait(config.step_seconds)
 
-    if guard.preempted:
+    if stopping:
         received["at"] = guard.received_at or time.monotonic()
-        signal_name = guard.signal_received.name if guard.signal_received else "SIGTERM"
+        signal_name = guard.signal_received.name if guard.signal_received else "a peer's"
         emit("preempted", step=step, signal=signal_name, grace_left=round(guard.remaining(), 3))
         save(final=True)
         return exit_codes.PREEMPTED
 
     # The completed state is committed too, so a rerun of a finished Job finishes at once.
     save(final=True)
-    emit("done", step=step, digest=digest(model, optimizer, step))
+    emit("done", step=step, digest=gang.digest(digest(model, optimizer, step)))
     return exit_codes.COMPLETED
 
 
@@ -244,13 +264,17 @@ def _report(result: SaveResult, kind: str, signalled_at: float | None) -> None:
 def main() -> int:
     try:
         config = TrainConfig.from_env(os.environ)
-        return train(config)
+        return train(config, os.environ)
     except (ConfigError, StorageURLError) as error:
         print(f"spotproof.smoke.train: {error}", file=sys.stderr)
         return exit_codes.BAD_CONFIG
     except StorageError as error:
         print(f"spotproof.smoke.train: {error}", file=sys.stderr)
         return exit_codes.STORAGE_UNAVAILABLE
+    except PeerLost as error:
+        emit("peer_lost", reason=str(error))
+        print(f"spotproof.smoke.train: {error}", file=sys.stderr)
+        return exit_codes.PEER_LOST
 
 
 if __name__ == "__main__":

@@ -1,0 +1,189 @@
+"""The smoke trainer across a gang of ranks, or alone: what differs, behind one interface.
+
+A gang is started the way torchrun and a JobSet start one (``RANK``, ``WORLD_SIZE``,
+``MASTER_ADDR``, ``MASTER_PORT``) and talks over ``torch.distributed`` with gloo. It trains
+data-parallel with the optimizer state sharded ZeRO-1 style, so every rank's checkpoint is
+a real shard:
+
+- each rank computes gradients on its slice of the step's batch; they are averaged with
+  one all-reduce;
+- each parameter belongs to one rank (balanced by size), which alone keeps its AdamW
+  moments and updates it, then broadcasts the new value to the others;
+- a rank's shard is its own parameters, their optimizer state and its dropout RNG; a
+  restored gang broadcasts each parameter from its owner, so every replica is whole again.
+
+Stopping is coordinated: after every step the ranks all-reduce "was any of us signalled",
+so a preemption of one rank stops every rank at the same step, each saves its shard of it,
+and all exit ``PREEMPTED`` for the JobSet to restart the gang. A rank that dies without
+warning surfaces in the others as a failed collective (:class:`PeerLost`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Callable, Mapping
+
+import torch
+import torch.distributed as dist
+
+from spotproof.runtime.checkpoint import Checkpoint, CheckpointStore
+from spotproof.runtime.gang import GangCheckpointStore, new_gang_id
+
+BATCH_ROWS = 16
+"""Rows of every step's batch; each rank of a gang takes ``WORLD_SIZE``-th of them."""
+
+
+class PeerLost(RuntimeError):
+    """A collective failed: another rank of the gang is gone."""
+
+
+class Solo:
+    """One process: the whole state is its shard; every agreement is with itself."""
+
+    rank, world_size = 0, 1
+
+    def store(self, url: str, **options: object) -> CheckpointStore:
+        return CheckpointStore(url, **options)  # type: ignore[arg-type]
+
+    def owned(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The part of the model this process updates and checkpoints."""
+        return model
+
+    def seed_dropout(self, seed: int) -> None:
+        """Each rank draws its own dropout masks; alone, the build's seed goes on."""
+        return None
+
+    def latest(
+        self, store: CheckpointStore, on_skip: Callable[[int, str], None]
+    ) -> Checkpoint | None:
+        return store.load_latest(on_skip=on_skip)
+
+    def rows(self, batch: torch.Tensor) -> torch.Tensor:
+        return batch
+
+    def average_gradients(self, model: torch.nn.Module) -> None:
+        return None
+
+    def share_parameters(self, model: torch.nn.Module) -> None:
+        return None
+
+    def agree(self, step: int) -> int:
+        return step
+
+    def anyone(self, flag: bool) -> bool:
+        return flag
+
+    def digest(self, local: str) -> str:
+        return local
+
+    def close(self) -> None:
+        return None
+
+
+class Gang(Solo):
+    """Rank ``RANK`` of ``WORLD_SIZE`` processes."""
+
+    lost = False
+    """A collective failed; leaving the group is then no longer possible in order."""
+
+    def __init__(self, rank: int, world_size: int) -> None:
+        self.rank, self.world_size = rank, world_size
+        dist.init_process_group("gloo", rank=rank, world_size=world_size)
+        gang = [new_gang_id() if rank == 0 else None]
+        self._collective(dist.broadcast_object_list, gang, src=0)
+        self.gang_id = str(gang[0])
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Solo:
+        """A gang when ``WORLD_SIZE`` is over 1, else :class:`Solo`; ``ValueError`` when
+        the gang cannot split a batch."""
+        size = int(env.get("WORLD_SIZE") or 1)
+        if size <= 1:
+            return Solo()
+        if BATCH_ROWS % size:
+            raise ValueError(f"WORLD_SIZE={size}: must divide the batch of {BATCH_ROWS} rows")
+        return cls(int(env.get("RANK") or 0), size)
+
+    def store(self, url: str, **options: object) -> CheckpointStore:
+        return GangCheckpointStore(
+            url,
+            rank=self.rank,
+            world_size=self.world_size,
+            gang=self.gang_id,
+            **options,  # type: ignore[arg-type]
+        )
+
+    def owner(self, model: torch.nn.Module) -> list[int]:
+        """The rank that owns each parameter: largest first, each to the rank holding the
+        fewest elements so far, so shards come out about the same size."""
+        parameters = list(model.parameters())
+        owners, load = [0] * len(parameters), [0] * self.world_size
+        for index in sorted(range(len(parameters)), key=lambda i: -parameters[i].numel()):
+            rank = load.index(min(load))
+            owners[index] = rank
+            load[rank] += parameters[index].numel()
+        return owners
+
+    def owned(self, model: torch.nn.Module) -> torch.nn.Module:
+        """This rank's parameters, the same objects as the model's (not copies)."""
+        owners = self.owner(model)
+        mine = [p for p, rank in zip(model.parameters(), owners, strict=True) if rank == self.rank]
+        return torch.nn.ParameterList(mine)
+
+    def seed_dropout(self, seed: int) -> None:
+        torch.manual_seed(seed * 1_009 + self.rank + 1)
+
+    def latest(
+        self, store: CheckpointStore, on_skip: Callable[[int, str], None]
+    ) -> Checkpoint | None:
+        assert isinstance(store, GangCheckpointStore)
+        return store.load_latest(on_skip=on_skip, agree=self.agree)
+
+    def rows(self, batch: torch.Tensor) -> torch.Tensor:
+        return batch[self.rank :: self.world_size]
+
+    def average_gradients(self, model: torch.nn.Module) -> None:
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        self._collective(dist.all_reduce, flat, op=dist.ReduceOp.SUM)
+        flat /= self.world_size
+        offset = 0
+        for grad in grads:
+            grad.copy_(flat[offset : offset + grad.numel()].view_as(grad))
+            offset += grad.numel()
+
+    def share_parameters(self, model: torch.nn.Module) -> None:
+        with torch.no_grad():
+            for parameter, owner in zip(model.parameters(), self.owner(model), strict=True):
+                self._collective(dist.broadcast, parameter.data, src=owner)
+
+    def agree(self, step: int) -> int:
+        value = torch.tensor([step], dtype=torch.int64)
+        self._collective(dist.all_reduce, value, op=dist.ReduceOp.MIN)
+        return int(value.item())
+
+    def anyone(self, flag: bool) -> bool:
+        value = torch.tensor([int(flag)], dtype=torch.int64)
+        self._collective(dist.all_reduce, value, op=dist.ReduceOp.MAX)
+        return bool(value.item())
+
+    def digest(self, local: str) -> str:
+        """One digest of the gang: every rank's, in rank order."""
+        digests: list[str | None] = [None] * self.world_size
+        self._collective(dist.all_gather_object, digests, local)
+        return hashlib.sha256("".join(str(d) for d in digests).encode()).hexdigest()
+
+    def close(self) -> None:
+        """Leave together: a rank tearing gloo down while a peer still talks to it aborts."""
+        if dist.is_initialized() and not self.lost:
+            with contextlib.suppress(PeerLost):
+                self._collective(dist.barrier)
+                dist.destroy_process_group()
+
+    def _collective(self, operation: object, *args: object, **kwargs: object) -> None:
+        try:
+            operation(*args, **kwargs)  # type: ignore[operator]
+        except RuntimeError as error:  # gloo's errors, DistBackendError included
+            self.lost = True
+            raise PeerLost(f"rank {self.rank}: a collective failed: {error}") from None

@@ -1,0 +1,243 @@
+"""``spotproof smoke --nodes N``: the preemption harness for a gang of N trainer ranks.
+
+Each rank is a trainer process (``spotproof.smoke.train`` with ``RANK``, ``WORLD_SIZE``
+and a rendezvous on loopback, as torchrun and a JobSet give a pod), so the gang trains
+over ``torch.distributed`` with gloo and checkpoints through ``spotproof.runtime.gang``.
+The harness plays what happens to a gang on reclaimable nodes, and restarts the whole gang
+after each, as a JobSet whose failure policy restarts every child Job does:
+
+1. **one rank preempted**: SIGTERM to the last rank only. The ranks stop together at the
+   next step, each saves its shard of that step, and all exit ``PREEMPTED``;
+2. **one rank killed**: SIGKILL to the last rank, as if its node vanished. The others
+   find it gone in their next collective and exit ``PEER_LOST``;
+3. **every rank preempted**: SIGTERM to all, as when a whole pool is reclaimed.
+
+The run passes only if the restarted gang ends with the digest of a gang of the same size
+that was never interrupted, no preemption loses a step, every restart resumes from the
+newest committed step, and a kill loses at most a checkpoint interval plus the upload in
+flight.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+
+from spotproof.runtime import exit_codes
+from spotproof.runtime.checkpoint import CheckpointStore
+from spotproof.smoke.emulators import Bucket, emulated, free_port
+from spotproof.smoke.harness import (
+    Interruption,
+    Progress,
+    SmokeConfig,
+    SmokeReport,
+    attempt_of,
+    trainer_env,
+)
+from spotproof.smoke.process import TrainerProcess
+
+SCENARIOS = ("preempt one rank", "kill one rank", "preempt every rank")
+LEAVE_SECONDS = 30.0
+"""How long ranks get to leave after a peer died before they are killed."""
+
+
+class _Gang:
+    """One start of the gang: ``nodes`` trainer processes meeting on a fresh port."""
+
+    def __init__(self, env: dict[str, str], nodes: int, origin: float, index: int) -> None:
+        port = str(free_port())
+        self.ranks = [
+            TrainerProcess(
+                {
+                    **env,
+                    "RANK": str(rank),
+                    "WORLD_SIZE": str(nodes),
+                    "MASTER_ADDR": "127.0.0.1",
+                    "MASTER_PORT": port,
+                },
+                origin,
+                index=index * nodes + rank,
+            )
+            for rank in range(nodes)
+        ]
+        self.index = index
+
+    def resumed(self) -> list[int]:
+        steps = []
+        for rank in self.ranks:
+            event = rank.wait_for(lambda e: e["event"] == "resumed")
+            if event is None:
+                raise RuntimeError(f"rank {rank.index} exited before resuming: {_last(rank)}")
+            steps.append(int(event["step"]))
+        return steps
+
+    def finish(self, timeout: float) -> list[int | None]:
+        """Every rank's exit code; ranks still running after ``timeout`` are killed."""
+        deadline = time.monotonic() + timeout
+        codes = [rank.finish(max(deadline - time.monotonic(), 0.01)) for rank in self.ranks]
+        for rank, code in zip(self.ranks, codes, strict=True):
+            if code is None:
+                rank.send(signal.SIGKILL)
+                rank.finish()
+        return codes
+
+    @property
+    def step(self) -> int:
+        return max(rank.last_step for rank in self.ranks)
+
+
+def run_gang_smoke(config: SmokeConfig, nodes: int, progress: Progress = print) -> SmokeReport:
+    """The reference gang, then the interrupted one; see the module docstring."""
+    if nodes < 2:
+        raise ValueError(f"nodes = {nodes}: a gang needs at least 2")
+    report = SmokeReport(config)
+    with emulated(config.store) as bucket:
+        progress(f"store: {config.store} ({bucket.url}); gang of {nodes} ranks over gloo")
+        progress("reference gang (never interrupted)")
+        started = time.monotonic()
+        reference = _Gang(trainer_env(config, bucket, "reference"), nodes, started, 0)
+        reference.resumed()
+        report.reference_digest = _complete(reference, report)
+        report.reference_seconds = time.monotonic() - started
+        report.reference = attempt_of(reference.ranks[0])
+        progress(f"  done in {report.reference_seconds:.1f} s, digest {report.reference_digest}")
+        _interrupted(config, bucket, nodes, report, progress)
+    if report.digest is not None and report.digest != report.reference_digest:
+        report.failures.append(
+            f"digest {report.digest} differs from reference {report.reference_digest}"
+        )
+    return report
+
+
+def _interrupted(
+    config: SmokeConfig, bucket: Bucket, nodes: int, report: SmokeReport, progress: Progress
+) -> None:
+    progress(f"interrupted gang: {' -> '.join(SCENARIOS)}")
+    env = trainer_env(config, bucket, "interrupted")
+    with bucket.apply():
+        observer = CheckpointStore(env["CHECKPOINT_URL"])
+    schedule = random.Random(config.schedule_seed)
+    origin = time.monotonic()
+    gang = _Gang(env, nodes, origin, 0)
+    gangs = [gang]
+    resumed = _agreed(gang, report)
+    for scenario in SCENARIOS:
+        target = resumed + schedule.randint(max(2, config.interval // 2), 2 * config.interval)
+        if target >= config.total_steps - 1:
+            report.failures.append(f"TOTAL_STEPS too small to {scenario} at step {target}")
+            break
+        last = gang.ranks[-1]
+        if last.wait_for(lambda e, t=target: e["event"] == "step" and e["step"] >= t) is None:
+            report.failures.append(f"rank {last.index} ended before step {target}: {_last(last)}")
+            break
+        kind = "hard-kill" if scenario == "kill one rank" else "preemption"
+        record = Interruption(kind, gang.index, round(time.monotonic() - origin, 3), target)
+        codes = _interrupt(gang, scenario, config, record)
+        newest = observer.committed_steps()
+        record.newest_committed = newest[-1] if newest else None
+        gang = _Gang(env, nodes, origin, gang.index + 1)
+        gangs.append(gang)
+        resumed = _agreed(gang, report)
+        record.resumed_from = resumed
+        record.steps_lost = max(0, record.at_step - resumed)
+        _judge(scenario, codes, record, config, report)
+        report.interruptions.append(record)
+        progress(
+            f"  {scenario} at step {record.at_step}: every rank exited {codes}, "
+            f"the gang resumed from {resumed}, {record.steps_lost} steps lost"
+        )
+    report.digest = _complete(gang, report)
+    report.interrupted_seconds = time.monotonic() - origin
+    report.attempts = [attempt_of(rank) for started in gangs for rank in started.ranks]
+
+
+def _interrupt(
+    gang: _Gang, scenario: str, config: SmokeConfig, record: Interruption
+) -> list[int | None]:
+    last = gang.ranks[-1]
+    if scenario == "kill one rank":
+        last.send(signal.SIGKILL)
+        last.finish()
+        record.at_step = last.last_step
+        return gang.finish(LEAVE_SECONDS)
+    targets = [last] if scenario == "preempt one rank" else gang.ranks
+    record.sigterm_after = 0.0
+    for rank in targets:
+        rank.send(signal.SIGTERM)
+    codes = gang.finish(config.grace_seconds)
+    record.sigkilled_after_grace = any(code is None for code in codes)
+    stopped = [e for r in gang.ranks for e in r.of("preempted")]
+    record.at_step = max((int(e["step"]) for e in stopped), default=gang.step)
+    finals = [
+        float(e.get("since_signal", e["seconds"]))
+        for r in gang.ranks
+        for e in r.of("checkpoint")
+        if e.get("kind") == "final"
+    ]
+    record.final_save_seconds = max(finals) if finals else None
+    record.grace_seconds = config.grace_seconds
+    return codes
+
+
+def _judge(
+    scenario: str,
+    codes: list[int | None],
+    record: Interruption,
+    config: SmokeConfig,
+    report: SmokeReport,
+) -> None:
+    if scenario == "kill one rank":
+        expected = [exit_codes.PEER_LOST] * (len(codes) - 1) + [-signal.SIGKILL]
+        # The newest checkpoint is at most an interval old, plus the interval trained while
+        # it uploaded when the kill caught the upload in flight.
+        record.max_steps_lost = 2 * config.interval
+    else:
+        expected = [exit_codes.PREEMPTED] * len(codes)
+        record.max_steps_lost = 0
+        if record.final_save_seconds is None or record.sigkilled_after_grace:
+            report.failures.append(
+                f"{scenario}: the final checkpoint of step {record.at_step} did not commit "
+                f"within the {config.grace_seconds:g} s grace"
+            )
+    if codes != expected:
+        report.failures.append(f"{scenario}: ranks exited {codes}, expected {expected}")
+    if record.newest_committed is not None and (record.resumed_from or 0) < record.newest_committed:
+        report.failures.append(
+            f"{scenario}: step {record.newest_committed} was committed but the gang resumed "
+            f"from {record.resumed_from}"
+        )
+    if (record.steps_lost or 0) > record.max_steps_lost:
+        report.failures.append(
+            f"{scenario} at step {record.at_step} lost {record.steps_lost} steps "
+            f"(at most {record.max_steps_lost})"
+        )
+
+
+def _agreed(gang: _Gang, report: SmokeReport) -> int:
+    steps = gang.resumed()
+    if len(set(steps)) != 1:
+        report.failures.append(
+            f"the ranks of gang {gang.index} resumed from different steps {steps}"
+        )
+    return min(steps)
+
+
+def _complete(gang: _Gang, report: SmokeReport) -> str | None:
+    digests = [rank.wait_for(lambda e: e["event"] == "done", timeout=600) for rank in gang.ranks]
+    codes = gang.finish(60)
+    if any(d is None for d in digests) or any(code != exit_codes.COMPLETED for code in codes):
+        report.failures.append(
+            f"gang {gang.index} did not complete: exit codes {codes}, "
+            f"{'; '.join(_last(r) for r in gang.ranks)}"
+        )
+        return None
+    values = {str(d["digest"]) for d in digests if d is not None}
+    if len(values) != 1:
+        report.failures.append(f"the ranks of gang {gang.index} report different digests")
+        return None
+    return values.pop()
+
+
+def _last(rank: TrainerProcess) -> str:
+    return rank.stderr[-1] if rank.stderr else f"exit code {rank.popen.returncode}"
