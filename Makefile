@@ -36,6 +36,7 @@ plan: demo
 # checkpoint_io.py rewrites the README's table from its run.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/checkpoint_io.py --readme README.md
+	$(BIN)/python benchmarks/gang_io.py --readme README.md
 	$(BIN)/python benchmarks/training_throughput.py
 	$(BIN)/python benchmarks/capacity.py
 	$(BIN)/python benchmarks/goodput.py

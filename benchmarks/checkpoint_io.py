@@ -187,7 +187,7 @@ def plain_contenders(
     """The limit: the same number of bytes as one object and as 64 MiB parts written four
     at a time; on S3 also through s3fs, the path DCP and torch.save take there."""
     parts = [memoryview(payload)[i : i + PART] for i in range(0, len(payload), PART)]
-    put, get = (_file_io if store.name == "file" else _s3_io)(store)
+    put, get = (file_io if store.name == "file" else s3_io)(store)
 
     def one(round_: int) -> str:
         return f"{store.root}/plain-1/{round_}"
@@ -226,7 +226,7 @@ def plain_contenders(
     return saves, restores
 
 
-def _file_io(store: Store) -> tuple[Callable[[str, Any], None], Callable[[str], bytes]]:
+def file_io(store: Store) -> tuple[Callable[[str, Any], None], Callable[[str], bytes]]:
     def put(path: str, data: memoryview | bytes) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -245,7 +245,7 @@ def _file_io(store: Store) -> tuple[Callable[[str, Any], None], Callable[[str], 
     return put, get
 
 
-def _s3_io(store: Store) -> tuple[Callable[[str, Any], None], Callable[[str], bytes]]:
+def s3_io(store: Store) -> tuple[Callable[[str, Any], None], Callable[[str], bytes]]:
     client = store.client()
 
     def put(path: str, data: memoryview | bytes) -> None:

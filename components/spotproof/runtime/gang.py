@@ -72,7 +72,9 @@ DEFAULT_SHARD_TIMEOUT = 120.0
 """Seconds rank 0 waits for the other shards, and the others for the commit. Long enough
 for a slow rank's upload; a dead rank costs this much of rank 0's save thread."""
 _GANG_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_POLL_FIRST, _POLL_MAX = 0.02, 0.5
+_POLL_FIRST, _POLL_GROWTH, _POLL_MAX = 0.005, 1.5, 0.25
+"""Seconds between looks at the store while waiting: short at first (a shard is usually
+recorded within moments of one's own), then backing off to a few requests a second."""
 
 
 def new_gang_id() -> str:
@@ -268,5 +270,5 @@ def _polls(deadline: float) -> Iterator[float]:
     delay = _POLL_FIRST
     while (left := deadline - time.monotonic()) > 0:
         yield min(delay, left)
-        delay = min(delay * 2, _POLL_MAX)
+        delay = min(delay * _POLL_GROWTH, _POLL_MAX)
     yield 0.0
