@@ -29,9 +29,10 @@ import pulumi_kubernetes as k8s
 from spotproof.aks.autoprovisioning import AutoProvisionedPools, AutoProvisionedPoolsArgs
 from spotproof.aks.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.aks.pools import GpuAgentPools, GpuAgentPoolsArgs, system_pool_profile
+from spotproof.catalog import Cloud
 from spotproof.kube import ClusterBaseline, ClusterBaselineArgs
 from spotproof.kube.smoke import trainer_account
-from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
+from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
 from spotproof.spec import Capacity, FleetSpec, PoolClass
 from spotproof.spec.aks import PLATFORM_SPOT_TAINT, AksFleet
 
@@ -202,4 +203,5 @@ class HybridCluster(pulumi.ComponentResource):
             fallback=[PoolClass.ON_DEMAND_GPU] if falls_back else [],
             reclaim_honours_budgets=spot_agent_pools,
             platform_taints=[PLATFORM_SPOT_TAINT] if spot_agent_pools else [],
+            max_grace_seconds=reclaim_grace(Cloud.AKS, target),
         )

@@ -19,7 +19,7 @@ from spotproof.eks.karpenter import Karpenter, KarpenterArgs
 from spotproof.eks.network import Network
 from spotproof.kube import ClusterBaseline, ClusterBaselineArgs
 from spotproof.kube.smoke import trainer_account
-from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
+from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
 from spotproof.spec import FleetSpec, PoolClass
 from spotproof.spec.eks import EksFleet
 
@@ -231,7 +231,11 @@ class HybridCluster(pulumi.ComponentResource):
         """Spot work may fall back to the on-demand NodePool: Karpenter's weights try spot
         first. EKS GPU nodes carry no model label a workload needs to require."""
         fallback = [PoolClass.ON_DEMAND_GPU] if target is PoolClass.SPOT_GPU else []
-        return TargetPlacement(target, fallback=fallback if self._spot_falls_back else [])
+        return TargetPlacement(
+            target,
+            fallback=fallback if self._spot_falls_back else [],
+            max_grace_seconds=reclaim_grace(Cloud.EKS, target),
+        )
 
     def _system_node_group(
         self,

@@ -9,13 +9,14 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import yaml
 
+from spotproof.catalog import Cloud
 from spotproof.gke import pools
 from spotproof.gke.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.gke.pools import GpuNodePools, GpuNodePoolsArgs
 from spotproof.kube import ClusterBaseline, ClusterBaselineArgs
 from spotproof.kube.smoke import trainer_account
-from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
+from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
 from spotproof.spec import FleetSpec, PoolClass
 from spotproof.spec.gke import GkeFleet
 
@@ -173,7 +174,9 @@ class HybridCluster(pulumi.ComponentResource):
         each node with its accelerator, and auto-provisioning creates pools only for the
         model a pending pod asks for."""
         models = sorted({p.gpu_type for p in self._gke.pools if p.pool_class is target})
-        return TargetPlacement(target, accelerators=models)
+        return TargetPlacement(
+            target, accelerators=models, max_grace_seconds=reclaim_grace(Cloud.GKE, target)
+        )
 
     @staticmethod
     def _autoprovisioning(spec: FleetSpec, node_account: pulumi.Output[str]) -> dict:

@@ -8,5 +8,14 @@ EKS and AKS.
 
 from spotproof.kube.baseline import ClusterBaseline, ClusterBaselineArgs
 from spotproof.kube.smoke import SmokeTestJob, SmokeTestJobArgs
+from spotproof.kube.training import Trainer, TrainingJob, TrainingJobArgs
 
-__all__ = ["ClusterBaseline", "ClusterBaselineArgs", "SmokeTestJob", "SmokeTestJobArgs"]
+__all__ = [
+    "ClusterBaseline",
+    "ClusterBaselineArgs",
+    "SmokeTestJob",
+    "SmokeTestJobArgs",
+    "Trainer",
+    "TrainingJob",
+    "TrainingJobArgs",
+]

@@ -28,19 +28,18 @@ Why each field is what it is:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from spotproof import scheduling
+from spotproof.kube import training
 from spotproof.kube.baseline import MANAGED_BY
+from spotproof.kube.training import Trainer
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
-from spotproof.runtime import exit_codes
 from spotproof.spec import PoolClass, SmokeTest
 
-TRAINER_CONTAINER = "trainer"
 TRAINER_COMMAND = ["python", "-m", "spotproof.smoke.train"]
 JOB_NAME = "spotproof-smoke"
 SERVICE_ACCOUNT_NAME = "spotproof-trainer"
@@ -86,85 +85,29 @@ def trainer_env(
     return [{"name": name, "value": str(value)} for name, value in values.items()]
 
 
-def _trainer_exits(code: int) -> dict[str, Any]:
-    return {"containerName": TRAINER_CONTAINER, "operator": "In", "values": [code]}
-
-
-def pod_failure_policy() -> dict[str, Any]:
-    disrupted = [{"type": "DisruptionTarget", "status": "True"}]
-    return {
-        "rules": [
-            {"action": "FailJob", "onExitCodes": _trainer_exits(exit_codes.BAD_CONFIG)},
-            {"action": "Ignore", "onPodConditions": disrupted},
-            {"action": "Ignore", "onExitCodes": _trainer_exits(exit_codes.PREEMPTED)},
-        ]
-    }
-
-
 def job_spec(
     smoke: SmokeTest,
     checkpoint_url: str,
     target: TargetPlacement,
     identity: WorkloadIdentity,
 ) -> dict[str, Any]:
-    """The Job's ``spec`` in Kubernetes spelling."""
-    placement = scheduling.placement(smoke.target, target.accelerators, target.fallback)
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "serviceAccountName": identity.service_account.name,
-        "priorityClassName": placement.priority_class_name,
-        "terminationGracePeriodSeconds": smoke.grace_period_seconds,
-        "tolerations": [
-            *(dict(t) for t in placement.tolerations),
-            *(scheduling.toleration_for(t) for t in target.platform_taints),
-        ],
-        "nodeSelector": placement.node_selector,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": 1000,
-            "fsGroup": 1000,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "containers": [
-            {
-                "name": TRAINER_CONTAINER,
-                "image": smoke.image,
-                "command": TRAINER_COMMAND,
-                "env": trainer_env(smoke, checkpoint_url, identity.environment),
-                "resources": {
-                    "requests": {"cpu": smoke.cpu, "memory": smoke.memory},
-                    # A quantity, as the API spells it: a string, not a number.
-                    "limits": {"memory": smoke.memory, scheduling.GPU_RESOURCE: str(smoke.gpus)},
-                },
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "readOnlyRootFilesystem": True,
-                    "capabilities": {"drop": ["ALL"]},
-                },
-                "volumeMounts": [{"name": "scratch", "mountPath": "/tmp"}],
-            }
-        ],
-        "volumes": [{"name": "scratch", "emptyDir": {}}],
-    }
-    if placement.node_affinity:
-        pod_spec["affinity"] = {"nodeAffinity": placement.node_affinity}
-    return {
-        "backoffLimit": smoke.backoff_limit,
-        "completions": 1,
-        "parallelism": 1,
-        "ttlSecondsAfterFinished": 7 * 24 * 3600,
-        "podFailurePolicy": pod_failure_policy(),
-        "template": {
-            "metadata": {
-                "labels": {**identity.pod_labels, **pod_labels()},
-                "annotations": {
-                    "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
-                    "karpenter.sh/do-not-disrupt": "true",
-                },
-            },
-            "spec": pod_spec,
-        },
-    }
+    """The Job's ``spec`` in Kubernetes spelling: a training Job of the smoke trainer."""
+    trainer = Trainer(
+        image=smoke.image,
+        command=tuple(TRAINER_COMMAND),
+        cpu=smoke.cpu,
+        memory=smoke.memory,
+        gpus=smoke.gpus,
+    )
+    return training.job_spec(
+        trainer,
+        trainer_env(smoke, checkpoint_url, identity.environment),
+        placement=replace(target, target=smoke.target),
+        identity=identity,
+        grace_period_seconds=smoke.grace_period_seconds,
+        backoff_limit=smoke.backoff_limit,
+        labels=pod_labels(),
+    )
 
 
 class SmokeTestJob(pulumi.ComponentResource):
@@ -213,11 +156,6 @@ class SmokeTestJob(pulumi.ComponentResource):
             ),
         )
         if not args.placement.reclaim_honours_budgets:
-            k8s.policy.v1.PodDisruptionBudget(
-                f"{name}-pdb",
-                metadata={"name": JOB_NAME, "namespace": namespace, "labels": MANAGED_BY},
-                spec={"minAvailable": 1, "selector": {"matchLabels": pod_labels()}},
-                opts=child,
-            )
+            training.disruption_budget(f"{name}-pdb", JOB_NAME, namespace, pod_labels(), child)
         self.job_name = job.metadata.apply(lambda m: m["name"])
         self.register_outputs({"job_name": self.job_name})

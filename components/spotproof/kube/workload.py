@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import pulumi
 
+from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud
 from spotproof.spec import PoolClass, Taint
 
 
@@ -60,3 +61,13 @@ class TargetPlacement:
     platform_taints: list[Taint] = field(default_factory=list)
     """Taints the cloud puts on the target's nodes by itself, beyond the contract's (AKS
     spot pools' ``kubernetes.azure.com/scalesetpriority=spot``): tolerated too."""
+    max_grace_seconds: int | None = None
+    """The longest ``terminationGracePeriodSeconds`` the target's preemption path honours
+    (``spotproof.catalog.GRACE_PERIOD_SECONDS``): a longer one is cut short when the node
+    goes away, and the final checkpoint with it. None where nodes are not reclaimed."""
+
+
+def reclaim_grace(cloud: Cloud, target: PoolClass) -> int | None:
+    """:attr:`TargetPlacement.max_grace_seconds` for ``target`` on ``cloud``: spot capacity
+    is reclaimed with the cloud's notice; the other classes are not reclaimed."""
+    return GRACE_PERIOD_SECONDS[cloud] if target is PoolClass.SPOT_GPU else None

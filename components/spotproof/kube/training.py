@@ -1,0 +1,254 @@
+"""A user's own training run as a preemption-safe Job: ``TrainingJob``.
+
+The Job is the smoke test's (``spotproof.kube.smoke``, whose docstring says why each field
+is what it is) with the user's container in it: ``restartPolicy: Never``, a
+``podFailurePolicy`` under which reclaims never spend ``backoffLimit``, a grace period the
+cloud's preemption path can honour, GPU limits, the target's tolerations, selector and
+priority, the workload identity's labels, and a disruption budget against voluntary
+evictions where the reclaim drain would not be held back by it.
+
+The trainer keeps the exit-code contract of ``spotproof.runtime.exit_codes``: after
+SIGTERM it commits a final checkpoint and exits 143 (what a process killed by SIGTERM
+reports anyway), so the Job runs it again for free; a configuration error exits 2 and
+fails the Job at once; anything else is a crash that counts against ``backoffLimit``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from spotproof import scheduling
+from spotproof.kube.baseline import MANAGED_BY
+from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
+from spotproof.runtime import exit_codes
+from spotproof.spec import PoolClass
+
+TRAINER_CONTAINER = "trainer"
+_JOB_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DEFAULT_GRACE_SECONDS = 30
+"""Where the placement states no bound (capacity that is not reclaimed)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Trainer:
+    """The user's training container."""
+
+    image: str
+    command: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Its own configuration; ``CHECKPOINT_URL`` and ``GRACE_SECONDS`` are added."""
+    cpu: str = "4"
+    memory: str = "16Gi"
+    """Requested, and the memory limit too (a quantity: ``16Gi``)."""
+    gpus: int = 1
+    """``nvidia.com/gpu`` per pod; 0 for CPU work."""
+
+
+def pod_failure_policy() -> dict[str, Any]:
+    """Reclaims are ignored (``DisruptionTarget``, or the trainer's ``PREEMPTED`` exit after
+    its final save); a ``BAD_CONFIG`` exit fails the Job at once."""
+
+    def exits(code: int) -> dict[str, Any]:
+        return {"containerName": TRAINER_CONTAINER, "operator": "In", "values": [code]}
+
+    disrupted = [{"type": "DisruptionTarget", "status": "True"}]
+    return {
+        "rules": [
+            {"action": "FailJob", "onExitCodes": exits(exit_codes.BAD_CONFIG)},
+            {"action": "Ignore", "onPodConditions": disrupted},
+            {"action": "Ignore", "onExitCodes": exits(exit_codes.PREEMPTED)},
+        ]
+    }
+
+
+def job_spec(
+    trainer: Trainer,
+    env: list[dict[str, str]],
+    *,
+    placement: TargetPlacement,
+    identity: WorkloadIdentity,
+    grace_period_seconds: int,
+    backoff_limit: int,
+    labels: Mapping[str, str],
+) -> dict[str, Any]:
+    """A one-pod training Job's ``spec`` in Kubernetes spelling; ``env`` is the whole
+    environment of the container and ``labels`` those of its pod."""
+    where = scheduling.placement(placement.target, placement.accelerators, placement.fallback)
+    limits = {"memory": trainer.memory}
+    if trainer.gpus:
+        # A quantity, as the API spells it: a string, not a number.
+        limits[scheduling.GPU_RESOURCE] = str(trainer.gpus)
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "serviceAccountName": identity.service_account.name,
+        "priorityClassName": where.priority_class_name,
+        "terminationGracePeriodSeconds": grace_period_seconds,
+        "tolerations": [
+            *(dict(t) for t in where.tolerations),
+            *(scheduling.toleration_for(t) for t in placement.platform_taints),
+        ],
+        "nodeSelector": where.node_selector,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 1000,
+            "fsGroup": 1000,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": TRAINER_CONTAINER,
+                "image": trainer.image,
+                "command": list(trainer.command),
+                "env": env,
+                "resources": {
+                    "requests": {"cpu": trainer.cpu, "memory": trainer.memory},
+                    "limits": limits,
+                },
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "readOnlyRootFilesystem": True,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+                "volumeMounts": [{"name": "scratch", "mountPath": "/tmp"}],
+            }
+        ],
+        "volumes": [{"name": "scratch", "emptyDir": {}}],
+    }
+    if where.node_affinity:
+        pod_spec["affinity"] = {"nodeAffinity": where.node_affinity}
+    return {
+        "backoffLimit": backoff_limit,
+        "completions": 1,
+        "parallelism": 1,
+        "ttlSecondsAfterFinished": 7 * 24 * 3600,
+        "podFailurePolicy": pod_failure_policy(),
+        "template": {
+            "metadata": {
+                "labels": {**identity.pod_labels, **labels},
+                "annotations": {
+                    "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+                    "karpenter.sh/do-not-disrupt": "true",
+                },
+            },
+            "spec": pod_spec,
+        },
+    }
+
+
+def disruption_budget(
+    name: str,
+    job_name: str,
+    namespace: str,
+    labels: Mapping[str, str],
+    opts: pulumi.ResourceOptions,
+) -> k8s.policy.v1.PodDisruptionBudget:
+    """``minAvailable: 1`` over the Job's pod: only an integer ``minAvailable`` is valid over
+    a Job's pods (``maxUnavailable`` and percentages need a scale subresource), see
+    https://kubernetes.io/docs/tasks/run-application/configure-pdb/."""
+    return k8s.policy.v1.PodDisruptionBudget(
+        name,
+        metadata={"name": job_name, "namespace": namespace, "labels": MANAGED_BY},
+        spec={"minAvailable": 1, "selector": {"matchLabels": dict(labels)}},
+        opts=opts,
+    )
+
+
+@dataclass(kw_only=True)
+class TrainingJobArgs:
+    trainer: Trainer
+    placement: TargetPlacement
+    """The target pool class and what serves it: ``cluster.placement(PoolClass.SPOT_GPU)``."""
+    identity: WorkloadIdentity
+    """The service account the Job runs as (it must exist, bound to the bucket: the
+    cluster's ``workload_identity``) and what its pods need for that binding."""
+    checkpoint_url: pulumi.Input[str]
+    """Where this run checkpoints, e.g. ``<bucket url>/checkpoints/<run>``: one prefix per
+    run, so two runs never resume from each other's state."""
+    job_name: str | None = None
+    """The Job's name (a DNS label, at most 63 characters); default: the resource name."""
+    grace_period_seconds: int | None = None
+    """``terminationGracePeriodSeconds``; default and ceiling: what the target's
+    preemption path delivers (``placement.max_grace_seconds``)."""
+    backoff_limit: int = 3
+    """Crashes tolerated; preemptions never count."""
+
+
+class TrainingJob(pulumi.ComponentResource):
+    """A user's trainer as one Job that survives reclaims of its node, and its disruption
+    budget, in the identity's namespace."""
+
+    job_name: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        job_name = args.job_name or name
+        grace = _checked(job_name, args)
+        super().__init__("spotproof:kube:TrainingJob", name, None, opts)
+        namespace = args.identity.service_account.namespace
+        labels = {"app.kubernetes.io/name": job_name, "app.kubernetes.io/component": "trainer"}
+
+        def spec(url: str) -> dict[str, Any]:
+            environment = {
+                **args.identity.environment,
+                **args.trainer.env,
+                "CHECKPOINT_URL": url,
+                "GRACE_SECONDS": str(grace),
+            }
+            env = [{"name": k, "value": str(v)} for k, v in environment.items()]
+            return job_spec(
+                args.trainer,
+                env,
+                placement=args.placement,
+                identity=args.identity,
+                grace_period_seconds=grace,
+                backoff_limit=args.backoff_limit,
+                labels=labels,
+            )
+
+        job = k8s.batch.v1.Job(
+            f"{name}-job",
+            metadata={"name": job_name, "namespace": namespace, "labels": {**MANAGED_BY, **labels}},
+            spec=pulumi.Output.from_input(args.checkpoint_url).apply(spec),
+            # A Job's pod template is immutable: a change means a new Job.
+            opts=pulumi.ResourceOptions(
+                parent=self, replace_on_changes=["spec"], delete_before_replace=True
+            ),
+        )
+        if not args.placement.reclaim_honours_budgets:
+            disruption_budget(
+                f"{name}-pdb", job_name, namespace, labels, pulumi.ResourceOptions(parent=self)
+            )
+        self.job_name = job.metadata.apply(lambda m: m["name"])
+        self.register_outputs({"job_name": self.job_name})
+
+
+def _checked(job_name: str, args: TrainingJobArgs) -> int:
+    """The grace period to render; ``ValueError`` with one line naming what is wrong."""
+    if not _JOB_NAME.fullmatch(job_name):
+        raise ValueError(
+            f"TrainingJob name {job_name!r}: allowed a DNS label (a-z, 0-9, '-', at most 63)"
+        )
+    if args.placement.target is PoolClass.SYSTEM:
+        raise ValueError(f"TrainingJob {job_name}: training never targets the system pool")
+    if not args.trainer.command:
+        raise ValueError(f"TrainingJob {job_name}: the trainer needs a command")
+    if args.trainer.gpus < 0:
+        raise ValueError(f"TrainingJob {job_name}: gpus = {args.trainer.gpus}; allowed: 0 or more")
+    if args.backoff_limit < 0:
+        raise ValueError(f"TrainingJob {job_name}: backoff_limit must be 0 or more")
+    ceiling = args.placement.max_grace_seconds
+    grace = args.grace_period_seconds or ceiling or DEFAULT_GRACE_SECONDS
+    if grace < 1 or (ceiling is not None and grace > ceiling):
+        allowed = f"1..{ceiling}" if ceiling is not None else "1 or more"
+        raise ValueError(
+            f"TrainingJob {job_name}: grace_period_seconds = {grace} does not fit the "
+            f"preemption path of {args.placement.target.value}; allowed: {allowed}"
+        )
+    return grace
