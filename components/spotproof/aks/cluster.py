@@ -30,7 +30,8 @@ from spotproof.aks.autoprovisioning import AutoProvisionedPools, AutoProvisioned
 from spotproof.aks.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.aks.pools import GpuAgentPools, GpuAgentPoolsArgs, system_pool_profile
 from spotproof.catalog import Cloud
-from spotproof.kube import ClusterBaseline, ClusterBaselineArgs
+from spotproof.kube import ClusterBaseline
+from spotproof.kube.baseline import connect
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
 from spotproof.spec import Capacity, FleetSpec, PoolClass
@@ -159,16 +160,11 @@ class HybridCluster(pulumi.ComponentResource):
                 lambda configs: base64.b64decode(configs[0].value).decode()
             )
         )
-        self.provider = k8s.Provider(
-            f"{name}-kubernetes",
-            kubeconfig=self.kubeconfig,
-            enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
-        )
-        self.baseline = ClusterBaseline(
-            f"{name}-baseline",
-            ClusterBaselineArgs(namespace=trainer.namespace),
-            opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
+        self.provider, self.baseline = connect(
+            name,
+            self.kubeconfig,
+            trainer.namespace,
+            pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
         )
         nap_names: list[str] = []
         if aks.node_auto_provisioning:

@@ -17,7 +17,8 @@ from spotproof.eks import iam_documents, roles
 from spotproof.eks.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.eks.karpenter import Karpenter, KarpenterArgs
 from spotproof.eks.network import Network
-from spotproof.kube import ClusterBaseline, ClusterBaselineArgs
+from spotproof.kube import ClusterBaseline
+from spotproof.kube.baseline import connect
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
 from spotproof.spec import FleetSpec, PoolClass
@@ -175,17 +176,9 @@ class HybridCluster(pulumi.ComponentResource):
                 lambda parts: kubeconfig(parts[0], parts[1], parts[2]["data"], spec.region)
             )
         )
-        self.provider = k8s.Provider(
-            f"{name}-kubernetes",
-            kubeconfig=self.kubeconfig,
-            enable_server_side_apply=True,
-            opts=after_system,
-        )
         trainer = trainer_account(spec.smoke_test)
-        self.baseline = ClusterBaseline(
-            f"{name}-baseline",
-            ClusterBaselineArgs(namespace=trainer.namespace),
-            opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
+        self.provider, self.baseline = connect(
+            name, self.kubeconfig, trainer.namespace, after_system
         )
         self.karpenter = Karpenter(
             f"{name}-karpenter",

@@ -14,7 +14,8 @@ from spotproof.gke import pools
 from spotproof.gke.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.gke.pools import GpuNodePools, GpuNodePoolsArgs
-from spotproof.kube import ClusterBaseline, ClusterBaselineArgs
+from spotproof.kube import ClusterBaseline
+from spotproof.kube.baseline import connect
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
 from spotproof.spec import FleetSpec, PoolClass
@@ -148,16 +149,11 @@ class HybridCluster(pulumi.ComponentResource):
             )
         )
         # Kubernetes objects wait for the system pool: admission webhooks and add-ons need a node.
-        self.provider = k8s.Provider(
-            f"{name}-kubernetes",
-            kubeconfig=self.kubeconfig,
-            enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[system]),
-        )
-        self.baseline = ClusterBaseline(
-            f"{name}-baseline",
-            ClusterBaselineArgs(namespace=trainer.namespace),
-            opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
+        self.provider, self.baseline = connect(
+            name,
+            self.kubeconfig,
+            trainer.namespace,
+            pulumi.ResourceOptions(parent=self, depends_on=[system]),
         )
         self.pool_names = ["system", *self.gpu_pools.pool_names]
         self.register_outputs(
