@@ -164,7 +164,7 @@ class _Run:
         event = process.wait_for(lambda e: e["event"] == "resumed")
         if event is None:
             raise RuntimeError(
-                f"trainer {process.index} exited before resuming: {_stderr(process)}"
+                f"trainer {process.index} exited before resuming: {last_words(process)}"
             )
         self.progress(f"  attempt {process.index}: resumed at step {event['step']}")
         return int(event["step"])
@@ -195,7 +195,8 @@ def attempt_of(process: TrainerProcess) -> Attempt:
     )
 
 
-def _stderr(process: TrainerProcess) -> str:
+def last_words(process: TrainerProcess) -> str:
+    """The process's last line on stderr, or its exit code: why it stopped, in one line."""
     return process.stderr[-1] if process.stderr else f"exit code {process.popen.returncode}"
 
 
@@ -204,7 +205,7 @@ def _run_to_completion(run: _Run, process: TrainerProcess, report: SmokeReport) 
     code = process.finish(timeout=60)
     if done is None or code != exit_codes.COMPLETED:
         report.failures.append(
-            f"trainer {process.index} did not complete (exit {code}): {_stderr(process)}"
+            f"trainer {process.index} did not complete (exit {code}): {last_words(process)}"
         )
         return None
     return str(done["digest"])
@@ -331,7 +332,7 @@ def _interrupted_run(
             break
         if process.wait_for(lambda e, t=target: e["event"] == "step" and e["step"] >= t) is None:
             report.failures.append(
-                f"trainer {process.index} ended before step {target}: {_stderr(process)}"
+                f"trainer {process.index} ended before step {target}: {last_words(process)}"
             )
             break
         record = Interruption(kind, process.index, round(process.now(), 3), target)
@@ -370,7 +371,6 @@ def _container_exit_code(returncode: int | None) -> int | None:
 
 
 def _judge(record: Interruption, config: SmokeConfig, report: SmokeReport) -> None:
-    lost = record.steps_lost or 0
     if record.kind == "preemption":
         if record.exit_code != exit_codes.PREEMPTED:
             report.failures.append(
@@ -390,17 +390,23 @@ def _judge(record: Interruption, config: SmokeConfig, report: SmokeReport) -> No
         record.max_steps_lost = config.interval + (
             record.at_step - in_flight if in_flight is not None else 0
         )
+    judge_recovery(record.kind, record, report, "the replacement")
+
+
+def judge_recovery(label: str, record: Interruption, report: SmokeReport, resumer: str) -> None:
+    """Whoever resumed (``resumer``) lost nothing committed, unless it started while the
+    old process was still saving, and no more than ``record.max_steps_lost`` steps."""
     committed = record.newest_committed
     started_after_exit = not record.replacement_overlapped
     if started_after_exit and committed is not None and (record.resumed_from or 0) < committed:
         report.failures.append(
-            f"{record.kind}: step {committed} was committed but the replacement resumed from "
+            f"{label}: step {committed} was committed but {resumer} resumed from "
             f"{record.resumed_from}"
         )
+    lost = record.steps_lost or 0
     if record.max_steps_lost is not None and lost > record.max_steps_lost:
         report.failures.append(
-            f"{record.kind} at step {record.at_step} lost {lost} steps "
-            f"(at most {record.max_steps_lost})"
+            f"{label} at step {record.at_step} lost {lost} steps (at most {record.max_steps_lost})"
         )
 
 

@@ -33,6 +33,8 @@ from spotproof.smoke.harness import (
     SmokeConfig,
     SmokeReport,
     attempt_of,
+    judge_recovery,
+    last_words,
     trainer_env,
 )
 from spotproof.smoke.process import TrainerProcess
@@ -68,7 +70,7 @@ class _Gang:
         for rank in self.ranks:
             event = rank.wait_for(lambda e: e["event"] == "resumed")
             if event is None:
-                raise RuntimeError(f"rank {rank.index} exited before resuming: {_last(rank)}")
+                raise RuntimeError(f"rank {rank.index} exited before resuming: {last_words(rank)}")
             steps.append(int(event["step"]))
         return steps
 
@@ -129,7 +131,9 @@ def _interrupted(
             break
         last = gang.ranks[-1]
         if last.wait_for(lambda e, t=target: e["event"] == "step" and e["step"] >= t) is None:
-            report.failures.append(f"rank {last.index} ended before step {target}: {_last(last)}")
+            report.failures.append(
+                f"rank {last.index} ended before step {target}: {last_words(last)}"
+            )
             break
         kind = "hard-kill" if scenario == "kill one rank" else "preemption"
         record = Interruption(kind, gang.index, round(time.monotonic() - origin, 3), target)
@@ -202,16 +206,7 @@ def _judge(
             )
     if codes != expected:
         report.failures.append(f"{scenario}: ranks exited {codes}, expected {expected}")
-    if record.newest_committed is not None and (record.resumed_from or 0) < record.newest_committed:
-        report.failures.append(
-            f"{scenario}: step {record.newest_committed} was committed but the gang resumed "
-            f"from {record.resumed_from}"
-        )
-    if (record.steps_lost or 0) > record.max_steps_lost:
-        report.failures.append(
-            f"{scenario} at step {record.at_step} lost {record.steps_lost} steps "
-            f"(at most {record.max_steps_lost})"
-        )
+    judge_recovery(scenario, record, report, "the gang")
 
 
 def _agreed(gang: _Gang, report: SmokeReport) -> int:
@@ -229,7 +224,7 @@ def _complete(gang: _Gang, report: SmokeReport) -> str | None:
     if any(d is None for d in digests) or any(code != exit_codes.COMPLETED for code in codes):
         report.failures.append(
             f"gang {gang.index} did not complete: exit codes {codes}, "
-            f"{'; '.join(_last(r) for r in gang.ranks)}"
+            f"{'; '.join(last_words(r) for r in gang.ranks)}"
         )
         return None
     values = {str(d["digest"]) for d in digests if d is not None}
@@ -237,7 +232,3 @@ def _complete(gang: _Gang, report: SmokeReport) -> str | None:
         report.failures.append(f"the ranks of gang {gang.index} report different digests")
         return None
     return values.pop()
-
-
-def _last(rank: TrainerProcess) -> str:
-    return rank.stderr[-1] if rank.stderr else f"exit code {rank.popen.returncode}"
