@@ -86,6 +86,8 @@ class Gang(Solo):
 
     lost = False
     """A collective failed; leaving the group is then no longer possible in order."""
+    _owners: list[int]
+    """Each parameter's owning rank, set by :meth:`owned`."""
 
     def __init__(self, rank: int, world_size: int) -> None:
         self.rank, self.world_size = rank, world_size
@@ -114,7 +116,7 @@ class Gang(Solo):
             **options,  # type: ignore[arg-type]
         )
 
-    def owner(self, model: torch.nn.Module) -> list[int]:
+    def _assign_owners(self, model: torch.nn.Module) -> list[int]:
         """The rank that owns each parameter: largest first, each to the rank holding the
         fewest elements so far, so shards come out about the same size."""
         parameters = list(model.parameters())
@@ -126,9 +128,11 @@ class Gang(Solo):
         return owners
 
     def owned(self, model: torch.nn.Module) -> torch.nn.Module:
-        """This rank's parameters, the same objects as the model's (not copies)."""
-        owners = self.owner(model)
-        mine = [p for p, rank in zip(model.parameters(), owners, strict=True) if rank == self.rank]
+        """This rank's parameters, the same objects as the model's (not copies). Decides
+        who owns what once, for :meth:`share_parameters` to use every step."""
+        self._owners = self._assign_owners(model)
+        pairs = zip(model.parameters(), self._owners, strict=True)
+        mine = [p for p, rank in pairs if rank == self.rank]
         return torch.nn.ParameterList(mine)
 
     def seed_dropout(self, seed: int) -> None:
@@ -155,7 +159,7 @@ class Gang(Solo):
 
     def share_parameters(self, model: torch.nn.Module) -> None:
         with torch.no_grad():
-            for parameter, owner in zip(model.parameters(), self.owner(model), strict=True):
+            for parameter, owner in zip(model.parameters(), self._owners, strict=True):
                 self._collective(dist.broadcast, parameter.data, src=owner)
 
     def agree(self, step: int) -> int:
