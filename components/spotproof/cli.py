@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT = 0, 1, 2
 STORES = ("file", "s3", "gcs", "azure")
+MAX_NODES = 8
+"""The largest gang ``spotproof smoke --nodes`` starts on one machine."""
 DEFAULT_SMOKE_STEPS = 240
 FORMATS = ("text", "json", "markdown", "github")
 
@@ -112,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
     smoke.add_argument("--grace", type=_count(1, 600), default=15, help="grace period, seconds")
     smoke.add_argument(
         "--nodes",
-        type=_count(1, 8),
+        type=_count(1, MAX_NODES),
         default=1,
         help="ranks of a gang over torch.distributed (gloo); 2 or more plays one rank "
         "preempted, one rank killed and every rank preempted, restarting the gang each time",
@@ -168,6 +170,7 @@ def _count(low: int, high: int) -> Callable[[str], int]:
 
 
 def _smoke(args: argparse.Namespace) -> int:
+    from spotproof.smoke import BATCH_ROWS  # noqa: PLC0415
     from spotproof.smoke.emulators import EmulatorError  # noqa: PLC0415
     from spotproof.smoke.harness import SmokeConfig, run_smoke  # noqa: PLC0415
     from spotproof.smoke.multinode import run_gang_smoke  # noqa: PLC0415
@@ -203,10 +206,11 @@ def _smoke(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
-    if args.nodes > 1 and 16 % args.nodes:
+    if args.nodes > 1 and BATCH_ROWS % args.nodes:
+        splits = [n for n in range(1, MAX_NODES + 1) if BATCH_ROWS % n == 0]
         print(
-            f"spotproof smoke: --nodes {args.nodes} cannot split the trainer's batch of 16 "
-            "rows; allowed: 1, 2, 4 or 8",
+            f"spotproof smoke: --nodes {args.nodes} cannot split the trainer's batch of "
+            f"{BATCH_ROWS} rows; allowed: {', '.join(map(str, splits[:-1]))} or {splits[-1]}",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT

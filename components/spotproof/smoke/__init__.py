@@ -1,1 +1,5 @@
 """The smoke test: a deterministic trainer, and a harness that preempts it on purpose."""
+
+BATCH_ROWS = 16
+"""Rows of every step's batch; each rank of a gang takes ``WORLD_SIZE``-th of them. Here,
+free of torch, so that the CLI can check ``--nodes`` against it."""

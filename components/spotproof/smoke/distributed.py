@@ -29,9 +29,7 @@ import torch.distributed as dist
 
 from spotproof.runtime.checkpoint import Checkpoint, CheckpointStore
 from spotproof.runtime.gang import GangCheckpointStore, new_gang_id
-
-BATCH_ROWS = 16
-"""Rows of every step's batch; each rank of a gang takes ``WORLD_SIZE``-th of them."""
+from spotproof.smoke import BATCH_ROWS
 
 
 class PeerLost(RuntimeError):

@@ -51,7 +51,8 @@ from spotproof.runtime.checkpoint import SaveResult
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.manifest import DEFAULT_KEEP
 from spotproof.runtime.storage import StorageError, StorageURLError
-from spotproof.smoke.distributed import BATCH_ROWS, Gang, PeerLost, Solo
+from spotproof.smoke import BATCH_ROWS
+from spotproof.smoke.distributed import Gang, PeerLost, Solo
 
 DEPTH = 4
 BYTES_PER_PARAMETER = 12  # fp32 weight + AdamW's two moments
