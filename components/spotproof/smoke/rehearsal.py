@@ -29,12 +29,15 @@ from urllib.parse import urlparse
 from spotproof.kube.smoke import JOB_NAME
 from spotproof.plan import PlanResult
 from spotproof.plan.preemption import PreemptionPath
+from spotproof.runtime.storage import SCHEMES
 from spotproof.smoke.harness import SmokeConfig
 from spotproof.smoke.job import JobPolicy
 
 JOB = "kubernetes:batch/v1:Job"
-EMULATED_STORE = {"s3": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure"}
-"""The emulator (:data:`spotproof.smoke.emulators.STORES`) for a checkpoint URL's scheme."""
+_EMULATOR_OF_PROTOCOL = {"file": "file", "s3": "s3", "gcs": "gcs", "abfs": "azure"}
+EMULATED_STORE = {scheme: _EMULATOR_OF_PROTOCOL[protocol] for scheme, protocol in SCHEMES.items()}
+"""The emulator (:data:`spotproof.smoke.emulators.STORES`) for each checkpoint URL scheme
+the runtime opens (``spotproof.runtime.storage.SCHEMES``)."""
 
 
 class RehearsalError(ValueError):
