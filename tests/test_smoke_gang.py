@@ -5,18 +5,13 @@ final digest bit for bit the uninterrupted gang's."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 
 from spotproof.runtime import exit_codes
-from spotproof.smoke import multinode
-from spotproof.smoke.emulators import Bucket, free_port
-from spotproof.smoke.harness import SmokeConfig, SmokeReport, trainer_env
+from spotproof.smoke.harness import SmokeConfig, SmokeReport
 from spotproof.smoke.multinode import SCENARIOS, run_gang_smoke
 from tests.support import run_cli
 
@@ -91,19 +86,3 @@ def test_the_trainer_refuses_a_world_size_that_does_not_divide_its_batch(tmp_pat
     )
     assert done.returncode == exit_codes.BAD_CONFIG
     assert done.stderr == "spotproof.smoke.train: WORLD_SIZE=3: must divide the batch of 16 rows\n"
-
-
-def test_a_gang_whose_port_was_taken_meanwhile_starts_again_on_another(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        ports = iter([taken.getsockname()[1]])
-        monkeypatch.setattr(multinode, "free_port", lambda: next(ports, None) or free_port())
-        config = SmokeConfig(store="file", total_steps=40, interval=10, model_mb=1)
-        env = trainer_env(config, Bucket("file", f"file://{tmp_path}"), "run")
-        gang, steps = multinode._Gang.start(env, 2, time.monotonic(), 0)
-        gang.finish(0)
-    assert steps == [0, 0]
-    assert next(ports, None) is None  # the taken port was tried first

@@ -42,7 +42,6 @@ from spotproof.smoke.process import TrainerProcess
 SCENARIOS = ("preempt one rank", "kill one rank", "preempt every rank")
 LEAVE_SECONDS = 30.0
 """How long ranks get to leave after a peer died before they are killed."""
-START_ATTEMPTS = 3
 
 
 class _Gang:
@@ -65,24 +64,6 @@ class _Gang:
             for rank in range(nodes)
         ]
         self.index = index
-
-    @classmethod
-    def start(
-        cls, env: dict[str, str], nodes: int, origin: float, index: int
-    ) -> tuple[_Gang, list[int]]:
-        """A gang whose ranks all resumed, and the step each resumed from. The port
-        :func:`free_port` found is free only until it returns: another process may take it
-        before rank 0 binds it. A gang that does not come up is killed and started again on
-        another port, as a JobSet recreates one; the last failure is raised."""
-        for attempt in range(1, START_ATTEMPTS + 1):
-            gang = cls(env, nodes, origin, index)
-            try:
-                return gang, gang.resumed()
-            except (RuntimeError, TimeoutError):
-                gang.finish(0)
-                if attempt == START_ATTEMPTS:
-                    raise
-        raise AssertionError("unreachable")
 
     def resumed(self) -> list[int]:
         steps = []
@@ -117,7 +98,8 @@ def run_gang_smoke(config: SmokeConfig, nodes: int, progress: Progress = print) 
         progress(f"store: {config.store} ({bucket.url}); gang of {nodes} ranks over gloo")
         progress("reference gang (never interrupted)")
         started = time.monotonic()
-        reference, _ = _Gang.start(trainer_env(config, bucket, "reference"), nodes, started, 0)
+        reference = _Gang(trainer_env(config, bucket, "reference"), nodes, started, 0)
+        reference.resumed()
         report.reference_digest = _complete(reference, report)
         report.reference_seconds = time.monotonic() - started
         report.reference = attempt_of(reference.ranks[0])
@@ -139,9 +121,9 @@ def _interrupted(
         observer = CheckpointStore(env["CHECKPOINT_URL"])
     schedule = random.Random(config.schedule_seed)
     origin = time.monotonic()
-    gang, steps = _Gang.start(env, nodes, origin, 0)
+    gang = _Gang(env, nodes, origin, 0)
     gangs = [gang]
-    resumed = _agreed(gang, steps, report)
+    resumed = _agreed(gang, report)
     for scenario in SCENARIOS:
         target = resumed + schedule.randint(max(2, config.interval // 2), 2 * config.interval)
         if target >= config.total_steps - 1:
@@ -158,9 +140,9 @@ def _interrupted(
         codes = _interrupt(gang, scenario, config, record)
         newest = observer.committed_steps()
         record.newest_committed = newest[-1] if newest else None
-        gang, steps = _Gang.start(env, nodes, origin, gang.index + 1)
+        gang = _Gang(env, nodes, origin, gang.index + 1)
         gangs.append(gang)
-        resumed = _agreed(gang, steps, report)
+        resumed = _agreed(gang, report)
         record.resumed_from = resumed
         record.steps_lost = max(0, record.at_step - resumed)
         _judge(scenario, codes, record, config, report)
@@ -227,7 +209,8 @@ def _judge(
     judge_recovery(scenario, record, report, "the gang")
 
 
-def _agreed(gang: _Gang, steps: list[int], report: SmokeReport) -> int:
+def _agreed(gang: _Gang, report: SmokeReport) -> int:
+    steps = gang.resumed()
     if len(set(steps)) != 1:
         report.failures.append(
             f"the ranks of gang {gang.index} resumed from different steps {steps}"
