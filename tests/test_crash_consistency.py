@@ -21,7 +21,7 @@ def _report(store: str) -> SmokeReport:
     """One interrupted run per store, shared by the assertions below."""
     if store not in _REPORTS:
         config = SmokeConfig(
-            store=store, preemptions=2, hard_kills=2, total_steps=200, interval=20, model_mb=2
+            store=store, preemptions=2, hard_kills=2, total_steps=140, interval=20, model_mb=2
         )
         _REPORTS[store] = run_smoke(config, progress=lambda _line: None)
     return _REPORTS[store]
