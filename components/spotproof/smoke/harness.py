@@ -85,6 +85,8 @@ class Interruption:
     """Newest step with a manifest once the process was gone: a replacement that starts
     afterwards must resume from it (nothing committed is ever lost)."""
     upload_step: int | None = None
+    peers_left_early: list[int] = field(default_factory=list)
+    """Gang ranks stopped by a peer that exited before being torn down."""
     kill_point: str | None = None
     """Where a hard kill hit the newest checkpoint: ``before-upload`` (no part written),
     ``in-upload`` (parts written, no manifest) or ``after-commit``."""
@@ -254,20 +256,11 @@ def _preempt(
 def _hard_kill(
     run: _Run, process: TrainerProcess, record: Interruption, aim: bool
 ) -> TrainerProcess:
-    """SIGKILL, like a node that vanishes. With ``aim``, the kill waits for the next upload and
-    lands as soon as part of its payload is in the bucket and its manifest is not: the
-    moment between payload writes and the commit."""
+    """SIGKILL, like a node that vanishes. With ``aim``, the kill lands while part of an
+    upload's payload is in the bucket and its manifest is not: the moment between payload
+    writes and the commit."""
     if aim:
-        now = process.last_step  # aim at an upload that has not finished yet
-        saving = process.wait_for(lambda e: e["event"] == "saving" and e["step"] >= now)
-        resumed = process.first("resumed") or {}
-        if saving is not None:
-            step = int(saving["step"])
-            payload = f"{step_prefix(step)}/{resumed.get('writer')}"
-            deadline = time.monotonic() + 60
-            while process.popen.poll() is None and time.monotonic() < deadline:
-                if run.observer.list(payload):
-                    break
+        _freeze_inside_an_upload(run, process)
     process.send(signal.SIGKILL)
     record.exit_code = process.finish()
     record.at_step = process.last_step
@@ -281,6 +274,32 @@ def _hard_kill(
             "after-commit" if committed else "in-upload" if written else "before-upload"
         )
     return run.start()
+
+
+AIM_SLICE_SECONDS = 0.0005
+"""How long the aimed trainer runs between two looks at the bucket."""
+
+
+def _freeze_inside_an_upload(run: _Run, process: TrainerProcess, timeout: float = 120) -> None:
+    """Run the trainer in slices (SIGCONT, sleep, SIGSTOP) and look at the bucket while it is
+    stopped, until its newest upload has payload and no manifest; return with it stopped.
+
+    Polling a running trainer raced it: a slow listing (Azurite) let an upload, or the whole
+    run, finish between two looks. Frozen, the trainer cannot move on while it is looked at,
+    so the kill lands at most one slice after the payload's first object."""
+    writer = (process.first("resumed") or {}).get("writer")
+    deadline = time.monotonic() + timeout
+    while process.popen.poll() is None and time.monotonic() < deadline:
+        process.send(signal.SIGSTOP)
+        saves = process.of("saving")
+        if saves:
+            step = int(saves[-1]["step"])
+            if not run.observer.exists(manifest_key(step)) and run.observer.list(
+                f"{step_prefix(step)}/{writer}"
+            ):
+                return
+        process.send(signal.SIGCONT)
+        time.sleep(AIM_SLICE_SECONDS)
 
 
 def run_smoke(config: SmokeConfig, progress: Progress = print) -> SmokeReport:
@@ -323,11 +342,12 @@ def _interrupted_run(
     resumed = run.resumed(process)
     run.observer  # noqa: B018 - connect now, not when a kill is being aimed
     overlapped = False
-    for kind in kinds:
-        target = resumed + schedule.randint(max(2, config.interval // 2), 2 * config.interval)
-        if target >= config.total_steps - 1:
+    for index, kind in enumerate(kinds):
+        target = _place(schedule, config, resumed, remaining=len(kinds) - index)
+        if target is None:
             report.failures.append(
-                f"TOTAL_STEPS too small to place every interruption ({kind} at {target})"
+                f"TOTAL_STEPS={config.total_steps} leaves no room for the {kind} after step "
+                f"{resumed} ({len(kinds) - index} interruptions to place)"
             )
             break
         if process.wait_for(lambda e, t=target: e["event"] == "step" and e["step"] >= t) is None:
@@ -361,6 +381,21 @@ def _interrupted_run(
         report.job_verdicts = job.verdicts
         if job.failed:
             report.failures.append(f"the Job would have failed: {job.failed}")
+
+
+def _place(
+    schedule: random.Random, config: SmokeConfig, resumed: int, remaining: int
+) -> int | None:
+    """The step of the next interruption: between half an interval and two intervals after
+    ``resumed``, within an equal share of the steps left for each interruption still to
+    place, one interval of which is kept for an aimed kill that waits for the next upload.
+    None when that share is too small."""
+    share = (config.total_steps - 1 - resumed) // remaining - config.interval
+    latest = min(2 * config.interval, share)
+    earliest = min(max(2, config.interval // 2), latest)
+    if latest < 1:
+        return None
+    return resumed + schedule.randint(earliest, latest)
 
 
 def _container_exit_code(returncode: int | None) -> int | None:
