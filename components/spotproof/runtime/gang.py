@@ -35,6 +35,16 @@ A save cancelled before its shard record exists deletes its payload, and so does
 cancelled while it waits for the others (it will not commit). Another rank's recorded
 shard may already be part of the step rank 0 is committing, so a cancelled wait for the
 commit keeps it (retention collects it if the step never commits).
+
+Stopping because of a peer
+--------------------------
+When one rank is reclaimed the whole gang stops (every rank saves its shard of the same
+final step), but only the reclaimed rank should *fail*: a JobSet takes the action of the
+first of its failure-policy rules that matches any child Job failed at that moment
+(``spotproof.catalog.jobset.FIRST_MATCHING_RULE_WINS``), so a healthy rank's Job failing
+before the reclaimed one's would spend a restart from the budget meant for crashes. A rank
+that stopped because of a peer (the peer's notice, or the peer gone) therefore leaves the
+gang cleanly and then waits, with :func:`await_teardown`, for the JobSet to delete its pod.
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from spotproof.runtime.checkpoint import SUPERSEDED, Checkpoint, CheckpointStore
+from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.manifest import (
     GangManifest,
     GangMismatch,
@@ -62,7 +73,14 @@ from spotproof.runtime.manifest import (
 from spotproof.runtime.storage import StorageError
 from spotproof.runtime.transfer import SaveCancelled
 
-__all__ = ["Agree", "GangCheckpointStore", "GangMismatch", "new_gang_id"]
+__all__ = [
+    "PEER_WAIT_SECONDS",
+    "Agree",
+    "GangCheckpointStore",
+    "GangMismatch",
+    "await_teardown",
+    "new_gang_id",
+]
 
 Agree = Callable[[int], int]
 """Called by every rank with the same number of times; returns the minimum of what the
@@ -75,6 +93,21 @@ _GANG_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _POLL_FIRST, _POLL_GROWTH, _POLL_MAX = 0.005, 1.5, 0.25
 """Seconds between looks at the store while waiting: short at first (a shard is usually
 recorded within moments of one's own), then backing off to a few requests a second."""
+
+
+PEER_WAIT_SECONDS = 600.0
+"""How long a rank stopped by a peer waits to be torn down. Longer than the slowest way a
+reclaimed pod's Job fails: a pod on a node that stops answering is evicted by the taint
+manager after the ``node.kubernetes.io/unreachable`` toleration's 300 s, which the
+``DefaultTolerationSeconds`` admission plugin gives every pod
+(https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/#taint-based-evictions)."""
+
+
+def await_teardown(guard: PreemptionGuard, timeout: float = PEER_WAIT_SECONDS) -> bool:
+    """Wait for SIGTERM after stopping because of a peer; True when it came (the gang is
+    being torn down and restarted), False when ``timeout`` passed without it. Exit
+    ``PREEMPTED`` or ``PEER_LOST`` after it; see "Stopping because of a peer" above."""
+    return guard.wait(timeout)
 
 
 def new_gang_id() -> str:

@@ -7,10 +7,17 @@ The harness plays what happens to a gang on reclaimable nodes, and restarts the 
 after each, as a JobSet whose failure policy restarts every child Job does:
 
 1. **one rank preempted**: SIGTERM to the last rank only. The ranks stop together at the
-   next step, each saves its shard of that step, and all exit ``PREEMPTED``;
+   next step and each saves its shard of that step; the preempted rank exits
+   ``PREEMPTED``, the others wait to be torn down, and once the preempted rank is gone
+   the harness tears them down (SIGTERM, as the JobSet deletes their pods): they exit
+   ``PREEMPTED`` too;
 2. **one rank killed**: SIGKILL to the last rank, as if its node vanished. The others
-   find it gone in their next collective and exit ``PEER_LOST``;
+   find it gone in their next collective and wait; torn down, they exit ``PEER_LOST``;
 3. **every rank preempted**: SIGTERM to all, as when a whole pool is reclaimed.
+
+A rank stopped by a peer that exits before the teardown fails the run: on a cluster its
+Job could fail before the disrupted rank's and spend a restart from the JobSet's budget
+for crashes (``spotproof.runtime.gang``, "Stopping because of a peer").
 
 The run passes only if the restarted gang ends with the digest of a gang of the same size
 that was never interrupted, no preemption loses a step, every restart resumes from the
@@ -41,7 +48,7 @@ from spotproof.smoke.process import TrainerProcess
 
 SCENARIOS = ("preempt one rank", "kill one rank", "preempt every rank")
 LEAVE_SECONDS = 30.0
-"""How long ranks get to leave after a peer died before they are killed."""
+"""How long ranks get to notice a dead peer and stop before they are killed."""
 
 
 class _Gang:
@@ -159,17 +166,21 @@ def _interrupted(
 def _interrupt(
     gang: _Gang, scenario: str, config: SmokeConfig, record: Interruption
 ) -> list[int | None]:
-    last = gang.ranks[-1]
+    last, peers = gang.ranks[-1], gang.ranks[:-1]
     if scenario == "kill one rank":
         last.send(signal.SIGKILL)
         last.finish()
         record.at_step = last.last_step
-        return gang.finish(LEAVE_SECONDS)
-    targets = [last] if scenario == "preempt one rank" else gang.ranks
+        return [*_tear_down(peers, LEAVE_SECONDS, record), last.popen.returncode]
     record.sigterm_after = 0.0
-    for rank in targets:
-        rank.send(signal.SIGTERM)
-    codes = gang.finish(config.grace_seconds)
+    if scenario == "preempt one rank":
+        last.send(signal.SIGTERM)
+        code = last.finish(config.grace_seconds)
+        codes = [*_tear_down(peers, config.grace_seconds, record), code]
+    else:
+        for rank in gang.ranks:
+            rank.send(signal.SIGTERM)
+        codes = gang.finish(config.grace_seconds)
     record.sigkilled_after_grace = any(code is None for code in codes)
     stopped = [e for r in gang.ranks for e in r.of("preempted")]
     record.at_step = max((int(e["step"]) for e in stopped), default=gang.step)
@@ -181,6 +192,25 @@ def _interrupt(
     ]
     record.final_save_seconds = max(finals) if finals else None
     record.grace_seconds = config.grace_seconds
+    return codes
+
+
+def _tear_down(
+    peers: list[TrainerProcess], timeout: float, record: Interruption
+) -> list[int | None]:
+    """What the JobSet does once the disrupted rank's Job has failed: delete the other
+    pods (SIGTERM). Each peer must be waiting for it by then, not gone on its own."""
+    for peer in peers:
+        if peer.wait_for(lambda e: e["event"] == "awaiting_teardown", timeout) is None:
+            record.peers_left_early.append(peer.index)
+        peer.send(signal.SIGTERM)
+    codes = []
+    for peer in peers:
+        code = peer.finish(timeout)
+        if code is None:
+            peer.send(signal.SIGKILL)
+            peer.finish()
+        codes.append(code)
     return codes
 
 
@@ -206,6 +236,11 @@ def _judge(
             )
     if codes != expected:
         report.failures.append(f"{scenario}: ranks exited {codes}, expected {expected}")
+    if record.peers_left_early:
+        report.failures.append(
+            f"{scenario}: trainer(s) {record.peers_left_early} stopped by a peer exited before "
+            "the gang was torn down; their Job could fail first and spend a counted restart"
+        )
     judge_recovery(scenario, record, report, "the gang")
 
 

@@ -19,6 +19,7 @@ KEEP_CHECKPOINTS   committed checkpoints kept                                 3
 CHECKPOINT_PART_KB size of each uploaded part; unset: sized from the state      (auto)
 EMIT_STEPS         1 to print a ``step`` event after every step               0
 TRAIN_THREADS      torch intra-op threads                                     1
+PEER_WAIT_SECONDS  a rank stopped by a peer waits this long to be torn down   600
 WORLD_SIZE, RANK,  a gang of ranks over torch.distributed (gloo), as torchrun  1 (alone)
 MASTER_ADDR/PORT   and a JobSet set them (``spotproof.smoke.distributed``)
 ================== ========================================================== =========
@@ -41,13 +42,14 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
 from spotproof.runtime import exit_codes, torch_state
 from spotproof.runtime.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpoint import SaveResult
+from spotproof.runtime.gang import PEER_WAIT_SECONDS, await_teardown
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.manifest import DEFAULT_KEEP
 from spotproof.runtime.storage import StorageError, StorageURLError
@@ -76,6 +78,7 @@ class TrainConfig:
     """None: parts sized from the state (``spotproof.runtime.transfer.plan``)."""
     emit_steps: bool = False
     threads: int = 1
+    peer_wait_seconds: float = PEER_WAIT_SECONDS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TrainConfig:
@@ -108,6 +111,7 @@ class TrainConfig:
             part_kb=number("CHECKPOINT_PART_KB", 0, int, 0) or None,
             emit_steps=env.get("EMIT_STEPS", "0") == "1",
             threads=number("TRAIN_THREADS", 1, int, 1),
+            peer_wait_seconds=number("PEER_WAIT_SECONDS", PEER_WAIT_SECONDS, float, 0),
         )
 
 
@@ -174,9 +178,31 @@ def train(config: TrainConfig, env: Mapping[str, str]) -> int:
         except ValueError as error:
             raise ConfigError(str(error)) from None
         try:
-            return _train(config, guard, gang)
+            code = _train(config, guard, gang)
+        except PeerLost as error:
+            _leave_after_lost_peer(error, guard, config.peer_wait_seconds)
         finally:
             gang.close()
+        if code == exit_codes.PREEMPTED and not guard.preempted:
+            # Stopped by a peer's notice: the peer's Job must fail first, not this one's.
+            emit("awaiting_teardown", seconds=config.peer_wait_seconds)
+            torn_down = await_teardown(guard, config.peer_wait_seconds)
+            return exit_codes.PREEMPTED if torn_down else exit_codes.PEER_LOST
+        return code
+
+
+def _leave_after_lost_peer(error: PeerLost, guard: PreemptionGuard, wait: float) -> NoReturn:
+    """Wait to be torn down (the vanished rank's Job fails first), then exit ``PEER_LOST``
+    without running destructors: gloo's, with a pair to the vanished peer still open,
+    abort the process (SIGABRT) at interpreter shutdown about one time in three, which
+    would hide the exit code."""
+    emit("peer_lost", reason=str(error))
+    print(f"spotproof.smoke.train: {error}", file=sys.stderr)
+    emit("awaiting_teardown", seconds=wait)
+    await_teardown(guard, wait)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_codes.PEER_LOST)
 
 
 def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
@@ -272,15 +298,6 @@ def main() -> int:
     except StorageError as error:
         print(f"spotproof.smoke.train: {error}", file=sys.stderr)
         return exit_codes.STORAGE_UNAVAILABLE
-    except PeerLost as error:
-        emit("peer_lost", reason=str(error))
-        print(f"spotproof.smoke.train: {error}", file=sys.stderr)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # Leave without running destructors: gloo's, with a pair to a vanished peer still
-        # open, abort the process (SIGABRT) at interpreter shutdown about one time in three,
-        # which would hide the exit code the JobSet's failure policy is written against.
-        os._exit(exit_codes.PEER_LOST)
 
 
 if __name__ == "__main__":
