@@ -1,0 +1,62 @@
+"""Kueue (kubernetes-sigs/kueue): admission of batch work, and GKE's queued provisioning.
+
+Facts from the v0.19.2 tag (commit 8eab6877) of https://github.com/kubernetes-sigs/kueue,
+each with the file it comes from. Nothing here imports Pulumi or a cloud SDK.
+"""
+
+from __future__ import annotations
+
+CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+"""``charts/kueue/README.md``: ``helm install kueue oci://registry.k8s.io/kueue/charts/kueue
+--version="0.19.2" --namespace=kueue-system``."""
+NAMESPACE = "kueue-system"
+
+
+def _patches(minor: int, last: int) -> tuple[str, ...]:
+    return tuple(f"0.{minor}.{patch}" for patch in range(last + 1))
+
+
+VERSIONS: tuple[str, ...] = (
+    *_patches(14, 8),
+    *_patches(15, 8),
+    *_patches(16, 9),
+    *_patches(17, 8),
+    *_patches(18, 6),
+    *_patches(19, 2),
+)
+"""Chart versions (the release tags without their ``v``: ``hack/helm-chart-package.sh``)
+from 0.14.0, the first release with the ProvisioningRequest admission check GA and always
+on (``site/content/en/docs/concepts/admission_check/provisioning_request.md``), to 0.19.2.
+The patch numbers of each minor line run without gaps in the repository's tags."""
+
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+"""Served and the storage version since 0.15 (``config/components/crd/bases/``); v1beta1 is
+still served but deprecated. In v1beta2 a ClusterQueue names its checks only under
+``admissionChecksStrategy.admissionChecks`` (``apis/kueue/v1beta2/clusterqueue_types.go``)."""
+
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+"""On a Job or JobSet: the LocalQueue it is submitted to (``QueueLabel``,
+``pkg/controller/constants/constants.go``). Kueue's webhook suspends such an object at
+creation and unsuspends it once admitted (``ApplyDefaultForSuspend``,
+``pkg/controller/jobframework/defaults.go``), so it is not created suspended by hand."""
+
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+"""``AdmissionCheck.spec.controllerName`` of the ProvisioningRequest admission check."""
+
+PROVISIONING_REQUEST_PARAMETER_PREFIX = "provreq.kueue.x-k8s.io/"
+"""Annotations of a Job with this prefix become ``spec.parameters`` of its
+ProvisioningRequest, the prefix stripped (``pkg/controller/admissionchecks/provisioning``)."""
+
+GKE_QUEUED_PROVISIONING_CLASS = "queued-provisioning.gke.io"
+"""``ProvisioningRequestConfig.spec.provisioningClassName`` for GKE's queued provisioning
+(DWS flex-start): https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest."""
+
+INTEGRATIONS = ("batch/job", "jobset.x-k8s.io/jobset")
+"""Both enabled in the chart's default ``managerConfig.controllerManagerConfigYaml``
+(``charts/kueue/values.yaml``)."""
+
+UNDECLARED_RESOURCES_BLOCK = True
+"""A workload asking for a resource its ClusterQueue does not list in ``coveredResources``
+cannot be admitted (default ``quotaCheckStrategy`` BlockUndeclared,
+``pkg/scheduler/flavorassigner/flavorassigner.go``): every resource the queued pods
+request is covered."""
