@@ -248,9 +248,11 @@ def test_gke_system_pool_tainted_critical_addons_only_leaves_gke_add_ons_homeles
     result = _recheck(gke_dev)
 
     fit = [v for v in result.violations if v.policy == "scheduling-fit"]
-    assert [v.resource for v in fit] == ["platform-add-ons"]
-    assert "components.gke.io/gke-managed-components" not in fit[0].message
-    assert "taint CriticalAddonsOnly=true:NoSchedule not tolerated" in fit[0].message
+    # GKE's add-ons, and spotproof's JobSet controller placed by the same contract.
+    assert sorted(v.resource for v in fit) == ["gke-dev-jobset-chart", "platform-add-ons"]
+    for violation in fit:
+        assert "components.gke.io/gke-managed-components" not in violation.message
+        assert "taint CriticalAddonsOnly=true:NoSchedule not tolerated" in violation.message
     [policy] = [v for v in result.violations if v.policy == "gke-system-pool-on-demand"]
     assert "components.gke.io/gke-managed-components=true:NO_SCHEDULE" in policy.message
 

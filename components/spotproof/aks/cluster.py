@@ -31,7 +31,7 @@ from spotproof.aks.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.aks.pools import GpuAgentPools, GpuAgentPoolsArgs, system_pool_profile
 from spotproof.catalog import Cloud
 from spotproof.kube import ClusterBaseline
-from spotproof.kube.baseline import connect
+from spotproof.kube.connect import connect
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
 from spotproof.spec import Capacity, FleetSpec, PoolClass
@@ -61,6 +61,8 @@ class HybridCluster(pulumi.ComponentResource):
     provider: k8s.Provider
     bucket: CheckpointBucket
     baseline: ClusterBaseline
+    controllers: list[pulumi.Resource]
+    """Add-ons a multi-node ``TrainingJob`` needs installed first (the JobSet controller)."""
     pool_names: list[str]
     workload_identity: WorkloadIdentity
 
@@ -160,12 +162,15 @@ class HybridCluster(pulumi.ComponentResource):
                 lambda configs: base64.b64decode(configs[0].value).decode()
             )
         )
-        self.provider, self.baseline = connect(
+        kube = connect(
             name,
             self.kubeconfig,
             trainer.namespace,
+            spec,
             pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
         )
+        self.provider, self.baseline = kube.provider, kube.baseline
+        self.controllers = kube.controllers
         nap_names: list[str] = []
         if aks.node_auto_provisioning:
             nap = AutoProvisionedPools(

@@ -18,7 +18,7 @@ from spotproof.eks.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.eks.karpenter import Karpenter, KarpenterArgs
 from spotproof.eks.network import Network
 from spotproof.kube import ClusterBaseline
-from spotproof.kube.baseline import connect
+from spotproof.kube.connect import connect
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
 from spotproof.spec import FleetSpec, PoolClass
@@ -98,6 +98,8 @@ class HybridCluster(pulumi.ComponentResource):
     provider: k8s.Provider
     bucket: CheckpointBucket
     baseline: ClusterBaseline
+    controllers: list[pulumi.Resource]
+    """Add-ons a multi-node ``TrainingJob`` needs installed first (the JobSet controller)."""
     karpenter: Karpenter
     pool_names: list[str]
     workload_identity: WorkloadIdentity
@@ -177,9 +179,9 @@ class HybridCluster(pulumi.ComponentResource):
             )
         )
         trainer = trainer_account(spec.smoke_test)
-        self.provider, self.baseline = connect(
-            name, self.kubeconfig, trainer.namespace, after_system
-        )
+        kube = connect(name, self.kubeconfig, trainer.namespace, spec, after_system)
+        self.provider, self.baseline = kube.provider, kube.baseline
+        self.controllers = kube.controllers
         self.karpenter = Karpenter(
             f"{name}-karpenter",
             KarpenterArgs(

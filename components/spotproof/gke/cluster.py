@@ -15,7 +15,7 @@ from spotproof.gke.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.gke.pools import GpuNodePools, GpuNodePoolsArgs
 from spotproof.kube import ClusterBaseline
-from spotproof.kube.baseline import connect
+from spotproof.kube.connect import connect
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
 from spotproof.spec import FleetSpec, PoolClass
@@ -49,6 +49,8 @@ class HybridCluster(pulumi.ComponentResource):
     provider: k8s.Provider
     bucket: CheckpointBucket
     baseline: ClusterBaseline
+    controllers: list[pulumi.Resource]
+    """Add-ons a multi-node ``TrainingJob`` needs installed first (the JobSet controller)."""
     gpu_pools: GpuNodePools
     pool_names: list[str]
     workload_identity: WorkloadIdentity
@@ -149,12 +151,15 @@ class HybridCluster(pulumi.ComponentResource):
             )
         )
         # Kubernetes objects wait for the system pool: admission webhooks and add-ons need a node.
-        self.provider, self.baseline = connect(
+        kube = connect(
             name,
             self.kubeconfig,
             trainer.namespace,
+            spec,
             pulumi.ResourceOptions(parent=self, depends_on=[system]),
         )
+        self.provider, self.baseline = kube.provider, kube.baseline
+        self.controllers = kube.controllers
         self.pool_names = ["system", *self.gpu_pools.pool_names]
         self.register_outputs(
             {

@@ -63,25 +63,3 @@ class ClusterBaseline(pulumi.ComponentResource):
             for spec in scheduling.PRIORITY_CLASSES
         }
         self.register_outputs({"namespace": self.namespace})
-
-
-def connect(
-    name: str,
-    kubeconfig: pulumi.Input[str],
-    namespace: str,
-    opts: pulumi.ResourceOptions,
-) -> tuple[k8s.Provider, ClusterBaseline]:
-    """A cluster component's Kubernetes provider and the baseline applied through it.
-
-    The provider is built from the cluster's own ``kubeconfig``, never an ambient one, and
-    applies server-side on every cloud alike; ``opts`` carries its parent and what it
-    waits for (a node to run admission webhooks and add-ons on)."""
-    provider = k8s.Provider(
-        f"{name}-kubernetes", kubeconfig=kubeconfig, enable_server_side_apply=True, opts=opts
-    )
-    baseline = ClusterBaseline(
-        f"{name}-baseline",
-        ClusterBaselineArgs(namespace=namespace),
-        opts=pulumi.ResourceOptions(parent=opts.parent, provider=provider),
-    )
-    return provider, baseline

@@ -9,7 +9,7 @@ from typing import Any
 import kubernetes_validate
 import yaml
 
-from spotproof.plan import karpenter
+from spotproof.plan import jobsets, karpenter
 from spotproof.plan.recorder import Recording, Resource, reveal
 from spotproof.policy import Violation
 
@@ -63,6 +63,7 @@ _INSTALL_ORDER = (
     "NodePool",
     "Job",
     "CronJob",
+    "JobSet",
 )
 
 
@@ -94,7 +95,8 @@ def write(recording: Recording, out_dir: Path) -> list[Path]:
 
 def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violation], list[str]]:
     """Strict validation of every object: core objects against the OpenAPI schema of the
-    cluster's Kubernetes version, Karpenter's against Karpenter's published schemas.
+    cluster's Kubernetes version, Karpenter's against Karpenter's published schemas,
+    JobSets against the JobSet API's fields and webhook (``plan.jobsets``).
     Unknown fields, wrong types and missing required fields are all violations.
 
     Returns the violations and the checks skipped, with why (Karpenter's schemas need
@@ -106,6 +108,14 @@ def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violat
     )
     for resource, obj in zip(resources, objects, strict=True):
         if karpenter.is_karpenter(obj):
+            continue
+        if jobsets.is_jobset(obj):
+            violations += [
+                Violation(SCHEMA_POLICY, resource.name, f"{describe(obj)}: {error}")
+                for error in jobsets.errors(
+                    obj, lambda job: job_schema_errors(job, kubernetes_version)
+                )
+            ]
             continue
         try:
             kubernetes_validate.validate(obj, kubernetes_version, strict=True)
@@ -124,6 +134,15 @@ def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violat
                 )
             )
     return violations, skipped
+
+
+def job_schema_errors(job: dict[str, Any], kubernetes_version: str) -> list[str]:
+    """A ``batch/v1`` Job's schema errors, each ``path: message``."""
+    try:
+        kubernetes_validate.validate(job, kubernetes_version, strict=True)
+    except kubernetes_validate.ValidationError as error:
+        return [f"{'.'.join(str(p) for p in error.path) or '(root)'}: {error.message}"]
+    return []
 
 
 def _validate_karpenter(

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spotproof import fit, scheduling
-from spotproof.catalog import Cloud
+from spotproof import fit, podtemplates, scheduling
+from spotproof.catalog import Cloud, jobset, kueue
 from spotproof.catalog import labels as platform_labels
 from spotproof.plan.recorder import Recording
 from spotproof.policy import Violation
@@ -82,50 +82,31 @@ class Workload:
         return []
 
 
-_WORKLOAD_KINDS = frozenset({"Pod", "Deployment", "StatefulSet", "ReplicaSet", "Job", "CronJob"})
 _PLACEMENT_VALUES = ("tolerations", "nodeSelector", "affinity", "priorityClassName")
 EKS_ADDON = "aws:eks/addon:Addon"
 HELM_CHART = "kubernetes:helm.sh/v4:Chart"
-
-
-def _pod_template(
-    kind: str, metadata: Mapping[str, Any], spec: Mapping[str, Any]
-) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
-    """(pod metadata, pod spec) of a workload object; None if it has no pod template."""
-    if kind == "Pod":
-        return metadata, spec
-    if kind == "CronJob":
-        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
-    template = spec.get("template")
-    if template is None or template.get("spec") is None:
-        return None
-    return template.get("metadata") or {}, template["spec"]
+CHART_PLACEMENT_KEY = {jobset.CHART: "controller", kueue.CHART: "controllerManager"}
+"""Charts that nest their controller's placement under one key of their values
+(``charts/jobset/values.yaml``, ``charts/kueue/values.yaml``); others keep it at the top."""
 
 
 def workloads(recording: Recording) -> list[Workload]:
     found = []
     for resource in recording.kubernetes_objects():
-        kind = resource.inputs.get("kind", "")
-        api_group = str(resource.inputs.get("apiVersion", "")).rpartition("/")[0]
-        if kind not in _WORKLOAD_KINDS or api_group not in ("", "apps", "batch"):
-            continue
         metadata = resource.inputs.get("metadata") or {}
-        spec = resource.inputs.get("spec") or {}
-        template = _pod_template(kind, metadata, spec)
-        if template is None:
-            continue
-        pods = spec.get("parallelism", 1) if kind == "Job" else spec.get("replicas", 1)
-        found.append(
-            Workload(
-                resource.name,
-                kind,
-                metadata.get("namespace", "default"),
-                metadata.get("name", resource.name),
-                template[1],
-                template[0],
-                int(pods or 0),
+        for template in podtemplates.pod_templates(resource.inputs):
+            name = metadata.get("name", resource.name)
+            found.append(
+                Workload(
+                    resource.name,
+                    resource.inputs["kind"],
+                    metadata.get("namespace", "default"),
+                    f"{name}/{template.part}" if template.part else name,
+                    template.spec,
+                    template.metadata,
+                    template.pods,
+                )
             )
-        )
     found += _installed_workloads(recording)
     return sorted(found, key=lambda w: (w.kind, w.namespace, w.name))
 
@@ -156,6 +137,9 @@ def _installed_workloads(recording: Recording) -> list[Workload]:
             )
     for chart in recording.of_type(HELM_CHART):
         values = chart.inputs.get("values") or {}
+        nested = CHART_PLACEMENT_KEY.get(str(chart.inputs.get("chart")))
+        if nested:
+            values = values.get(nested) or {}
         if any(key in values for key in _PLACEMENT_VALUES):
             found.append(
                 Workload(

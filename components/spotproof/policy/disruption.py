@@ -19,19 +19,12 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from spotproof import podtemplates
 from spotproof.policy.base import PlannedResource, StackRule
 
 PDB = "kubernetes:policy/v1:PodDisruptionBudget"
 SCALABLE = frozenset({"Deployment", "StatefulSet", "ReplicaSet", "ReplicationController"})
 """Controllers with a scale subresource; every other owner needs an integer minAvailable."""
-_WORKLOADS = {
-    "kubernetes:batch/v1:Job": "Job",
-    "kubernetes:batch/v1:CronJob": "CronJob",
-    "kubernetes:core/v1:Pod": "Pod",
-    "kubernetes:apps/v1:Deployment": "Deployment",
-    "kubernetes:apps/v1:StatefulSet": "StatefulSet",
-    "kubernetes:apps/v1:ReplicaSet": "ReplicaSet",
-}
 
 
 def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
@@ -56,17 +49,6 @@ def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bo
     return True
 
 
-def _pod_labels_and_count(kind: str, inputs: Mapping[str, Any]) -> tuple[Mapping, int]:
-    spec = inputs.get("spec") or {}
-    if kind == "Pod":
-        return (inputs.get("metadata") or {}).get("labels") or {}, 1
-    if kind == "CronJob":
-        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
-    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-    count = spec.get("parallelism", 1) if kind in ("Job", "CronJob") else spec.get("replicas", 1)
-    return labels, int(count or 0)
-
-
 def covered(
     budget: Mapping[str, Any], resources: list[PlannedResource]
 ) -> Iterator[tuple[PlannedResource, str, int]]:
@@ -74,14 +56,11 @@ def covered(
     namespace = (budget.get("metadata") or {}).get("namespace", "default")
     selector = (budget.get("spec") or {}).get("selector")
     for resource in resources:
-        kind = _WORKLOADS.get(resource.type)
-        if kind is None:
-            continue
         if (resource.inputs.get("metadata") or {}).get("namespace", "default") != namespace:
             continue
-        labels, count = _pod_labels_and_count(kind, resource.inputs)
-        if selects(selector, labels):
-            yield resource, kind, count
+        for template in podtemplates.pod_templates(resource.inputs):
+            if selects(selector, template.metadata.get("labels") or {}):
+                yield resource, str(resource.inputs["kind"]), template.pods
 
 
 def blocks_eviction(budget: Mapping[str, Any], pods: int) -> bool:

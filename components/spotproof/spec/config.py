@@ -24,11 +24,19 @@ from spotproof.spec.fields import (
     choice,
     config_key,
     integer,
+    read_object,
     read_settings,
     text,
 )
 from spotproof.spec.shared import DNS_LABEL, CloudConfig, check_node_range, dns_label
-from spotproof.spec.types import BucketSpec, FleetSpec, PoolClass, SmokeTest, SystemPool
+from spotproof.spec.types import (
+    BucketSpec,
+    FleetSpec,
+    JobSetSpec,
+    PoolClass,
+    SmokeTest,
+    SystemPool,
+)
 
 NAMESPACE = "spotproof"
 CLOUDS: dict[Cloud, CloudConfig] = {
@@ -116,6 +124,11 @@ def _smoke_test(
     return parse
 
 
+def _jobset(key: str, raw: Any) -> JobSetSpec | None:
+    spec = read_object(JobSetSpec, key, raw)
+    return spec if spec.enabled else None
+
+
 def _kubernetes_version(key: str, raw: Any) -> str:
     if not isinstance(raw, str) or raw not in KUBERNETES_VERSIONS:
         raise SpecError(
@@ -188,6 +201,7 @@ def fleet_from_config(
             _bucket(reader, reader.default_bucket_name(section, stack, region), region),
         ),
         smoke_test=top.section("smokeTest", _smoke_test(cloud, pool_classes)),
+        jobset=top.section("jobset", _jobset),
     )
     top.finish()
     return reader.finish(spec)

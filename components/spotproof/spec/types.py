@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol
 
-from spotproof.catalog import Cloud
+from spotproof.catalog import Cloud, jobset
 from spotproof.spec.errors import SpecError
 from spotproof.spec.fields import (
+    boolean,
     check_label,
     dns_label,
     enumeration,
@@ -199,6 +200,31 @@ class SmokeTest:
     """Real failures allowed; preemptions do not count (see the Job's podFailurePolicy)."""
 
 
+def _published(versions: tuple[str, ...], what: str) -> Any:
+    def parse(key: str, raw: Any) -> str:
+        if raw not in versions:
+            raise SpecError(
+                key,
+                raw,
+                f"not a published {what} chart version (quote it in YAML)",
+                f"{versions[0]} to {versions[-1]}, e.g. {versions[-1]}",
+            )
+        return str(raw)
+
+    return parse
+
+
+@dataclass(frozen=True)
+class JobSetSpec:
+    """The JobSet controller, which runs a multi-node ``TrainingJob`` as one gang
+    (``spotproof.kube.jobset``); installed on the system pool like the other add-ons."""
+
+    enabled: bool = setting("enabled", boolean, True)
+    """Off for a cluster that has JobSet already, or runs no multi-node training."""
+    version: str = setting("version", _published(jobset.VERSIONS, "JobSet"), jobset.VERSIONS[-1])
+    """Helm chart version, pinned; one of ``catalog.jobset.VERSIONS``."""
+
+
 class CloudFleet(Protocol):
     """One cloud's section of the fleet: its own settings and GPU pools."""
 
@@ -228,6 +254,8 @@ class FleetSpec:
     protect: bool = False
     """Protect stateful resources (cluster, bucket) from deletion; on by default in prod."""
     smoke_test: SmokeTest | None = field(default_factory=SmokeTest)
+    jobset: JobSetSpec | None = field(default_factory=JobSetSpec)
+    """None when ``spotproof:jobset.enabled`` is false."""
 
     @property
     def cloud(self) -> Cloud:

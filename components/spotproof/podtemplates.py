@@ -1,0 +1,78 @@
+"""Where each kind of workload keeps the pods it runs, and how many it runs at once.
+
+The plan's checks (fit, scale-up, disruption budgets) all ask the same two questions of a
+Kubernetes object: which pod templates does it hold, and how many pods of each run at
+once. A JobSet also labels its pods itself (``spotproof.catalog.jobset``), and a budget or
+a selector written against those labels must see them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from spotproof.catalog import jobset
+
+KINDS: dict[str, frozenset[str]] = {
+    "": frozenset({"Pod"}),
+    "apps": frozenset({"Deployment", "StatefulSet", "ReplicaSet"}),
+    "batch": frozenset({"Job", "CronJob"}),
+    jobset.API_VERSION.split("/")[0]: frozenset({jobset.KIND}),
+}
+"""API group -> the kinds whose pods the checks follow."""
+
+
+@dataclass(frozen=True)
+class PodTemplate:
+    part: str | None
+    """Which of the object's templates (a JobSet's replicated Job); None for the only one."""
+    metadata: Mapping[str, Any]
+    """Labels and annotations the pods get, the controller's own included."""
+    spec: Mapping[str, Any]
+    pods: int
+    """Pods of it that run at once: a Job's ``parallelism``, a Deployment's ``replicas``,
+    a replicated Job's ``replicas`` times its Jobs' ``parallelism``."""
+
+
+def is_workload(obj: Mapping[str, Any]) -> bool:
+    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    return obj.get("kind") in KINDS.get(group, frozenset())
+
+
+def _count(value: Any, default: int = 1) -> int:
+    return int(default if value is None else value or 0)
+
+
+def pod_templates(obj: Mapping[str, Any]) -> list[PodTemplate]:
+    """The pod templates of a workload object; empty for anything else."""
+    if not is_workload(obj):
+        return []
+    kind = obj["kind"]
+    metadata = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    if kind == "Pod":
+        return [PodTemplate(None, metadata, spec, 1)]
+    if kind == jobset.KIND:
+        return list(_jobset_templates(str(metadata.get("name", "")), spec))
+    if kind == "CronJob":
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    template = spec.get("template") or {}
+    if template.get("spec") is None:
+        return []
+    count = spec.get("parallelism") if kind in ("Job", "CronJob") else spec.get("replicas")
+    return [PodTemplate(None, template.get("metadata") or {}, template["spec"], _count(count))]
+
+
+def _jobset_templates(name: str, spec: Mapping[str, Any]) -> list[PodTemplate]:
+    found = []
+    for replicated in spec.get("replicatedJobs") or []:
+        job = ((replicated.get("template") or {}).get("spec")) or {}
+        template = job.get("template") or {}
+        if template.get("spec") is None:
+            continue
+        metadata = dict(template.get("metadata") or {})
+        metadata["labels"] = {**(metadata.get("labels") or {}), jobset.JOBSET_NAME_LABEL: name}
+        pods = _count(replicated.get("replicas")) * _count(job.get("parallelism"))
+        found.append(PodTemplate(str(replicated.get("name")), metadata, template["spec"], pods))
+    return found

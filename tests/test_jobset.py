@@ -1,0 +1,205 @@
+"""JobSet: the controller every cluster installs, pinned, on its system pool; the plan's
+check of JobSet objects against the API's fields and webhook; gang pods seen by the
+checks with the label the controller adds."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from spotproof import podtemplates
+from spotproof.plan import check
+from spotproof.plan.jobsets import errors
+from spotproof.plan.manifests import job_schema_errors
+from spotproof.plan.recorder import Resource
+from spotproof.policy.disruption import budget_valid_for_owner
+from spotproof.spec import SpecError, fleet_from_config
+from tests.support import plan_of, stack_config
+
+CHART = "kubernetes:helm.sh/v4:Chart"
+
+
+def _chart(stack: str) -> dict[str, Any]:
+    [chart] = [
+        c for c in plan_of(stack).recording.of_type(CHART) if c.inputs.get("name") == "jobset"
+    ]
+    return chart.inputs
+
+
+@pytest.mark.parametrize("stack", ["gke-dev", "eks-dev", "aks-dev"])
+def test_every_cluster_installs_the_jobset_controller_pinned(stack: str) -> None:
+    chart = _chart(stack)
+    assert chart["chart"] == "oci://registry.k8s.io/jobset/charts/jobset"
+    assert chart["version"] == "0.12.0"
+    assert chart["namespace"] == "jobset-system"
+
+
+@pytest.mark.parametrize("stack", ["gke-dev", "eks-dev", "aks-dev"])
+def test_the_controller_runs_on_the_system_pool_only(stack: str) -> None:
+    result = plan_of(stack)
+    placements = {o.workload.label: [p.name for p in o.fits] for o in result.outcomes}
+    system = [
+        p.name for p in result.pools if p.shape.labels.get("spotproof.dev/pool-class") == "system"
+    ]
+    assert placements["Chart jobset-system/jobset"] == system
+    assert result.violations == []
+
+
+def test_a_stack_can_leave_jobset_out() -> None:
+    config = {**stack_config("gke-dev"), "spotproof:jobset": {"enabled": False}}
+    assert fleet_from_config("gke-dev", config).jobset is None
+
+
+def test_an_unpublished_jobset_version_is_refused_in_one_line() -> None:
+    config = {**stack_config("gke-dev"), "spotproof:jobset": {"version": "0.8.1"}}
+    with pytest.raises(SpecError) as raised:
+        fleet_from_config("gke-dev", config)
+    assert str(raised.value) == (
+        "spotproof:jobset.version = '0.8.1': not a published JobSet chart version (quote it in "
+        "YAML); allowed: 0.9.0 to 0.12.0, e.g. 0.12.0"
+    )
+
+
+# --- the JobSet API, offline ----------------------------------------------------------------
+
+JOBSET: dict[str, Any] = {
+    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+    "kind": "JobSet",
+    "metadata": {"name": "pretrain", "namespace": "ml"},
+    "spec": {
+        "failurePolicy": {
+            "maxRestarts": 3,
+            "rules": [
+                {
+                    "name": "ReclaimRestartsFree",
+                    "action": "RestartJobSetAndIgnoreMaxRestarts",
+                    "onJobFailureReasons": ["PodFailurePolicy"],
+                }
+            ],
+        },
+        "replicatedJobs": [
+            {
+                "name": "workers",
+                "replicas": 1,
+                "template": {
+                    "spec": {
+                        "completions": 4,
+                        "parallelism": 4,
+                        "backoffLimit": 0,
+                        "template": {
+                            "metadata": {"labels": {"app": "pretrain"}},
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [{"name": "trainer", "image": "acme/train:1"}],
+                            },
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def _resource(type_: str, inputs: dict[str, Any], name: str = "pretrain") -> Resource:
+    return Resource(type_, name, f"urn:pulumi:test::p::{type_}::{name}", None, True, inputs)
+
+
+def _job_errors(job: dict[str, Any]) -> list[str]:
+    return job_schema_errors(job, "1.33")
+
+
+def _broken(change: Any) -> list[str]:
+    obj = copy.deepcopy(JOBSET)
+    change(obj["spec"])
+    return errors(obj, _job_errors)
+
+
+def test_a_valid_jobset_has_no_errors() -> None:
+    assert errors(JOBSET, _job_errors) == []
+
+
+def test_a_failure_reason_jobs_never_report_is_refused() -> None:
+    def change(spec: dict[str, Any]) -> None:
+        spec["failurePolicy"]["rules"][0]["onJobFailureReasons"] = ["Preempted"]
+
+    [error] = _broken(change)
+    assert error.startswith(
+        "spec.failurePolicy.rules[0].onJobFailureReasons: 'Preempted' is not a Job failure reason"
+    )
+
+
+def test_a_rule_name_the_webhook_refuses_is_reported() -> None:
+    def change(spec: dict[str, Any]) -> None:
+        spec["failurePolicy"]["rules"][0]["name"] = "restart-on-reclaim"
+
+    [error] = _broken(change)
+    assert "rules[0].name: 'restart-on-reclaim' is not a rule name" in error
+
+
+def test_an_alpha_only_action_is_refused() -> None:
+    def change(spec: dict[str, Any]) -> None:
+        spec["failurePolicy"]["rules"][0]["action"] = "RestartJob"
+
+    [error] = _broken(change)
+    assert error.startswith("spec.failurePolicy.rules[0].action: 'RestartJob' not allowed")
+
+
+def test_the_replicated_jobs_template_is_checked_as_a_batch_job() -> None:
+    def change(spec: dict[str, Any]) -> None:
+        spec["replicatedJobs"][0]["template"]["spec"]["maxParallelism"] = 4
+
+    [error] = _broken(change)
+    assert error.startswith("spec.replicatedJobs[0].template.spec: ")
+    assert "maxParallelism" in error
+
+
+def test_pod_names_longer_than_a_dns_label_are_refused() -> None:
+    obj = copy.deepcopy(JOBSET)
+    obj["metadata"]["name"] = "x" * 50
+    [error] = errors(obj, _job_errors)
+    assert "pod name" in error and "longer than 63" in error
+
+
+def test_a_broken_jobset_fails_the_plan_as_a_schema_violation() -> None:
+    result = plan_of("gke-dev")
+    recording = copy.deepcopy(result.recording)
+    broken = copy.deepcopy(JOBSET)
+    broken["spec"]["surprise"] = True
+    recording.resources.append(_resource("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", broken))
+    messages = [v.message for v in check(result.spec, recording).violations]
+    assert any("JobSet/ml/pretrain: spec.surprise: unknown field" in m for m in messages)
+
+
+# --- gang pods in the checks -----------------------------------------------------------------
+
+
+def test_a_jobsets_pods_carry_the_label_the_controller_adds() -> None:
+    [template] = podtemplates.pod_templates(JOBSET)
+    assert template.part == "workers"
+    assert template.pods == 4
+    assert template.metadata["labels"] == {
+        "app": "pretrain",
+        "jobset.sigs.k8s.io/jobset-name": "pretrain",
+    }
+
+
+def test_a_percentage_budget_over_a_jobsets_pods_is_invalid() -> None:
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "pretrain", "namespace": "ml"},
+        "spec": {
+            "maxUnavailable": "25%",
+            "selector": {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": "pretrain"}},
+        },
+    }
+    resources = [
+        _resource("kubernetes:policy/v1:PodDisruptionBudget", budget, "pdb"),
+        _resource("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", JOBSET),
+    ]
+    [(name, message)] = list(budget_valid_for_owner(resources))
+    assert name == "pdb"
+    assert "JobSet pretrain, which has no scale subresource" in message
