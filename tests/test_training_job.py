@@ -3,6 +3,8 @@ alone under mocks and planned in a user's program on GKE and EKS."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,12 +13,13 @@ import pulumi
 import pytest
 
 from spotproof.kube import TrainingJob, TrainingJobArgs
-from spotproof.kube.training import Trainer
+from spotproof.kube.training import Launcher, Trainer
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
+from spotproof.matrix import Work, choose
 from spotproof.plan import run_plan
 from spotproof.spec import PoolClass, Taint
 from spotproof.testing import Recording, record
-from tests.support import run_cli, stack_config
+from tests.support import REPO, run_cli, stack_config
 
 JOB = "kubernetes:batch/v1:Job"
 PDB = "kubernetes:policy/v1:PodDisruptionBudget"
@@ -183,9 +186,210 @@ def test_a_users_training_job_plans_with_scale_up_and_preemption_lines(
     [job] = [r for r in result.recording.of_type(JOB) if r.name == "llm-finetune-job"]
     assert job.inputs["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == grace
 
+    _assert_planned(capsys, stack, root, "Job spotproof/llm-finetune", path)
+
+
+def _assert_planned(
+    capsys: pytest.CaptureFixture[str], stack: str, root: Path, label: str, path: str
+) -> None:
+    """The plan passes and reports where ``label`` fits, what scales up for it, and its
+    preemption ``path``."""
     code, out, _ = run_cli(capsys, "plan", "--stack", stack, "--project-dir", str(root))
     assert code == 0, out
-    lines = [line for line in out.splitlines() if "Job spotproof/llm-finetune" in line]
+    lines = [line for line in out.splitlines() if label in line]
     assert any(": fits " in line for line in lines), out
     assert any(": gets nodes from " in line for line in lines), out
     assert any(path in line for line in lines), out
+
+
+# --- several nodes: one JobSet gang ------------------------------------------------------
+
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+
+
+def _gang(**options: Any) -> dict[str, Any]:
+    [jobset] = _job(nodes=4, **options).of_type(JOBSET)
+    return jobset.inputs["spec"]
+
+
+def _gang_pod(spec: dict[str, Any]) -> dict[str, Any]:
+    [workers] = spec["replicatedJobs"]
+    return workers["template"]["spec"]["template"]["spec"]
+
+
+def test_a_gang_is_one_jobset_of_indexed_pods_that_fail_their_job_on_a_reclaim() -> None:
+    [workers] = _gang()["replicatedJobs"]
+    job = workers["template"]["spec"]
+    assert (workers["replicas"], job["completionMode"]) == (1, "Indexed")
+    assert job["completions"] == job["parallelism"] == 4
+    assert job["backoffLimit"] == 0
+    assert {
+        "action": "FailJob",
+        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+    } in job["podFailurePolicy"]["rules"]
+    assert all(rule["action"] == "FailJob" for rule in job["podFailurePolicy"]["rules"])
+
+
+def test_a_reclaim_restarts_the_gang_without_spending_its_restarts_but_crashes_do() -> None:
+    policy = _gang(backoff_limit=5)["failurePolicy"]
+    assert policy["maxRestarts"] == 5
+    assert policy["rules"] == [
+        {
+            "name": "ReclaimRestartsFree",
+            "action": "RestartJobSetAndIgnoreMaxRestarts",
+            "onJobFailureReasons": ["PodFailurePolicy"],
+        }
+    ]
+
+
+def test_torchrun_meets_on_rank_zeros_pod_with_a_fixed_gang_and_no_restarts_of_its_own() -> None:
+    spec = _gang()
+    assert spec["network"] == {"enableDNSHostnames": True}
+    command = _gang_pod(spec)["containers"][0]["command"]
+    assert command[:8] == [
+        "torchrun",
+        "--nnodes=4",
+        "--nproc-per-node=1",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=llm-finetune-workers-0-0.llm-finetune:29400",
+        "--rdzv-id=llm-finetune",
+        "--max-restarts=0",
+        "--no-python",
+    ]
+    assert command[8:] == list(TRAINER.command)
+
+
+def test_without_a_launcher_each_pod_gets_its_rank_and_rank_zeros_address() -> None:
+    plain = dataclasses.replace(TRAINER, launcher=Launcher.NONE)
+    [jobset] = (
+        record(
+            lambda: TrainingJob(
+                "sweep",
+                TrainingJobArgs(
+                    trainer=plain,
+                    placement=SPOT_ON_GKE,
+                    identity=IDENTITY,
+                    checkpoint_url="gs://acme-ckpt/checkpoints/sweep",
+                    nodes=2,
+                ),
+            ),
+            stack="research",
+            project="ml",
+        )
+    ).of_type(JOBSET)
+    container = _gang_pod(jobset.inputs["spec"])["containers"][0]
+    assert container["command"] == list(TRAINER.command)
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    assert env["WORLD_SIZE"] == "2"
+    assert env["MASTER_ADDR"] == "sweep-workers-0-0.sweep"
+    assert env["RANK"] == {
+        "fieldRef": {
+            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+        }
+    }
+
+
+def test_the_gangs_budget_covers_every_pod_by_the_label_jobset_puts_on_them() -> None:
+    [budget] = _job(nodes=4).of_type(PDB)
+    assert budget.inputs["spec"] == {
+        "minAvailable": 4,
+        "selector": {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": "llm-finetune"}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"nodes": 0}, "nodes = 0; allowed: 1 or more"),
+        (
+            {"nodes": 16, "job_name": "a-very-long-training-run-name-for-the-research-team"},
+            "too long a name for a gang of 16",
+        ),
+    ],
+)
+def test_bad_gangs_are_refused_in_one_line(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message) as raised:
+        _job(**options)
+    assert "\n" not in str(raised.value)
+
+
+GANG_PROGRAM = USER_PROGRAM.replace(
+    'checkpoint_url=cluster.bucket.url.apply(lambda url: url + "/checkpoints/llm"),',
+    'checkpoint_url=cluster.bucket.url.apply(lambda url: url + "/checkpoints/llm"),\n'
+    "        nodes=NODES,\n        controllers=cluster.controllers,",
+)
+
+
+@pytest.mark.parametrize(
+    ("stack", "path"),
+    [("gke-dev", "SIGTERM at 0 s with 15 s grace"), ("eks-dev", "SIGTERM at 30 s with 90 s grace")],
+)
+def test_a_four_node_gang_plans_with_scale_up_and_preemption_lines(
+    make_project: Callable[..., Path], capsys: pytest.CaptureFixture[str], stack: str, path: str
+) -> None:
+    program = GANG_PROGRAM.replace("NODES", "4")
+    root = make_project(stack_config(stack), stack=stack, program=program)
+    _assert_planned(capsys, stack, root, "JobSet spotproof/llm-finetune/workers", path)
+
+
+def test_a_gang_larger_than_its_pools_can_hold_at_once_fails_the_plan(
+    make_project: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = GANG_PROGRAM.replace("NODES", "12")
+    root = make_project(stack_config("eks-dev"), stack="eks-dev", program=program)
+    code, out, _ = run_cli(capsys, "plan", "--stack", "eks-dev", "--project-dir", str(root))
+    assert code == 1
+    assert (
+        "[gang-capacity] llm-finetune-jobset: JobSet spotproof/llm-finetune/workers needs 12 "
+        "pods of 1 GPU(s) at once, but the pools it gets nodes from hold at most 10 "
+        "(gpu-on-demand: 2, gpu-spot: 8)"
+    ) in out
+
+
+def test_the_readmes_training_examples_plan_as_written(
+    make_project: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = (REPO / "README.md").read_text()
+    section = re.search(r"^### Your own training Job$(.*?)^### ", readme, re.M | re.S)
+    assert section, "README lost its 'Your own training Job' section"
+    blocks = re.findall(r"^```python\n(.*?)^```$", section.group(1), re.M | re.S)
+    assert len(blocks) == 2
+    program = "import pulumi\n" + "\n".join(blocks)
+    root = make_project(stack_config("gke-dev"), stack="gke-dev", program=program)
+    code, out, _ = run_cli(capsys, "plan", "--stack", "gke-dev", "--project-dir", str(root))
+    assert code == 0, out
+    assert "Job spotproof/llm-finetune: gets nodes from " in out
+    assert "JobSet spotproof/llm-pretrain/workers: gets nodes from " in out
+
+
+# --- the decision matrix -----------------------------------------------------------------
+
+
+def test_the_matrix_sends_interruptible_work_to_spot_and_long_work_to_flex_start() -> None:
+    offered = [PoolClass.SPOT_GPU, PoolClass.FLEX_START, PoolClass.ON_DEMAND_GPU]
+    assert choose(Work.SWEEP, offered) is PoolClass.SPOT_GPU
+    assert choose(Work.MULTI_DAY_TRAINING, offered) is PoolClass.FLEX_START
+    assert choose(Work.SERVING, offered) is PoolClass.ON_DEMAND_GPU
+
+
+def test_long_work_falls_back_to_on_demand_where_the_cloud_has_no_flex_start() -> None:
+    offered = [PoolClass.SPOT_GPU, PoolClass.ON_DEMAND_GPU]
+    assert choose(Work.RL_FINE_TUNING, offered) is PoolClass.ON_DEMAND_GPU
+    with pytest.raises(ValueError, match="serving belongs on on-demand-gpu capacity; the"):
+        choose(Work.SERVING, [PoolClass.SPOT_GPU])
+
+
+def test_the_plan_shows_what_the_matrix_advises_next_to_the_target(
+    make_project: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = GANG_PROGRAM.replace("NODES", "2").replace(
+        "        nodes=2,", "        nodes=2,\n        work=Work.MULTI_DAY_TRAINING,"
+    )
+    program = "from spotproof.matrix import Work\n" + program
+    root = make_project(stack_config("gke-dev"), stack="gke-dev", program=program)
+    code, out, _ = run_cli(capsys, "plan", "--stack", "gke-dev", "--project-dir", str(root))
+    assert code == 0, out
+    assert (
+        "  JobSet spotproof/llm-finetune/workers: multi-day-training belongs on flex-start or "
+        "on-demand-gpu, but it targets spot-gpu"
+    ) in out

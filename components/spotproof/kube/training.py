@@ -7,6 +7,10 @@ cloud's preemption path can honour, GPU limits, the target's tolerations, select
 priority, the workload identity's labels, and a disruption budget against voluntary
 evictions where the reclaim drain would not be held back by it.
 
+With ``nodes`` above one the run is a gang: one JobSet (``spotproof.kube.jobset`` says how
+a reclaim restarts the whole gang without spending its failure budget), its pods started
+by torchrun with the rendezvous on rank 0's pod, and a budget over all of its pods.
+
 The trainer keeps the exit-code contract of ``spotproof.runtime.exit_codes``: after
 SIGTERM it commits a final checkpoint and exits 143 (what a process killed by SIGTERM
 reports anyway), so the Job runs it again for free; a configuration error exits 2 and
@@ -15,17 +19,22 @@ fails the Job at once; anything else is a crash that counts against ``backoffLim
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from spotproof import scheduling
+from spotproof.catalog import jobset as jobset_facts
+from spotproof.kube import jobset
 from spotproof.kube.baseline import MANAGED_BY
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
+from spotproof.matrix import WORK_LABEL, Work
 from spotproof.runtime import exit_codes
 from spotproof.spec import PoolClass
 
@@ -33,6 +42,17 @@ TRAINER_CONTAINER = "trainer"
 _JOB_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DEFAULT_GRACE_SECONDS = 30
 """Where the placement states no bound (capacity that is not reclaimed)."""
+
+
+class Launcher(StrEnum):
+    """How each pod of a multi-node run starts the trainer."""
+
+    TORCHRUN = "torchrun"
+    """torchrun runs the command once per GPU and sets ``RANK``, ``WORLD_SIZE`` and the rest
+    after its ``c10d`` rendezvous on rank 0's pod."""
+    NONE = "none"
+    """The command itself, one process per pod, given ``RANK`` (the pod's index),
+    ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` to form its process group."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +68,8 @@ class Trainer:
     """Requested, and the memory limit too (a quantity: ``16Gi``)."""
     gpus: int = 1
     """``nvidia.com/gpu`` per pod; 0 for CPU work."""
+    launcher: Launcher = Launcher.TORCHRUN
+    """How a pod of a multi-node run starts it; a one-node run starts ``command`` as is."""
 
 
 def pod_failure_policy() -> dict[str, Any]:
@@ -147,14 +169,17 @@ def disruption_budget(
     namespace: str,
     labels: Mapping[str, str],
     opts: pulumi.ResourceOptions,
+    *,
+    pods: int = 1,
 ) -> k8s.policy.v1.PodDisruptionBudget:
-    """``minAvailable: 1`` over the Job's pod: only an integer ``minAvailable`` is valid over
-    a Job's pods (``maxUnavailable`` and percentages need a scale subresource), see
+    """``minAvailable: <pods>`` over the Job's (or gang's) pods, so no voluntary eviction
+    takes one: only an integer ``minAvailable`` is valid over a Job's pods
+    (``maxUnavailable`` and percentages need a scale subresource), see
     https://kubernetes.io/docs/tasks/run-application/configure-pdb/."""
     return k8s.policy.v1.PodDisruptionBudget(
         name,
         metadata={"name": job_name, "namespace": namespace, "labels": MANAGED_BY},
-        spec={"minAvailable": 1, "selector": {"matchLabels": dict(labels)}},
+        spec={"minAvailable": pods, "selector": {"matchLabels": dict(labels)}},
         opts=opts,
     )
 
@@ -176,7 +201,15 @@ class TrainingJobArgs:
     """``terminationGracePeriodSeconds``; default and ceiling: what the target's
     preemption path delivers (``placement.max_grace_seconds``)."""
     backoff_limit: int = 3
-    """Crashes tolerated; preemptions never count."""
+    """Crashes tolerated; preemptions never count. For a gang: restarts of the whole gang
+    after crashes (the JobSet's ``maxRestarts``)."""
+    nodes: int = 1
+    """Pods, one per node, each with ``trainer.gpus`` GPUs; above one, a JobSet gang."""
+    work: Work | None = None
+    """What kind of work it is (``spotproof.matrix``): its pods are labelled with it and the
+    plan shows the capacity the decision matrix advises next to the target."""
+    controllers: Sequence[pulumi.Resource] = ()
+    """What the gang needs installed first: ``cluster.controllers`` (the JobSet controller)."""
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -193,6 +226,8 @@ class TrainingJob(pulumi.ComponentResource):
         super().__init__("spotproof:kube:TrainingJob", name, None, opts)
         namespace = args.identity.service_account.namespace
         labels = {"app.kubernetes.io/name": job_name, "app.kubernetes.io/component": "trainer"}
+        if args.work is not None:
+            labels[WORK_LABEL] = args.work.value
 
         def spec(url: str) -> dict[str, Any]:
             environment = {
@@ -201,9 +236,18 @@ class TrainingJob(pulumi.ComponentResource):
                 "CHECKPOINT_URL": url,
                 "GRACE_SECONDS": str(grace),
             }
-            env = [{"name": k, "value": str(v)} for k, v in environment.items()]
+            env: list[dict[str, Any]] = [
+                {"name": k, "value": str(v)} for k, v in environment.items()
+            ]
+            trainer = args.trainer
+            if args.nodes > 1 and trainer.launcher is Launcher.TORCHRUN:
+                per_node = max(trainer.gpus, 1)
+                command = (*jobset.torchrun(job_name, args.nodes, per_node), *trainer.command)
+                trainer = dataclasses.replace(trainer, command=command)
+            elif args.nodes > 1:
+                env += jobset.gang_environment(job_name, args.nodes)
             return job_spec(
-                args.trainer,
+                trainer,
                 env,
                 placement=args.placement,
                 identity=args.identity,
@@ -212,18 +256,44 @@ class TrainingJob(pulumi.ComponentResource):
                 labels=labels,
             )
 
-        job = k8s.batch.v1.Job(
-            f"{name}-job",
-            metadata={"name": job_name, "namespace": namespace, "labels": {**MANAGED_BY, **labels}},
-            spec=pulumi.Output.from_input(args.checkpoint_url).apply(spec),
-            # A Job's pod template is immutable: a change means a new Job.
-            opts=pulumi.ResourceOptions(
-                parent=self, replace_on_changes=["spec"], delete_before_replace=True
-            ),
+        metadata = {"name": job_name, "namespace": namespace, "labels": {**MANAGED_BY, **labels}}
+        # A pod template is immutable: a change means a new Job (or JobSet).
+        replace = pulumi.ResourceOptions(
+            parent=self, replace_on_changes=["spec"], delete_before_replace=True
         )
+        job_spec_of = pulumi.Output.from_input(args.checkpoint_url).apply(spec)
+        budgeted = labels
+        job: k8s.batch.v1.Job | k8s.apiextensions.CustomResource
+        if args.nodes == 1:
+            job = k8s.batch.v1.Job(f"{name}-job", metadata=metadata, spec=job_spec_of, opts=replace)
+        else:
+            budgeted = {jobset_facts.JOBSET_NAME_LABEL: job_name}
+            job = k8s.apiextensions.CustomResource(
+                f"{name}-jobset",
+                api_version=jobset_facts.API_VERSION,
+                kind=jobset_facts.KIND,
+                metadata=metadata,
+                spec=job_spec_of.apply(
+                    lambda one: jobset.jobset_spec(
+                        job_name,
+                        one,
+                        nodes=args.nodes,
+                        max_restarts=args.backoff_limit,
+                        container=TRAINER_CONTAINER,
+                    )
+                ),
+                opts=pulumi.ResourceOptions.merge(
+                    replace, pulumi.ResourceOptions(depends_on=list(args.controllers))
+                ),
+            )
         if not args.placement.reclaim_honours_budgets:
             disruption_budget(
-                f"{name}-pdb", job_name, namespace, labels, pulumi.ResourceOptions(parent=self)
+                f"{name}-pdb",
+                job_name,
+                namespace,
+                budgeted,
+                pulumi.ResourceOptions(parent=self),
+                pods=args.nodes,
             )
         self.job_name = job.metadata.apply(lambda m: m["name"])
         self.register_outputs({"job_name": self.job_name})
@@ -241,6 +311,17 @@ def _checked(job_name: str, args: TrainingJobArgs) -> int:
         raise ValueError(f"TrainingJob {job_name}: the trainer needs a command")
     if args.trainer.gpus < 0:
         raise ValueError(f"TrainingJob {job_name}: gpus = {args.trainer.gpus}; allowed: 0 or more")
+    if args.nodes < 1:
+        raise ValueError(f"TrainingJob {job_name}: nodes = {args.nodes}; allowed: 1 or more")
+    if args.nodes > 1:
+        # Pods are <name>-workers-0-<index>-<5 random characters>, a DNS label of at most 63.
+        longest = f"{job_name}-{jobset.WORKERS}-0-{args.nodes - 1}-abcde"
+        if len(longest) > jobset_facts.MAX_NAME_LENGTH:
+            allowed = len(job_name) - (len(longest) - jobset_facts.MAX_NAME_LENGTH)
+            raise ValueError(
+                f"TrainingJob {job_name}: too long a name for a gang of {args.nodes} "
+                f"(its pods would be named like {longest}); allowed: at most {allowed} characters"
+            )
     if args.backoff_limit < 0:
         raise ValueError(f"TrainingJob {job_name}: backoff_limit must be 0 or more")
     ceiling = args.placement.max_grace_seconds

@@ -7,7 +7,9 @@ capacity it fits does to it (``preemption``). Two checks come out of it:
 - ``scale-up``: a workload meant to run must, for every pool class it targets, fit a pool
   whose provisioner would add a node for it (or that keeps nodes it can use);
 - ``preemption-path``: on reclaimable capacity it must get SIGTERM, with at least the
-  grace period it declares, before the node is gone.
+  grace period it declares, before the node is gone;
+- ``gang-capacity``: a gang's pods must all fit at once in the pools of each class it
+  targets (``scaleup.pods_at_once``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spotproof import fit, scheduling
-from spotproof.catalog import Cloud
+from spotproof.catalog import Cloud, jobset
 from spotproof.plan import preemption, scaleup
 from spotproof.plan.nodes import Pool
 from spotproof.plan.preemption import PreemptionPath
@@ -24,8 +26,12 @@ from spotproof.plan.scaleup import Verdict
 from spotproof.plan.workloads import Workload, workloads
 from spotproof.policy import Violation
 from spotproof.policy.kubernetes import cloud_of
+from spotproof.spec.types import PoolClass
 
 SCALE_UP_POLICY = "scale-up"
+GANG_CAPACITY_POLICY = "gang-capacity"
+GANG_KINDS = frozenset({jobset.KIND})
+"""Workloads whose pods must all run at once."""
 
 
 @dataclass(frozen=True)
@@ -106,9 +112,41 @@ def check(found: list[Outcome]) -> list[Violation]:
                         f"it: {reasons}",
                     )
                 )
+        violations += _gang_capacity(outcome, targets)
         for path in outcome.paths:
             violations += [
                 Violation(preemption.POLICY, workload.resource, f"{workload.label} {problem}")
                 for problem in path.problems
             ]
     return violations
+
+
+def _gang_capacity(outcome: Outcome, targets: list[PoolClass | None]) -> list[Violation]:
+    """A gang may spread over every class it accepts (its target and fallbacks), so what
+    counts is the room of all their pools together."""
+    workload = outcome.workload
+    if workload.kind not in GANG_KINDS or workload.pods < 2:
+        return []
+    gpus = fit.gpu_request(workload.pod_spec)
+    pools = [
+        pool
+        for pool, verdict in zip(outcome.fits, outcome.verdicts, strict=True)
+        if verdict.scales
+        and (None in targets or pool.shape.labels.get(scheduling.POOL_CLASS_LABEL) in targets)
+    ]
+    room = [scaleup.pods_at_once(pool, gpus) for pool in pools]
+    if not pools or any(r is None for r in room):
+        return []
+    total = sum(r for r in room if r is not None)
+    if total >= workload.pods:
+        return []
+    held = ", ".join(f"{p.name}: {r}" for p, r in zip(pools, room, strict=True))
+    return [
+        Violation(
+            GANG_CAPACITY_POLICY,
+            workload.resource,
+            f"{workload.label} needs {workload.pods} pods of {gpus} GPU(s) at once, but the "
+            f"pools it gets nodes from hold at most {total} ({held}); fix: run at most "
+            f"{total} pods, or raise those pools' maximum nodes or GPU limits",
+        )
+    ]

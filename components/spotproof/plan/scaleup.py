@@ -31,6 +31,11 @@ Karpenter (https://karpenter.sh/docs/concepts/nodepools/#speclimits):
 - there is no priority cutoff; requirements and taints are the fit check's business.
 
 An EKS managed node group has no autoscaler here: its pods run on the nodes it keeps.
+
+A gang (a JobSet's pods) runs only when all of its pods run at once, so the pools it
+targets must hold all of them together, within their maximum nodes and GPU limits: asking
+for more than that stalls the gang for good (the field guide's "over-provisioning"
+pitfall), and nothing in Kubernetes reports why.
 """
 
 from __future__ import annotations
@@ -221,6 +226,21 @@ def _existing(pool: Pool) -> Verdict:
     if count:
         return Verdict(pool.name, True, f"no autoscaler; runs on its {count} nodes")
     return Verdict(pool.name, False, "no autoscaler and no nodes", "keep at least one node")
+
+
+def pods_at_once(pool: Pool, pod_gpus: int) -> int | None:
+    """The most pods of ``pod_gpus`` GPUs ``pool`` can run at the same time; None where
+    nothing bounds it (CPU pods, a NodePool without a GPU limit)."""
+    if pod_gpus <= 0:
+        return None
+    per_node = pool.shape.gpus // pod_gpus
+    if pool.scaling.provisioner is Provisioner.KARPENTER:
+        limit = pool.scaling.limits.get(scheduling.GPU_RESOURCE)
+        return None if limit is None else int(_quantity(limit) // pod_gpus)
+    if pool.scaling.max_nodes is None:
+        return None
+    nodes = pool.scaling.max_nodes * (zone_count(pool) if pool.scaling.per_zone else 1)
+    return nodes * per_node
 
 
 def _quantity(value: str) -> float:

@@ -1,0 +1,124 @@
+"""A training gang on Kubernetes: one JobSet for a run on several nodes.
+
+A multi-node run is one JobSet with one replicated Job of ``nodes`` Indexed pods. What
+makes a reclaim cost nothing from the failure budget, while crashes still count:
+
+- the child Job has ``backoffLimit: 0`` and a ``podFailurePolicy`` that fails it with
+  reason ``PodFailurePolicy`` when a pod carries ``DisruptionTarget`` (the kubelet's
+  graceful shutdown, an eviction by a drain, the pod garbage collector after the node is
+  gone: https://kubernetes.io/docs/concepts/workloads/pods/disruptions/) or exits
+  ``PREEMPTED`` after its final save;
+- the JobSet's first failure-policy rule restarts the whole gang on that reason with
+  ``RestartJobSetAndIgnoreMaxRestarts``; any other failure (a crash: the Job fails with
+  ``BackoffLimitExceeded``) falls through to the default ``RestartJobSet``, counted
+  against ``maxRestarts`` (kubernetes-sigs/jobset ``api/jobset/v1alpha2/jobset_types.go``,
+  ``site/static/examples/failure-policy/host-maintenance-event-model.yaml``);
+- ranks stopped by a peer wait to be torn down rather than fail their own Job first
+  (``spotproof.runtime.gang``), since the controller acts on the first rule that matches
+  any failed child Job (``catalog.jobset.FIRST_MATCHING_RULE_WINS``).
+
+The rendezvous: the controller creates a headless Service named after the JobSet and gives
+each pod a hostname (``catalog.jobset.pod_hostname``), so every rank reaches rank 0's pod
+at ``<jobset>-<job>-0-0.<jobset>``. torchrun runs there with a fixed ``--nnodes``, the
+``c10d`` rendezvous on that host, and ``--max-restarts=0``: a lost node cannot come back
+inside a pod, so every restart is the JobSet's, of the whole gang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from spotproof.catalog import jobset
+from spotproof.runtime import exit_codes
+
+WORKERS = "workers"
+"""The replicated Job's name: pods are ``<jobset>-workers-<0>-<rank>``."""
+RENDEZVOUS_PORT = 29400
+"""torchrun's default port for ``--rdzv-endpoint`` (torch ``distributed/run.py``)."""
+MASTER_PORT = 29500
+"""Where rank 0 listens when the trainer forms the process group itself."""
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+"""The pod's index in an Indexed Job, for the downward API."""
+RECLAIM_RULE = "ReclaimRestartsFree"
+
+
+def child_pod_failure_policy(container: str) -> dict[str, Any]:
+    """Reclaims fail the child Job with reason ``PodFailurePolicy`` (restarted for free);
+    everything else counts toward ``backoffLimit: 0`` and fails it as a crash."""
+    return {
+        "rules": [
+            {
+                "action": "FailJob",
+                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+            },
+            {
+                "action": "FailJob",
+                "onExitCodes": {
+                    "containerName": container,
+                    "operator": "In",
+                    "values": [exit_codes.PREEMPTED],
+                },
+            },
+        ]
+    }
+
+
+def rendezvous_host(name: str) -> str:
+    """Rank 0's pod, through the headless Service the controller creates."""
+    return f"{jobset.pod_hostname(name, WORKERS, 0, 0)}.{name}"
+
+
+def torchrun(name: str, nodes: int, processes_per_node: int) -> list[str]:
+    """torchrun's arguments for one pod of the gang (torch ``distributed/run.py``); the
+    trainer's own command follows, run as an executable (``--no-python``)."""
+    return [
+        "torchrun",
+        f"--nnodes={nodes}",
+        f"--nproc-per-node={processes_per_node}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={rendezvous_host(name)}:{RENDEZVOUS_PORT}",
+        f"--rdzv-id={name}",
+        "--max-restarts=0",
+        "--no-python",
+    ]
+
+
+def gang_environment(name: str, nodes: int) -> list[dict[str, Any]]:
+    """What a trainer that forms its own process group (one process per pod) reads: its
+    rank is the pod's completion index."""
+    return [
+        {"name": "WORLD_SIZE", "value": str(nodes)},
+        {"name": "RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
+        {"name": "MASTER_ADDR", "value": rendezvous_host(name)},
+        {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
+    ]
+
+
+def jobset_spec(
+    name: str, job: Mapping[str, Any], *, nodes: int, max_restarts: int, container: str
+) -> dict[str, Any]:
+    """A JobSet ``spec`` running ``job`` (a one-pod Job ``spec``) on ``nodes`` pods."""
+    child = {key: value for key, value in job.items() if key != "ttlSecondsAfterFinished"}
+    child.update(
+        completionMode="Indexed",
+        completions=nodes,
+        parallelism=nodes,
+        backoffLimit=0,
+        podFailurePolicy=child_pod_failure_policy(container),
+    )
+    return {
+        "network": {"enableDNSHostnames": True},
+        "failurePolicy": {
+            "maxRestarts": max_restarts,
+            "rules": [
+                {
+                    "name": RECLAIM_RULE,
+                    "action": "RestartJobSetAndIgnoreMaxRestarts",
+                    "onJobFailureReasons": ["PodFailurePolicy"],
+                }
+            ],
+        },
+        "ttlSecondsAfterFinished": job.get("ttlSecondsAfterFinished"),
+        "replicatedJobs": [{"name": WORKERS, "replicas": 1, "template": {"spec": child}}],
+    }
