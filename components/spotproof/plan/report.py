@@ -18,6 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from spotproof import matrix
 from spotproof.plan import tree, workloads
 from spotproof.plan.recorder import Secret
 from spotproof.plan.sources import ConfigSources, Location
@@ -46,6 +47,10 @@ def text(result: PlanResult) -> str:
         first, *rest = outcome.scaling()
         lines.append(f"  {outcome.workload.label}: {first}")
         lines += [f"    {line}" for line in rest]
+    advised = _advice_lines(result)
+    if advised:
+        lines += ["", "Capacity by kind of work (decision matrix):"]
+        lines += [f"  {label}: {text}" for label, text in advised]
     lines += ["", "Preemption path (reclaim notice to node gone):"]
     paths = _path_lines(result)
     lines += [f"  {label} on {line}" for label, line in paths]
@@ -111,6 +116,7 @@ def as_json(result: PlanResult) -> dict[str, Any]:
             for outcome in result.outcomes
             if outcome.paths
         },
+        "capacity_advice": dict(_advice_lines(result)),
     }
 
 
@@ -239,6 +245,19 @@ def _escape_data(text: str) -> str:
 
 def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _advice_lines(result: PlanResult) -> list[tuple[str, str]]:
+    found = []
+    for outcome in result.outcomes:
+        workload = outcome.workload
+        targets = workload.targets
+        text = matrix.advice(
+            workload.pod_labels.get(matrix.WORK_LABEL), targets[0] if targets else None
+        )
+        if text:
+            found.append((workload.label, text))
+    return found
 
 
 def _path_lines(result: PlanResult) -> list[tuple[str, str]]:
