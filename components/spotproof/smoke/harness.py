@@ -276,30 +276,41 @@ def _hard_kill(
     return run.start()
 
 
-AIM_SLICE_SECONDS = 0.0005
-"""How long the aimed trainer runs between two looks at the bucket."""
+AIM_SLICE_SECONDS = 0.002
+"""How long the aimed trainer runs between two looks while no upload of it is in flight;
+once one is, it is only let run for the moment between SIGCONT and SIGSTOP."""
+SETTLE_SECONDS = 0.02
+"""Time for requests the trainer sent before it was stopped to land in the bucket."""
 
 
 def _freeze_inside_an_upload(run: _Run, process: TrainerProcess, timeout: float = 120) -> None:
-    """Run the trainer in slices (SIGCONT, sleep, SIGSTOP) and look at the bucket while it is
+    """Run the trainer in slices (SIGCONT, SIGSTOP) and look at the bucket while it is
     stopped, until its newest upload has payload and no manifest; return with it stopped.
 
     Polling a running trainer raced it: a slow listing (Azurite) let an upload, or the whole
-    run, finish between two looks. Frozen, the trainer cannot move on while it is looked at,
-    so the kill lands at most one slice after the payload's first object."""
+    run, finish between two looks. Frozen, the trainer cannot send anything new while it is
+    looked at; requests it sent just before are given :data:`SETTLE_SECONDS` to land, so a
+    manifest already on its way is seen and the aim moves on to the next upload."""
     writer = (process.first("resumed") or {}).get("writer")
+    committed: set[int] = set()
     deadline = time.monotonic() + timeout
     while process.popen.poll() is None and time.monotonic() < deadline:
         process.send(signal.SIGSTOP)
         saves = process.of("saving")
-        if saves:
-            step = int(saves[-1]["step"])
-            if not run.observer.exists(manifest_key(step)) and run.observer.list(
-                f"{step_prefix(step)}/{writer}"
-            ):
+        step = int(saves[-1]["step"]) if saves else None
+        in_flight = step is not None and step not in committed
+        if in_flight and run.observer.exists(manifest_key(step)):
+            committed.add(step)
+            in_flight = False
+        if in_flight and run.observer.list(f"{step_prefix(step)}/{writer}"):
+            time.sleep(SETTLE_SECONDS)
+            if not run.observer.exists(manifest_key(step)):
                 return
+            committed.add(step)
+            in_flight = False
         process.send(signal.SIGCONT)
-        time.sleep(AIM_SLICE_SECONDS)
+        if not in_flight:
+            time.sleep(AIM_SLICE_SECONDS)
 
 
 def run_smoke(config: SmokeConfig, progress: Progress = print) -> SmokeReport:
