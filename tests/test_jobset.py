@@ -12,7 +12,7 @@ import pytest
 from spotproof import podtemplates
 from spotproof.plan import check
 from spotproof.plan.jobsets import errors
-from spotproof.plan.manifests import job_schema_errors
+from spotproof.plan.manifests import schema_errors
 from spotproof.plan.recorder import Resource
 from spotproof.policy.disruption import budget_valid_for_owner
 from spotproof.spec import SpecError, fleet_from_config
@@ -108,7 +108,7 @@ def _resource(type_: str, inputs: dict[str, Any], name: str = "pretrain") -> Res
 
 
 def _job_errors(job: dict[str, Any]) -> list[str]:
-    return job_schema_errors(job, "1.33")
+    return schema_errors(job, "1.33")
 
 
 def _broken(change: Any) -> list[str]:

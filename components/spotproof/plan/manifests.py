@@ -109,21 +109,15 @@ def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violat
     for resource, obj in zip(resources, objects, strict=True):
         if karpenter.is_karpenter(obj):
             continue
-        if jobsets.is_jobset(obj):
+        try:
+            if jobsets.is_jobset(obj):
+                errors = jobsets.errors(obj, lambda job: schema_errors(job, kubernetes_version))
+            else:
+                errors = schema_errors(obj, kubernetes_version)
             violations += [
                 Violation(SCHEMA_POLICY, resource.name, f"{describe(obj)}: {error}")
-                for error in jobsets.errors(
-                    obj, lambda job: job_schema_errors(job, kubernetes_version)
-                )
+                for error in errors
             ]
-            continue
-        try:
-            kubernetes_validate.validate(obj, kubernetes_version, strict=True)
-        except kubernetes_validate.ValidationError as error:
-            path = ".".join(str(p) for p in error.path) or "(root)"
-            violations.append(
-                Violation(SCHEMA_POLICY, resource.name, f"{describe(obj)}: {path}: {error.message}")
-            )
         except kubernetes_validate.SchemaNotFoundError:
             violations.append(
                 Violation(
@@ -136,10 +130,11 @@ def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violat
     return violations, skipped
 
 
-def job_schema_errors(job: dict[str, Any], kubernetes_version: str) -> list[str]:
-    """A ``batch/v1`` Job's schema errors, each ``path: message``."""
+def schema_errors(obj: dict[str, Any], kubernetes_version: str) -> list[str]:
+    """A core object's errors against the OpenAPI schema of ``kubernetes_version``, each
+    ``path: message``; ``SchemaNotFoundError`` for a kind that version does not have."""
     try:
-        kubernetes_validate.validate(job, kubernetes_version, strict=True)
+        kubernetes_validate.validate(obj, kubernetes_version, strict=True)
     except kubernetes_validate.ValidationError as error:
         return [f"{'.'.join(str(p) for p in error.path) or '(root)'}: {error.message}"]
     return []

@@ -8,8 +8,8 @@ capacity it fits does to it (``preemption``). Two checks come out of it:
   whose provisioner would add a node for it (or that keeps nodes it can use);
 - ``preemption-path``: on reclaimable capacity it must get SIGTERM, with at least the
   grace period it declares, before the node is gone;
-- ``gang-capacity``: a gang's pods must all fit at once in the pools of each class it
-  targets (``scaleup.pods_at_once``).
+- ``gang-capacity``: a gang's pods must all fit at once in the pools it gets nodes from,
+  its target's and its fallbacks' together (``scaleup.pods_at_once``).
 """
 
 from __future__ import annotations

@@ -82,14 +82,7 @@ class _Gang:
         return steps
 
     def finish(self, timeout: float) -> list[int | None]:
-        """Every rank's exit code; ranks still running after ``timeout`` are killed."""
-        deadline = time.monotonic() + timeout
-        codes = [rank.finish(max(deadline - time.monotonic(), 0.01)) for rank in self.ranks]
-        for rank, code in zip(self.ranks, codes, strict=True):
-            if code is None:
-                rank.send(signal.SIGKILL)
-                rank.finish()
-        return codes
+        return _finish(self.ranks, timeout)
 
     @property
     def step(self) -> int:
@@ -195,6 +188,17 @@ def _interrupt(
     return codes
 
 
+def _finish(ranks: list[TrainerProcess], timeout: float) -> list[int | None]:
+    """Every rank's exit code; ranks still running after ``timeout`` are killed (None)."""
+    deadline = time.monotonic() + timeout
+    codes = [rank.finish(max(deadline - time.monotonic(), 0.01)) for rank in ranks]
+    for rank, code in zip(ranks, codes, strict=True):
+        if code is None:
+            rank.send(signal.SIGKILL)
+            rank.finish()
+    return codes
+
+
 def _tear_down(
     peers: list[TrainerProcess], timeout: float, record: Interruption
 ) -> list[int | None]:
@@ -204,14 +208,7 @@ def _tear_down(
         if peer.wait_for(lambda e: e["event"] == "awaiting_teardown", timeout) is None:
             record.peers_left_early.append(peer.index)
         peer.send(signal.SIGTERM)
-    codes = []
-    for peer in peers:
-        code = peer.finish(timeout)
-        if code is None:
-            peer.send(signal.SIGKILL)
-            peer.finish()
-        codes.append(code)
-    return codes
+    return _finish(peers, timeout)
 
 
 def _judge(

@@ -180,29 +180,20 @@ def train(config: TrainConfig, env: Mapping[str, str]) -> int:
         try:
             code = _train(config, guard, gang)
         except PeerLost as error:
-            _leave_after_lost_peer(error, guard, config.peer_wait_seconds)
+            emit("peer_lost", reason=str(error))
+            print(f"spotproof.smoke.train: {error}", file=sys.stderr)
+            code = exit_codes.PEER_LOST
         finally:
             gang.close()
-        if code == exit_codes.PREEMPTED and not guard.preempted:
-            # Stopped by a peer's notice: the peer's Job must fail first, not this one's.
+        stopped_by_peer = code == exit_codes.PEER_LOST or (
+            code == exit_codes.PREEMPTED and not guard.preempted
+        )
+        if stopped_by_peer:
+            # The disrupted rank's Job must fail first, not this one's (runtime.gang).
             emit("awaiting_teardown", seconds=config.peer_wait_seconds)
-            torn_down = await_teardown(guard, config.peer_wait_seconds)
-            return exit_codes.PREEMPTED if torn_down else exit_codes.PEER_LOST
+            if not await_teardown(guard, config.peer_wait_seconds):
+                return exit_codes.PEER_LOST
         return code
-
-
-def _leave_after_lost_peer(error: PeerLost, guard: PreemptionGuard, wait: float) -> NoReturn:
-    """Wait to be torn down (the vanished rank's Job fails first), then exit ``PEER_LOST``
-    without running destructors: gloo's, with a pair to the vanished peer still open,
-    abort the process (SIGABRT) at interpreter shutdown about one time in three, which
-    would hide the exit code."""
-    emit("peer_lost", reason=str(error))
-    print(f"spotproof.smoke.train: {error}", file=sys.stderr)
-    emit("awaiting_teardown", seconds=wait)
-    await_teardown(guard, wait)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(exit_codes.PEER_LOST)
 
 
 def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
@@ -302,8 +293,9 @@ def main() -> int:
 
 def _leave(code: int) -> NoReturn:
     """Exit with ``code``. A rank of a gang leaves without interpreter teardown: gloo's
-    destructors have aborted (SIGABRT, "terminate called without an active exception") a
-    rank that had completed and left the process group in order, which hides the exit
+    destructors abort the process (SIGABRT, "terminate called without an active
+    exception"): about one time in three with a pair to a vanished peer still open, and
+    now and then even after the rank left the group in order. That would hide the exit
     code the Job's failure policy reads; everything it wrote is flushed or committed by
     now."""
     if os.environ.get("WORLD_SIZE", "1") not in ("", "1"):

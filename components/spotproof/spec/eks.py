@@ -17,6 +17,7 @@ from spotproof.spec.fields import (
     config_key,
     integer,
     items,
+    published,
     read_object,
     read_settings,
     setting,
@@ -92,7 +93,7 @@ class NetworkSpec:
 class KarpenterSpec:
     """The Karpenter installation."""
 
-    version: str = setting("version", lambda key, raw: _karpenter_version(key, raw))  # noqa: PLW0108 (defined below)
+    version: str = setting("version", published(eks_catalog.KARPENTER_VERSIONS, "Karpenter v1"))
     """Helm chart version of ``karpenter`` and ``karpenter-crd``, pinned (``1.6.3``); one
     of ``catalog.eks.KARPENTER_VERSIONS``."""
     node_image: str = setting(
@@ -256,19 +257,6 @@ def _network(region: str) -> Callable[[str, Any], NetworkSpec]:
         return network
 
     return parse
-
-
-def _karpenter_version(key: str, raw: Any) -> str:
-    """A published Karpenter chart: an unpublished one fails ``pulumi up`` at the chart pull."""
-    if raw not in eks_catalog.KARPENTER_VERSIONS:
-        newest = eks_catalog.KARPENTER_VERSIONS[-1]
-        raise SpecError(
-            key,
-            raw,
-            "not a published Karpenter v1 chart version (quote it in YAML)",
-            f"1.0.0 to {newest}, e.g. {newest}",
-        )
-    return str(raw)
 
 
 def _raw(_key: str, value: Any) -> Any:

@@ -204,6 +204,23 @@ def choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
     return parse
 
 
+def published(versions: tuple[str, ...], what: str) -> Callable[[str, Any], str]:
+    """One of a chart's published ``versions`` (oldest first): an unpublished one fails
+    ``pulumi up`` at the chart pull."""
+
+    def parse(key: str, raw: Any) -> str:
+        if raw not in versions:
+            raise SpecError(
+                key,
+                raw,
+                f"not a published {what} chart version (quote it in YAML)",
+                f"{versions[0]} to {versions[-1]}, e.g. {versions[-1]}",
+            )
+        return str(raw)
+
+    return parse
+
+
 def dns_label(max_length: int) -> Callable[[str, Any], str]:
     """Reader of a lowercase DNS label starting with a letter, of at most ``max_length``
     characters (Kubernetes namespaces and label values: 63; GKE node pools: 40)."""

@@ -25,6 +25,7 @@ from spotproof.spec.fields import (
     integer,
     items,
     labels,
+    published,
     setting,
     text,
 )
@@ -200,20 +201,6 @@ class SmokeTest:
     """Real failures allowed; preemptions do not count (see the Job's podFailurePolicy)."""
 
 
-def _published(versions: tuple[str, ...], what: str) -> Any:
-    def parse(key: str, raw: Any) -> str:
-        if raw not in versions:
-            raise SpecError(
-                key,
-                raw,
-                f"not a published {what} chart version (quote it in YAML)",
-                f"{versions[0]} to {versions[-1]}, e.g. {versions[-1]}",
-            )
-        return str(raw)
-
-    return parse
-
-
 @dataclass(frozen=True)
 class JobSetSpec:
     """The JobSet controller, which runs a multi-node ``TrainingJob`` as one gang
@@ -221,7 +208,7 @@ class JobSetSpec:
 
     enabled: bool = setting("enabled", boolean, True)
     """Off for a cluster that has JobSet already, or runs no multi-node training."""
-    version: str = setting("version", _published(jobset.VERSIONS, "JobSet"), jobset.VERSIONS[-1])
+    version: str = setting("version", published(jobset.VERSIONS, "JobSet"), jobset.VERSIONS[-1])
     """Helm chart version, pinned; one of ``catalog.jobset.VERSIONS``."""
 
 
