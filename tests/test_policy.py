@@ -150,6 +150,12 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         lambda i: i["spec"]["template"]["spec"]["containers"][0]["resources"].pop("limits"),
         "k8s-job-preemption-safe",
     ),
+    "job awaited by pulumi up until it completes": (
+        "kubernetes:batch/v1:Job",
+        "gke-dev-smoke-job",
+        lambda i: i["metadata"].pop("annotations"),
+        "k8s-job-not-awaited",
+    ),
     "grace period beyond GKE's notice": (
         "kubernetes:batch/v1:Job",
         "gke-dev-smoke-job",

@@ -143,6 +143,7 @@ class SmokeTestJob(pulumi.ComponentResource):
                 "name": JOB_NAME,
                 "namespace": namespace,
                 "labels": {**MANAGED_BY, **pod_labels()},
+                "annotations": training.NOT_AWAITED,
             },
             spec=pulumi.Output.from_input(args.checkpoint_url).apply(
                 lambda url: job_spec(args.smoke, url, args.placement, identity)

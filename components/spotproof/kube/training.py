@@ -31,6 +31,7 @@ import pulumi_kubernetes as k8s
 
 from spotproof import scheduling
 from spotproof.catalog import jobset as jobset_facts
+from spotproof.catalog.pulumi_kubernetes import SKIP_AWAIT_ANNOTATION
 from spotproof.kube import jobset
 from spotproof.kube.baseline import MANAGED_BY
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
@@ -42,6 +43,9 @@ TRAINER_CONTAINER = "trainer"
 _JOB_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DEFAULT_GRACE_SECONDS = 30
 """Where the placement states no bound (capacity that is not reclaimed)."""
+NOT_AWAITED = {SKIP_AWAIT_ANNOTATION: "true"}
+"""On every Job and JobSet spotproof renders: ``pulumi up`` returns once the run is
+submitted instead of failing when the run outlasts the provider's wait for completion."""
 
 
 class Launcher(StrEnum):
@@ -256,7 +260,12 @@ class TrainingJob(pulumi.ComponentResource):
                 labels=labels,
             )
 
-        metadata = {"name": job_name, "namespace": namespace, "labels": {**MANAGED_BY, **labels}}
+        metadata = {
+            "name": job_name,
+            "namespace": namespace,
+            "labels": {**MANAGED_BY, **labels},
+            "annotations": NOT_AWAITED,
+        }
         # A pod template is immutable: a change means a new Job (or JobSet).
         replace = pulumi.ResourceOptions(
             parent=self, replace_on_changes=["spec"], delete_before_replace=True

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from spotproof import fit, scheduling
-from spotproof.catalog import PREEMPTION_NOTICE_SECONDS, Cloud
+from spotproof.catalog import PREEMPTION_NOTICE_SECONDS, Cloud, pulumi_kubernetes
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
 
 JOB = "kubernetes:batch/v1:Job"
@@ -40,6 +40,16 @@ def job_preemption_safe(inputs: Mapping[str, Any]) -> Iterator[str]:
             limits = (container.get("resources") or {}).get("limits") or {}
             if not limits.get(scheduling.GPU_RESOURCE):
                 yield f"container {container.get('name')} targets GPU nodes without a GPU limit"
+
+
+def job_not_awaited(inputs: Mapping[str, Any]) -> Iterator[str]:
+    annotations = (inputs.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(pulumi_kubernetes.SKIP_AWAIT_ANNOTATION) != "true":
+        yield (
+            f'without the annotation {pulumi_kubernetes.SKIP_AWAIT_ANNOTATION}: "true" '
+            "`pulumi up` waits for the Job to complete and fails the update after "
+            f"{pulumi_kubernetes.JOB_AWAIT_TIMEOUT_MINUTES} minutes"
+        )
 
 
 def spot_priority_negative(inputs: Mapping[str, Any]) -> Iterator[str]:
@@ -80,6 +90,12 @@ def job_fits_preemption_notice(resources: list[PlannedResource]) -> Iterator[tup
 
 RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ResourceRule("k8s-job-preemption-safe", "Jobs survive preemption.", JOB, job_preemption_safe),
+    ResourceRule(
+        "k8s-job-not-awaited",
+        "A long run does not hold `pulumi up` until it completes.",
+        JOB,
+        job_not_awaited,
+    ),
     ResourceRule(
         "k8s-spot-priority-negative",
         "Spot work is preempted first.",
