@@ -76,7 +76,10 @@ def build(spec: FleetSpec) -> None:
                 placement=cluster.placement(spec.smoke_test.target),
                 identity=cluster.workload_identity,
             ),
-            opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[cluster.baseline]),
+            # The controllers include Kueue and its queue where the target is queued.
+            opts=pulumi.ResourceOptions(
+                provider=cluster.provider, depends_on=[cluster.baseline, *cluster.controllers]
+            ),
         )
         pulumi.export("smoke_job", smoke.job_name)
 

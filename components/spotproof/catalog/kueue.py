@@ -60,3 +60,23 @@ UNDECLARED_RESOURCES_BLOCK = True
 cannot be admitted (default ``quotaCheckStrategy`` BlockUndeclared,
 ``pkg/scheduler/flavorassigner/flavorassigner.go``): every resource the queued pods
 request is covered."""
+
+KINDS = frozenset(
+    {"ResourceFlavor", "ClusterQueue", "LocalQueue", "AdmissionCheck", "ProvisioningRequestConfig"}
+)
+"""The kinds of ``kueue.x-k8s.io`` a queued-provisioning setup is made of
+(``site/static/examples/provisioning/provisioning-setup.yaml``). All but LocalQueue are
+cluster-scoped."""
+
+NULL_NAMESPACE_SELECTOR_MATCHES_NOTHING = True
+"""A ClusterQueue without ``namespaceSelector`` admits from no namespace; ``{}`` admits from
+all (``apis/kueue/v1beta2/clusterqueue_types.go``: "Defaults to null which is a nothing
+selector")."""
+
+GKE_PROVISIONED_NODE_LABEL = "autoscaling.gke.io/provisioning-request"
+GKE_RESIZE_REQUEST_DETAIL = "ResizeRequestName"
+"""``ProvisioningRequestConfig.spec.podSetUpdates.nodeSelector``: pin an admitted workload
+to the nodes provisioned for its own request, by the label GKE puts on them and the
+request's ``status.provisioningClassDetails`` entry, so another pod cannot take them
+(GKE's workload isolation for queued provisioning, as a Kueue maintainer gives it:
+https://github.com/kubernetes-sigs/kueue/issues/9048)."""

@@ -12,6 +12,11 @@ GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 GKE_SPOT_LABEL = "cloud.google.com/gke-spot"
 GKE_FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
 
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+"""Not a node label: the API server sets it on every namespace to its name (Kubernetes
+1.22+: https://kubernetes.io/docs/reference/labels-annotations-taints/#kubernetes-io-metadata-name),
+so a namespace selector can name one namespace."""
+
 KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
 """Karpenter puts it on every node it launches; nothing else carries it."""
 KARPENTER_CAPACITY_LABEL = "karpenter.sh/capacity-type"

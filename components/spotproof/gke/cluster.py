@@ -9,17 +9,25 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import yaml
 
-from spotproof.catalog import Cloud
+from spotproof import scheduling
+from spotproof.catalog import Cloud, kueue
+from spotproof.catalog import gke as gke_catalog
 from spotproof.gke import pools
 from spotproof.gke.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.gke.pools import GpuNodePools, GpuNodePoolsArgs
 from spotproof.kube import ClusterBaseline
 from spotproof.kube.connect import connect
+from spotproof.kube.queues import ProvisioningQueue, ProvisioningQueueArgs
 from spotproof.kube.smoke import trainer_account
-from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
+from spotproof.kube.workload import (
+    LocalQueueRef,
+    TargetPlacement,
+    WorkloadIdentity,
+    reclaim_grace,
+)
 from spotproof.spec import FleetSpec, PoolClass
-from spotproof.spec.gke import GkeFleet
+from spotproof.spec.gke import FlexStartPool, GkeFleet
 
 # Least privilege for nodes: write logs and metrics, pull images; nothing else.
 NODE_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
@@ -50,7 +58,8 @@ class HybridCluster(pulumi.ComponentResource):
     bucket: CheckpointBucket
     baseline: ClusterBaseline
     controllers: list[pulumi.Resource]
-    """Add-ons a multi-node ``TrainingJob`` needs installed first (the JobSet controller)."""
+    """What a ``TrainingJob`` needs installed first: the JobSet controller and, with a
+    queued flex-start pool, Kueue and the pool's queue."""
     gpu_pools: GpuNodePools
     pool_names: list[str]
     workload_identity: WorkloadIdentity
@@ -160,6 +169,16 @@ class HybridCluster(pulumi.ComponentResource):
         )
         self.provider, self.baseline = kube.provider, kube.baseline
         self.controllers = kube.controllers
+        self._queue: LocalQueueRef | None = None
+        flex = gke.flex_start
+        if kube.kueue is not None and flex is not None and flex.queued_provisioning:
+            queue = ProvisioningQueue(
+                f"{name}-{flex.name}-queue",
+                queued_pool_queue(flex, trainer.namespace, kube.provider, kube.kueue),
+                opts=child,
+            )
+            self._queue = LocalQueueRef(trainer.namespace, queue.queue_name)
+            self.controllers = [*self.controllers, queue]
         self.pool_names = ["system", *self.gpu_pools.pool_names]
         self.register_outputs(
             {
@@ -176,7 +195,10 @@ class HybridCluster(pulumi.ComponentResource):
         model a pending pod asks for."""
         models = sorted({p.gpu_type for p in self._gke.pools if p.pool_class is target})
         return TargetPlacement(
-            target, accelerators=models, max_grace_seconds=reclaim_grace(Cloud.GKE, target)
+            target,
+            accelerators=models,
+            queue=self._queue if target is PoolClass.FLEX_START else None,
+            max_grace_seconds=reclaim_grace(Cloud.GKE, target),
         )
 
     @staticmethod
@@ -204,6 +226,32 @@ class HybridCluster(pulumi.ComponentResource):
                 "management": {"auto_repair": True, "auto_upgrade": True},
             },
         }
+
+
+def queued_pool_queue(
+    pool: FlexStartPool, namespace: str, provider: k8s.Provider, controller: pulumi.Resource
+) -> ProvisioningQueueArgs:
+    """The Kueue queue for a queued flex-start pool. Its quota is the pool at its maximum
+    (``maxNodes`` in each of its zones), so Kueue admits what DWS could provision at once
+    and nothing that could never fit; GKE's pod-set update pins admitted pods to the
+    nodes of their own request."""
+    zones = len(pool.zones) or gke_catalog.DEFAULT_POOL_ZONES
+    nodes = pool.max_nodes * zones
+    cpus, memory_gb = gke_catalog.machine_resources(pool.machine_type)
+    return ProvisioningQueueArgs(
+        pool=pool.name,
+        namespace=namespace,
+        provisioning_class=kueue.GKE_QUEUED_PROVISIONING_CLASS,
+        node_labels=dict(scheduling.contract(PoolClass.FLEX_START, Cloud.GKE).labels),
+        quota={
+            "cpu": str(nodes * cpus),
+            "memory": f"{int(nodes * memory_gb)}G",
+            scheduling.GPU_RESOURCE: str(nodes * pool.gpus_per_node),
+        },
+        pod_set_updates={kueue.GKE_PROVISIONED_NODE_LABEL: kueue.GKE_RESIZE_REQUEST_DETAIL},
+        provider=provider,
+        controller=controller,
+    )
 
 
 def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:

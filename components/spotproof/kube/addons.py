@@ -1,7 +1,9 @@
 """Controllers spotproof installs on every cluster, pinned, on the system pool.
 
 Each is a Helm chart placed by the system pool's contract (its labels and taint) through
-the values its chart offers, so the plan's scheduling check sees where it runs.
+the values its chart offers, so the plan's scheduling check sees where it runs. Neither
+chart is given a priority class: the JobSet chart has no value for one, and Kueue's
+manager, like JobSet's, is not what a node's pods would be preempted for.
 """
 
 from __future__ import annotations
@@ -13,55 +15,102 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from spotproof import scheduling
-from spotproof.catalog import Cloud, jobset
+from spotproof.catalog import Cloud, jobset, kueue
 from spotproof.kube.baseline import MANAGED_BY
 from spotproof.spec import PoolClass
 
 
 @dataclass(frozen=True)
-class JobSetControllerArgs:
+class ControllerArgs:
     version: str
-    """Chart version, one of ``catalog.jobset.VERSIONS``."""
+    """Chart version, one of the catalog's ``VERSIONS`` for the controller."""
     cloud: Cloud
     """Whose system-pool contract the controller is placed by."""
     provider: k8s.Provider
 
 
-def controller_values(cloud: Cloud) -> dict[str, Any]:
-    """Helm values that keep the controller on the system pool (``charts/jobset/values.yaml``
-    has ``controller.nodeSelector`` and ``controller.tolerations``; no priority class)."""
+def system_placement(cloud: Cloud) -> dict[str, Any]:
+    """``nodeSelector`` and ``tolerations`` that keep a pod on ``cloud``'s system pool."""
     system = scheduling.contract(PoolClass.SYSTEM, cloud)
     return {
-        "controller": {
-            "nodeSelector": dict(system.labels),
-            "tolerations": [scheduling.toleration_for(t) for t in system.taints],
-        }
+        "nodeSelector": dict(system.labels),
+        "tolerations": [scheduling.toleration_for(t) for t in system.taints],
     }
 
 
-class JobSetController(pulumi.ComponentResource):
-    """The JobSet controller and its CRD, pinned, in ``jobset-system`` on the system pool."""
+def jobset_values(cloud: Cloud) -> dict[str, Any]:
+    """JobSet's Helm values: ``charts/jobset/values.yaml`` has ``controller.nodeSelector``
+    and ``controller.tolerations``."""
+    return {"controller": system_placement(cloud)}
+
+
+def kueue_values(cloud: Cloud) -> dict[str, Any]:
+    """Kueue's Helm values: ``charts/kueue/values.yaml`` has ``controllerManager.nodeSelector``
+    and ``controllerManager.tolerations``."""
+    return {"controllerManager": system_placement(cloud)}
+
+
+@dataclass(frozen=True)
+class Release:
+    """A chart as a controller installs it."""
+
+    name: str
+    chart: str
+    namespace: str
+    values: dict[str, Any]
+
+
+class _SystemChart(pulumi.ComponentResource):
+    """A pinned chart in its own namespace, its pods on the system pool."""
 
     def __init__(
-        self, name: str, args: JobSetControllerArgs, opts: pulumi.ResourceOptions | None = None
+        self,
+        type_token: str,
+        name: str,
+        args: ControllerArgs,
+        release: Release,
+        opts: pulumi.ResourceOptions | None,
     ) -> None:
-        super().__init__("spotproof:kube:JobSetController", name, None, opts)
+        super().__init__(type_token, name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
-            metadata={"name": jobset.NAMESPACE, "labels": MANAGED_BY},
+            metadata={"name": release.namespace, "labels": MANAGED_BY},
             opts=child,
         )
         self.chart = k8s.helm.v4.Chart(
             f"{name}-chart",
-            name="jobset",
-            chart=jobset.CHART,
+            name=release.name,
+            chart=release.chart,
             version=args.version,
-            namespace=jobset.NAMESPACE,
-            values=controller_values(args.cloud),
+            namespace=release.namespace,
+            values=release.values,
             opts=pulumi.ResourceOptions.merge(
                 child, pulumi.ResourceOptions(depends_on=[namespace])
             ),
         )
         self.version = args.version
         self.register_outputs({"version": self.version})
+
+
+class JobSetController(_SystemChart):
+    """The JobSet controller and its CRD, pinned, in ``jobset-system`` on the system pool."""
+
+    def __init__(
+        self, name: str, args: ControllerArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        release = Release("jobset", jobset.CHART, jobset.NAMESPACE, jobset_values(args.cloud))
+        super().__init__("spotproof:kube:JobSetController", name, args, release, opts)
+
+
+class KueueController(_SystemChart):
+    """Kueue's controller manager, webhooks and CRDs, pinned, in ``kueue-system`` on the
+    system pool. Its ProvisioningRequest admission check is on by default
+    (``catalog.kueue.VERSIONS``); Kueue sets it up at start-up only if the cluster serves
+    ``autoscaling.x-k8s.io/v1``, which GKE does."""
+
+    def __init__(
+        self, name: str, args: ControllerArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        release = Release("kueue", kueue.CHART, kueue.NAMESPACE, kueue_values(args.cloud))
+        super().__init__("spotproof:kube:KueueController", name, args, release, opts)

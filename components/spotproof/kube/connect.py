@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from spotproof.kube.addons import JobSetController, JobSetControllerArgs
+from spotproof.kube.addons import ControllerArgs, JobSetController, KueueController
 from spotproof.kube.baseline import ClusterBaseline, ClusterBaselineArgs
 from spotproof.spec import FleetSpec
 
@@ -17,8 +17,10 @@ class Connection:
     provider: k8s.Provider
     baseline: ClusterBaseline
     controllers: list[pulumi.Resource] = field(default_factory=list)
-    """Add-ons workloads may need installed first (the JobSet controller): a multi-node
+    """Add-ons workloads may need installed first (the JobSet controller, Kueue): a
     ``TrainingJob`` depends on them."""
+    kueue: KueueController | None = None
+    """Installed where the fleet has a queued pool (``spec.kueue``)."""
 
 
 def connect(
@@ -42,14 +44,21 @@ def connect(
         f"{name}-baseline", ClusterBaselineArgs(namespace=namespace), opts=through
     )
     controllers: list[pulumi.Resource] = []
+    beside = pulumi.ResourceOptions(parent=opts.parent)
     if spec.jobset is not None:
         controllers.append(
             JobSetController(
                 f"{name}-jobset",
-                JobSetControllerArgs(
-                    version=spec.jobset.version, cloud=spec.cloud, provider=provider
-                ),
-                opts=pulumi.ResourceOptions(parent=opts.parent),
+                ControllerArgs(version=spec.jobset.version, cloud=spec.cloud, provider=provider),
+                opts=beside,
             )
         )
-    return Connection(provider, baseline, controllers)
+    kueue = None
+    if spec.kueue is not None:
+        kueue = KueueController(
+            f"{name}-kueue",
+            ControllerArgs(version=spec.kueue.version, cloud=spec.cloud, provider=provider),
+            opts=beside,
+        )
+        controllers.append(kueue)
+    return Connection(provider, baseline, controllers, kueue)

@@ -142,7 +142,11 @@ class SmokeTestJob(pulumi.ComponentResource):
             metadata={
                 "name": JOB_NAME,
                 "namespace": namespace,
-                "labels": {**MANAGED_BY, **pod_labels()},
+                "labels": {
+                    **MANAGED_BY,
+                    **pod_labels(),
+                    **training.queue_labels(args.placement),
+                },
                 "annotations": training.NOT_AWAITED,
             },
             spec=pulumi.Output.from_input(args.checkpoint_url).apply(

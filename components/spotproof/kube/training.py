@@ -31,6 +31,7 @@ import pulumi_kubernetes as k8s
 
 from spotproof import scheduling
 from spotproof.catalog import jobset as jobset_facts
+from spotproof.catalog import kueue
 from spotproof.catalog.pulumi_kubernetes import SKIP_AWAIT_ANNOTATION
 from spotproof.kube import jobset
 from spotproof.kube.baseline import MANAGED_BY
@@ -167,6 +168,12 @@ def job_spec(
     }
 
 
+def queue_labels(placement: TargetPlacement) -> dict[str, str]:
+    """What submits a Job or JobSet to the target's Kueue queue; none where the target
+    gets nodes without one."""
+    return {kueue.QUEUE_NAME_LABEL: placement.queue.name} if placement.queue else {}
+
+
 def disruption_budget(
     name: str,
     job_name: str,
@@ -213,7 +220,9 @@ class TrainingJobArgs:
     """What kind of work it is (``spotproof.matrix``): its pods are labelled with it and the
     plan shows the capacity the decision matrix advises next to the target."""
     controllers: Sequence[pulumi.Resource] = ()
-    """What the gang needs installed first: ``cluster.controllers`` (the JobSet controller)."""
+    """What the run needs installed first: ``cluster.controllers`` (the JobSet controller
+    for a gang; Kueue and its queue for a queued pool, whose webhook must see the Job
+    created)."""
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -263,12 +272,15 @@ class TrainingJob(pulumi.ComponentResource):
         metadata = {
             "name": job_name,
             "namespace": namespace,
-            "labels": {**MANAGED_BY, **labels},
+            "labels": {**MANAGED_BY, **labels, **queue_labels(args.placement)},
             "annotations": NOT_AWAITED,
         }
         # A pod template is immutable: a change means a new Job (or JobSet).
         replace = pulumi.ResourceOptions(
-            parent=self, replace_on_changes=["spec"], delete_before_replace=True
+            parent=self,
+            replace_on_changes=["spec"],
+            delete_before_replace=True,
+            depends_on=list(args.controllers),
         )
         job_spec_of = pulumi.Output.from_input(args.checkpoint_url).apply(spec)
         budgeted = labels
@@ -291,9 +303,7 @@ class TrainingJob(pulumi.ComponentResource):
                         container=TRAINER_CONTAINER,
                     )
                 ),
-                opts=pulumi.ResourceOptions.merge(
-                    replace, pulumi.ResourceOptions(depends_on=list(args.controllers))
-                ),
+                opts=replace,
             )
         if not args.placement.reclaim_honours_budgets:
             disruption_budget(
@@ -331,6 +341,14 @@ def _checked(job_name: str, args: TrainingJobArgs) -> int:
                 f"TrainingJob {job_name}: too long a name for a gang of {args.nodes} "
                 f"(its pods would be named like {longest}); allowed: at most {allowed} characters"
             )
+    queue = args.placement.queue
+    namespace = args.identity.service_account.namespace
+    if queue is not None and queue.namespace != namespace:
+        raise ValueError(
+            f"TrainingJob {job_name}: runs in namespace {namespace}, but the queue of "
+            f"{args.placement.target.value} ({queue.name}) admits only from {queue.namespace}; "
+            f"allowed: an identity in {queue.namespace}"
+        )
     if args.backoff_limit < 0:
         raise ValueError(f"TrainingJob {job_name}: backoff_limit must be 0 or more")
     ceiling = args.placement.max_grace_seconds

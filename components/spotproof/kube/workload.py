@@ -25,6 +25,14 @@ class ServiceAccountRef:
 
 
 @dataclass(frozen=True)
+class LocalQueueRef:
+    """A Kueue LocalQueue, by namespace and name."""
+
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
 class WorkloadIdentity:
     """How a pod of ``service_account`` acts as ``cloud_identity`` in the cloud."""
 
@@ -61,6 +69,10 @@ class TargetPlacement:
     platform_taints: list[Taint] = field(default_factory=list)
     """Taints the cloud puts on the target's nodes by itself, beyond the contract's (AKS
     spot pools' ``kubernetes.azure.com/scalesetpriority=spot``): tolerated too."""
+    queue: LocalQueueRef | None = None
+    """Where the target's pools get nodes only through a ProvisioningRequest (GKE queued
+    provisioning): the LocalQueue a Job or JobSet aimed here is submitted to
+    (``spotproof.kube.queues``). Only workloads in its namespace can use it."""
     max_grace_seconds: int | None = None
     """The longest ``terminationGracePeriodSeconds`` the target's preemption path honours
     (``spotproof.catalog.GRACE_PERIOD_SECONDS``): a longer one is cut short when the node

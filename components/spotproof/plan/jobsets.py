@@ -49,7 +49,8 @@ def errors(obj: Mapping[str, Any], validate_job: JobValidator) -> list[str]:
     return list(_errors(obj, validate_job))
 
 
-def _unknown(path: str, value: Any, known: frozenset[str]) -> Iterator[str]:
+def unknown_fields(path: str, value: Any, known: frozenset[str]) -> Iterator[str]:
+    """``path.key: unknown field`` for each key of ``value`` outside ``known``."""
     if not isinstance(value, Mapping):
         yield f"{path}: expected an object"
         return
@@ -60,15 +61,15 @@ def _unknown(path: str, value: Any, known: frozenset[str]) -> Iterator[str]:
 def _errors(obj: Mapping[str, Any], validate_job: JobValidator) -> Iterator[str]:
     name = str((obj.get("metadata") or {}).get("name", ""))
     spec = obj.get("spec") or {}
-    yield from _unknown("spec", spec, SPEC_FIELDS)
-    yield from _unknown("spec.network", spec.get("network") or {}, NETWORK_FIELDS)
+    yield from unknown_fields("spec", spec, SPEC_FIELDS)
+    yield from unknown_fields("spec.network", spec.get("network") or {}, NETWORK_FIELDS)
     replicated = spec.get("replicatedJobs") or []
     if not replicated:
         yield "spec.replicatedJobs: required, at least one"
     names = [str(r.get("name", "")) for r in replicated]
     for index, job in enumerate(replicated):
         path = f"spec.replicatedJobs[{index}]"
-        yield from _unknown(path, job, REPLICATED_JOB_FIELDS)
+        yield from unknown_fields(path, job, REPLICATED_JOB_FIELDS)
         yield from _replicated_job(name, path, job, validate_job)
     yield from _failure_policy(spec.get("failurePolicy"), names)
 
@@ -111,7 +112,7 @@ def _replicated_job(
 def _failure_policy(policy: Any, replicated: list[str]) -> Iterator[str]:
     if policy is None:
         return
-    yield from _unknown("spec.failurePolicy", policy, FAILURE_POLICY_FIELDS)
+    yield from unknown_fields("spec.failurePolicy", policy, FAILURE_POLICY_FIELDS)
     strategy = policy.get("restartStrategy", "Recreate")
     if strategy not in RESTART_STRATEGIES:
         yield (
@@ -121,7 +122,7 @@ def _failure_policy(policy: Any, replicated: list[str]) -> Iterator[str]:
     seen: set[str] = set()
     for index, rule in enumerate(policy.get("rules") or []):
         path = f"spec.failurePolicy.rules[{index}]"
-        yield from _unknown(path, rule, RULE_FIELDS)
+        yield from unknown_fields(path, rule, RULE_FIELDS)
         rule_name = str(rule.get("name", ""))
         if not jobset.RULE_NAME.fullmatch(rule_name) or len(rule_name) > jobset.RULE_NAME_MAX:
             yield (

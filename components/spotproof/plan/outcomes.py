@@ -9,7 +9,9 @@ capacity it fits does to it (``preemption``). Two checks come out of it:
 - ``preemption-path``: on reclaimable capacity it must get SIGTERM, with at least the
   grace period it declares, before the node is gone;
 - ``gang-capacity``: a gang's pods must all fit at once in the pools it gets nodes from,
-  its target's and its fallbacks' together (``scaleup.pods_at_once``).
+  its target's and its fallbacks' together (``scaleup.pods_at_once``);
+- ``queue-admission``: a workload submitted to a Kueue queue must be admissible by it
+  (``queues``), or it stays suspended for good.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 
 from spotproof import fit, scheduling
 from spotproof.catalog import Cloud, jobset
-from spotproof.plan import preemption, scaleup
+from spotproof.plan import preemption, queues, scaleup
 from spotproof.plan.nodes import Pool
 from spotproof.plan.preemption import PreemptionPath
 from spotproof.plan.recorder import Recording
@@ -44,6 +46,8 @@ class Outcome:
     paths: tuple[PreemptionPath, ...]
     bounds: tuple[str, ...]
     """Limits on how long its nodes live (flex-start)."""
+    route: queues.Route | None = None
+    """Its way through Kueue, where it is submitted to a queue."""
 
     def scaling(self) -> list[str]:
         ok = [f"{v.pool} ({v.detail})" for v in self.verdicts if v.scales]
@@ -54,12 +58,19 @@ class Outcome:
 
 def outcomes(recording: Recording, pools: list[Pool]) -> list[Outcome]:
     limits = scaleup.cluster_limits(recording, pools)
+    kueue_objects = queues.KueueObjects.of(recording)
     found = []
     for workload in workloads(recording):
         fits = tuple(p for p in pools if not fit.misfits(workload.pod_spec, p.shape))
         priority = scaleup.priority_of(workload.pod_spec, recording)
+        queue = queues.queue_name(workload.kind, workload.labels)
+        route = (
+            queues.route(kueue_objects, queue, workload.namespace, workload.pod_spec, workload.pods)
+            if queue
+            else None
+        )
         verdicts = tuple(
-            scaleup.verdict(p, priority, workload.pod_annotations, limits) for p in fits
+            scaleup.verdict(p, priority, workload.pod_annotations, limits, route) for p in fits
         )
         system = fit.is_system_workload(workload.namespace, workload.pod_spec)
         # A system workload must not be on reclaimable capacity at all (the scheduling
@@ -85,6 +96,7 @@ def outcomes(recording: Recording, pools: list[Pool]) -> list[Outcome]:
                 verdicts,
                 tuple(paths),
                 tuple(preemption.flex_start_bounds(list(fits))),
+                route,
             )
         )
     return found
@@ -113,6 +125,15 @@ def check(found: list[Outcome]) -> list[Violation]:
                     )
                 )
         violations += _gang_capacity(outcome, targets)
+        if outcome.route and outcome.route.problems:
+            violations.append(
+                Violation(
+                    queues.POLICY,
+                    workload.resource,
+                    f"{workload.label} is submitted to {outcome.route.describe()}, which would "
+                    f"never admit it: {'; '.join(outcome.route.problems)}",
+                )
+            )
         for path in outcome.paths:
             violations += [
                 Violation(preemption.POLICY, workload.resource, f"{workload.label} {problem}")

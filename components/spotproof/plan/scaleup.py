@@ -20,7 +20,9 @@ GKE cluster autoscaler (also node auto-provisioning, NAP):
   ``cluster-autoscaler/proposals/granular-resource-limits.md``): a pool scales up only
   while every limit leaves room for one more of its nodes;
 - a queued-provisioning pool gets nodes only through a ProvisioningRequest, never for an
-  ordinary pending pod (https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest);
+  ordinary pending pod (https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest):
+  one of class ``queued-provisioning.gke.io`` that Kueue writes for a workload it would
+  admit (``plan.queues``), or one the pods consume by annotation;
 - nodes are created only in the pool's zones that offer its accelerator
   (``catalog.gke.accelerator_zones``).
 
@@ -45,10 +47,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spotproof import scheduling
-from spotproof.catalog import EXPENDABLE_PRIORITY_CUTOFF
+from spotproof import quantity, scheduling
+from spotproof.catalog import EXPENDABLE_PRIORITY_CUTOFF, kueue
 from spotproof.catalog import gke as gke_catalog
 from spotproof.plan.nodes import Pool, Provisioner
+from spotproof.plan.queues import Route
 from spotproof.plan.recorder import Recording
 
 GKE_CLUSTER = "gcp:container/cluster:Cluster"
@@ -160,8 +163,51 @@ def cluster_limits(recording: Recording, pools: list[Pool]) -> ClusterLimits | N
     return ClusterLimits(maximum, baseline)
 
 
+def _queued_verdict(
+    pool: Pool, annotations: Mapping[str, str], route: Route | None
+) -> Verdict | None:
+    """Why a queued-provisioning pool would provision nothing for the workload; None if it
+    would."""
+    if PROVISIONING_REQUEST_ANNOTATION in annotations:
+        return None
+    wanted = kueue.GKE_QUEUED_PROVISIONING_CLASS
+    fix = (
+        f"label the Job or JobSet {kueue.QUEUE_NAME_LABEL}: <a LocalQueue whose ClusterQueue "
+        f"has a ProvisioningRequest admission check of class {wanted}>"
+    )
+    if route is None:
+        return Verdict(
+            pool.name,
+            False,
+            "queued-provisioning pool: nodes come only through a ProvisioningRequest, and the "
+            f"workload is in no Kueue queue (no {kueue.QUEUE_NAME_LABEL} label) nor consumes "
+            f"a request ({PROVISIONING_REQUEST_ANNOTATION})",
+            fix,
+        )
+    if route.problems:
+        return Verdict(
+            pool.name,
+            False,
+            f"Kueue would never admit it through {route.describe()}: {'; '.join(route.problems)}",
+            "fix the queue, or " + fix,
+        )
+    if wanted not in route.provisioning_classes:
+        return Verdict(
+            pool.name,
+            False,
+            f"{route.describe()} provisions no {wanted} nodes, and the pool takes no other "
+            "requests",
+            fix,
+        )
+    return None
+
+
 def gke_verdict(
-    pool: Pool, priority: int, annotations: Mapping[str, str], limits: ClusterLimits | None
+    pool: Pool,
+    priority: int,
+    annotations: Mapping[str, str],
+    limits: ClusterLimits | None,
+    route: Route | None = None,
 ) -> Verdict:
     scaling = pool.scaling
     if priority < EXPENDABLE_PRIORITY_CUTOFF:
@@ -172,14 +218,10 @@ def gke_verdict(
             f"({EXPENDABLE_PRIORITY_CUTOFF}): no node is ever added for it",
             f"use a PriorityClass of at least {EXPENDABLE_PRIORITY_CUTOFF}",
         )
-    if scaling.queued and PROVISIONING_REQUEST_ANNOTATION not in annotations:
-        return Verdict(
-            pool.name,
-            False,
-            "queued-provisioning pool: nodes come only through a ProvisioningRequest, and the "
-            f"pod lacks {PROVISIONING_REQUEST_ANNOTATION}",
-            "submit it through Kueue with the ProvisioningRequest admission check",
-        )
+    if scaling.queued:
+        blocked = _queued_verdict(pool, annotations, route)
+        if blocked:
+            return blocked
     if not scaling.max_nodes:
         return Verdict(pool.name, False, "its autoscaling maximum is 0 nodes", "raise maxNodeCount")
     usable = list(scaling.zones)
@@ -200,10 +242,12 @@ def gke_verdict(
             return blocked
     where = f" in {', '.join(usable)}" if usable else " in the cluster's zones"
     per = " per zone" if scaling.per_zone else ""
+    through = f", queued through {route.describe()}" if scaling.queued and route else ""
     return Verdict(
         pool.name,
         True,
-        f"{scaling.provisioner.value}, {scaling.min_nodes}-{scaling.max_nodes} nodes{per}{where}",
+        f"{scaling.provisioner.value}, {scaling.min_nodes}-{scaling.max_nodes} nodes{per}{where}"
+        f"{through}",
     )
 
 
@@ -244,19 +288,24 @@ def pods_at_once(pool: Pool, pod_gpus: int) -> int | None:
 
 
 def _quantity(value: str) -> float:
+    """A limit that is no quantity holds nothing (the schema check reports it)."""
     try:
-        return float(value)
+        return quantity.parse(value)
     except ValueError:
         return 0.0
 
 
 def verdict(
-    pool: Pool, priority: int, annotations: Mapping[str, str], limits: ClusterLimits | None
+    pool: Pool,
+    priority: int,
+    annotations: Mapping[str, str],
+    limits: ClusterLimits | None,
+    route: Route | None = None,
 ) -> Verdict:
     """Would ``pool`` get a node for a pending pod (of ``priority``, with the pod
-    ``annotations``) that fits it?"""
+    ``annotations``, its workload submitted through Kueue by ``route``) that fits it?"""
     if pool.scaling.provisioner is Provisioner.KARPENTER:
         return karpenter_verdict(pool)
     if pool.scaling.provisioner is Provisioner.NONE:
         return _existing(pool)
-    return gke_verdict(pool, priority, annotations, limits)
+    return gke_verdict(pool, priority, annotations, limits, route)

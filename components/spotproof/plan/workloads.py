@@ -45,6 +45,8 @@ class Workload:
     """The pod template's labels and annotations."""
     pods: int = 1
     """Pods it runs at once (a Job's parallelism, a Deployment's replicas)."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """The object's own labels (a Kueue queue name is one)."""
 
     @property
     def pod_labels(self) -> Mapping[str, str]:
@@ -105,6 +107,7 @@ def workloads(recording: Recording) -> list[Workload]:
                     template.spec,
                     template.metadata,
                     template.pods,
+                    metadata.get("labels") or {},
                 )
             )
     found += _installed_workloads(recording)

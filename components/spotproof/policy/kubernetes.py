@@ -74,7 +74,9 @@ def job_fits_preemption_notice(resources: list[PlannedResource]) -> Iterator[tup
     for job in (r for r in resources if r.type == JOB):
         pod = _pod_spec(job.inputs)
         grace = pod.get("terminationGracePeriodSeconds", 30)
-        if cloud and grace > PREEMPTION_NOTICE_SECONDS[cloud]:
+        # Only spot nodes are reclaimed with the notice; flex-start and on-demand are not.
+        on_spot = fit.tolerates(pod.get("tolerations") or [], spot_taint)
+        if cloud and on_spot and grace > PREEMPTION_NOTICE_SECONDS[cloud]:
             yield (
                 job.name,
                 (
@@ -82,7 +84,7 @@ def job_fits_preemption_notice(resources: list[PlannedResource]) -> Iterator[tup
                     f"notice of {PREEMPTION_NOTICE_SECONDS[cloud]} s; the final save would be lost"
                 ),
             )
-        if fit.tolerates(pod.get("tolerations") or [], spot_taint):
+        if on_spot:
             value = priorities.get(pod.get("priorityClassName"))
             if value is None or value >= 0:
                 yield job.name, "work on spot capacity must use a negative-value PriorityClass"

@@ -33,6 +33,7 @@ from spotproof.spec.types import (
     BucketSpec,
     FleetSpec,
     JobSetSpec,
+    KueueSpec,
     PoolClass,
     SmokeTest,
     SystemPool,
@@ -129,6 +130,24 @@ def _jobset(key: str, raw: Any) -> JobSetSpec | None:
     return spec if spec.enabled else None
 
 
+def _kueue(queued: list[str]) -> Callable[[str, Any], KueueSpec | None]:
+    """Kueue is for queued pools: on by default where there is one, refused where none."""
+
+    def parse(key: str, raw: Any) -> KueueSpec | None:
+        spec = read_object(KueueSpec, key, raw)
+        explicit = isinstance(raw, Mapping) and "enabled" in raw
+        if spec.enabled and explicit and not queued:
+            raise SpecError(
+                f"{key}.enabled",
+                True,
+                "Kueue is installed for a queued flex-start pool and this stack has none",
+                "false, or a pool with queuedProvisioning: true",
+            )
+        return spec if spec.enabled and queued else None
+
+    return parse
+
+
 def _kubernetes_version(key: str, raw: Any) -> str:
     if not isinstance(raw, str) or raw not in KUBERNETES_VERSIONS:
         raise SpecError(
@@ -202,6 +221,7 @@ def fleet_from_config(
         ),
         smoke_test=top.section("smokeTest", _smoke_test(cloud, pool_classes)),
         jobset=top.section("jobset", _jobset),
+        kueue=top.section("kueue", _kueue([p.name for p in section.pools if p.queued])),
     )
     top.finish()
     return reader.finish(spec)

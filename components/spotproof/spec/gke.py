@@ -89,6 +89,10 @@ class FlexStartPool(GkeMachinePool):
 
     pool_class: ClassVar[PoolClass] = PoolClass.FLEX_START
 
+    @property
+    def queued(self) -> bool:
+        return self.queued_provisioning
+
 
 @dataclass(frozen=True)
 class Autoprovisioning:

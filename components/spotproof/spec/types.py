@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol
 
-from spotproof.catalog import Cloud, jobset
+from spotproof.catalog import Cloud, jobset, kueue
 from spotproof.spec.errors import SpecError
 from spotproof.spec.fields import (
     boolean,
@@ -134,6 +134,11 @@ class CapacityPool:
     def pool_class(self) -> PoolClass:
         return capacity_class(self.capacity)
 
+    @property
+    def queued(self) -> bool:
+        """Spot and on-demand nodes come to any pending pod that fits."""
+        return False
+
 
 class GpuPoolSpec(Protocol):
     """What every cloud's GPU pool tells the cloud-neutral code."""
@@ -146,6 +151,11 @@ class GpuPoolSpec(Protocol):
 
     @property
     def pool_class(self) -> PoolClass: ...
+
+    @property
+    def queued(self) -> bool:
+        """Nodes come only through a ProvisioningRequest (GKE queued provisioning)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -212,6 +222,19 @@ class JobSetSpec:
     """Helm chart version, pinned; one of ``catalog.jobset.VERSIONS``."""
 
 
+@dataclass(frozen=True)
+class KueueSpec:
+    """Kueue, which admits work aimed at a queued flex-start pool through a
+    ProvisioningRequest (``spotproof.kube.queues``); installed on the system pool, and only
+    on a stack with such a pool."""
+
+    enabled: bool = setting("enabled", boolean, True)
+    """Default: on where the stack has a queued pool. Off leaves that pool without a way to
+    get nodes from spotproof's components (the plan says so for each workload aimed at it)."""
+    version: str = setting("version", published(kueue.VERSIONS, "Kueue"), kueue.VERSIONS[-1])
+    """Helm chart version, pinned; one of ``catalog.kueue.VERSIONS``."""
+
+
 class CloudFleet(Protocol):
     """One cloud's section of the fleet: its own settings and GPU pools."""
 
@@ -243,6 +266,8 @@ class FleetSpec:
     smoke_test: SmokeTest | None = field(default_factory=SmokeTest)
     jobset: JobSetSpec | None = field(default_factory=JobSetSpec)
     """None when ``spotproof:jobset.enabled`` is false."""
+    kueue: KueueSpec | None = None
+    """None without a queued pool, or when ``spotproof:kueue.enabled`` is false."""
 
     @property
     def cloud(self) -> Cloud:
@@ -251,6 +276,11 @@ class FleetSpec:
     @property
     def cluster_name(self) -> str:
         return self.stack
+
+    @property
+    def queued_pools(self) -> list[GpuPoolSpec]:
+        """Pools that get nodes only through a ProvisioningRequest."""
+        return [pool for pool in self.platform.pools if pool.queued]
 
     def pools_of(self, pool_class: PoolClass) -> list[GpuPoolSpec]:
         """The GPU pools of one class, in stack order."""
