@@ -1,6 +1,7 @@
 # Two entry points, both self-bootstrapping on a fresh machine with Python 3.11 and npm:
 #   make demo   offline plan of the default stack (gke-dev), then a local rehearsal of its
-#               smoke Job along the preemption path the plan found
+#               smoke Job along the preemption path the plan found, then the example
+#               manifests checked against the same stack
 #   make test   lint, format check and the whole test suite (starts its own emulators)
 PYTHON ?= python3
 VENV   := .venv
@@ -22,6 +23,7 @@ $(STAMP): pyproject.toml constraints.txt package-lock.json
 demo: $(STAMP)
 	$(BIN)/spotproof plan --stack $(STACK) --out out/$(STACK) --json out/$(STACK).json
 	$(BIN)/spotproof smoke --stack $(STACK) $(if $(STORE),--store $(STORE)) --json out/smoke-$(STACK).json
+	$(BIN)/spotproof check examples/*.yaml --stack $(STACK)
 
 test: $(STAMP) lint
 	$(BIN)/pytest

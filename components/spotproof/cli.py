@@ -1,5 +1,5 @@
-"""The ``spotproof`` command line: ``spotproof plan``, ``spotproof smoke`` and
-``spotproof policy-pack``.
+"""The ``spotproof`` command line: ``spotproof plan``, ``spotproof check``, ``spotproof smoke``
+and ``spotproof policy-pack``.
 
 Exit codes, which CI systems rely on: 0 when every check passes, 1 when a check fails (a policy,
 the scheduling check, or different digests), 2 on bad input, always as one line on stderr
@@ -77,6 +77,21 @@ def _parser() -> argparse.ArgumentParser:
         help="write the JSON report to this file (with --all: a folder of <stack>.json)",
     )
     plan.add_argument(
+        "--project-dir", type=Path, default=None, help="the Pulumi project (default: cwd)"
+    )
+
+    check = commands.add_parser(
+        "check",
+        help="lint Kubernetes manifests against a planned stack",
+        description="Check Kubernetes manifests (multi-document YAML), however they are "
+        "deployed, against a stack planned offline: schemas, the Job rules, where they fit, "
+        "what scales up for them, their preemption path, gangs, queues and the pitfalls. "
+        "Each finding is reported at its file and line.",
+    )
+    check.add_argument("files", nargs="+", type=Path, metavar="FILE", help="manifest files")
+    check.add_argument("--stack", help="the stack to check against, e.g. gke-dev")
+    check.add_argument("--format", choices=FORMATS, default="text", help="as for plan")
+    check.add_argument(
         "--project-dir", type=Path, default=None, help="the Pulumi project (default: cwd)"
     )
 
@@ -411,6 +426,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "plan":
         return _plan(args)
+    if args.command == "check":
+        from spotproof.check.command import run  # noqa: PLC0415
+
+        return run(args.files, args.stack, args.project_dir, args.format)
     if args.command == "smoke":
         return _smoke(args)
     if args.command == "policy-pack":

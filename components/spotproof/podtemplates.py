@@ -44,6 +44,15 @@ def _count(value: Any, default: int = 1) -> int:
     return int(default if value is None else value or 0)
 
 
+def _job_pods(job: Mapping[str, Any]) -> int:
+    """Pods a Job runs at once: ``parallelism`` (default 1), never more than its
+    ``completions`` when it has a fixed count
+    (https://kubernetes.io/docs/concepts/workloads/controllers/job/#controlling-parallelism)."""
+    pods = _count(job.get("parallelism"))
+    completions = job.get("completions")
+    return pods if completions is None else min(pods, _count(completions))
+
+
 def pod_templates(obj: Mapping[str, Any]) -> list[PodTemplate]:
     """The pod templates of a workload object; empty for anything else."""
     if not is_workload(obj):
@@ -60,8 +69,8 @@ def pod_templates(obj: Mapping[str, Any]) -> list[PodTemplate]:
     template = spec.get("template") or {}
     if template.get("spec") is None:
         return []
-    count = spec.get("parallelism") if kind in ("Job", "CronJob") else spec.get("replicas")
-    return [PodTemplate(None, template.get("metadata") or {}, template["spec"], _count(count))]
+    pods = _job_pods(spec) if kind in ("Job", "CronJob") else _count(spec.get("replicas"))
+    return [PodTemplate(None, template.get("metadata") or {}, template["spec"], pods)]
 
 
 def _jobset_templates(name: str, spec: Mapping[str, Any]) -> list[PodTemplate]:
@@ -73,6 +82,6 @@ def _jobset_templates(name: str, spec: Mapping[str, Any]) -> list[PodTemplate]:
             continue
         metadata = dict(template.get("metadata") or {})
         metadata["labels"] = {**(metadata.get("labels") or {}), jobset.JOBSET_NAME_LABEL: name}
-        pods = _count(replicated.get("replicas")) * _count(job.get("parallelism"))
+        pods = _count(replicated.get("replicas")) * _job_pods(job)
         found.append(PodTemplate(str(replicated.get("name")), metadata, template["spec"], pods))
     return found

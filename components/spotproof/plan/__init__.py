@@ -11,8 +11,9 @@ Steps, each in its own module:
 5. ``spotproof.policy`` and ``workloads`` run the policy rules and the scheduling check
    over the pools the plan would create (``nodes``);
 6. ``outcomes`` asks, per workload, which pools would get a node for it (``scaleup``)
-   and what a reclaim does to it (``preemption``); ``lifecycle`` replays the runtime's
-   checkpoint history against each bucket's lifecycle rules.
+   and what a reclaim does to it (``preemption``); ``pitfalls`` looks for the field
+   guide's workload pitfalls; ``lifecycle`` replays the runtime's checkpoint history
+   against each bucket's lifecycle rules.
 
 Exit codes: 0 when every check passes, 1 when any is violated, 2 on bad input.
 """
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spotproof import fit
-from spotproof.plan import lifecycle, manifests, nodes, outcomes, workloads
+from spotproof.plan import lifecycle, manifests, nodes, outcomes, pitfalls, workloads
 from spotproof.plan.nodes import Pool
 from spotproof.plan.outcomes import Outcome
 from spotproof.plan.project import PlanInputError, Project, find_project
@@ -77,6 +78,7 @@ def check(spec: FleetSpec, recording: Recording) -> PlanResult:
     violations += evaluate(recording.resources)
     violations += workloads.check(recording, [pool.shape for pool in pools])
     violations += outcomes.check(found)
+    violations += pitfalls.check(recording, found)
     violations += lifecycle.check(
         recording,
         prefix=f"{spec.bucket.prefix}/",

@@ -132,8 +132,8 @@ def markdown(result: PlanResult) -> str:
     count = len(result.violations)
     status = "✅ 0 violations" if not count else f"❌ {count} violation(s)"
     lines = [f"### `{result.spec.stack}`: {status}", ""]
-    lines += [f"> ⚠️ skipped: {_cell(reason)}" for reason in result.skipped]
-    lines += [f"> ⚠️ warning: `{w.key}`: {_cell(w.message)}" for w in result.warnings]
+    lines += [f"> ⚠️ skipped: {cell(reason)}" for reason in result.skipped]
+    lines += [f"> ⚠️ warning: `{w.key}`: {cell(w.message)}" for w in result.warnings]
     lines += [""] if result.skipped or result.warnings else []
     if result.violations:
         lines += _table(
@@ -184,7 +184,7 @@ def markdown(result: PlanResult) -> str:
 
 
 def markdown_bad_input(stack: str, error: str) -> str:
-    return f"### `{stack}`: ⛔ bad input\n\n> {_cell(error)}\n"
+    return f"### `{stack}`: ⛔ bad input\n\n> {cell(error)}\n"
 
 
 def markdown_summary(sections: list[tuple[str, int, str]]) -> str:
@@ -269,11 +269,11 @@ def _path_lines(result: PlanResult) -> list[tuple[str, str]]:
 
 
 def _table(header: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> list[str]:
-    body = [f"| {' | '.join(_cell(c) for c in row)} |" for row in rows]
+    body = [f"| {' | '.join(cell(c) for c in row)} |" for row in rows]
     if not body:
         return ["_none_", ""]
     return [f"| {' | '.join(header)} |", f"|{'---|' * len(header)}", *body, ""]
 
 
-def _cell(text: str) -> str:
+def cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")

@@ -1,0 +1,108 @@
+"""``spotproof check``: lint Kubernetes manifests, however they are deployed, against a
+planned stack.
+
+The manifests (``documents``) join the stack's own objects in the plan's recording, and
+every check of ``spotproof plan`` runs over the whole: schemas, policies, the scheduling
+fit, scale-up, the preemption path, gang capacity, queue admission and the pitfalls
+(``spotproof.plan.pitfalls``). Only what concerns the manifests is reported, each finding
+at the line of the key it is about (``locate``). Without a stack only what needs no
+cluster runs: schemas, the Job rules, GPU limits.
+
+Exit codes as ``plan``: 0 nothing found, 1 findings, 2 bad input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from spotproof.check.documents import CheckInputError, Document, load
+from spotproof.check.locate import line_of
+from spotproof.plan import PlanResult, manifests
+from spotproof.plan import check as check_plan
+from spotproof.plan.recorder import Recording, Resource
+from spotproof.policy import evaluate
+
+__all__ = ["CheckInputError", "CheckResult", "Finding", "check", "load_all"]
+
+NOT_FOR_MANIFESTS = frozenset({"k8s-job-not-awaited"})
+"""Rules about how spotproof's own Pulumi program deploys its Jobs: a manifest may be
+applied by kubectl, Argo or anything else."""
+DEFAULT_KUBERNETES_VERSION = "1.33"
+"""The schema version without a stack (a stack's own version otherwise)."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: Path
+    line: int
+    policy: str
+    message: str
+
+    def text(self) -> str:
+        return f"{self.path}:{self.line}: [{self.policy}] {self.message}"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    files: tuple[Path, ...]
+    objects: int
+    stack: str | None
+    findings: tuple[Finding, ...]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.findings else 0
+
+
+def load_all(paths: Sequence[Path]) -> list[Document]:
+    """Every object of every file, in order; :class:`CheckInputError` on the first bad one."""
+    documents = []
+    for path in paths:
+        documents += load(path)
+    return documents
+
+
+def _resource(document: Document) -> Resource:
+    api, kind = str(document.obj["apiVersion"]), str(document.obj["kind"])
+    group_version = api if "/" in api else f"core/{api}"
+    return Resource(
+        type=f"kubernetes:{group_version}:{kind}",
+        name=document.name,
+        urn=f"urn:spotproof:check::{document.name}",
+        parent=None,
+        custom=True,
+        inputs=document.obj,
+    )
+
+
+def check(documents: list[Document], planned: PlanResult | None) -> CheckResult:
+    """The findings about ``documents``, checked against ``planned`` when given."""
+    mine = [_resource(d) for d in documents]
+    if planned is not None:
+        stack = planned.recording
+        recording = Recording(stack.stack, stack.project, [*stack.resources, *mine])
+        violations = check_plan(planned.spec, recording).violations
+    else:
+        recording = Recording("", "", mine)
+        violations, _ = manifests.validate(recording, DEFAULT_KUBERNETES_VERSION)
+        violations += evaluate(mine)
+    by_name = {d.name: d for d in documents}
+    findings = sorted(
+        {
+            Finding(
+                by_name[v.resource].path,
+                line_of(by_name[v.resource], v.policy, v.message),
+                v.policy,
+                v.message,
+            )
+            for v in violations
+            if v.resource in by_name and v.policy not in NOT_FOR_MANIFESTS
+        },
+        key=lambda f: (str(f.path), f.line, f.policy, f.message),
+    )
+    files = tuple(dict.fromkeys(d.path for d in documents))
+    return CheckResult(
+        files, len(documents), planned.spec.stack if planned else None, tuple(findings)
+    )

@@ -1,0 +1,103 @@
+"""Kubernetes manifests read from files, each object with the line of every key in it.
+
+A file may hold many YAML documents (``---``); empty documents are skipped, and a
+``kind: List`` is not unpacked (kubectl's own lists come from ``kubectl get``, not from
+files people write). Lines are 1-based, for ``file:line`` findings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+_STEP = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
+
+
+class CheckInputError(Exception):
+    """A file that cannot be read as manifests; the message is one line naming it."""
+
+
+@dataclass(frozen=True)
+class Document:
+    path: Path
+    index: int
+    """Position among the file's non-empty documents, from 0."""
+    line: int
+    """Where the document starts."""
+    obj: dict[str, Any]
+    lines: dict[tuple[str | int, ...], int] = field(default_factory=dict)
+    """Key path -> line of that key (of the item, in a list)."""
+
+    @property
+    def name(self) -> str:
+        """``file#N``: unique among the documents of one run."""
+        return f"{self.path}#{self.index}"
+
+    @property
+    def label(self) -> str:
+        metadata = self.obj.get("metadata") or {}
+        return f"{self.obj.get('kind')} {metadata.get('name', '?')}"
+
+    def line_of(self, key_path: str) -> int:
+        """The line of ``key_path`` (``spec.template.spec.containers[0].env``), or of its
+        nearest ancestor written in the file."""
+        steps: list[str | int] = [
+            int(index) if index else name for name, index in _STEP.findall(key_path)
+        ]
+        while steps:
+            line = self.lines.get(tuple(steps))
+            if line is not None:
+                return line
+            steps.pop()
+        return self.line
+
+
+def _index(node: yaml.Node, path: tuple[str | int, ...], lines: dict) -> None:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            child = (*path, str(key.value))
+            lines[child] = key.start_mark.line + 1
+            _index(value, child, lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for position, value in enumerate(node.value):
+            child = (*path, position)
+            lines[child] = value.start_mark.line + 1
+            _index(value, child, lines)
+
+
+def load(path: Path) -> list[Document]:
+    """The objects of one manifest file; :class:`CheckInputError` if it is unreadable, not
+    YAML, or holds something that is not a Kubernetes object."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or "not UTF-8 text"
+        raise CheckInputError(f"{path}: cannot read ({reason})") from None
+    documents = []
+    try:
+        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = getattr(error, "problem", None) or "invalid YAML"
+        raise CheckInputError(f"{where}: not valid YAML ({problem})") from None
+    for node in nodes:
+        if node is None:
+            continue
+        line = node.start_mark.line + 1
+        obj = yaml.SafeLoader("").construct_document(node)
+        if obj is None:
+            continue
+        if not isinstance(obj, dict) or not obj.get("apiVersion") or not obj.get("kind"):
+            raise CheckInputError(
+                f"{path}:{line}: not a Kubernetes object (allowed: a mapping with apiVersion "
+                "and kind)"
+            )
+        lines: dict[tuple[str | int, ...], int] = {}
+        _index(node, (), lines)
+        documents.append(Document(path, len(documents), line, obj, lines))
+    return documents

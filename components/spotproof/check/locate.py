@@ -1,0 +1,127 @@
+"""Which line of a manifest a finding is about.
+
+A finding names a rule and says what is wrong in words; the line is that of the key the
+rule judges, looked up in the object's pod template where the rule is about pods.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from spotproof.catalog import jobset
+from spotproof.check.documents import Document
+
+FIT_WORDS = (
+    ("nodeSelector ", "{pod}.nodeSelector"),
+    ("taint ", "{pod}.tolerations"),
+    ("affinity", "{pod}.affinity"),
+    ("needs ", "{pod}.containers"),
+)
+"""What a fit message names per pool -> the key; the one named most often is the line."""
+POD_KEYS: dict[str, tuple[str, ...]] = {
+    "system-off-spot": ("{pod}.tolerations", "{pod}.nodeSelector", "{pod}.affinity"),
+    "priority-class-exists": ("{pod}.priorityClassName",),
+    "scale-up": ("{pod}.priorityClassName", "{pod}.nodeSelector", "{pod}.affinity"),
+    "preemption-path": ("{pod}.terminationGracePeriodSeconds",),
+    "gang-capacity": ("{pod}.containers",),
+}
+"""Rule -> keys it judges (``{pod}``: the pod spec; ``{job}``: the Job spec holding it);
+the first one written in the file is the line."""
+OBJECT_KEYS: dict[str, tuple[str, ...]] = {
+    "queue-admission": ("metadata.labels", "metadata"),
+    "gang-restart": ("spec.failurePolicy", "spec.parallelism", "spec"),
+    "pdb-valid-for-owner": ("spec.minAvailable", "spec.maxUnavailable", "spec"),
+}
+"""Rule -> keys of the object itself."""
+MESSAGE_KEYS = (
+    ("restartPolicy", "{pod}.restartPolicy"),
+    ("podFailurePolicy", "{job}.podFailurePolicy"),
+    ("terminationGracePeriodSeconds", "{pod}.terminationGracePeriodSeconds"),
+    ("PriorityClass", "{pod}.priorityClassName"),
+)
+"""Words in the message of a rule that judges several keys -> the key it is about."""
+_CONTAINER = re.compile(r"container (\S+)")
+_UNEXPECTED = re.compile(r"'([^']+)' was unexpected")
+_ENV = re.compile(r"\(env (\S+)\)")
+
+
+def pod_spec_path(obj: Mapping[str, Any], part: str | None = None) -> str:
+    """Where ``obj`` keeps its pod spec (of replicated Job ``part``, for a JobSet)."""
+    kind = obj.get("kind")
+    if kind == "Pod":
+        return "spec"
+    if kind == "CronJob":
+        return "spec.jobTemplate.spec.template.spec"
+    if kind == jobset.KIND:
+        names = [r.get("name") for r in (obj.get("spec") or {}).get("replicatedJobs") or []]
+        index = names.index(part) if part in names else 0
+        return f"spec.replicatedJobs[{index}].template.spec.template.spec"
+    return "spec.template.spec"
+
+
+def line_of(document: Document, policy: str, message: str) -> int:
+    if policy == "kubernetes-schema":
+        # "Kind/name: path: message", the message naming an unexpected key if that is it
+        parts = message.split(": ", 2)
+        if len(parts) < 3:
+            return document.line
+        unexpected = _UNEXPECTED.search(parts[2])
+        path = f"{parts[1]}.{unexpected.group(1)}" if unexpected else parts[1]
+        return document.line_of(path.removeprefix("(root)."))
+    if policy in OBJECT_KEYS:
+        return _first(document, OBJECT_KEYS[policy])
+    part = _part(document, message)
+    pod = pod_spec_path(document.obj, part)
+    container = _CONTAINER.search(message)
+    if container:
+        names = [c.get("name") for c in _pod(document.obj, pod).get("containers") or []]
+        if container.group(1) in names:
+            where = f"{pod}.containers[{names.index(container.group(1))}]"
+            container_spec = _pod(document.obj, where)
+            env = _ENV.search(message)
+            if env:
+                names = [v.get("name") for v in container_spec.get("env") or []]
+                index = names.index(env.group(1)) if env.group(1) in names else 0
+                return document.line_of(f"{where}.env[{index}]")
+            if "(volumeMount " in message:
+                return document.line_of(f"{where}.volumeMounts")
+            return _first(document, (f"{where}.resources.limits", f"{where}.resources"))
+    if policy == "scheduling-fit":
+        ranked = sorted(FIT_WORDS, key=lambda pair: -message.count(pair[0]))
+        templates = tuple(key for _, key in ranked)
+    else:
+        templates = POD_KEYS.get(policy) or tuple(t for w, t in MESSAGE_KEYS if w in message)
+    job = pod.removesuffix(".template.spec")
+    return _first(document, (*(t.format(pod=pod, job=job) for t in templates), pod))
+
+
+def _first(document: Document, paths: tuple[str, ...]) -> int:
+    for path in paths:
+        steps = path.replace("[", ".[").split(".")
+        if _written(document, steps):
+            return document.line_of(path)
+    return document.line
+
+
+def _written(document: Document, steps: list[str]) -> bool:
+    key: tuple[str | int, ...] = tuple(int(s[1:-1]) if s.startswith("[") else s for s in steps if s)
+    return key in document.lines
+
+
+def _part(document: Document, message: str) -> str | None:
+    name = (document.obj.get("metadata") or {}).get("name")
+    match = re.search(rf"/{re.escape(str(name))}/([a-z0-9-]+)", message)
+    return match.group(1) if match else None
+
+
+def _pod(obj: Mapping[str, Any], path: str) -> Mapping[str, Any]:
+    node: Any = obj
+    for step in path.replace("[", ".[").split("."):
+        if not step:
+            continue
+        node = node[int(step[1:-1])] if step.startswith("[") else (node or {}).get(step)
+        if node is None:
+            return {}
+    return node
