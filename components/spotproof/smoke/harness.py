@@ -354,7 +354,10 @@ def _interrupted_run(
     run.observer  # noqa: B018 - connect now, not when a kill is being aimed
     overlapped = False
     for index, kind in enumerate(kinds):
-        target = _place(schedule, config, resumed, remaining=len(kinds) - index)
+        aiming = "hard-kill" in kinds[index:] and not any(
+            i.landed_in_upload for i in report.interruptions
+        )
+        target = _place(schedule, config, resumed, remaining=len(kinds) - index, aiming=aiming)
         if target is None:
             report.failures.append(
                 f"TOTAL_STEPS={config.total_steps} leaves no room for the {kind} after step "
@@ -395,13 +398,14 @@ def _interrupted_run(
 
 
 def _place(
-    schedule: random.Random, config: SmokeConfig, resumed: int, remaining: int
+    schedule: random.Random, config: SmokeConfig, resumed: int, remaining: int, *, aiming: bool
 ) -> int | None:
     """The step of the next interruption: between half an interval and two intervals after
     ``resumed``, within an equal share of the steps left for each interruption still to
-    place, one interval of which is kept for an aimed kill that waits for the next upload.
-    None when that share is too small."""
-    share = (config.total_steps - 1 - resumed) // remaining - config.interval
+    place, one interval of which is kept while a kill is still to be aimed (it waits for
+    the next upload, or more than one under load). None when that share is too small."""
+    kept = config.interval if aiming else 0
+    share = (config.total_steps - 1 - resumed) // remaining - kept
     latest = min(2 * config.interval, share)
     earliest = min(max(2, config.interval // 2), latest)
     if latest < 1:
