@@ -233,13 +233,45 @@ def test_a_gang_is_one_jobset_of_indexed_pods_that_fail_their_job_on_a_reclaim()
 def test_a_reclaim_restarts_the_gang_without_spending_its_restarts_but_crashes_do() -> None:
     policy = _gang(backoff_limit=5)["failurePolicy"]
     assert policy["maxRestarts"] == 5
-    assert policy["rules"] == [
-        {
-            "name": "ReclaimRestartsFree",
-            "action": "RestartJobSetAndIgnoreMaxRestarts",
-            "onJobFailureReasons": ["PodFailurePolicy"],
-        }
-    ]
+    assert policy["rules"][1] == {
+        "name": "ReclaimRestartsFree",
+        "action": "RestartJobSetAndIgnoreMaxRestarts",
+        "onJobFailureReasons": ["PodFailurePolicy"],
+    }
+
+
+# The Job controller's failure message, in the format of
+# https://kubernetes.io/docs/tasks/job/pod-failure-policy/ ("Container main for pod
+# default/job-pod-failure-policy-failjob-8ckj8 failed with exit code 42 matching FailJob
+# rule at index 0").
+BAD_CONFIG_FAILURE = (
+    "Container trainer for pod spotproof/llm-finetune-workers-0-2-x7k2p failed with exit "
+    "code 2 matching FailJob rule at index 0"
+)
+
+
+def test_a_configuration_error_fails_the_whole_gang_at_once() -> None:
+    spec = _gang()
+    [first, *_] = spec["failurePolicy"]["rules"]
+    assert (first["action"], first["onJobFailureReasons"]) == ("FailJobSet", ["PodFailurePolicy"])
+    [pattern] = first["onJobFailureMessagePatterns"]
+    assert re.fullmatch(pattern, BAD_CONFIG_FAILURE)
+    child = spec["replicatedJobs"][0]["template"]["spec"]["podFailurePolicy"]["rules"][0]
+    assert child["onExitCodes"]["values"] == [2] and child["action"] == "FailJob"
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        BAD_CONFIG_FAILURE.replace("exit code 2", "exit code 143").replace("index 0", "index 2"),
+        "Pod spotproof/llm-finetune-workers-0-2-x7k2p has condition DisruptionTarget matching "
+        "FailJob rule at index 1",
+        BAD_CONFIG_FAILURE.replace("exit code 2 ", "exit code 21 "),
+    ],
+)
+def test_reclaims_never_match_the_configuration_error_rule(message: str) -> None:
+    [pattern] = _gang()["failurePolicy"]["rules"][0]["onJobFailureMessagePatterns"]
+    assert not re.search(pattern, message)
 
 
 def test_torchrun_meets_on_rank_zeros_pod_with_a_fixed_gang_and_no_restarts_of_its_own() -> None:

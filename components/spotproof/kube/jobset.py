@@ -13,6 +13,14 @@ makes a reclaim cost nothing from the failure budget, while crashes still count:
   ``BackoffLimitExceeded``) falls through to the default ``RestartJobSet``, counted
   against ``maxRestarts`` (kubernetes-sigs/jobset ``api/jobset/v1alpha2/jobset_types.go``,
   ``site/static/examples/failure-policy/host-maintenance-event-model.yaml``);
+- a configuration error (exit ``BAD_CONFIG`` from the trainer itself, with
+  ``Launcher.NONE``) fails its child Job by the first ``podFailurePolicy`` rule, and the
+  JobSet's first rule, matching that rule's failure message, fails the whole run at once
+  (https://kubernetes.io/docs/tasks/job/pod-failure-policy/ gives the message, "Container
+  main for pod default/... failed with exit code 42 matching FailJob rule at index 0";
+  JobSet matches ``onJobFailureMessagePatterns`` as RE2 expressions against it,
+  ``pkg/controllers/failure_policy.go``). Under torchrun the pod exits 1 whatever the
+  trainer returned, so there a configuration error counts as a crash;
 - ranks stopped by a peer wait to be torn down rather than fail their own Job first
   (``spotproof.runtime.gang``), since the controller acts on the first rule that matches
   any failed child Job (``catalog.jobset.FIRST_MATCHING_RULE_WINS``).
@@ -41,13 +49,23 @@ MASTER_PORT = 29500
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 """The pod's index in an Indexed Job, for the downward API."""
 RECLAIM_RULE = "ReclaimRestartsFree"
+BAD_CONFIG_RULE = "BadConfigFailsAtOnce"
 
 
 def child_pod_failure_policy(container: str) -> dict[str, Any]:
-    """Reclaims fail the child Job with reason ``PodFailurePolicy`` (restarted for free);
-    everything else counts toward ``backoffLimit: 0`` and fails it as a crash."""
+    """A configuration error (rule 0) and reclaims fail the child Job with reason
+    ``PodFailurePolicy``; everything else counts toward ``backoffLimit: 0`` and fails it
+    as a crash. The order is a contract with :func:`bad_config_pattern`."""
     return {
         "rules": [
+            {
+                "action": "FailJob",
+                "onExitCodes": {
+                    "containerName": container,
+                    "operator": "In",
+                    "values": [exit_codes.BAD_CONFIG],
+                },
+            },
             {
                 "action": "FailJob",
                 "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
@@ -62,6 +80,15 @@ def child_pod_failure_policy(container: str) -> dict[str, Any]:
             },
         ]
     }
+
+
+def bad_config_pattern(container: str) -> str:
+    """The child Job's failure message when rule 0 of :func:`child_pod_failure_policy`
+    failed it, as an RE2 expression."""
+    return (
+        rf"^Container {container} for pod \S+ failed with exit code {exit_codes.BAD_CONFIG} "
+        r"matching FailJob rule at index 0$"
+    )
 
 
 def rendezvous_host(name: str) -> str:
@@ -113,10 +140,16 @@ def jobset_spec(
             "maxRestarts": max_restarts,
             "rules": [
                 {
+                    "name": BAD_CONFIG_RULE,
+                    "action": "FailJobSet",
+                    "onJobFailureReasons": ["PodFailurePolicy"],
+                    "onJobFailureMessagePatterns": [bad_config_pattern(container)],
+                },
+                {
                     "name": RECLAIM_RULE,
                     "action": "RestartJobSetAndIgnoreMaxRestarts",
                     "onJobFailureReasons": ["PodFailurePolicy"],
-                }
+                },
             ],
         },
         "ttlSecondsAfterFinished": job.get("ttlSecondsAfterFinished"),
