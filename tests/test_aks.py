@@ -183,7 +183,7 @@ def test_smoke_job_uses_workload_identity_and_tolerates_the_aks_spot_taint(
         "value": "spot",
         "effect": "NoSchedule",
     } in pod["spec"]["tolerations"]
-    account = aks_dev.recording.one("kubernetes:core/v1:ServiceAccount", "aks-dev-smoke-sa")
+    account = aks_dev.recording.one("kubernetes:core/v1:ServiceAccount", "aks-dev-trainer")
     assert "azure.workload.identity/client-id" in account.inputs["metadata"]["annotations"]
 
 

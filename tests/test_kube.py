@@ -3,15 +3,20 @@ service account, as rendered for a real stack."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pulumi
+import pytest
 
 from spotproof import scheduling
 from spotproof.kube import ClusterBaseline, ClusterBaselineArgs, SmokeTestJob, SmokeTestJobArgs
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
-from spotproof.plan import PlanResult
+from spotproof.plan import PlanResult, run_plan
 from spotproof.plan.recorder import record
 from spotproof.runtime import exit_codes
 from spotproof.spec import PoolClass, SmokeTest
+from tests.support import stack_config
 
 JOB = "kubernetes:batch/v1:Job"
 
@@ -139,11 +144,23 @@ def test_disruption_budget_guards_the_trainer_pods(gke_dev: PlanResult) -> None:
 
 
 def test_service_account_is_bound_to_the_trainer_identity(gke_dev: PlanResult) -> None:
-    account = gke_dev.recording.one("kubernetes:core/v1:ServiceAccount", "gke-dev-smoke-sa").inputs
+    account = gke_dev.recording.one("kubernetes:core/v1:ServiceAccount", "gke-dev-trainer").inputs
     assert account["metadata"]["annotations"] == {
         "iam.gke.io/gcp-service-account": "gke-dev-trainer@spotproof-dev.iam.gserviceaccount.com"
     }
     assert _pod(gke_dev)["serviceAccountName"] == account["metadata"]["name"]
+
+
+@pytest.mark.parametrize("stack", ["gke-dev", "eks-dev", "aks-dev"])
+def test_the_trainer_account_exists_without_a_smoke_test(
+    make_project: Callable[..., Path], stack: str
+) -> None:
+    config = {**stack_config(stack), "spotproof:smokeTest": {"enabled": False}}
+    result = run_plan(stack, make_project(config, stack=stack))
+    assert not result.recording.of_type("kubernetes:batch/v1:Job")
+    account = result.recording.one("kubernetes:core/v1:ServiceAccount", f"{stack}-trainer")
+    assert account.inputs["metadata"]["name"] == "spotproof-trainer"
+    assert result.exit_code == 0, result.violations
 
 
 def test_smoke_job_on_flex_start_selects_flex_nodes_and_runs_at_training_priority() -> None:

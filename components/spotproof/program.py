@@ -78,7 +78,8 @@ def build(spec: FleetSpec) -> None:
             ),
             # The controllers include Kueue and its queue where the target is queued.
             opts=pulumi.ResourceOptions(
-                provider=cluster.provider, depends_on=[cluster.baseline, *cluster.controllers]
+                provider=cluster.provider,
+                depends_on=[cluster.baseline, cluster.trainer_account, *cluster.controllers],
             ),
         )
         pulumi.export("smoke_job", smoke.job_name)

@@ -31,7 +31,7 @@ from spotproof.aks.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.aks.pools import GpuAgentPools, GpuAgentPoolsArgs, system_pool_profile
 from spotproof.catalog import Cloud
 from spotproof.kube import ClusterBaseline
-from spotproof.kube.connect import connect
+from spotproof.kube.connect import connect, trainer_service_account
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
 from spotproof.spec import Capacity, FleetSpec, PoolClass
@@ -65,6 +65,8 @@ class HybridCluster(pulumi.ComponentResource):
     """Add-ons a multi-node ``TrainingJob`` needs installed first (the JobSet controller)."""
     pool_names: list[str]
     workload_identity: WorkloadIdentity
+    trainer_account: k8s.core.v1.ServiceAccount
+    """That service account, created with the cluster (whether or not it runs a smoke test)."""
 
     def __init__(
         self, name: str, args: HybridClusterArgs, opts: pulumi.ResourceOptions | None = None
@@ -171,6 +173,7 @@ class HybridCluster(pulumi.ComponentResource):
         )
         self.provider, self.baseline = kube.provider, kube.baseline
         self.controllers = kube.controllers
+        self.trainer_account = trainer_service_account(name, self.workload_identity, kube, self)
         nap_names: list[str] = []
         if aks.node_auto_provisioning:
             nap = AutoProvisionedPools(

@@ -18,7 +18,7 @@ from spotproof.eks.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.eks.karpenter import Karpenter, KarpenterArgs
 from spotproof.eks.network import Network
 from spotproof.kube import ClusterBaseline
-from spotproof.kube.connect import connect
+from spotproof.kube.connect import connect, trainer_service_account
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
 from spotproof.spec import FleetSpec, PoolClass
@@ -104,6 +104,8 @@ class HybridCluster(pulumi.ComponentResource):
     pool_names: list[str]
     workload_identity: WorkloadIdentity
     """The trainer's service account and its Pod Identity role."""
+    trainer_account: k8s.core.v1.ServiceAccount
+    """That service account, created with the cluster (whether or not it runs a smoke test)."""
 
     def __init__(
         self, name: str, args: HybridClusterArgs, opts: pulumi.ResourceOptions | None = None
@@ -211,6 +213,7 @@ class HybridCluster(pulumi.ComponentResource):
             opts=child,
         )
         self.workload_identity = self.bucket.identity
+        self.trainer_account = trainer_service_account(name, self.workload_identity, kube, self)
         self._spot_falls_back = bool(spec.pools_of(PoolClass.ON_DEMAND_GPU))
         self.pool_names = ["system", *self.karpenter.node_pool_names]
         self.register_outputs(

@@ -17,7 +17,7 @@ from spotproof.gke.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.gke.pools import GpuNodePools, GpuNodePoolsArgs
 from spotproof.kube import ClusterBaseline
-from spotproof.kube.connect import connect
+from spotproof.kube.connect import connect, trainer_service_account
 from spotproof.kube.queues import ProvisioningQueue, ProvisioningQueueArgs
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import (
@@ -64,6 +64,8 @@ class HybridCluster(pulumi.ComponentResource):
     pool_names: list[str]
     workload_identity: WorkloadIdentity
     """The trainer's service account and its Workload Identity binding."""
+    trainer_account: k8s.core.v1.ServiceAccount
+    """That service account, created with the cluster (whether or not it runs a smoke test)."""
 
     def __init__(
         self, name: str, args: HybridClusterArgs, opts: pulumi.ResourceOptions | None = None
@@ -169,6 +171,7 @@ class HybridCluster(pulumi.ComponentResource):
         )
         self.provider, self.baseline = kube.provider, kube.baseline
         self.controllers = kube.controllers
+        self.trainer_account = trainer_service_account(name, self.workload_identity, kube, self)
         self._queue: LocalQueueRef | None = None
         flex = gke.flex_start
         if kube.kueue is not None and flex is not None and flex.queued_provisioning:

@@ -8,7 +8,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from spotproof.kube.addons import ControllerArgs, JobSetController, KueueController
-from spotproof.kube.baseline import ClusterBaseline, ClusterBaselineArgs
+from spotproof.kube.baseline import MANAGED_BY, ClusterBaseline, ClusterBaselineArgs
+from spotproof.kube.workload import WorkloadIdentity
 from spotproof.spec import FleetSpec
 
 
@@ -62,3 +63,24 @@ def connect(
         )
         controllers.append(kueue)
     return Connection(provider, baseline, controllers, kueue)
+
+
+def trainer_service_account(
+    name: str, identity: WorkloadIdentity, connection: Connection, parent: pulumi.Resource
+) -> k8s.core.v1.ServiceAccount:
+    """The service account every trainer on the cluster runs as (``identity``'s), with the
+    annotations its cloud binds it by, in the baseline's namespace. A cluster creates it
+    whether or not the stack has a smoke test: a user's ``TrainingJob`` runs as it too."""
+    account = identity.service_account
+    return k8s.core.v1.ServiceAccount(
+        f"{name}-trainer",
+        metadata={
+            "name": account.name,
+            "namespace": account.namespace,
+            "labels": MANAGED_BY,
+            "annotations": identity.service_account_annotations,
+        },
+        opts=pulumi.ResourceOptions(
+            parent=parent, provider=connection.provider, depends_on=[connection.baseline]
+        ),
+    )

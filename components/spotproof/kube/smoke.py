@@ -53,8 +53,8 @@ class SmokeTestJobArgs:
     placement: TargetPlacement
     """The pools of ``smoke.target``, from the cluster the Job runs on."""
     identity: WorkloadIdentity
-    """The trainer's service account and its binding to the identity that may write the
-    checkpoint prefix; the service account is created here, in its namespace."""
+    """The trainer's service account (the cluster creates it: ``trainer_account``) and its
+    binding to the identity that may write the checkpoint prefix."""
 
 
 def pod_labels() -> dict[str, str]:
@@ -111,9 +111,9 @@ def job_spec(
 
 
 class SmokeTestJob(pulumi.ComponentResource):
-    """The trainer's service account (bound to the bucket by workload identity), its Job and
-    the disruption budget that keeps voluntary evictions away from it (left out where the
-    cloud's reclaim drain would honour it: ``TargetPlacement.reclaim_honours_budgets``)."""
+    """The smoke Job, run as the cluster's trainer service account, and the disruption
+    budget that keeps voluntary evictions away from it (left out where the cloud's reclaim
+    drain would honour it: ``TargetPlacement.reclaim_honours_budgets``)."""
 
     job_name: pulumi.Output[str]
 
@@ -127,16 +127,6 @@ class SmokeTestJob(pulumi.ComponentResource):
 
         identity = args.identity
         namespace = identity.service_account.namespace
-        account = k8s.core.v1.ServiceAccount(
-            f"{name}-sa",
-            metadata={
-                "name": identity.service_account.name,
-                "namespace": namespace,
-                "labels": MANAGED_BY,
-                "annotations": identity.service_account_annotations,
-            },
-            opts=child,
-        )
         job = k8s.batch.v1.Job(
             f"{name}-job",
             metadata={
@@ -155,7 +145,6 @@ class SmokeTestJob(pulumi.ComponentResource):
             # A Job's pod template is immutable: change means a new Job.
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[account],
                 replace_on_changes=["spec"],
                 delete_before_replace=True,
             ),
