@@ -7,13 +7,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from spotproof.runtime import exit_codes
 from spotproof.smoke.harness import SmokeConfig, SmokeReport
 from spotproof.smoke.multinode import SCENARIOS, run_gang_smoke
-from tests.support import run_cli
+from tests.support import REPO, run_cli
 
 _REPORTS: dict[str, SmokeReport] = {}
 
@@ -62,9 +63,29 @@ def test_a_gang_that_cannot_split_the_batch_exits_2_in_one_line(
     assert code == 2 and err.count("\n") == 1 and "allowed: 1, 2, 4 or 8" in err
 
 
-def test_nodes_with_a_stack_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(capsys, "smoke", "--nodes", "2", "--stack", "gke-dev")
-    assert code == 2 and err.count("\n") == 1 and "--nodes and --stack" in err
+def test_a_gang_rehearses_a_stacks_preemption_path_against_its_store(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, err = run_cli(
+        capsys,
+        "smoke",
+        *("--stack", "gke-dev", "--project-dir", str(REPO), "--nodes", "2"),
+        *("--time-scale", "0.1", "--steps", "200", "--json", str(tmp_path / "gang.json")),
+    )
+    assert (code, err) == (0, ""), out
+    assert "store: gcs (gs://" in out and "gang of 2 ranks over gloo" in out
+    assert "SIGTERM at 0 s with 15 s grace" in out
+    assert "final checkpoint" in out and "of 1.5 s grace" in out
+    assert "PASSED" in out
+
+
+def test_a_path_that_sends_no_sigterm_fails_the_gang() -> None:
+    config = SmokeConfig(
+        store="file", total_steps=160, interval=20, model_mb=2, sigterm_after=None, gone_after=0.3
+    )
+    report = run_gang_smoke(config, nodes=2, progress=lambda _line: None)
+    assert not report.passed
+    assert any("did not commit within the 0 s grace" in f for f in report.failures)
 
 
 def test_the_trainer_refuses_a_world_size_that_does_not_divide_its_batch(tmp_path) -> None:

@@ -9,6 +9,7 @@ and never a traceback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -214,13 +215,6 @@ def _smoke(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
-    if args.nodes > 1 and args.stack:
-        print(
-            "spotproof smoke: --nodes and --stack together are not supported yet; "
-            "allowed: one of them",
-            file=sys.stderr,
-        )
-        return EXIT_BAD_INPUT
     if args.nodes > 1 and BATCH_ROWS % args.nodes:
         splits = [n for n in range(1, MAX_NODES + 1) if BATCH_ROWS % n == 0]
         print(
@@ -232,6 +226,11 @@ def _smoke(args: argparse.Namespace) -> int:
     progress = lambda line: print(line, flush=True)  # noqa: E731
     try:
         if args.nodes > 1:
+            if config.job is not None:
+                # The gang harness restarts the whole gang as the JobSet's failure policy
+                # does; the stack's one-pod Job policy does not apply to it.
+                progress(f"gang of {args.nodes}: restarts as a JobSet's failure policy gives")
+                config = dataclasses.replace(config, job=None)
             report = run_gang_smoke(config, args.nodes, progress=progress)
         else:
             report = run_smoke(config, progress=progress)

@@ -15,6 +15,10 @@ after each, as a JobSet whose failure policy restarts every child Job does:
    find it gone in their next collective and wait; torn down, they exit ``PEER_LOST``;
 3. **every rank preempted**: SIGTERM to all, as when a whole pool is reclaimed.
 
+A preemption follows the configured path (``--stack``: the stack's, from its plan): SIGTERM
+that long after the notice, with the grace left before the node is gone; a path that sends
+no SIGTERM kills the ranks when their node goes, and the run fails.
+
 A rank stopped by a peer that exits before the teardown fails the run: on a cluster its
 Job could fail before the disrupted rank's and spend a restart from the JobSet's budget
 for crashes (``spotproof.runtime.gang``, "Stopping because of a peer").
@@ -165,16 +169,17 @@ def _interrupt(
         last.finish()
         record.at_step = last.last_step
         return [*_tear_down(peers, LEAVE_SECONDS, record), last.popen.returncode]
-    record.sigterm_after = 0.0
+    victims = [last] if scenario == "preempt one rank" else gang.ranks
+    grace = _reclaim(victims, config, record)
     if scenario == "preempt one rank":
-        last.send(signal.SIGTERM)
-        code = last.finish(config.grace_seconds)
-        codes = [*_tear_down(peers, config.grace_seconds, record), code]
+        code = last.finish(grace)
+        if code is None:
+            last.send(signal.SIGKILL)
+            last.finish()
+        codes = [*_tear_down(peers, max(grace, LEAVE_SECONDS), record), code]
     else:
-        for rank in gang.ranks:
-            rank.send(signal.SIGTERM)
-        codes = gang.finish(config.grace_seconds)
-    record.sigkilled_after_grace = any(code is None for code in codes)
+        codes = gang.finish(grace)
+    record.sigkilled_after_grace = record.sigkilled_after_grace or any(c is None for c in codes)
     stopped = [e for r in gang.ranks for e in r.of("preempted")]
     record.at_step = max((int(e["step"]) for e in stopped), default=gang.step)
     finals = [
@@ -184,8 +189,27 @@ def _interrupt(
         if e.get("kind") == "final"
     ]
     record.final_save_seconds = max(finals) if finals else None
-    record.grace_seconds = config.grace_seconds
+    record.grace_seconds = grace
     return codes
+
+
+def _reclaim(victims: list[TrainerProcess], config: SmokeConfig, record: Interruption) -> float:
+    """The reclaim of the victims' nodes along the configured preemption path (a stack's,
+    with ``--stack``): SIGTERM ``sigterm_after`` the notice, and the grace left before the
+    node is gone; a path that sends no SIGTERM kills them when the node goes (grace 0)."""
+    record.sigterm_after = config.sigterm_after
+    if config.sigterm_after is None:
+        time.sleep(config.gone_after or 0)  # they train on, unaware, until the node is gone
+        for rank in victims:
+            rank.send(signal.SIGKILL)
+        record.sigkilled_after_grace = True
+        return 0.0
+    time.sleep(config.sigterm_after)
+    for rank in victims:
+        rank.send(signal.SIGTERM)
+    if config.gone_after is None:
+        return config.grace_seconds
+    return min(config.grace_seconds, config.gone_after - config.sigterm_after)
 
 
 def _finish(ranks: list[TrainerProcess], timeout: float) -> list[int | None]:
@@ -229,7 +253,7 @@ def _judge(
         if record.final_save_seconds is None or record.sigkilled_after_grace:
             report.failures.append(
                 f"{scenario}: the final checkpoint of step {record.at_step} did not commit "
-                f"within the {config.grace_seconds:g} s grace"
+                f"within the {record.grace_seconds or 0:g} s grace"
             )
     if codes != expected:
         report.failures.append(f"{scenario}: ranks exited {codes}, expected {expected}")
