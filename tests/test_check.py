@@ -158,6 +158,20 @@ def test_a_gang_whose_reclaims_fail_the_jobset_fails(
     ) in out
 
 
+def test_a_gang_without_a_budget_over_all_its_pods_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, line = _broken(
+        tmp_path, GANG, "  minAvailable: 2", "  minAvailable: 1", at="  name: llm-pretrain"
+    )
+    code, out, _ = _check(capsys, str(path), "--stack", "gke-dev")
+    assert code == 1
+    assert (
+        f"{path}:{line}: [gang-budget] JobSet spotproof/llm-pretrain/workers: no "
+        "PodDisruptionBudget keeps all 2 pods of the gang"
+    ) in out
+
+
 def test_gpu_pods_of_one_parallel_job_are_told_to_become_a_gang(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

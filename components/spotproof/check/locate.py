@@ -32,6 +32,7 @@ the first one written in the file is the line."""
 OBJECT_KEYS: dict[str, tuple[str, ...]] = {
     "queue-admission": ("metadata.labels", "metadata"),
     "gang-restart": ("spec.failurePolicy", "spec.parallelism", "spec"),
+    "gang-budget": ("metadata.name",),
     "pdb-valid-for-owner": ("spec.minAvailable", "spec.maxUnavailable", "spec"),
 }
 """Rule -> keys of the object itself."""

@@ -20,7 +20,12 @@ Checked for every workload of a plan, and so for every manifest ``spotproof chec
   ``batch/v1`` Job replaces only the lost pod (the others hang until their collective
   times out); a JobSet restarts the gang through its ``failurePolicy``, whose default
   (no policy: ``maxRestarts`` 0) fails the whole run at the first reclaim
-  (kubernetes-sigs/jobset ``api/jobset/v1alpha2/jobset_types.go``).
+  (kubernetes-sigs/jobset ``api/jobset/v1alpha2/jobset_types.go``);
+- ``gang-budget``: a voluntary disruption (scale-down, consolidation, a node upgrade) that
+  evicts one pod of a gang restarts all of it, so a budget must allow no eviction of any
+  of its pods (``minAvailable`` equal to its pods), as the field guide's pitfall 7 asks.
+  Not on AKS, where a spot agent pool's reclaim drain would wait on that budget until the
+  VM is gone (``plan.preemption`` reports a budget there instead).
 """
 
 from __future__ import annotations
@@ -29,16 +34,19 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from spotproof import fit, scheduling
-from spotproof.catalog import jobset
+from spotproof.catalog import Cloud, jobset
+from spotproof.plan import preemption
 from spotproof.plan.outcomes import Outcome
 from spotproof.plan.recorder import Recording
 from spotproof.plan.scaleup import BUILTIN_PRIORITIES, PRIORITY_CLASS
 from spotproof.policy import Violation
+from spotproof.policy.kubernetes import cloud_of
 
 PRIORITY_CLASS_POLICY = "priority-class-exists"
 GPU_LIMIT_POLICY = "gpu-limit"
 EPHEMERAL_CHECKPOINT_POLICY = "checkpoint-on-ephemeral-storage"
 GANG_RESTART_POLICY = "gang-restart"
+GANG_BUDGET_POLICY = "gang-budget"
 _CHECKPOINT_WORDS = ("CHECKPOINT", "CKPT")
 _EPHEMERAL_SOURCES = ("emptyDir", "hostPath")
 
@@ -81,6 +89,20 @@ def check(recording: Recording, found: list[Outcome]) -> list[Violation]:
                 for problem in _ephemeral_checkpoints(workload.pod_spec)
             ]
             obj = objects.get(workload.resource) or {}
+            gang = workload.pods > 1 and fit.gpu_request(workload.pod_spec) > 0
+            budgets = preemption.blocking_budgets(
+                recording, workload.namespace, workload.pod_labels, workload.pods
+            )
+            if gang and not budgets and cloud_of(recording.resources) is not Cloud.AKS:
+                violations.append(
+                    Violation(
+                        GANG_BUDGET_POLICY,
+                        workload.resource,
+                        f"{workload.label}: no PodDisruptionBudget keeps all {workload.pods} "
+                        "pods of the gang, so a voluntary eviction of one restarts them all; "
+                        f"add one with minAvailable: {workload.pods} over its pods' labels",
+                    )
+                )
             violations += [
                 Violation(GANG_RESTART_POLICY, workload.resource, f"{workload.label}: {problem}")
                 for problem in _gang_restart(obj, workload.kind, workload.pod_spec, workload.pods)
