@@ -136,6 +136,15 @@ def _parser() -> argparse.ArgumentParser:
         "preempted, one rank killed and every rank preempted, restarting the gang each time",
     )
     smoke.add_argument(
+        "--batch",
+        action="store_true",
+        help="queue-fed batch workers instead of the trainer: every item must end with "
+        "exactly one result, equal to a plain loop's, through preemptions and kills",
+    )
+    smoke.add_argument("--queue", choices=("sqs",), default="sqs", help="with --batch")
+    smoke.add_argument("--items", type=_count(8, 10_000), default=40, help="with --batch")
+    smoke.add_argument("--workers", type=_count(2, 16), default=3, help="with --batch")
+    smoke.add_argument(
         "--stack",
         help="rehearse this stack's smoke Job and preemption path, taken from its offline plan",
     )
@@ -192,6 +201,8 @@ def _smoke(args: argparse.Namespace) -> int:
     from spotproof.smoke.multinode import run_gang_smoke  # noqa: PLC0415
     from spotproof.smoke.report import render_timeline, summary, to_json  # noqa: PLC0415
 
+    if args.batch:
+        return _batch(args)
     config = SmokeConfig(
         store=args.store or "s3",
         preemptions=args.preemptions,
@@ -250,6 +261,35 @@ def _smoke(args: argparse.Namespace) -> int:
             args.json.write_text(text)
 
         _write(write_report, args.json)
+    return EXIT_OK if report.passed else EXIT_VIOLATIONS
+
+
+def _batch(args: argparse.Namespace) -> int:
+    from spotproof.smoke.batch import BatchConfig, run_batch_smoke  # noqa: PLC0415
+    from spotproof.smoke.emulators import EmulatorError  # noqa: PLC0415
+
+    if args.stack or args.nodes > 1:
+        print(
+            "spotproof smoke: --batch runs alone; allowed: no --stack or --nodes", file=sys.stderr
+        )
+        return EXIT_BAD_INPUT
+    config = BatchConfig(
+        queue=args.queue,
+        items=args.items,
+        workers=args.workers,
+        preemptions=args.preemptions,
+        hard_kills=args.hard_kills,
+        seed=args.seed,
+    )
+    try:
+        report = run_batch_smoke(config, progress=lambda line: print(line, flush=True))
+    except EmulatorError as error:
+        print(f"spotproof smoke: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(report.summary())
+    if args.json:
+        text = json.dumps(report.as_json(), indent=2) + "\n"
+        _write(lambda: args.json.write_text(text), args.json)
     return EXIT_OK if report.passed else EXIT_VIOLATIONS
 
 

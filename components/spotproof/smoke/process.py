@@ -18,19 +18,21 @@ Event = dict[str, Any]
 
 @dataclass
 class TrainerProcess:
-    """``python -m spotproof.smoke.train`` with ``env``; times are seconds since ``origin``."""
+    """``python -m <module>`` (the trainer by default) with ``env``; times are seconds
+    since ``origin``."""
 
     env: Mapping[str, str]
     origin: float
     index: int = 0
     events: list[tuple[float, Event]] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)
+    module: str = "spotproof.smoke.train"
 
     def __post_init__(self) -> None:
         self._changed = threading.Condition()
         self.started = self.now()
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "spotproof.smoke.train"],
+            [sys.executable, "-m", self.module],
             env={**os.environ, **self.env},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

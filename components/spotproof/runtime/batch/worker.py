@@ -1,0 +1,221 @@
+"""The worker loop: lease, look, compute, store, acknowledge; hand back on SIGTERM.
+
+The package docstring gives the protocol. Threads: the main one computes items one by
+one; a heartbeat extends every lease the worker holds each third of ``lease_seconds``, and
+on SIGTERM hands back what has not been started and decides about the item in flight:
+it is finished if the items done so far say it will end within the grace left, else it
+is handed back too and the process exits at once (nothing it has half done is durable:
+the result write is one create-only object).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from spotproof.runtime import exit_codes
+from spotproof.runtime.batch.queues import Lease, WorkItem, WorkQueue
+from spotproof.runtime.batch.results import ResultStore
+from spotproof.runtime.guard import PreemptionGuard
+
+Events = Callable[[dict[str, Any]], None]
+FINISH_MARGIN_SECONDS = 1.0
+"""Grace kept back after the item in flight, for its result write and acknowledgement."""
+
+
+@dataclass
+class WorkerReport:
+    done: int = 0
+    """Results this worker stored."""
+    already_done: int = 0
+    """Deliveries whose result was already stored: acknowledged without computing."""
+    duplicates: int = 0
+    """Computed, but another delivery had stored the result first (work wasted)."""
+    redelivered: int = 0
+    """Deliveries after the first (a lease ran out, or a worker handed the item back)."""
+    handed_back: int = 0
+    failed: int = 0
+    """Deliveries whose ``process`` raised: handed back for another try."""
+    exit_code: int = exit_codes.COMPLETED
+    durations: list[float] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "event": "summary",
+            "done": self.done,
+            "already_done": self.already_done,
+            "duplicates": self.duplicates,
+            "redelivered": self.redelivered,
+            "handed_back": self.handed_back,
+            "failed": self.failed,
+            "exit_code": self.exit_code,
+        }
+
+
+class _Held:
+    """The leases a worker holds, and which one it is computing; one lock for both."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.waiting: list[Lease] = []
+        self.in_flight: Lease | None = None
+        self.started = 0.0
+        self.stopping = False
+
+    def all(self) -> list[Lease]:
+        return [*self.waiting, *([self.in_flight] if self.in_flight else [])]
+
+    def next(self) -> Lease | None:
+        with self.lock:
+            if self.stopping or not self.waiting:
+                return None
+            self.in_flight = self.waiting.pop(0)
+            self.started = time.monotonic()
+            return self.in_flight
+
+
+def run_worker(
+    queue: WorkQueue,
+    results: ResultStore,
+    process: Callable[[WorkItem], bytes],
+    *,
+    guard: PreemptionGuard,
+    batch_size: int = 4,
+    lease_seconds: int = 30,
+    stop_when_idle: float | None = None,
+    events: Events = lambda _event: None,
+) -> WorkerReport:
+    """Work until SIGTERM, or until the queue has been empty for ``stop_when_idle``
+    seconds (None: never, as a Deployment's workers do)."""
+    worker = _Worker(queue, results, process, guard, lease_seconds, events)
+    threading.Thread(target=worker.heartbeat, daemon=True).start()
+    return worker.run(batch_size, stop_when_idle)
+
+
+@dataclass
+class _Worker:
+    queue: WorkQueue
+    results: ResultStore
+    process: Callable[[WorkItem], bytes]
+    guard: PreemptionGuard
+    lease_seconds: int
+    events: Events
+    report: WorkerReport = field(default_factory=WorkerReport)
+    held: _Held = field(default_factory=_Held)
+
+    def run(self, batch_size: int, stop_when_idle: float | None) -> WorkerReport:
+        held, report = self.held, self.report
+        idle_since: float | None = None
+        while not self.guard.preempted:
+            leases = self.queue.pull(batch_size, self.lease_seconds)
+            if not leases:
+                idle_since = idle_since or time.monotonic()
+                if stop_when_idle is not None and time.monotonic() - idle_since >= stop_when_idle:
+                    break
+                continue
+            idle_since = None
+            with held.lock:
+                if held.stopping:  # SIGTERM came during the pull: these were never started
+                    self.queue.release(leases)
+                    report.handed_back += len(leases)
+                    break
+                held.waiting = list(leases)
+            self.events({"event": "leased", "ids": [lease.item.id for lease in leases]})
+            while (lease := held.next()) is not None:
+                self.work(lease)
+                with held.lock:
+                    held.in_flight = None
+        with held.lock:
+            held.stopping = True
+        report.exit_code = exit_codes.PREEMPTED if self.guard.preempted else exit_codes.COMPLETED
+        self.events(report.summary())
+        return report
+
+    def work(self, lease: Lease) -> None:
+        item, report = lease.item, self.report
+        if lease.attempt > 1:
+            report.redelivered += 1
+        if self.results.exists(item.id):
+            self.queue.ack(lease)
+            report.already_done += 1
+            self.events({"event": "already_done", "id": item.id, "attempt": lease.attempt})
+            return
+        started = time.monotonic()
+        try:
+            result = self.process(item)
+        except Exception as error:
+            # Handed back, it is delivered again, and after the queue's limit of deliveries
+            # it goes to the dead-letter queue: a poison item stops there.
+            self.queue.release([lease])
+            report.failed += 1
+            self.events(
+                {
+                    "event": "failed",
+                    "id": item.id,
+                    "attempt": lease.attempt,
+                    "error": f"{type(error).__name__}: {error}",
+                }
+            )
+            return
+        stored = self.results.put(item.id, result)
+        self.events({"event": "stored" if stored else "stored_before", "id": item.id})
+        self.queue.ack(lease)
+        report.durations.append(time.monotonic() - started)
+        if stored:
+            report.done += 1
+        else:
+            report.duplicates += 1
+        self.events(
+            {
+                "event": "done" if stored else "duplicate",
+                "id": item.id,
+                "attempt": lease.attempt,
+                "seconds": round(report.durations[-1], 3),
+            }
+        )
+
+    def heartbeat(self) -> None:
+        held = self.held
+        period = max(self.lease_seconds / 3, 0.2)
+        while True:
+            signalled = self.guard.wait(period)
+            with held.lock:
+                if signalled and not held.stopping:
+                    held.stopping = True
+                    self.hand_back()
+                leases = held.all()
+            if leases:
+                self.queue.extend(leases, self.lease_seconds)
+
+    def hand_back(self) -> None:
+        """On SIGTERM, with ``held.lock`` taken: release what was not started; keep the
+        item in flight only if it is expected to finish within the grace left."""
+        held, report = self.held, self.report
+        waiting, held.waiting = held.waiting, []
+        if waiting:
+            self.queue.release(waiting)
+            report.handed_back += len(waiting)
+        lease = held.in_flight
+        if waiting:
+            self.events({"event": "handed_back", "ids": [w.item.id for w in waiting]})
+        if lease is None:
+            return
+        elapsed = time.monotonic() - held.started
+        expected = statistics.median(report.durations) if report.durations else None
+        left = self.guard.remaining() - FINISH_MARGIN_SECONDS
+        if expected is not None and expected - elapsed < left:
+            self.events({"event": "finishing", "id": lease.item.id})
+            return
+        self.queue.release([lease])
+        report.handed_back += 1
+        report.exit_code = exit_codes.PREEMPTED
+        self.events({"event": "handed_back", "ids": [lease.item.id], "in_flight": True})
+        self.events(report.summary())
+        sys.stdout.flush()
+        os._exit(exit_codes.PREEMPTED)  # the computation in flight cannot be stopped otherwise

@@ -1,0 +1,289 @@
+"""``spotproof smoke --batch``: queue-fed workers preempted and killed on purpose.
+
+Against a real queue emulator (moto server's SQS), the harness publishes ``items`` work
+items (twice: the second publication must add nothing), computes the expected results with
+a plain loop, and runs ``workers`` worker processes (``spotproof.smoke.batch_worker``)
+the way a Deployment on spot nodes would, starting a replacement for each one stopped.
+While they work it:
+
+- **preempts** workers (SIGTERM): a worker hands back what it has not started at once and
+  must exit ``PREEMPTED``;
+- **kills** workers (SIGKILL) at random moments, and once **between "result written"
+  and "ack"**: the worker freezes itself right after storing a result
+  (``STOP_AFTER_STORED``) and is killed frozen, so the item is redelivered with its result
+  already stored and must be acknowledged without being stored twice.
+
+It passes only when every item has exactly one result, equal to the plain loop's; the
+queue and its dead-letter queue are empty (nothing lost, nothing poisoned); and every
+preempted worker exited ``PREEMPTED``. Work done twice is counted and reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import random
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from spotproof.runtime import exit_codes
+from spotproof.runtime.batch import ResultStore, WorkItem
+from spotproof.runtime.batch.producer import publish
+from spotproof.runtime.batch.sqs import SqsQueue
+from spotproof.runtime.storage import open_store
+from spotproof.smoke.batch_worker import result_of
+from spotproof.smoke.emulators import Bucket, emulated
+from spotproof.smoke.harness import Progress
+from spotproof.smoke.process import TrainerProcess
+
+QUEUES = ("sqs",)
+QUEUE_NAME = "spotproof-batch"
+MAX_RECEIVES = 5
+"""Deliveries before the redrive policy moves an item to the dead-letter queue."""
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    queue: str = "sqs"
+    items: int = 40
+    workers: int = 3
+    preemptions: int = 2
+    hard_kills: int = 2
+    item_seconds: float = 0.05
+    lease_seconds: int = 3
+    grace_seconds: float = 5.0
+    seed: int = 0
+
+
+@dataclass
+class BatchReport:
+    config: BatchConfig
+    failures: list[str] = field(default_factory=list)
+    results: int = 0
+    published_again: int = 0
+    interruptions: list[dict[str, Any]] = field(default_factory=list)
+    totals: dict[str, int] = field(default_factory=dict)
+    """Sums of the workers' summaries: done, already_done, duplicates, redelivered..."""
+    dead_lettered: int = 0
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "config": dataclasses.asdict(self.config),
+            "passed": self.passed,
+            "failures": self.failures,
+            "results": self.results,
+            "totals": self.totals,
+            "dead_lettered": self.dead_lettered,
+            "interruptions": self.interruptions,
+            "seconds": round(self.seconds, 3),
+        }
+
+    def summary(self) -> str:
+        totals = ", ".join(f"{k} {v}" for k, v in sorted(self.totals.items()))
+        verdict = "PASSED" if self.passed else "FAILED: " + "; ".join(self.failures)
+        return (
+            f"{self.results}/{self.config.items} results, {totals}, dead-lettered "
+            f"{self.dead_lettered}, in {self.seconds:.1f} s\n{verdict}"
+        )
+
+
+def items_of(config: BatchConfig) -> list[WorkItem]:
+    return [WorkItem(f"item-{n:05d}", f"payload {config.seed}/{n}") for n in range(config.items)]
+
+
+@contextlib.contextmanager
+def _sqs(bucket: Bucket) -> Iterator[Any]:
+    import boto3  # noqa: PLC0415
+
+    with bucket.apply():
+        client = boto3.client("sqs")
+        dead = client.create_queue(QueueName=f"{QUEUE_NAME}-dead")["QueueUrl"]
+        dead_arn = client.get_queue_attributes(QueueUrl=dead, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        policy = {"deadLetterTargetArn": dead_arn, "maxReceiveCount": str(MAX_RECEIVES)}
+        client.create_queue(QueueName=QUEUE_NAME, Attributes={"RedrivePolicy": json.dumps(policy)})
+        yield client
+
+
+def run_batch_smoke(config: BatchConfig, progress: Progress = print) -> BatchReport:
+    report = BatchReport(config)
+    started = time.monotonic()
+    with emulated("s3") as bucket, _sqs(bucket) as client, bucket.apply():
+        queue = SqsQueue(QUEUE_NAME, client)
+        results_url = bucket.prefix("batch")
+        store = open_store(results_url)
+        results = ResultStore(store)
+        items = items_of(config)
+        first = publish(queue, store, results, items)
+        again = publish(queue, store, results, items)
+        report.published_again = again.published
+        progress(f"queue: sqs on moto; published {first.published} items, then {again.published}")
+        if again.published:
+            report.failures.append(f"publishing again added {again.published} item(s)")
+        expected = {item.id: result_of(item) for item in items}
+        env = {
+            **bucket.env,
+            "QUEUE_URL": f"sqs://{QUEUE_NAME}",
+            "RESULTS_URL": results_url,
+            "GRACE_SECONDS": str(config.grace_seconds),
+            "ITEM_SECONDS": str(config.item_seconds),
+            "LEASE_SECONDS": str(config.lease_seconds),
+            "STOP_WHEN_IDLE": str(2 * config.lease_seconds + 2),
+        }
+        fleet = _Fleet(env, config, report, progress)
+        fleet.run()
+        if fleet.frozen_item is None:
+            report.failures.append("no worker was killed between a result's write and its ack")
+        _judge(report, results, expected, client, fleet.started)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+class _Fleet:
+    """The workers, kept at ``config.workers`` until the interruptions are all played."""
+
+    def __init__(
+        self, env: dict[str, str], config: BatchConfig, report: BatchReport, progress: Progress
+    ) -> None:
+        self.env, self.config, self.report, self.progress = env, config, report, progress
+        self.origin = time.monotonic()
+        self.started: list[TrainerProcess] = []
+        schedule = random.Random(config.seed)
+        kinds = ["preemption"] * config.preemptions + ["hard-kill"] * config.hard_kills
+        schedule.shuffle(kinds)
+        self.plan = kinds
+        self.schedule = schedule
+        self.frozen_item: str | None = None
+
+    def start(self, **extra: str) -> TrainerProcess:
+        worker = TrainerProcess(
+            {**self.env, **extra},
+            self.origin,
+            index=len(self.started),
+            module="spotproof.smoke.batch_worker",
+        )
+        self.started.append(worker)
+        return worker
+
+    def run(self) -> None:
+        # The first worker freezes between its third stored result and that ack.
+        aimed = self.start(STOP_AFTER_STORED="3")
+        running = [aimed, *(self.start() for _ in range(self.config.workers - 1))]
+        if aimed.wait_for(lambda e: e["event"] == "stored", 60) is not None:
+            self._frozen_kill(aimed)
+            running[0] = self.start()
+        for kind in self.plan:
+            time.sleep(self.schedule.uniform(0.2, 0.6))
+            victim = self.schedule.choice([w for w in running if w.popen.poll() is None] or running)
+            self._interrupt(victim, kind)
+            running[running.index(victim)] = self.start()
+        for worker in running:
+            code = worker.finish(timeout=120)
+            if code not in (exit_codes.COMPLETED,):
+                self.report.failures.append(f"worker {worker.index} ended with {code}")
+
+    def _frozen_kill(self, worker: TrainerProcess) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _state(worker.popen.pid) != "T":
+            time.sleep(0.01)
+        stored = worker.of("stored")
+        worker.send(signal.SIGKILL)
+        code = worker.finish()
+        self.frozen_item = stored[-1]["id"] if stored else None
+        self._record("hard-kill", worker, code, between_write_and_ack=bool(stored))
+
+    def _interrupt(self, worker: TrainerProcess, kind: str) -> None:
+        if kind == "preemption":
+            worker.send(signal.SIGTERM)
+            code = worker.finish(timeout=self.config.grace_seconds + 5)
+            if code is None:
+                worker.send(signal.SIGKILL)
+                code = worker.finish()
+            # What the container runtime reports: 128 + N for a process killed by signal N
+            # (SIGTERM before the worker set its handler also reads 143).
+            reported = 128 - code if code < 0 else code
+            if reported != exit_codes.PREEMPTED:
+                self.report.failures.append(
+                    f"preempted worker {worker.index} exited {reported}, not {exit_codes.PREEMPTED}"
+                )
+        else:
+            worker.send(signal.SIGKILL)
+            code = worker.finish()
+        self._record(kind, worker, code)
+
+    def _record(self, kind: str, worker: TrainerProcess, code: int | None, **extra: Any) -> None:
+        handed = sum(len(e.get("ids", [])) for e in worker.of("handed_back"))
+        entry = {
+            "kind": kind,
+            "worker": worker.index,
+            "at": round(worker.now(), 3),
+            "exit_code": code,
+            "done": len(worker.of("done")),
+            "handed_back": handed,
+            **extra,
+        }
+        self.report.interruptions.append(entry)
+        self.progress(
+            f"  {kind} of worker {worker.index} at {entry['at']:.1f} s: exit {code}, "
+            f"{entry['done']} done, {handed} handed back"
+            + (" (frozen between result and ack)" if extra.get("between_write_and_ack") else "")
+        )
+
+
+def _state(pid: int) -> str:
+    """The process state letter from ``/proc`` (``T``: stopped)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "?"
+
+
+def _judge(
+    report: BatchReport,
+    results: ResultStore,
+    expected: dict[str, bytes],
+    client: Any,
+    workers: list[TrainerProcess],
+) -> None:
+    stored = {item_id: results.get(item_id) for item_id in expected if results.exists(item_id)}
+    report.results = len(stored)
+    missing = sorted(set(expected) - set(stored))
+    if missing:
+        report.failures.append(f"{len(missing)} item(s) without a result, e.g. {missing[0]}")
+    wrong = sorted(i for i, result in stored.items() if result != expected[i])
+    if wrong:
+        report.failures.append(f"{len(wrong)} result(s) differ from the plain loop's: {wrong[0]}")
+    keys = results.store.list("results")
+    if len(keys) != len(expected):
+        report.failures.append(f"{len(keys)} result objects for {len(expected)} items")
+    for name, queue_name in (("queue", QUEUE_NAME), ("dead-letter queue", f"{QUEUE_NAME}-dead")):
+        left = SqsQueue(queue_name, client).depth()
+        if name == "dead-letter queue":
+            report.dead_lettered = left
+        if left:
+            report.failures.append(f"{left} item(s) left on the {name}")
+    events = [e for worker in workers for _, e in worker.events]
+    outcomes = [e for e in events if e["event"] in ("done", "already_done", "duplicate")]
+    report.totals = {
+        "done": sum(e["event"] == "done" for e in outcomes),
+        "already_done": sum(e["event"] == "already_done" for e in outcomes),
+        "computed_twice": sum(e["event"] == "duplicate" for e in outcomes),
+        "redelivered": sum(int(e.get("attempt", 1)) > 1 for e in outcomes),
+        "handed_back": sum(len(e.get("ids", [])) for e in events if e["event"] == "handed_back"),
+    }
+    # A worker killed right after a write may not have told: fewer reports than results
+    # is possible, more never (each create-only write succeeds once per item).
+    writes = sum(e["event"] == "stored" for e in events)
+    if writes > len(stored):
+        report.failures.append(f"{writes} result writes succeeded for {len(stored)} results")

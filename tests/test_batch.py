@@ -1,0 +1,223 @@
+"""Queue-fed batch workers (``spotproof.runtime.batch``) against SQS on moto server: real
+worker processes, real signals, results stored once and acknowledged only once durable."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+
+from spotproof.runtime import exit_codes
+from spotproof.runtime.batch import ResultStore, WorkItem, run_worker
+from spotproof.runtime.batch.producer import ManifestError, from_manifest, publish
+from spotproof.runtime.batch.sqs import SqsQueue
+from spotproof.runtime.guard import PreemptionGuard
+from spotproof.runtime.storage import open_store
+from spotproof.smoke.batch import BatchConfig, BatchReport, run_batch_smoke
+from spotproof.smoke.batch_worker import result_of
+from spotproof.smoke.emulators import Bucket, emulated
+from spotproof.smoke.process import TrainerProcess
+from tests.support import run_cli
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[Bucket]:
+    with emulated("s3") as bucket, bucket.apply():
+        yield bucket
+
+
+def _queue(dead_after: int | None = None) -> SqsQueue:
+    client = boto3.client("sqs")
+    name = f"q-{uuid.uuid4().hex[:8]}"
+    attributes = {}
+    if dead_after:
+        dead = client.create_queue(QueueName=f"{name}-dead")["QueueUrl"]
+        arn = client.get_queue_attributes(QueueUrl=dead, AttributeNames=["QueueArn"])
+        policy = {
+            "deadLetterTargetArn": arn["Attributes"]["QueueArn"],
+            "maxReceiveCount": str(dead_after),
+        }
+        attributes["RedrivePolicy"] = json.dumps(policy)
+    client.create_queue(QueueName=name, Attributes=attributes)
+    return SqsQueue(name, client)
+
+
+def _results(moto: Bucket) -> ResultStore:
+    return ResultStore(open_store(moto.prefix(f"r-{uuid.uuid4().hex[:8]}")))
+
+
+def _items(count: int) -> list[WorkItem]:
+    return [WorkItem(f"item-{n}", f"payload {n}") for n in range(count)]
+
+
+def _worker(moto: Bucket, queue: SqsQueue, results: ResultStore, **env: str) -> TrainerProcess:
+    return TrainerProcess(
+        {
+            **moto.env,
+            "QUEUE_URL": f"sqs://{queue.url.rsplit('/', 1)[1]}",
+            "RESULTS_URL": results.store.url,
+            **env,
+        },
+        time.monotonic(),
+        module="spotproof.smoke.batch_worker",
+    )
+
+
+def test_a_preempted_worker_hands_back_at_once_what_it_cannot_finish(moto: Bucket) -> None:
+    queue, results = _queue(), _results(moto)
+    queue.publish(_items(4))
+    worker = _worker(moto, queue, results, ITEM_SECONDS="30", LEASE_SECONDS="60", GRACE_SECONDS="5")
+    assert worker.wait_for(lambda e: e["event"] == "leased", 30) is not None
+    time.sleep(0.3)  # into the first item, whose length nothing done so far can tell
+    signalled = time.monotonic()
+    worker.send(signal.SIGTERM)
+    assert worker.finish(timeout=10) == exit_codes.PREEMPTED
+    assert time.monotonic() - signalled < 3
+    # Leased for 60 s, yet every item is back now, for another worker.
+    again = queue.pull(10, 30)
+    assert sorted(lease.item.id for lease in again) == [f"item-{n}" for n in range(4)]
+    assert all(lease.attempt == 2 for lease in again)
+    assert results.store.list("results") == []
+
+
+def test_a_preempted_worker_finishes_the_item_in_flight_when_the_grace_allows(
+    moto: Bucket,
+) -> None:
+    queue, results = _queue(), _results(moto)
+    queue.publish(_items(6))
+    worker = _worker(moto, queue, results, ITEM_SECONDS="0.4", BATCH_SIZE="6", GRACE_SECONDS="10")
+    assert (
+        worker.wait_for(lambda e: e["event"] == "done" and len(worker.of("done")) >= 2, 30)
+        is not None
+    )
+    worker.send(signal.SIGTERM)
+    assert worker.finish(timeout=15) == exit_codes.PREEMPTED
+    [finishing] = worker.of("finishing")
+    done = [e["id"] for e in worker.of("done")]
+    assert finishing["id"] in done
+    assert all(results.exists(item_id) for item_id in done)
+    handed = [i for e in worker.of("handed_back") for i in e["ids"]]
+    assert sorted(done + handed) == sorted(f"item-{n}" for n in range(6))
+    assert len(queue.pull(10, 30)) == len(handed)
+
+
+def test_a_redelivered_item_with_its_result_stored_is_acknowledged_not_recomputed(
+    moto: Bucket,
+) -> None:
+    queue, results = _queue(), _results(moto)
+    [item] = _items(1)
+    assert results.put(item.id, b"stored by a worker that died before its ack")
+    queue.publish([item])
+    with PreemptionGuard(5) as guard:
+        report = run_worker(
+            queue, results, result_of, guard=guard, lease_seconds=5, stop_when_idle=1
+        )
+    assert (report.already_done, report.done, report.exit_code) == (1, 0, 0)
+    assert results.get(item.id) == b"stored by a worker that died before its ack"
+    assert queue.depth() == 0
+
+
+def test_an_item_that_always_fails_ends_on_the_dead_letter_queue(moto: Bucket) -> None:
+    queue, results = _queue(dead_after=2), _results(moto)
+    queue.publish([WorkItem("poison", "x"), WorkItem("fine", "y")])
+    events: list[dict[str, Any]] = []
+
+    def process(item: WorkItem) -> bytes:
+        if item.id == "poison":
+            raise ValueError("cannot decode payload")
+        return result_of(item)
+
+    with PreemptionGuard(5) as guard:
+        report = run_worker(
+            queue,
+            results,
+            process,
+            guard=guard,
+            lease_seconds=5,
+            stop_when_idle=2,
+            events=events.append,
+        )
+    assert report.done == 1 and report.failed == 2
+    assert {e["error"] for e in events if e["event"] == "failed"} == {
+        "ValueError: cannot decode payload"
+    }
+    assert queue.depth() == 0
+    dead = SqsQueue(f"{queue.url.rsplit('/', 1)[1]}-dead", queue.client)
+    assert [lease.item.id for lease in dead.pull(10, 5)] == ["poison"]
+
+
+def test_publishing_a_dataset_again_adds_nothing(moto: Bucket) -> None:
+    queue, results = _queue(), _results(moto)
+    items = _items(12)
+    first = publish(queue, results.store, results, items)
+    again = publish(queue, results.store, results, items)
+    assert (first.published, again.published, again.skipped) == (12, 0, 12)
+    assert queue.depth() == 12
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("items.jsonl", '{"id": "a", "payload": "1"}\nnot json\n', "items.jsonl:2: not JSON"),
+        (
+            "items.jsonl",
+            '{"id": "a", "payload": "1"}\n{"id": "a", "payload": "2"}\n',
+            "items.jsonl:2: id 'a' repeats an earlier line",
+        ),
+        ("items.csv", "id,payload\na,1\n,2\n", "items.csv:3: needs an id and a payload"),
+        ("items.txt", "a\n", "items.txt: allowed manifests: .jsonl or .csv"),
+    ],
+)
+def test_a_bad_manifest_is_refused_naming_its_line(name: str, text: str, message: str) -> None:
+    with pytest.raises(ManifestError, match=message):
+        list(from_manifest(name, text))
+
+
+def test_a_manifest_gives_its_items_in_order() -> None:
+    assert list(from_manifest("items.csv", "id,payload\na,1\nb,2\n")) == [
+        WorkItem("a", "1"),
+        WorkItem("b", "2"),
+    ]
+
+
+# --- the whole pattern: workers preempted and killed while they work ---------------------
+
+_REPORT: list[BatchReport] = []
+
+
+def _smoke() -> BatchReport:
+    if not _REPORT:
+        _REPORT.append(run_batch_smoke(BatchConfig(), progress=lambda _line: None))
+    return _REPORT[0]
+
+
+def test_every_item_has_exactly_one_result_equal_to_a_plain_loops() -> None:
+    report = _smoke()
+    assert report.failures == []
+    assert report.results == BatchConfig().items
+    assert report.dead_lettered == 0 and report.published_again == 0
+
+
+def test_a_worker_killed_between_result_and_ack_costs_a_redelivery_not_a_result() -> None:
+    report = _smoke()
+    [frozen] = [i for i in report.interruptions if i.get("between_write_and_ack")]
+    assert frozen["exit_code"] == -signal.SIGKILL
+    assert report.totals["already_done"] >= 1
+    assert report.totals["redelivered"] >= 1
+
+
+def test_preempted_workers_exit_143_and_kills_are_counted() -> None:
+    kinds = [i["kind"] for i in _smoke().interruptions]
+    assert kinds.count("preemption") == 2 and kinds.count("hard-kill") == 3
+
+
+def test_smoke_batch_passes_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "smoke", "--batch", "--queue", "sqs", "--seed", "1")
+    assert (code, err) == (0, ""), out
+    assert "40/40 results" in out and "PASSED" in out
