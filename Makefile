@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/checkpoint_io.py --readme README.md
 	$(BIN)/python benchmarks/gang_io.py --readme README.md
 	$(BIN)/python benchmarks/training_throughput.py
+	$(BIN)/python benchmarks/batch_throughput.py
 	$(BIN)/python benchmarks/capacity.py
 	$(BIN)/python benchmarks/goodput.py
 

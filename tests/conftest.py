@@ -16,6 +16,22 @@ from spotproof.plan import PlanResult
 from spotproof.smoke.emulators import Bucket, emulated
 from tests.support import INSTALLED_SIZES, REPO, plan_of
 
+TIMED_REAL_PROCESSES = frozenset(
+    {"test_crash_consistency.py", "test_smoke_gang.py", "test_batch.py"}
+)
+"""Files whose real processes race real deadlines (grace periods, leases, kills aimed
+inside uploads): run one after another on one worker, never against each other on a
+2-core machine, where two of them together starved a gang's final save past its grace."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each file is one xdist group (as ``--dist loadfile`` would make it, so module
+    fixtures are built once), except the timed files, which share one."""
+    for item in items:
+        name = item.path.name
+        group = "timed-real-processes" if name in TIMED_REAL_PROCESSES else str(item.path)
+        item.add_marker(pytest.mark.xdist_group(group))
+
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Under pytest-xdist, a worker hands its measured sizes to the controller."""

@@ -16,6 +16,7 @@ import pytest
 from spotproof.runtime import exit_codes
 from spotproof.runtime.batch import ResultStore, WorkItem, run_worker
 from spotproof.runtime.batch.producer import ManifestError, from_manifest, publish
+from spotproof.runtime.batch.queues import QueueURLError, open_queue
 from spotproof.runtime.batch.sqs import SqsQueue
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.storage import open_store
@@ -186,38 +187,55 @@ def test_a_manifest_gives_its_items_in_order() -> None:
     ]
 
 
-# --- the whole pattern: workers preempted and killed while they work ---------------------
+# --- the whole pattern: workers preempted and killed while they work, on every queue ------
 
-_REPORT: list[BatchReport] = []
-
-
-def _smoke() -> BatchReport:
-    if not _REPORT:
-        _REPORT.append(run_batch_smoke(BatchConfig(), progress=lambda _line: None))
-    return _REPORT[0]
+QUEUES = ("sqs", "pubsub", "azure")
+_REPORTS: dict[str, BatchReport] = {}
 
 
-def test_every_item_has_exactly_one_result_equal_to_a_plain_loops() -> None:
-    report = _smoke()
+def _smoke(queue: str) -> BatchReport:
+    if queue not in _REPORTS:
+        _REPORTS[queue] = run_batch_smoke(BatchConfig(queue=queue), progress=lambda _line: None)
+    return _REPORTS[queue]
+
+
+@pytest.mark.parametrize("queue", QUEUES)
+def test_every_item_has_exactly_one_result_equal_to_a_plain_loops(queue: str) -> None:
+    report = _smoke(queue)
     assert report.failures == []
     assert report.results == BatchConfig().items
     assert report.dead_lettered == 0 and report.published_again == 0
 
 
-def test_a_worker_killed_between_result_and_ack_costs_a_redelivery_not_a_result() -> None:
-    report = _smoke()
+@pytest.mark.parametrize("queue", QUEUES)
+def test_a_worker_killed_between_result_and_ack_costs_a_redelivery_not_a_result(
+    queue: str,
+) -> None:
+    report = _smoke(queue)
     [frozen] = [i for i in report.interruptions if i.get("between_write_and_ack")]
     assert frozen["exit_code"] == -signal.SIGKILL
     assert report.totals["already_done"] >= 1
     assert report.totals["redelivered"] >= 1
 
 
-def test_preempted_workers_exit_143_and_kills_are_counted() -> None:
-    kinds = [i["kind"] for i in _smoke().interruptions]
+@pytest.mark.parametrize("queue", QUEUES)
+def test_preemptions_and_kills_are_all_played(queue: str) -> None:
+    kinds = [i["kind"] for i in _smoke(queue).interruptions]
     assert kinds.count("preemption") == 2 and kinds.count("hard-kill") == 3
 
 
 def test_smoke_batch_passes_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run_cli(capsys, "smoke", "--batch", "--queue", "sqs", "--seed", "1")
+    code, out, err = run_cli(
+        capsys, "smoke", "--batch", "--queue", "azure", "--seed", "1", "--items", "16"
+    )
     assert (code, err) == (0, ""), out
-    assert "40/40 results" in out and "PASSED" in out
+    assert "16/16 results" in out and "PASSED" in out
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["sqs://", "sqs://q/extra", "pubsub://project", "azqueue://q?max_deliveries=0", "kafka://t"],
+)
+def test_a_queue_url_it_cannot_open_is_refused_naming_what_is_allowed(url: str) -> None:
+    with pytest.raises(QueueURLError, match="allowed"):
+        open_queue(url)

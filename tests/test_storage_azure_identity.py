@@ -44,7 +44,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from spotproof.runtime.storage import StorageURLError, open_store
 from spotproof.runtime.storage.azure import adlfs_options
-from spotproof.smoke.emulators import _process, azurite_command, free_port
+from spotproof.smoke.emulators import azurite_command, free_port, running
 
 ACCOUNT = "devstoreaccount1"
 CONTAINER = "checkpoints"
@@ -340,7 +340,7 @@ def azurite_oauth() -> Iterator[AzuriteOAuth]:
             *("--oauth", "basic", "--skipApiVersionCheck", "--disableTelemetry"),
             *("--silent", "--loose"),
         ]
-        with _process(command, port, "Azurite"), _token_service(cert, key) as tokens:
+        with running(command, port, "Azurite"), _token_service(cert, key) as tokens:
             emulator = AzuriteOAuth(f"https://127.0.0.1:{port}/{ACCOUNT}", ca, token_file, tokens)
             emulator.client().create_container(CONTAINER)
             yield emulator

@@ -141,7 +141,12 @@ def _parser() -> argparse.ArgumentParser:
         help="queue-fed batch workers instead of the trainer: every item must end with "
         "exactly one result, equal to a plain loop's, through preemptions and kills",
     )
-    smoke.add_argument("--queue", choices=("sqs",), default="sqs", help="with --batch")
+    smoke.add_argument(
+        "--queue",
+        choices=("sqs", "pubsub", "azure"),
+        default="sqs",
+        help="with --batch: moto's SQS, the Cloud SDK's Pub/Sub emulator or Azurite's queues",
+    )
     smoke.add_argument("--items", type=_count(8, 10_000), default=40, help="with --batch")
     smoke.add_argument("--workers", type=_count(2, 16), default=3, help="with --batch")
     smoke.add_argument(

@@ -1,6 +1,7 @@
 """``spotproof smoke --batch``: queue-fed workers preempted and killed on purpose.
 
-Against a real queue emulator (moto server's SQS), the harness publishes ``items`` work
+Against a real queue emulator (moto server's SQS, the Cloud SDK's Pub/Sub emulator,
+Azurite's queue service; ``queue_emulators``), the harness publishes ``items`` work
 items (twice: the second publication must add nothing), computes the expected results with
 a plain loop, and runs ``workers`` worker processes (``spotproof.smoke.batch_worker``)
 the way a Deployment on spot nodes would, starting a replacement for each one stopped.
@@ -20,27 +21,22 @@ preempted worker exited ``PREEMPTED``. Work done twice is counted and reported.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import random
 import signal
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from spotproof.runtime import exit_codes
-from spotproof.runtime.batch import ResultStore, WorkItem
+from spotproof.runtime.batch import ResultStore, WorkItem, WorkQueue, open_queue
 from spotproof.runtime.batch.producer import publish
-from spotproof.runtime.batch.sqs import SqsQueue
 from spotproof.runtime.storage import open_store
 from spotproof.smoke.batch_worker import result_of
-from spotproof.smoke.emulators import Bucket, emulated
-from spotproof.smoke.harness import Progress
+from spotproof.smoke.harness import Progress, last_words
 from spotproof.smoke.process import TrainerProcess
+from spotproof.smoke.queue_emulators import emulated_queue
 
-QUEUES = ("sqs",)
 QUEUE_NAME = "spotproof-batch"
 MAX_RECEIVES = 5
 """Deliveries before the redrive policy moves an item to the dead-letter queue."""
@@ -54,7 +50,8 @@ class BatchConfig:
     preemptions: int = 2
     hard_kills: int = 2
     item_seconds: float = 0.05
-    lease_seconds: int = 3
+    lease_seconds: int | None = None
+    """Default: 3, or 10 on Pub/Sub, whose ack deadlines start at 10 s."""
     grace_seconds: float = 5.0
     seed: int = 0
 
@@ -100,51 +97,46 @@ def items_of(config: BatchConfig) -> list[WorkItem]:
     return [WorkItem(f"item-{n:05d}", f"payload {config.seed}/{n}") for n in range(config.items)]
 
 
-@contextlib.contextmanager
-def _sqs(bucket: Bucket) -> Iterator[Any]:
-    import boto3  # noqa: PLC0415
-
-    with bucket.apply():
-        client = boto3.client("sqs")
-        dead = client.create_queue(QueueName=f"{QUEUE_NAME}-dead")["QueueUrl"]
-        dead_arn = client.get_queue_attributes(QueueUrl=dead, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
-        policy = {"deadLetterTargetArn": dead_arn, "maxReceiveCount": str(MAX_RECEIVES)}
-        client.create_queue(QueueName=QUEUE_NAME, Attributes={"RedrivePolicy": json.dumps(policy)})
-        yield client
+def lease_of(config: BatchConfig) -> int:
+    return config.lease_seconds or (10 if config.queue == "pubsub" else 3)
 
 
 def run_batch_smoke(config: BatchConfig, progress: Progress = print) -> BatchReport:
     report = BatchReport(config)
     started = time.monotonic()
-    with emulated("s3") as bucket, _sqs(bucket) as client, bucket.apply():
-        queue = SqsQueue(QUEUE_NAME, client)
-        results_url = bucket.prefix("batch")
+    lease = lease_of(config)
+    with emulated_queue(config.queue) as service, service.apply():
+        url, dead_url = service.create(QUEUE_NAME, MAX_RECEIVES)
+        queue = open_queue(url)
+        results_url = service.bucket.prefix("batch")
         store = open_store(results_url)
         results = ResultStore(store)
         items = items_of(config)
         first = publish(queue, store, results, items)
         again = publish(queue, store, results, items)
         report.published_again = again.published
-        progress(f"queue: sqs on moto; published {first.published} items, then {again.published}")
+        progress(
+            f"queue: {config.queue} ({url}), results in {results_url}; published "
+            f"{first.published} items, then {again.published}"
+        )
         if again.published:
             report.failures.append(f"publishing again added {again.published} item(s)")
         expected = {item.id: result_of(item) for item in items}
         env = {
-            **bucket.env,
-            "QUEUE_URL": f"sqs://{QUEUE_NAME}",
+            **service.env,
+            "QUEUE_URL": url,
             "RESULTS_URL": results_url,
             "GRACE_SECONDS": str(config.grace_seconds),
             "ITEM_SECONDS": str(config.item_seconds),
-            "LEASE_SECONDS": str(config.lease_seconds),
-            "STOP_WHEN_IDLE": str(2 * config.lease_seconds + 2),
+            "LEASE_SECONDS": str(lease),
+            # Longer than a lease: a killed worker's items come back within one.
+            "STOP_WHEN_IDLE": str(lease + 3),
         }
         fleet = _Fleet(env, config, report, progress)
         fleet.run()
         if fleet.frozen_item is None:
             report.failures.append("no worker was killed between a result's write and its ack")
-        _judge(report, results, expected, client, fleet.started)
+        _judge(report, results, expected, (queue, open_queue(dead_url)), fleet.started)
     report.seconds = time.monotonic() - started
     return report
 
@@ -189,8 +181,10 @@ class _Fleet:
             running[running.index(victim)] = self.start()
         for worker in running:
             code = worker.finish(timeout=120)
-            if code not in (exit_codes.COMPLETED,):
-                self.report.failures.append(f"worker {worker.index} ended with {code}")
+            if code != exit_codes.COMPLETED:
+                self.report.failures.append(
+                    f"worker {worker.index} ended with {code}: {last_words(worker)}"
+                )
 
     def _frozen_kill(self, worker: TrainerProcess) -> None:
         deadline = time.monotonic() + 30
@@ -214,7 +208,8 @@ class _Fleet:
             reported = 128 - code if code < 0 else code
             if reported != exit_codes.PREEMPTED:
                 self.report.failures.append(
-                    f"preempted worker {worker.index} exited {reported}, not {exit_codes.PREEMPTED}"
+                    f"preempted worker {worker.index} exited {reported}, not "
+                    f"{exit_codes.PREEMPTED}: {last_words(worker)}"
                 )
         else:
             worker.send(signal.SIGKILL)
@@ -253,7 +248,7 @@ def _judge(
     report: BatchReport,
     results: ResultStore,
     expected: dict[str, bytes],
-    client: Any,
+    queues: tuple[WorkQueue, WorkQueue],
     workers: list[TrainerProcess],
 ) -> None:
     stored = {item_id: results.get(item_id) for item_id in expected if results.exists(item_id)}
@@ -267,12 +262,11 @@ def _judge(
     keys = results.store.list("results")
     if len(keys) != len(expected):
         report.failures.append(f"{len(keys)} result objects for {len(expected)} items")
-    for name, queue_name in (("queue", QUEUE_NAME), ("dead-letter queue", f"{QUEUE_NAME}-dead")):
-        left = SqsQueue(queue_name, client).depth()
-        if name == "dead-letter queue":
-            report.dead_lettered = left
-        if left:
-            report.failures.append(f"{left} item(s) left on the {name}")
+    left, dead = (len(_waiting(q)) for q in queues)
+    report.dead_lettered = dead
+    for name, count in (("queue", left), ("dead-letter queue", dead)):
+        if count:
+            report.failures.append(f"{count} item(s) left on the {name}")
     events = [e for worker in workers for _, e in worker.events]
     outcomes = [e for e in events if e["event"] in ("done", "already_done", "duplicate")]
     report.totals = {
@@ -281,9 +275,21 @@ def _judge(
         "computed_twice": sum(e["event"] == "duplicate" for e in outcomes),
         "redelivered": sum(int(e.get("attempt", 1)) > 1 for e in outcomes),
         "handed_back": sum(len(e.get("ids", [])) for e in events if e["event"] == "handed_back"),
+        "ack_failed": sum(e["event"] == "ack_failed" for e in events),
     }
     # A worker killed right after a write may not have told: fewer reports than results
     # is possible, more never (each create-only write succeeds once per item).
     writes = sum(e["event"] == "stored" for e in events)
     if writes > len(stored):
         report.failures.append(f"{writes} result writes succeeded for {len(stored)} results")
+
+
+def _waiting(queue: WorkQueue) -> set[str]:
+    """The ids still on ``queue``: pulled (and left leased) until two pulls come back empty."""
+    seen: set[str] = set()
+    empty = 0
+    while empty < 2:
+        leases = queue.pull(10, 30)
+        empty = 0 if leases else empty + 1
+        seen.update(lease.item.id for lease in leases)
+    return seen

@@ -52,11 +52,11 @@ class Bucket:
 
     def apply(self) -> contextlib.AbstractContextManager[None]:
         """Set :attr:`env` in this process for the duration of a ``with`` block."""
-        return _environment(self.env)
+        return environment(self.env)
 
 
 @contextlib.contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
+def environment(values: dict[str, str]) -> Iterator[None]:
     saved = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
     try:
@@ -92,7 +92,7 @@ def _wait_until_listening(
 
 
 @contextlib.contextmanager
-def _process(command: list[str], port: int, name: str) -> Iterator[subprocess.Popen[bytes]]:
+def running(command: list[str], port: int, name: str) -> Iterator[subprocess.Popen[bytes]]:
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_until_listening(port, process, name)
@@ -116,7 +116,7 @@ def _s3() -> Iterator[Bucket]:
         ) from None
     port = free_port()
     command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-    with _process(command, port, "moto server"):
+    with running(command, port, "moto server"):
         env = {
             "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
             "AWS_ACCESS_KEY_ID": "testing",
@@ -166,7 +166,7 @@ def _gcs() -> Iterator[Bucket]:
         "-log-level",
         "error",
     ]
-    with _process(command, port, "fake-gcs-server"):
+    with running(command, port, "fake-gcs-server"):
         request = urllib.request.Request(
             f"{endpoint}/storage/v1/b?project=spotproof",
             data=json.dumps({"name": BUCKET, "versioning": {"enabled": True}}).encode(),
@@ -217,7 +217,7 @@ def _azure() -> Iterator[Bucket]:
         "--loose",
     ]
     try:
-        with _process(command, port, "Azurite"):
+        with running(command, port, "Azurite"):
             connection = (
                 "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
                 f"AccountKey={AZURITE_ACCOUNT_KEY};"

@@ -21,8 +21,8 @@ On SIGTERM (``PreemptionGuard``) a worker stops pulling and hands back at once e
 it holds but has not started (the lease is released, not left to expire). It finishes the
 item in flight if the grace period is expected to allow it (its duration so far, against
 the items it has done), else hands that one back too and exits at once; it exits
-``PREEMPTED`` either way, as the trainer does. Queues: ``sqs`` (SQS visibility timeouts;
-dead letters by the queue's redrive policy).
+``PREEMPTED`` either way, as the trainer does. Queues (``open_queue``): ``sqs``,
+``pubsub`` and ``azure_queue``, each module stating the service's lease rules.
 """
 
 from spotproof.runtime.batch.queues import Lease, WorkItem, WorkQueue, open_queue

@@ -11,14 +11,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 
 class QueueURLError(ValueError):
     """A queue URL this module cannot open; the message names what is allowed."""
 
 
-ALLOWED = "sqs://QUEUE-NAME"
+ALLOWED = "sqs://QUEUE, pubsub://PROJECT/SUBSCRIPTION, azqueue://QUEUE[?max_deliveries=N]"
 
 
 @dataclass(frozen=True)
@@ -68,16 +68,25 @@ class WorkQueue(Protocol):
         """Hand the items back now, for another worker, without waiting for the lease."""
         ...
 
-    def depth(self) -> int:
-        """Items waiting or leased (approximate, as the services count them)."""
-        ...
-
 
 def open_queue(url: str) -> WorkQueue:
     """The queue at ``url``; :class:`QueueURLError` if the scheme is not one of ours."""
     parsed = urlparse(url)
-    if parsed.scheme == "sqs" and parsed.netloc:
+    path = parsed.path.strip("/")
+    if parsed.scheme == "sqs" and parsed.netloc and not path:
         from spotproof.runtime.batch.sqs import SqsQueue  # noqa: PLC0415
 
         return SqsQueue(parsed.netloc)
+    if parsed.scheme == "pubsub" and parsed.netloc and path and "/" not in path:
+        from spotproof.runtime.batch.pubsub import PubSubQueue  # noqa: PLC0415
+
+        return PubSubQueue(parsed.netloc, path)
+    if parsed.scheme == "azqueue" and parsed.netloc and not path:
+        from spotproof.runtime.batch.azure_queue import AzureQueue  # noqa: PLC0415
+
+        query = parse_qs(parsed.query)
+        deliveries = (query.get("max_deliveries") or ["5"])[0]
+        if not deliveries.isdigit() or not 1 <= int(deliveries) <= 100:
+            raise QueueURLError(f"queue URL {url!r}: max_deliveries allowed 1..100")
+        return AzureQueue(parsed.netloc, int(deliveries))
     raise QueueURLError(f"queue URL {url!r} not supported; allowed: {ALLOWED}")

@@ -42,6 +42,8 @@ class WorkerReport:
     handed_back: int = 0
     failed: int = 0
     """Deliveries whose ``process`` raised: handed back for another try."""
+    ack_failed: int = 0
+    """Acknowledgements refused (the item comes back, its result already stored)."""
     exit_code: int = exit_codes.COMPLETED
     durations: list[float] = field(default_factory=list)
 
@@ -54,6 +56,7 @@ class WorkerReport:
             "redelivered": self.redelivered,
             "handed_back": self.handed_back,
             "failed": self.failed,
+            "ack_failed": self.ack_failed,
             "exit_code": self.exit_code,
         }
 
@@ -142,7 +145,7 @@ class _Worker:
         if lease.attempt > 1:
             report.redelivered += 1
         if self.results.exists(item.id):
-            self.queue.ack(lease)
+            self.acknowledge(lease)
             report.already_done += 1
             self.events({"event": "already_done", "id": item.id, "attempt": lease.attempt})
             return
@@ -152,7 +155,8 @@ class _Worker:
         except Exception as error:
             # Handed back, it is delivered again, and after the queue's limit of deliveries
             # it goes to the dead-letter queue: a poison item stops there.
-            self.queue.release([lease])
+            with self.held.lock:
+                self.queue.release([lease])
             report.failed += 1
             self.events(
                 {
@@ -165,7 +169,7 @@ class _Worker:
             return
         stored = self.results.put(item.id, result)
         self.events({"event": "stored" if stored else "stored_before", "id": item.id})
-        self.queue.ack(lease)
+        self.acknowledge(lease)
         report.durations.append(time.monotonic() - started)
         if stored:
             report.done += 1
@@ -180,18 +184,31 @@ class _Worker:
             }
         )
 
+    def acknowledge(self, lease: Lease) -> None:
+        """Acknowledge, never concurrently with an extension of the same lease. A failed
+        acknowledgement (the lease ran out, a stale receipt) costs a redelivery that finds
+        the result stored, so it is reported and the worker goes on."""
+        try:
+            with self.held.lock:
+                self.queue.ack(lease)
+        except Exception as error:
+            self.report.ack_failed += 1
+            self.events({"event": "ack_failed", "id": lease.item.id, "error": type(error).__name__})
+
     def heartbeat(self) -> None:
         held = self.held
         period = max(self.lease_seconds / 3, 0.2)
         while True:
             signalled = self.guard.wait(period)
+            # Under the lock: some queues (Azure) give a new receipt on every extension,
+            # and an acknowledgement with the one it replaced would fail.
             with held.lock:
                 if signalled and not held.stopping:
                     held.stopping = True
                     self.hand_back()
                 leases = held.all()
-            if leases:
-                self.queue.extend(leases, self.lease_seconds)
+                if leases:
+                    self.queue.extend(leases, self.lease_seconds)
 
     def hand_back(self) -> None:
         """On SIGTERM, with ``held.lock`` taken: release what was not started; keep the

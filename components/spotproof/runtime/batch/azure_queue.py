@@ -1,0 +1,81 @@
+"""Azure Storage Queues as a work queue: visibility timeouts as leases, a poison queue.
+
+Facts (https://learn.microsoft.com/rest/api/storageservices/queue-service-rest-api):
+Get Messages hides each message for ``visibilitytimeout`` seconds (1 s to 7 days; at most
+32 messages per call) and counts its ``DequeueCount``; Update Message restarts the timer
+(0 shows it at once: a hand-back) and returns a new pop receipt, without which the next
+update or delete fails; Delete Message needs the latest pop receipt. Storage Queues have
+no dead-lettering: an item delivered more than ``max_deliveries`` times is moved here to
+``<queue>-poison`` instead of being handed to a worker again. The connection comes from
+``AZURE_STORAGE_CONNECTION_STRING`` (Azurite in the tests) or, with
+``AZURE_STORAGE_ACCOUNT_NAME``, from the pod's workload identity.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from spotproof.runtime.batch.queues import Lease, WorkItem, decode, encode
+
+MAX_PER_CALL = 32
+POISON_SUFFIX = "-poison"
+
+
+def _client(name: str) -> Any:
+    from azure.storage.queue import QueueClient  # noqa: PLC0415
+
+    connection = os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
+    if connection:
+        return QueueClient.from_connection_string(connection, name)
+    from azure.identity import DefaultAzureCredential  # noqa: PLC0415
+
+    account = os.environ["AZURE_STORAGE_ACCOUNT_NAME"]
+    return QueueClient(f"https://{account}.queue.core.windows.net", name, DefaultAzureCredential())
+
+
+class AzureQueue:
+    def __init__(self, name: str, max_deliveries: int = 5) -> None:
+        self.client = _client(name)
+        self.poison = _client(name + POISON_SUFFIX)
+        self.max_deliveries = max_deliveries
+
+    def publish(self, items: Sequence[WorkItem]) -> None:
+        for item in items:
+            self.client.send_message(encode(item))
+
+    def pull(self, max_items: int, lease_seconds: int) -> list[Lease]:
+        leases = []
+        for message in self.client.receive_messages(
+            max_messages=min(max_items, MAX_PER_CALL),
+            messages_per_page=min(max_items, MAX_PER_CALL),
+            visibility_timeout=max(lease_seconds, 1),
+        ):
+            if message.dequeue_count > self.max_deliveries:
+                self.poison.send_message(message.content)
+                self.client.delete_message(message.id, message.pop_receipt)
+                continue
+            handle = {"id": message.id, "pop_receipt": message.pop_receipt}
+            leases.append(Lease(decode(message.content), message.dequeue_count, handle))
+        return leases
+
+    def _visibility(self, leases: Sequence[Lease], seconds: int) -> None:
+        for lease in leases:
+            # Each update gives a new pop receipt; the lease keeps the latest.
+            updated = self.client.update_message(
+                lease.handle["id"], lease.handle["pop_receipt"], visibility_timeout=seconds
+            )
+            lease.handle["pop_receipt"] = updated.pop_receipt
+
+    def extend(self, leases: Sequence[Lease], lease_seconds: int) -> None:
+        self._visibility(leases, lease_seconds)
+
+    def release(self, leases: Sequence[Lease]) -> None:
+        self._visibility(leases, 0)
+
+    def ack(self, lease: Lease) -> None:
+        self.client.delete_message(lease.handle["id"], lease.handle["pop_receipt"])
+
+    def dead_letters(self) -> int:
+        return int(self.poison.get_queue_properties().approximate_message_count or 0)
