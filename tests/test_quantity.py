@@ -30,3 +30,8 @@ def test_suffixes_and_exponents_scale_the_number(text: str | int, amount: float)
 def test_anything_else_is_refused_naming_it(text: str) -> None:
     with pytest.raises(ValueError, match="is not a Kubernetes quantity"):
         quantity.parse(text)
+
+
+@pytest.mark.parametrize(("value", "amount"), [(None, 0.0), ("many", 0.0), ("2", 2.0), (8, 8.0)])
+def test_a_limit_unset_or_no_quantity_holds_nothing(value: str | int | None, amount: float) -> None:
+    assert quantity.amount_or_zero(value) == amount

@@ -40,3 +40,14 @@ def parse(value: str | int | float) -> float:
     if suffix in _DECIMAL:
         return number * _DECIMAL[suffix]
     return number * 10 ** int(suffix[1:])
+
+
+def amount_or_zero(value: str | int | float | None) -> float:
+    """What a limit or quota holds for the plan's arithmetic: nothing when it is unset or
+    no quantity (the schema checks report the latter)."""
+    if value is None:
+        return 0.0
+    try:
+        return parse(value)
+    except ValueError:
+        return 0.0

@@ -45,15 +45,34 @@ class Document:
     def line_of(self, key_path: str) -> int:
         """The line of ``key_path`` (``spec.template.spec.containers[0].env``), or of its
         nearest ancestor written in the file."""
-        steps: list[str | int] = [
-            int(index) if index else name for name, index in _STEP.findall(key_path)
-        ]
+        steps = list(steps_of(key_path))
         while steps:
             line = self.lines.get(tuple(steps))
             if line is not None:
                 return line
             steps.pop()
         return self.line
+
+    def written(self, key_path: str) -> bool:
+        """Whether ``key_path`` itself is written in the file."""
+        return steps_of(key_path) in self.lines
+
+    def value(self, key_path: str) -> Any:
+        """What the object holds at ``key_path``; None where it holds nothing."""
+        node: Any = self.obj
+        for step in steps_of(key_path):
+            if isinstance(step, int):
+                node = node[step] if isinstance(node, list) and step < len(node) else None
+            else:
+                node = node.get(step) if isinstance(node, dict) else None
+            if node is None:
+                return None
+        return node
+
+
+def steps_of(key_path: str) -> tuple[str | int, ...]:
+    """``a.b[0].c`` as ``("a", "b", 0, "c")``."""
+    return tuple(int(index) if index else name for name, index in _STEP.findall(key_path))
 
 
 def _index(node: yaml.Node, path: tuple[str | int, ...], lines: dict) -> None:

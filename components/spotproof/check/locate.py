@@ -77,13 +77,12 @@ def line_of(document: Document, policy: str, message: str) -> int:
     pod = pod_spec_path(document.obj, part)
     container = _CONTAINER.search(message)
     if container:
-        names = [c.get("name") for c in _pod(document.obj, pod).get("containers") or []]
+        names = [c.get("name") for c in document.value(f"{pod}.containers") or []]
         if container.group(1) in names:
             where = f"{pod}.containers[{names.index(container.group(1))}]"
-            container_spec = _pod(document.obj, where)
             env = _ENV.search(message)
             if env:
-                names = [v.get("name") for v in container_spec.get("env") or []]
+                names = [v.get("name") for v in document.value(f"{where}.env") or []]
                 index = names.index(env.group(1)) if env.group(1) in names else 0
                 return document.line_of(f"{where}.env[{index}]")
             if "(volumeMount " in message:
@@ -99,30 +98,10 @@ def line_of(document: Document, policy: str, message: str) -> int:
 
 
 def _first(document: Document, paths: tuple[str, ...]) -> int:
-    for path in paths:
-        steps = path.replace("[", ".[").split(".")
-        if _written(document, steps):
-            return document.line_of(path)
-    return document.line
-
-
-def _written(document: Document, steps: list[str]) -> bool:
-    key: tuple[str | int, ...] = tuple(int(s[1:-1]) if s.startswith("[") else s for s in steps if s)
-    return key in document.lines
+    return next((document.line_of(p) for p in paths if document.written(p)), document.line)
 
 
 def _part(document: Document, message: str) -> str | None:
     name = (document.obj.get("metadata") or {}).get("name")
     match = re.search(rf"/{re.escape(str(name))}/([a-z0-9-]+)", message)
     return match.group(1) if match else None
-
-
-def _pod(obj: Mapping[str, Any], path: str) -> Mapping[str, Any]:
-    node: Any = obj
-    for step in path.replace("[", ".[").split("."):
-        if not step:
-            continue
-        node = node[int(step[1:-1])] if step.startswith("[") else (node or {}).get(step)
-        if node is None:
-            return {}
-    return node

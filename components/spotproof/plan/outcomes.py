@@ -48,6 +48,9 @@ class Outcome:
     """Limits on how long its nodes live (flex-start)."""
     route: queues.Route | None = None
     """Its way through Kueue, where it is submitted to a queue."""
+    budgets: tuple[str, ...] = ()
+    """PodDisruptionBudgets that allow none of its pods to be evicted (none are looked for
+    over system workloads)."""
 
     def scaling(self) -> list[str]:
         ok = [f"{v.pool} ({v.detail})" for v in self.verdicts if v.scales]
@@ -59,6 +62,7 @@ class Outcome:
 def outcomes(recording: Recording, pools: list[Pool]) -> list[Outcome]:
     limits = scaleup.cluster_limits(recording, pools)
     kueue_objects = queues.KueueObjects.of(recording)
+    cloud = cloud_of(recording.resources) or Cloud.GKE
     found = []
     for workload in workloads(recording):
         fits = tuple(p for p in pools if not fit.misfits(workload.pod_spec, p.shape))
@@ -76,6 +80,7 @@ def outcomes(recording: Recording, pools: list[Pool]) -> list[Outcome]:
         # A system workload must not be on reclaimable capacity at all (the scheduling
         # check says so); how a reclaim would treat it is beside the point.
         paths: list[PreemptionPath] = []
+        budgets: list[str] = []
         if not system:
             budgets = preemption.blocking_budgets(
                 recording, workload.namespace, workload.pod_labels, workload.pods
@@ -86,7 +91,7 @@ def outcomes(recording: Recording, pools: list[Pool]) -> list[Outcome]:
                 workload.pod_annotations,
                 list(fits),
                 budgets,
-                cloud=cloud_of(recording.resources) or Cloud.GKE,
+                cloud=cloud,
             )
         found.append(
             Outcome(
@@ -97,6 +102,7 @@ def outcomes(recording: Recording, pools: list[Pool]) -> list[Outcome]:
                 tuple(paths),
                 tuple(preemption.flex_start_bounds(list(fits))),
                 route,
+                tuple(budgets),
             )
         )
     return found

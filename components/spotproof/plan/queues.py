@@ -87,9 +87,6 @@ class KueueObjects:
     def get(self, kind: str, name: str) -> Mapping[str, Any] | None:
         return self.by_kind.get(kind, {}).get(name)
 
-    def spec(self, kind: str, name: str) -> Mapping[str, Any]:
-        return (self.get(kind, name) or {}).get("spec") or {}
-
 
 def queue_name(kind: str, labels: Mapping[str, str]) -> str | None:
     """The LocalQueue a workload object is submitted to; None if Kueue leaves it alone."""
@@ -217,7 +214,8 @@ def _quota_problems(
 def _shortfall(flavor: Mapping[str, Any], needed: Mapping[str, float]) -> str:
     """What of ``needed`` the flavor's nominal quota cannot hold; empty if it holds it all."""
     quota = {
-        str(r.get("name")): _amount(r.get("nominalQuota")) for r in flavor.get("resources") or []
+        str(r.get("name")): quantity.amount_or_zero(r.get("nominalQuota"))
+        for r in flavor.get("resources") or []
     }
     short = [
         f"{amount:g} {resource} (quota {quota.get(resource, 0):g})"
@@ -225,10 +223,3 @@ def _shortfall(flavor: Mapping[str, Any], needed: Mapping[str, float]) -> str:
         if amount > quota.get(resource, 0)
     ]
     return f"{', '.join(short)} in flavor {flavor.get('name')}" if short else ""
-
-
-def _amount(value: Any) -> float:
-    try:
-        return quantity.parse(value if value is not None else 0)
-    except ValueError:
-        return 0.0

@@ -254,7 +254,7 @@ def gke_verdict(
 def karpenter_verdict(pool: Pool) -> Verdict:
     limit = pool.scaling.limits.get(scheduling.GPU_RESOURCE)
     gpus = pool.shape.gpus
-    if limit is not None and gpus > _quantity(limit):
+    if limit is not None and gpus > quantity.amount_or_zero(limit):
         return Verdict(
             pool.name,
             False,
@@ -280,19 +280,11 @@ def pods_at_once(pool: Pool, pod_gpus: int) -> int | None:
     per_node = pool.shape.gpus // pod_gpus
     if pool.scaling.provisioner is Provisioner.KARPENTER:
         limit = pool.scaling.limits.get(scheduling.GPU_RESOURCE)
-        return None if limit is None else int(_quantity(limit) // pod_gpus)
+        return None if limit is None else int(quantity.amount_or_zero(limit) // pod_gpus)
     if pool.scaling.max_nodes is None:
         return None
     nodes = pool.scaling.max_nodes * (zone_count(pool) if pool.scaling.per_zone else 1)
     return nodes * per_node
-
-
-def _quantity(value: str) -> float:
-    """A limit that is no quantity holds nothing (the schema check reports it)."""
-    try:
-        return quantity.parse(value)
-    except ValueError:
-        return 0.0
 
 
 def verdict(

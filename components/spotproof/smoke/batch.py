@@ -33,7 +33,7 @@ from spotproof.runtime.batch import ResultStore, WorkItem, WorkQueue, open_queue
 from spotproof.runtime.batch.producer import publish
 from spotproof.runtime.storage import open_store
 from spotproof.smoke.batch_worker import result_of
-from spotproof.smoke.harness import Progress, last_words
+from spotproof.smoke.harness import Progress, container_exit_code, last_words
 from spotproof.smoke.process import TrainerProcess
 from spotproof.smoke.queue_emulators import emulated_queue
 
@@ -64,7 +64,8 @@ class BatchReport:
     published_again: int = 0
     interruptions: list[dict[str, Any]] = field(default_factory=list)
     totals: dict[str, int] = field(default_factory=dict)
-    """Sums of the workers' summaries: done, already_done, duplicates, redelivered..."""
+    """Counted from every worker's events, the killed ones' included: done, already done,
+    computed twice, redelivered, handed back, acknowledgements refused."""
     dead_lettered: int = 0
     seconds: float = 0.0
 
@@ -203,9 +204,8 @@ class _Fleet:
             if code is None:
                 worker.send(signal.SIGKILL)
                 code = worker.finish()
-            # What the container runtime reports: 128 + N for a process killed by signal N
-            # (SIGTERM before the worker set its handler also reads 143).
-            reported = 128 - code if code < 0 else code
+            # SIGTERM before the worker set its handler also reads 143 to the runtime.
+            reported = container_exit_code(code)
             if reported != exit_codes.PREEMPTED:
                 self.report.failures.append(
                     f"preempted worker {worker.index} exited {reported}, not "

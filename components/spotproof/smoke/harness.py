@@ -380,7 +380,7 @@ def _interrupted_run(
         if job is not None:
             # A preempted, evicted or vanished node's pod carries DisruptionTarget; a pod
             # whose node vanished has no exit code at all.
-            code = _container_exit_code(record.exit_code) if kind == "preemption" else None
+            code = container_exit_code(record.exit_code) if kind == "preemption" else None
             job.pod_failed(code, {DISRUPTION_TARGET}, f"{kind} (exit {code})")
         resumed = run.resumed(process)
         record.resumed_from = resumed
@@ -413,7 +413,7 @@ def _place(
     return resumed + schedule.randint(earliest, latest)
 
 
-def _container_exit_code(returncode: int | None) -> int | None:
+def container_exit_code(returncode: int | None) -> int | None:
     """What the container runtime reports: 128 + N for a process killed by signal N."""
     if returncode is None:
         return None
