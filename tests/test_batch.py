@@ -8,6 +8,7 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -18,6 +19,7 @@ from spotproof.runtime.batch import ResultStore, WorkItem, run_worker
 from spotproof.runtime.batch.producer import ManifestError, from_manifest, publish
 from spotproof.runtime.batch.queues import QueueURLError, open_queue
 from spotproof.runtime.batch.sqs import SqsQueue
+from spotproof.runtime.batch.table import open_table
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.storage import open_store
 from spotproof.smoke.batch import BatchConfig, BatchReport, run_batch_smoke
@@ -124,6 +126,50 @@ def test_a_redelivered_item_with_its_result_stored_is_acknowledged_not_recompute
     assert queue.depth() == 0
 
 
+def test_an_item_stored_before_its_row_was_written_gets_the_stored_result_as_its_row(
+    moto: Bucket, tmp_path: Path
+) -> None:
+    queue, results = _queue(), _results(moto)
+    [item] = _items(1)
+    # A worker stored this result (a duplicate's would differ) and died before its row.
+    assert results.put(item.id, b"the winner's result")
+    queue.publish([item])
+    table = open_table(f"sqlite:///{tmp_path / 'results.db'}")
+    with PreemptionGuard(5) as guard:
+        report = run_worker(
+            queue, results, result_of, guard=guard, lease_seconds=5, stop_when_idle=1, table=table
+        )
+    assert report.already_done == 1
+    assert table.rows() == {item.id: b"the winner's result"}
+
+
+def test_a_worker_reports_progress_with_the_items_it_holds(moto: Bucket) -> None:
+    queue, results = _queue(), _results(moto)
+    queue.publish(_items(3))
+    events: list[dict[str, Any]] = []
+
+    def slow(item: WorkItem) -> bytes:
+        time.sleep(0.5)
+        return result_of(item)
+
+    with PreemptionGuard(5) as guard:
+        run_worker(
+            queue,
+            results,
+            slow,
+            guard=guard,
+            lease_seconds=5,
+            stop_when_idle=0.5,
+            progress_seconds=0.25,
+            events=events.append,
+        )
+    progress = [e for e in events if e["event"] == "progress"]
+    assert progress, events
+    assert max(e["in_flight"] for e in progress) == 3
+    assert [e["done"] for e in progress] == sorted(e["done"] for e in progress)
+    assert {"redelivered", "dead_lettered", "already_done"} <= set(progress[0])
+
+
 def test_an_item_that_always_fails_ends_on_the_dead_letter_queue(moto: Bucket) -> None:
     queue, results = _queue(dead_after=2), _results(moto)
     queue.publish([WorkItem("poison", "x"), WorkItem("fine", "y")])
@@ -142,9 +188,11 @@ def test_an_item_that_always_fails_ends_on_the_dead_letter_queue(moto: Bucket) -
             guard=guard,
             lease_seconds=5,
             stop_when_idle=2,
+            max_deliveries=2,
             events=events.append,
         )
-    assert report.done == 1 and report.failed == 2
+    assert report.done == 1 and report.failed == 2 and report.dead_lettered == 1
+    assert [e["dead_lettered"] for e in events if e["event"] == "failed"] == [False, True]
     assert {e["error"] for e in events if e["event"] == "failed"} == {
         "ValueError: cannot decode payload"
     }
@@ -203,7 +251,7 @@ def _smoke(queue: str) -> BatchReport:
 def test_every_item_has_exactly_one_result_equal_to_a_plain_loops(queue: str) -> None:
     report = _smoke(queue)
     assert report.failures == []
-    assert report.results == BatchConfig().items
+    assert report.results == report.table_rows == BatchConfig().items
     assert report.dead_lettered == 0 and report.published_again == 0
 
 
@@ -226,10 +274,12 @@ def test_preemptions_and_kills_are_all_played(queue: str) -> None:
 
 def test_smoke_batch_passes_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(
-        capsys, "smoke", "--batch", "--queue", "azure", "--seed", "1", "--items", "16"
+        capsys,
+        *("smoke", "--batch", "--queue", "azure", "--table", "postgres"),
+        *("--seed", "1", "--items", "16"),
     )
     assert (code, err) == (0, ""), out
-    assert "16/16 results" in out and "PASSED" in out
+    assert "16/16 results, 16 rows in the postgres table" in out and "PASSED" in out
 
 
 @pytest.mark.parametrize(

@@ -70,12 +70,12 @@ def test_a_gang_rehearses_a_stacks_preemption_path(
         capsys,
         "smoke",
         *("--stack", "gke-dev", "--project-dir", str(REPO), "--nodes", "2", "--store", "file"),
-        *("--time-scale", "0.1", "--steps", "200", "--json", str(tmp_path / "gang.json")),
+        *("--time-scale", "0.2", "--steps", "200", "--json", str(tmp_path / "gang.json")),
     )
     assert (code, err) == (0, ""), out
     assert "store: file" in out and "gang of 2 ranks over gloo" in out
     assert "SIGTERM at 0 s with 15 s grace" in out
-    assert "final checkpoint" in out and "of 1.5 s grace" in out
+    assert "final checkpoint" in out and "of 3 s grace" in out
     assert "PASSED" in out
 
 

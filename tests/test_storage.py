@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from spotproof.runtime.storage import AlreadyExists, StorageError, StorageURLError, open_store
-from spotproof.smoke.emulators import Bucket, free_port
+from spotproof.runtime.storage.s3 import S3Store
+from spotproof.smoke.emulators import Bucket, emulated, free_port
 
 
 def test_second_create_only_write_is_refused_and_first_bytes_survive(bucket: Bucket) -> None:
@@ -95,3 +96,20 @@ def test_missing_bucket_is_named(
     with pytest.raises(StorageError) as error:
         open_store("s3://no-such-bucket/x")
     assert "no-such-bucket" in str(error.value)
+
+
+def test_reaching_an_s3_bucket_lists_only_within_the_stores_prefix() -> None:
+    # The trainer's and the batch workers' roles may list only their own prefix
+    # (s3:prefix); a listing of the bucket's root would be refused on a real account.
+    with emulated("s3") as s3, s3.apply():
+        store = open_store(s3.prefix("team-a/checkpoints"))
+        assert isinstance(store, S3Store)
+        prefixes: list[str] = []
+        store._s3().meta.events.register(
+            "before-parameter-build.s3.ListObjectsV2",
+            lambda params, **_: prefixes.append(params["Prefix"]),
+        )
+        store.check_reachable(store.bucket)
+        assert prefixes == ["team-a/checkpoints/"]
+        with pytest.raises(StorageError, match="bucket 'no-such-bucket' does not exist"):
+            open_store("s3://no-such-bucket/team-a/checkpoints")

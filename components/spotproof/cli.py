@@ -147,6 +147,12 @@ def _parser() -> argparse.ArgumentParser:
         default="sqs",
         help="with --batch: moto's SQS, the Cloud SDK's Pub/Sub emulator or Azurite's queues",
     )
+    smoke.add_argument(
+        "--table",
+        choices=("sqlite", "postgres", "none"),
+        default="sqlite",
+        help="with --batch: also UPSERT results into a SQLite file or a local PostgreSQL",
+    )
     smoke.add_argument("--items", type=_count(8, 10_000), default=40, help="with --batch")
     smoke.add_argument("--workers", type=_count(2, 16), default=3, help="with --batch")
     smoke.add_argument(
@@ -285,6 +291,7 @@ def _batch(args: argparse.Namespace) -> int:
         preemptions=args.preemptions,
         hard_kills=args.hard_kills,
         seed=args.seed,
+        table=args.table,
     )
     try:
         report = run_batch_smoke(config, progress=lambda line: print(line, flush=True))

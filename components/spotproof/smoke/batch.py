@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import signal
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,8 +32,10 @@ from typing import Any
 from spotproof.runtime import exit_codes
 from spotproof.runtime.batch import ResultStore, WorkItem, WorkQueue, open_queue
 from spotproof.runtime.batch.producer import publish
+from spotproof.runtime.batch.table import open_table
 from spotproof.runtime.storage import open_store
 from spotproof.smoke.batch_worker import result_of
+from spotproof.smoke.databases import result_table
 from spotproof.smoke.harness import Progress, container_exit_code, last_words
 from spotproof.smoke.process import TrainerProcess
 from spotproof.smoke.queue_emulators import emulated_queue
@@ -54,6 +57,9 @@ class BatchConfig:
     """Default: 3, or 10 on Pub/Sub, whose ack deadlines start at 10 s."""
     grace_seconds: float = 5.0
     seed: int = 0
+    table: str = "sqlite"
+    """Where results are also UPSERTed: ``sqlite``, ``postgres`` (a local server) or
+    ``none``; the table must end with exactly the stored results."""
 
 
 @dataclass
@@ -67,6 +73,8 @@ class BatchReport:
     """Counted from every worker's events, the killed ones' included: done, already done,
     computed twice, redelivered, handed back, acknowledgements refused."""
     dead_lettered: int = 0
+    table_rows: int | None = None
+    """Rows in the result table at the end (None: no table)."""
     seconds: float = 0.0
 
     @property
@@ -81,6 +89,7 @@ class BatchReport:
             "results": self.results,
             "totals": self.totals,
             "dead_lettered": self.dead_lettered,
+            "table_rows": self.table_rows,
             "interruptions": self.interruptions,
             "seconds": round(self.seconds, 3),
         }
@@ -88,8 +97,13 @@ class BatchReport:
     def summary(self) -> str:
         totals = ", ".join(f"{k} {v}" for k, v in sorted(self.totals.items()))
         verdict = "PASSED" if self.passed else "FAILED: " + "; ".join(self.failures)
+        table = (
+            f", {self.table_rows} rows in the {self.config.table} table"
+            if self.table_rows is not None
+            else ""
+        )
         return (
-            f"{self.results}/{self.config.items} results, {totals}, dead-lettered "
+            f"{self.results}/{self.config.items} results{table}, {totals}, dead-lettered "
             f"{self.dead_lettered}, in {self.seconds:.1f} s\n{verdict}"
         )
 
@@ -106,7 +120,12 @@ def run_batch_smoke(config: BatchConfig, progress: Progress = print) -> BatchRep
     report = BatchReport(config)
     started = time.monotonic()
     lease = lease_of(config)
-    with emulated_queue(config.queue) as service, service.apply():
+    with (
+        tempfile.TemporaryDirectory(prefix="spotproof-batch-") as scratch,
+        result_table(config.table, scratch) as table_url,
+        emulated_queue(config.queue) as service,
+        service.apply(),
+    ):
         url, dead_url = service.create(QUEUE_NAME, MAX_RECEIVES)
         queue = open_queue(url)
         results_url = service.bucket.prefix("batch")
@@ -132,12 +151,17 @@ def run_batch_smoke(config: BatchConfig, progress: Progress = print) -> BatchRep
             "LEASE_SECONDS": str(lease),
             # Longer than a lease: a killed worker's items come back within one.
             "STOP_WHEN_IDLE": str(lease + 3),
+            "MAX_DELIVERIES": str(MAX_RECEIVES),
+            "PROGRESS_SECONDS": "2",
+            **({"RESULTS_TABLE": table_url} if table_url else {}),
         }
         fleet = _Fleet(env, config, report, progress)
         fleet.run()
         if fleet.frozen_item is None:
             report.failures.append("no worker was killed between a result's write and its ack")
         _judge(report, results, expected, (queue, open_queue(dead_url)), fleet.started)
+        if table_url:
+            _judge_table(report, table_url, expected)
     report.seconds = time.monotonic() - started
     return report
 
@@ -282,6 +306,23 @@ def _judge(
     writes = sum(e["event"] == "stored" for e in events)
     if writes > len(stored):
         report.failures.append(f"{writes} result writes succeeded for {len(stored)} results")
+
+
+def _judge_table(report: BatchReport, url: str, expected: dict[str, bytes]) -> None:
+    table = open_table(url)
+    try:
+        rows = table.rows()
+    finally:
+        table.close()
+    report.table_rows = len(rows)
+    if set(rows) != set(expected):
+        missing, extra = set(expected) - set(rows), set(rows) - set(expected)
+        report.failures.append(
+            f"result table: {len(missing)} item(s) without a row, {len(extra)} unknown row(s)"
+        )
+    wrong = sorted(i for i, row in rows.items() if i in expected and row != expected[i])
+    if wrong:
+        report.failures.append(f"result table: {len(wrong)} row(s) differ, e.g. {wrong[0]}")
 
 
 def _waiting(queue: WorkQueue) -> set[str]:

@@ -16,6 +16,9 @@ LEASE_SECONDS      how long a pulled item stays hidden, extended while held     
 BATCH_SIZE         items pulled at a time                                        4
 STOP_WHEN_IDLE     exit 0 after the queue has been empty this long (seconds)     (never)
 STOP_AFTER_STORED  SIGSTOP itself once its Nth result is stored, before the ack  (never)
+RESULTS_TABLE      also UPSERT results into this table (sqlite:///, postgresql://) (none)
+MAX_DELIVERIES     the queue's dead-letter limit, to count dead-lettered items     (unknown)
+PROGRESS_SECONDS   how often a ``progress`` line gives the counts                  30
 ================== ========================================================== =========
 
 Output: one JSON object per line (``done``, ``already_done``, ``duplicate``,
@@ -35,6 +38,7 @@ from typing import Any
 from spotproof.runtime import exit_codes
 from spotproof.runtime.batch import ResultStore, WorkItem, open_queue, run_worker
 from spotproof.runtime.batch.queues import QueueURLError
+from spotproof.runtime.batch.table import TableUnavailable, TableURLError, open_table
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.storage import StorageError, StorageURLError, open_store
 
@@ -71,15 +75,19 @@ def main() -> int:
         batch = max(1, int(_number("BATCH_SIZE", 4) or 4))
         idle = _number("STOP_WHEN_IDLE", None)
         stop_after = int(_number("STOP_AFTER_STORED", 0) or 0)
+        deliveries = _number("MAX_DELIVERIES", None)
+        progress = _number("PROGRESS_SECONDS", 30.0) or 30.0
         queue = open_queue(queue_url)
         results = ResultStore(open_store(results_url))
+        table_url = os.environ.get("RESULTS_TABLE")
+        table = open_table(table_url) if table_url else None
     except KeyError as missing:
         print(f"batch worker: {missing.args[0]} is required", file=sys.stderr)
         return exit_codes.BAD_CONFIG
-    except (ValueError, QueueURLError, StorageURLError) as error:
+    except (ValueError, QueueURLError, StorageURLError, TableURLError) as error:
         print(f"batch worker: {error}", file=sys.stderr)
         return exit_codes.BAD_CONFIG
-    except StorageError as error:
+    except (StorageError, TableUnavailable) as error:
         print(f"batch worker: {error}", file=sys.stderr)
         return exit_codes.STORAGE_UNAVAILABLE
 
@@ -107,6 +115,9 @@ def main() -> int:
             batch_size=batch,
             lease_seconds=lease,
             stop_when_idle=idle,
+            table=table,
+            max_deliveries=int(deliveries) if deliveries else None,
+            progress_seconds=progress,
             events=events,
         )
     return report.exit_code

@@ -22,6 +22,7 @@ from typing import Any
 from spotproof.runtime import exit_codes
 from spotproof.runtime.batch.queues import Lease, WorkItem, WorkQueue
 from spotproof.runtime.batch.results import ResultStore
+from spotproof.runtime.batch.table import ResultTable
 from spotproof.runtime.guard import PreemptionGuard
 
 Events = Callable[[dict[str, Any]], None]
@@ -44,12 +45,13 @@ class WorkerReport:
     """Deliveries whose ``process`` raised: handed back for another try."""
     ack_failed: int = 0
     """Acknowledgements refused (the item comes back, its result already stored)."""
+    dead_lettered: int = 0
+    """Failures on an item's last allowed delivery: the queue dead-letters it."""
     exit_code: int = exit_codes.COMPLETED
     durations: list[float] = field(default_factory=list)
 
-    def summary(self) -> dict[str, Any]:
+    def counts(self) -> dict[str, int]:
         return {
-            "event": "summary",
             "done": self.done,
             "already_done": self.already_done,
             "duplicates": self.duplicates,
@@ -57,8 +59,11 @@ class WorkerReport:
             "handed_back": self.handed_back,
             "failed": self.failed,
             "ack_failed": self.ack_failed,
-            "exit_code": self.exit_code,
+            "dead_lettered": self.dead_lettered,
         }
+
+    def summary(self) -> dict[str, Any]:
+        return {"event": "summary", **self.counts(), "exit_code": self.exit_code}
 
 
 class _Held:
@@ -92,11 +97,29 @@ def run_worker(
     batch_size: int = 4,
     lease_seconds: int = 30,
     stop_when_idle: float | None = None,
+    table: ResultTable | None = None,
+    max_deliveries: int | None = None,
+    progress_seconds: float = 30.0,
     events: Events = lambda _event: None,
 ) -> WorkerReport:
     """Work until SIGTERM, or until the queue has been empty for ``stop_when_idle``
-    seconds (None: never, as a Deployment's workers do)."""
-    worker = _Worker(queue, results, process, guard, lease_seconds, events)
+    seconds (None: never, as a Deployment's workers do).
+
+    ``table``: also UPSERT each result there before acknowledging. ``max_deliveries``:
+    the queue's dead-letter limit, so a failure on the last delivery is counted as
+    dead-lettered. Every ``progress_seconds`` a ``progress`` event gives the counts so far
+    and the items held (``in_flight``)."""
+    worker = _Worker(
+        queue,
+        results,
+        process,
+        guard,
+        lease_seconds,
+        events,
+        table=table,
+        max_deliveries=max_deliveries,
+        progress_seconds=progress_seconds,
+    )
     threading.Thread(target=worker.heartbeat, daemon=True).start()
     return worker.run(batch_size, stop_when_idle)
 
@@ -109,6 +132,9 @@ class _Worker:
     guard: PreemptionGuard
     lease_seconds: int
     events: Events
+    table: ResultTable | None = None
+    max_deliveries: int | None = None
+    progress_seconds: float = 30.0
     report: WorkerReport = field(default_factory=WorkerReport)
     held: _Held = field(default_factory=_Held)
 
@@ -145,6 +171,8 @@ class _Worker:
         if lease.attempt > 1:
             report.redelivered += 1
         if self.results.exists(item.id):
+            if self.table is not None:  # the row may be what the earlier delivery missed
+                self.table.upsert(item.id, self.results.get(item.id))
             self.acknowledge(lease)
             report.already_done += 1
             self.events({"event": "already_done", "id": item.id, "attempt": lease.attempt})
@@ -158,17 +186,23 @@ class _Worker:
             with self.held.lock:
                 self.queue.release([lease])
             report.failed += 1
+            last = self.max_deliveries is not None and lease.attempt >= self.max_deliveries
+            report.dead_lettered += last
             self.events(
                 {
                     "event": "failed",
                     "id": item.id,
                     "attempt": lease.attempt,
+                    "dead_lettered": last,
                     "error": f"{type(error).__name__}: {error}",
                 }
             )
             return
         stored = self.results.put(item.id, result)
         self.events({"event": "stored" if stored else "stored_before", "id": item.id})
+        if self.table is not None:
+            # The stored bytes, not ours: a duplicate may differ from the winner's result.
+            self.table.upsert(item.id, result if stored else self.results.get(item.id))
         self.acknowledge(lease)
         report.durations.append(time.monotonic() - started)
         if stored:
@@ -197,9 +231,15 @@ class _Worker:
 
     def heartbeat(self) -> None:
         held = self.held
-        period = max(self.lease_seconds / 3, 0.2)
+        period = max(min(self.lease_seconds / 3, self.progress_seconds), 0.2)
+        last_progress = time.monotonic()
         while True:
             signalled = self.guard.wait(period)
+            if time.monotonic() - last_progress >= self.progress_seconds:
+                last_progress = time.monotonic()
+                with held.lock:
+                    in_flight = len(held.all())
+                self.events({"event": "progress", **self.report.counts(), "in_flight": in_flight})
             # Under the lock: some queues (Azure) give a new receipt on every extension,
             # and an acknowledgement with the one it replaced would fail.
             with held.lock:

@@ -65,6 +65,25 @@ class S3Store(ObjectStore):
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
 
+    def check_reachable(self, bucket: str) -> None:
+        """One listing *within the store's prefix*: an identity granted ``s3:ListBucket``
+        only with an ``s3:prefix`` condition (the trainer's, the batch workers') is refused
+        a listing of the bucket's root, so a root listing would fail the start of every
+        pod on a real account (moto does not evaluate IAM). A missing bucket answers
+        ``NoSuchBucket`` whatever the prefix.
+
+        Both clients bind the endpoint and credentials here, from the environment as it is
+        when the store is opened (s3fs would otherwise resolve them at its first call)."""
+        with self.calling("reaching the bucket"):
+            self.fs.connect()
+            client = self._s3()
+            try:
+                client.list_objects_v2(
+                    Bucket=bucket, Prefix=f"{self.prefix}/" if self.prefix else "", MaxKeys=1
+                )
+            except client.exceptions.NoSuchBucket:
+                raise FileNotFoundError(bucket) from None
+
     def put(self, key: str, data: bytes | memoryview, *, crc32c: str | None = None) -> None:
         checksum = {"ChecksumCRC32C": header_value(crc32c)} if crc32c else {}
         with self.calling(f"writing {key}"):
