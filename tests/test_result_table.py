@@ -3,6 +3,7 @@ PostgreSQL server, one row per item, the same statement on both."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -75,3 +76,26 @@ def test_a_database_that_refuses_the_connection_is_reported_in_one_line() -> Non
     with pytest.raises(TableUnavailable, match="result table") as raised:
         open_table(f"postgresql://nobody@127.0.0.1:{free_port()}/none")
     assert "\n" not in str(raised.value)
+
+
+def test_workers_opening_a_new_table_at_once_all_succeed(postgres_url: str) -> None:
+    # PostgreSQL's CREATE TABLE IF NOT EXISTS is not safe against itself: without a lock,
+    # one of several sessions racing fails on the pg_type unique index (seen in CI).
+    starting = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def open_at_once(round_: int) -> None:
+        starting.wait()
+        try:
+            open_table(postgres_url, table=f"raced_{round_}").close()
+        except Exception as error:  # collected for the assertion below
+            errors.append(error)
+
+    for round_ in range(5):
+        threads = [threading.Thread(target=open_at_once, args=(round_,)) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        starting.reset()
+    assert errors == []

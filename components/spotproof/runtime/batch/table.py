@@ -50,10 +50,17 @@ class TableUnavailable(RuntimeError):
 class _Dialect:
     placeholder: str
     blob: str
+    create_lock: str | None
+    """Taken in the ``CREATE TABLE`` transaction so that workers starting together create
+    the table once. PostgreSQL's ``IF NOT EXISTS`` checks the catalog before inserting, so
+    two sessions racing both try, and one fails on the ``pg_type`` unique index ("Key
+    (typname, typnamespace) ... already exists"): a transaction-scoped advisory lock
+    serializes them (https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS).
+    SQLite's writer lock already does."""
 
 
-SQLITE = _Dialect("?", "BLOB")
-POSTGRESQL = _Dialect("%s", "BYTEA")
+SQLITE = _Dialect("?", "BLOB", create_lock=None)
+POSTGRESQL = _Dialect("%s", "BYTEA", create_lock="SELECT pg_advisory_xact_lock(%s)")
 
 
 class ResultTable:
@@ -61,13 +68,17 @@ class ResultTable:
 
     def __init__(self, connection: Any, dialect: _Dialect, table: str) -> None:
         self.connection, self.dialect, self.table = connection, dialect, table
-        self._execute(
+        cursor = connection.cursor()
+        if dialect.create_lock:
+            cursor.execute(dialect.create_lock, (_lock_key(table),))
+        cursor.execute(
             f"CREATE TABLE IF NOT EXISTS {table} ("
             "item_id TEXT PRIMARY KEY, "
             f"result {dialect.blob} NOT NULL, "
             "sha256 TEXT NOT NULL, "
             "stored_at TEXT NOT NULL)"
         )
+        connection.commit()
 
     def upsert(self, item_id: str, result: bytes) -> None:
         mark = self.dialect.placeholder
@@ -97,6 +108,13 @@ class ResultTable:
         cursor = self.connection.cursor()
         cursor.execute(statement, parameters)
         self.connection.commit()
+
+
+def _lock_key(table: str) -> int:
+    """A signed 64-bit advisory-lock key, the same in every worker for one table."""
+    return int.from_bytes(
+        hashlib.sha256(f"spotproof:{table}".encode()).digest()[:8], "big", signed=True
+    )
 
 
 def open_table(url: str, table: str = DEFAULT_TABLE) -> ResultTable:
