@@ -24,13 +24,26 @@ inside uploads): run one after another on one worker, never against each other o
 2-core machine, where two of them together starved a gang's final save past its grace."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each file is one xdist group (as ``--dist loadfile`` would make it, so module
-    fixtures are built once), except the timed files, which share one."""
-    for item in items:
-        name = item.path.name
-        group = "timed-real-processes" if name in TIMED_REAL_PROCESSES else str(item.path)
-        item.add_marker(pytest.mark.xdist_group(group))
+TIMED_GROUP = "timed-real-processes"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Each file is one unit of work for a worker (as ``--dist loadfile`` makes it, so
+    module fixtures and cached runs are built once), except the timed files, which are
+    one unit together and so run one after another on one worker.
+
+    A scheduler of our own rather than ``xdist_group`` marks: xdist 3.8 groups marked
+    tests by rewriting ``item._nodeid``, which pytest 9 no longer reads (``Node.nodeid``
+    comes from ``_id``), so the marks spread one file's tests over both workers."""
+    from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415
+
+    class FileGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return TIMED_GROUP if Path(path).name in TIMED_REAL_PROCESSES else path
+
+    return FileGroups(config, log)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
