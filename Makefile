@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 STACK  ?= gke-dev
 
-.PHONY: demo test lint plan bench dist clean
+.PHONY: demo test lint plan bench dist clean postgres-server
 
 # Empty: the emulator of the store the stack's Job writes to (gs:// -> fake-gcs-server).
 STORE  ?=
@@ -25,8 +25,13 @@ demo: $(STAMP)
 	$(BIN)/spotproof smoke --stack $(STACK) $(if $(STORE),--store $(STORE)) --json out/smoke-$(STACK).json
 	$(BIN)/spotproof check examples/*.yaml --stack $(STACK)
 
-test: $(STAMP) lint
+test: $(STAMP) lint postgres-server
 	$(BIN)/pytest
+
+# The batch tests UPSERT results into a real PostgreSQL; Debian's server package, if absent.
+postgres-server:
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		(apt-get update -qq && apt-get install -y -qq postgresql >/dev/null)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
