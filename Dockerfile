@@ -8,8 +8,10 @@
 # base satisfies, so pip keeps the CUDA build instead of fetching another.
 FROM pytorch/pytorch:2.13.0-cuda12.6-cudnn9-runtime@sha256:6acf597eeb8e376a96580dde4952f37cc017fef732bb40bfc73f28f25e3f64b4
 
-# The one object store the image talks to: gcs (GKE), s3 (EKS) or azure-blob (AKS).
+# The one object store the image talks to: gcs (GKE), s3 (EKS) or azure-blob (AKS); and
+# the same cloud's work queue for batch workers: batch-gcp, batch-aws or batch-azure.
 ARG STORE=gcs
+ARG QUEUE=batch-gcp
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -21,10 +23,11 @@ COPY pyproject.toml README.md LICENSE constraints.txt ./
 COPY components ./components
 # Versions come from constraints.txt, the set the tests ran with. `pip check` fails the build
 # on a conflict; the last line fails it if torch lost its CUDA.
-RUN pip install --break-system-packages --constraint constraints.txt ".[train,${STORE}]" \
+RUN pip install --break-system-packages --constraint constraints.txt ".[train,${STORE},${QUEUE}]" \
     && pip check \
     && python -c "import torch, spotproof.smoke.train; assert torch.version.cuda, 'no CUDA torch'"
 
-# The Job runs as 1000 with a read-only root filesystem; /tmp is an emptyDir.
+# The Job runs as 1000 with a read-only root filesystem; /tmp is an emptyDir. Batch workers
+# run the same image with their own command (python -m spotproof.smoke.batch_worker).
 USER 1000:1000
 ENTRYPOINT ["python", "-m", "spotproof.smoke.train"]

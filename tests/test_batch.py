@@ -16,16 +16,18 @@ import pytest
 
 from spotproof.runtime import exit_codes
 from spotproof.runtime.batch import ResultStore, WorkItem, run_worker
+from spotproof.runtime.batch.azure_queue import AzureQueue
 from spotproof.runtime.batch.producer import ManifestError, from_manifest, publish
-from spotproof.runtime.batch.queues import QueueURLError, open_queue
+from spotproof.runtime.batch.queues import QueueURLError, decode, open_queue
 from spotproof.runtime.batch.sqs import SqsQueue
 from spotproof.runtime.batch.table import open_table
 from spotproof.runtime.guard import PreemptionGuard
-from spotproof.runtime.storage import open_store
+from spotproof.runtime.storage import StorageError, open_store
 from spotproof.smoke.batch import BatchConfig, BatchReport, run_batch_smoke
 from spotproof.smoke.batch_worker import result_of
 from spotproof.smoke.emulators import Bucket, emulated
 from spotproof.smoke.process import TrainerProcess
+from spotproof.smoke.queue_emulators import emulated_queue
 from tests.support import run_cli
 
 
@@ -284,8 +286,69 @@ def test_smoke_batch_passes_from_the_command_line(capsys: pytest.CaptureFixture[
 
 @pytest.mark.parametrize(
     "url",
-    ["sqs://", "sqs://q/extra", "pubsub://project", "azqueue://q?max_deliveries=0", "kafka://t"],
+    [
+        "sqs://",
+        "sqs://q/extra",
+        "pubsub://project",
+        "azqueue://q?max_deliveries=0",
+        "azqueue://q?ttl_days=x",
+        "kafka://t",
+    ],
 )
 def test_a_queue_url_it_cannot_open_is_refused_naming_what_is_allowed(url: str) -> None:
     with pytest.raises(QueueURLError, match="allowed"):
         open_queue(url)
+
+
+class _CreateOnlyIdentityStore:
+    """A store whose identity may create but not overwrite: the losing write of a race is
+    refused as a permission error (GCS objectCreator), not as a failed precondition."""
+
+    url = "gs://bucket/results"
+
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+
+    def put_if_absent(self, key: str, data: bytes) -> None:
+        if key in self.objects:
+            raise StorageError("gs://bucket/results: 403 storage.objects.delete denied")
+        self.objects[key] = data
+
+    def exists(self, key: str) -> bool:
+        return key in self.objects
+
+
+def test_a_duplicate_refused_as_a_permission_error_counts_as_a_lost_race() -> None:
+    results = ResultStore(_CreateOnlyIdentityStore())  # type: ignore[arg-type]
+    assert results.put("item-1", b"first") is True
+    assert results.put("item-1", b"second") is False
+    assert results.store.objects == {results.key("item-1"): b"first"}  # type: ignore[attr-defined]
+
+
+def test_a_permission_error_with_no_result_in_place_is_not_swallowed() -> None:
+    class Denied(_CreateOnlyIdentityStore):
+        def put_if_absent(self, key: str, data: bytes) -> None:
+            raise StorageError("gs://bucket/results: 403 storage.objects.create denied")
+
+    with pytest.raises(StorageError, match=r"objects\.create denied"):
+        ResultStore(Denied()).put("item-1", b"x")  # type: ignore[arg-type]
+
+
+def test_an_azure_item_delivered_too_often_is_moved_to_a_poison_queue_that_keeps_it() -> None:
+    with emulated_queue("azure") as service, service.apply():
+        url, poison_url = service.create("poisoned", 1)
+        queue, results = open_queue(url), ResultStore(open_store(service.bucket.prefix("p")))
+        queue.publish([WorkItem("poison", "x")])
+
+        def process(item: WorkItem) -> bytes:
+            raise ValueError("cannot decode payload")
+
+        with PreemptionGuard(5) as guard:
+            report = run_worker(
+                queue, results, process, guard=guard, lease_seconds=1, stop_when_idle=3
+            )
+        assert report.failed == 1
+        poison = AzureQueue(poison_url.removeprefix("azqueue://").split("?")[0])
+        [message] = list(poison.client.peek_messages())
+        assert decode(message.content) == WorkItem("poison", "x")
+        assert message.expires_on is None or message.expires_on.year >= 9999

@@ -77,10 +77,14 @@ def test_every_manifest_written_passes_kubernetes_validate_strict(
 ) -> None:
     run_cli(capsys, "plan", "--stack", stack, "--out", str(tmp_path), "--project-dir", str(REPO))
     written = {f: yaml.safe_load(f.read_text()) for f in sorted(tmp_path.glob("*.yaml"))}
-    # Kueue's objects have no schema in kubernetes-validate; plan.kueue_objects checks them.
-    files = [f for f, obj in written.items() if not obj["apiVersion"].startswith("kueue.")]
+    # Kueue's and KEDA's objects have no schema in kubernetes-validate; plan.kueue_objects
+    # and plan.keda_objects check them.
+    files = [
+        f for f, obj in written.items() if not obj["apiVersion"].startswith(("kueue.", "keda."))
+    ]
     kinds = {written[f]["kind"] for f in files}
     assert {"Namespace", "PriorityClass", "ServiceAccount", "PodDisruptionBudget", "Job"} <= kinds
+    assert stack != "gke-dev" or "Deployment" in kinds  # the batch workers
     version = stack_config(stack)["spotproof:kubernetesVersion"]
     validator = Path(sys.executable).with_name("kubernetes-validate")
     done = subprocess.run(

@@ -260,6 +260,36 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         lambda i: i.update(initialNodeCount=1),
         "gke-spot-pool-isolated",
     ),
+    "Pub/Sub work subscription that expires when idle": (
+        "gcp:pubsub/subscription:Subscription",
+        "gke-dev-work-subscription",
+        lambda i: i.pop("expirationPolicy"),
+        "pubsub-work-queue",
+    ),
+    "SQS dead-letter queue kept no longer than its source": (
+        "aws:sqs/queue:Queue",
+        "eks-dev-work-dead",
+        lambda i: i.update(messageRetentionSeconds=7 * 86400),
+        "sqs-work-queue",
+    ),
+    "storage work queue without its poison queue": (
+        "azure-native:storage:Queue",
+        "aks-dev-work-poison",
+        lambda i: i.update(queueName="aks-dev-elsewhere-poison"),
+        "storage-queue-poison",
+    ),
+    "queue consumer creating objects anywhere in the bucket": (
+        "gcp:storage/bucketIAMMember:BucketIAMMember",
+        "gke-dev-work-worker-creates-results",
+        lambda i: i.pop("condition"),
+        "queue-consumer-scope",
+    ),
+    "scaled Deployment that sets its replicas": (
+        "kubernetes:apps/v1:Deployment",
+        "gke-dev-batch-deployment",
+        lambda i: i["spec"].update(replicas=2),
+        "keda-scaling",
+    ),
     "storage role granted project-wide": (
         "gcp:projects/iAMMember:IAMMember",
         "gke-dev-nodes-artifactregistry.reader",
@@ -292,6 +322,8 @@ def test_broken_setting_is_reported_by_its_rule(case: str) -> None:
 REPORTED_AS = {
     "S3 bucket without versioning": "eks-dev-checkpoints-bucket",
     "S3 bucket accepting plain HTTP": "eks-dev-checkpoints-bucket",
+    # The queue that lacks its poison queue, not the renamed one.
+    "storage work queue without its poison queue": "aks-dev-work-queue",
 }
 
 

@@ -113,3 +113,24 @@ def test_reaching_an_s3_bucket_lists_only_within_the_stores_prefix() -> None:
         assert prefixes == ["team-a/checkpoints/"]
         with pytest.raises(StorageError, match="bucket 'no-such-bucket' does not exist"):
             open_store("s3://no-such-bucket/team-a/checkpoints")
+
+
+def test_an_s3_existence_check_lists_within_the_prefix_instead_of_a_head() -> None:
+    # For a missing key S3 answers HEAD with 403, not 404, to a role whose ListBucket is
+    # conditioned on s3:prefix (a HEAD carries no prefix): the check lists instead.
+    with emulated("s3") as s3, s3.apply():
+        store = open_store(s3.prefix("results"))
+        assert isinstance(store, S3Store)
+        calls: list[str] = []
+        for operation in ("HeadObject", "ListObjectsV2"):
+            store._s3().meta.events.register(
+                f"before-parameter-build.s3.{operation}",
+                lambda operation=operation, **_: calls.append(operation),
+            )
+        store.put("a/b", b"x")
+        assert (store.exists("a/b"), store.exists("a"), store.exists("a/b2")) == (
+            True,
+            False,
+            False,
+        )
+        assert set(calls) == {"ListObjectsV2"}

@@ -12,6 +12,7 @@ import pulumi
 from pulumi.runtime import config as runtime_config
 
 from spotproof.catalog import Cloud
+from spotproof.kube.batch import WorkQueueBinding
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
 from spotproof.spec import FleetSpec, PoolClass, SpecError, fleet_from_config
 
@@ -43,6 +44,10 @@ class ClusterForWorkloads(Protocol):
     bucket: Any
     pool_names: list[str]
     workload_identity: WorkloadIdentity
+    controllers: list[pulumi.Resource]
+    trainer_account: pulumi.Resource
+    work_queue: WorkQueueBinding | None
+    autoscaler: pulumi.Resource | None
 
     def placement(self, target: PoolClass) -> TargetPlacement: ...
 
@@ -84,12 +89,41 @@ def build(spec: FleetSpec) -> None:
         )
         pulumi.export("smoke_job", smoke.job_name)
 
+    if spec.batch is not None and cluster.work_queue is not None:
+        batch_workers(spec, cluster, cluster.work_queue)
+
     pulumi.export("cluster_name", cluster.cluster_name)
     pulumi.export("kubeconfig", cluster.kubeconfig)
     pulumi.export("checkpoint_bucket_url", cluster.bucket.url)
     pulumi.export("checkpoint_url", checkpoint_url)
     pulumi.export("trainer_identity", cluster.workload_identity.cloud_identity)
     pulumi.export("pool_names", cluster.pool_names)
+
+
+def batch_workers(spec: FleetSpec, cluster: ClusterForWorkloads, queue: WorkQueueBinding) -> None:
+    """The stack's batch workers on their queue; exports where to publish and read."""
+    from spotproof.kube.batch import BatchWorkers, BatchWorkersArgs  # noqa: PLC0415
+    from spotproof.kube.smoke import trainer_account  # noqa: PLC0415
+
+    assert spec.batch is not None
+    needs: list[pulumi.Resource] = [cluster.baseline, *queue.ready]
+    if cluster.autoscaler is not None:
+        needs.append(cluster.autoscaler)  # the ScaledObject's CRD and webhook
+    workers = BatchWorkers(
+        f"{spec.stack}-batch",
+        BatchWorkersArgs(
+            batch=spec.batch,
+            placement=cluster.placement(spec.batch.target),
+            queue=queue,
+            autoscaled=cluster.autoscaler is not None,
+            create_namespace=spec.batch.namespace != trainer_account(spec.smoke_test).namespace,
+        ),
+        opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=needs),
+    )
+    pulumi.export("batch_workers", workers.deployment_name)
+    pulumi.export("work_queue_url", queue.queue_url)
+    pulumi.export("batch_results_url", queue.results_url)
+    pulumi.export("batch_worker_identity", queue.identity.cloud_identity)
 
 
 def main() -> None:

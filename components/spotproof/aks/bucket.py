@@ -12,12 +12,8 @@ Facts this relies on:
   only name the API takes); lifecycle rules on the ``ManagementPolicy`` named ``default``.
   A previous version's age counts from when it became previous
   (https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-overview).
-- Workload identity (``articles/aks/workload-identity-deploy-cluster.md``): a
-  user-assigned identity with a federated credential for
-  ``system:serviceaccount:<namespace>:<name>``, issuer the cluster's OIDC issuer URL,
-  audience ``api://AzureADTokenExchange``; the service account names the identity's
-  client id in ``azure.workload.identity/client-id`` and pods opt in with the label
-  ``azure.workload.identity/use: "true"`` (only labelled pods get the token).
+- Workload identity: a user-assigned identity the trainer's service account federates to
+  (``spotproof.aks.identity``).
 - ``Storage Blob Data Contributor`` (role ``ba92f5b4-2d11-453d-a403-e96b0029c9fe``,
   Azure built-in roles) scoped to the container alone. Role assignments take up to ten
   minutes to apply, so the first run right after ``pulumi up`` may be refused.
@@ -30,15 +26,18 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_azure_native as azure
 
+from spotproof.aks.identity import (
+    CLIENT_ID_ANNOTATION,
+    USE_LABEL,
+    federated_identity,
+    role_definition,
+)
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
 from spotproof.spec import BucketSpec
 
 CONTAINER = "spotproof"
 """The container checkpoints go in; ``az://spotproof/<prefix>``."""
 BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
-TOKEN_AUDIENCE = "api://AzureADTokenExchange"
-CLIENT_ID_ANNOTATION = "azure.workload.identity/client-id"
-USE_LABEL = "azure.workload.identity/use"
 ACCOUNT_ENV = "AZURE_STORAGE_ACCOUNT_NAME"
 """Names the storage account for the runtime's ``az://`` store."""
 
@@ -65,6 +64,7 @@ class CheckpointBucket(pulumi.ComponentResource):
 
     name: pulumi.Output[str]
     url: pulumi.Output[str]
+    container_id: pulumi.Output[str]
     identity: WorkloadIdentity
 
     def __init__(
@@ -138,23 +138,14 @@ class CheckpointBucket(pulumi.ComponentResource):
             opts=child,
         )
 
-        trainer = azure.managedidentity.UserAssignedIdentity(
+        trainer = federated_identity(
             f"{name}-trainer",
-            resource_name_=f"{args.stack}-trainer",
+            identity_name=f"{args.stack}-trainer",
             resource_group_name=group,
             location=args.location,
-            tags=tags,
-            opts=child,
-        )
-        account_ref = args.trainer
-        azure.managedidentity.FederatedIdentityCredential(
-            f"{name}-trainer-federation",
-            resource_name_=trainer.name,
-            resource_group_name=group,
-            federated_identity_credential_resource_name=f"{account_ref.namespace}-{account_ref.name}",
             issuer=args.oidc_issuer_url,
-            subject=f"system:serviceaccount:{account_ref.namespace}:{account_ref.name}",
-            audiences=[TOKEN_AUDIENCE],
+            pod=args.trainer,
+            tags=tags,
             opts=child,
         )
         subscription = azure.authorization.get_client_config_output(
@@ -164,17 +155,13 @@ class CheckpointBucket(pulumi.ComponentResource):
             f"{name}-trainer-writes-container",
             principal_id=trainer.principal_id,
             principal_type=azure.authorization.PrincipalType.SERVICE_PRINCIPAL,
-            role_definition_id=subscription.apply(
-                lambda sub: (
-                    f"/subscriptions/{sub}/providers/Microsoft.Authorization/"
-                    f"roleDefinitions/{BLOB_DATA_CONTRIBUTOR}"
-                )
-            ),
+            role_definition_id=role_definition(subscription, BLOB_DATA_CONTRIBUTOR),
             scope=container.id,
             opts=child,
         )
 
         self.name = account.name
+        self.container_id = container.id
         self.url = pulumi.Output.from_input(f"az://{CONTAINER}")
         self.identity = WorkloadIdentity(
             service_account=args.trainer,

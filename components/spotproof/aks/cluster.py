@@ -27,11 +27,13 @@ import pulumi_azure_native as azure
 import pulumi_kubernetes as k8s
 
 from spotproof.aks.autoprovisioning import AutoProvisionedPools, AutoProvisionedPoolsArgs
-from spotproof.aks.bucket import CheckpointBucket, CheckpointBucketArgs
+from spotproof.aks.bucket import CONTAINER, CheckpointBucket, CheckpointBucketArgs
 from spotproof.aks.pools import GpuAgentPools, GpuAgentPoolsArgs, system_pool_profile
+from spotproof.aks.work_queue import WorkQueue, WorkQueueArgs
 from spotproof.catalog import Cloud
 from spotproof.kube import ClusterBaseline
-from spotproof.kube.connect import connect, trainer_service_account
+from spotproof.kube.batch import WorkQueueBinding, worker_account
+from spotproof.kube.connect import batch_autoscaler, connect, trainer_service_account
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
 from spotproof.spec import Capacity, FleetSpec, PoolClass
@@ -174,6 +176,29 @@ class HybridCluster(pulumi.ComponentResource):
         self.provider, self.baseline = kube.provider, kube.baseline
         self.controllers = kube.controllers
         self.trainer_account = trainer_service_account(name, self.workload_identity, kube, self)
+        self.work_queue: WorkQueueBinding | None = None
+        self.autoscaler: pulumi.Resource | None = None
+        if spec.batch is not None:
+            work = WorkQueue(
+                f"{name}-work",
+                WorkQueueArgs(
+                    batch=spec.batch,
+                    resource_group_name=group,
+                    location=spec.region,
+                    account_name=self.bucket.name,
+                    account=spec.bucket.name,
+                    container_id=self.bucket.container_id,
+                    container=CONTAINER,
+                    oidc_issuer_url=self.oidc_issuer_url,
+                    worker=worker_account(spec.batch),
+                    stack=spec.stack,
+                ),
+                opts=child,
+            )
+            self.work_queue = work.binding
+            self.autoscaler = batch_autoscaler(
+                name, spec, work.keda_identity, kube, self, ready=work.binding.ready
+            )
         nap_names: list[str] = []
         if aks.node_auto_provisioning:
             nap = AutoProvisionedPools(

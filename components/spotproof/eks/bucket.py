@@ -9,6 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from spotproof.eks import iam_documents
+from spotproof.eks.roles import pod_identity_role
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
 from spotproof.spec import BucketSpec
 
@@ -43,6 +44,7 @@ class CheckpointBucket(pulumi.ComponentResource):
     """
 
     name: pulumi.Output[str]
+    arn: pulumi.Output[str]
     url: pulumi.Output[str]
     trainer_role_arn: pulumi.Output[str]
     identity: WorkloadIdentity
@@ -134,41 +136,22 @@ class CheckpointBucket(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[public_access]),
         )
 
-        trainer = aws.iam.Role(
+        trainer = pod_identity_role(
             f"{name}-trainer",
-            name=f"{stack}-trainer",
-            description="Writes checkpoints; assumed through EKS Pod Identity.",
-            assume_role_policy=pulumi.Output.from_input(args.cluster_name).apply(
-                lambda cluster_name: json.dumps(
-                    iam_documents.pod_identity_trust(
-                        cluster_name, args.trainer.namespace, args.trainer.name
-                    )
-                )
-            ),
-            tags={"spotproof-stack": stack},
-            opts=child,
-        )
-        aws.iam.RolePolicy(
-            f"{name}-trainer-checkpoints",
-            role=trainer.id,
-            policy=bucket.arn.apply(
-                lambda arn: json.dumps(
-                    iam_documents.checkpoint_access(arn, settings.prefix, settings.kms_key)
-                )
-            ),
-            opts=child,
-        )
-        aws.eks.PodIdentityAssociation(
-            f"{name}-trainer-identity",
+            role_name=f"{stack}-trainer",
             cluster_name=args.cluster_name,
-            namespace=args.trainer.namespace,
-            service_account=args.trainer.name,
-            role_arn=trainer.arn,
-            tags={"spotproof-stack": stack},
+            pod=args.trainer,
+            policy=bucket.arn.apply(
+                lambda arn: iam_documents.checkpoint_access(arn, settings.prefix, settings.kms_key)
+            ),
+            description="Writes checkpoints; assumed through EKS Pod Identity.",
+            stack=stack,
             opts=child,
+            policy_suffix="checkpoints",  # the name it has always had: no replacement
         )
 
         self.name = bucket.bucket
+        self.arn = bucket.arn
         self.url = bucket.bucket.apply(lambda bucket_name: f"s3://{bucket_name}")
         self.trainer_role_arn = trainer.arn
         self.identity = WorkloadIdentity(service_account=args.trainer, cloud_identity=trainer.arn)

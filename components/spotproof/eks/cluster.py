@@ -17,8 +17,10 @@ from spotproof.eks import iam_documents, roles
 from spotproof.eks.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.eks.karpenter import Karpenter, KarpenterArgs
 from spotproof.eks.network import Network
+from spotproof.eks.work_queue import WorkQueue, WorkQueueArgs
 from spotproof.kube import ClusterBaseline
-from spotproof.kube.connect import connect, trainer_service_account
+from spotproof.kube.batch import WorkQueueBinding, worker_account
+from spotproof.kube.connect import batch_autoscaler, connect, trainer_service_account
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
 from spotproof.spec import FleetSpec, PoolClass
@@ -214,6 +216,27 @@ class HybridCluster(pulumi.ComponentResource):
         )
         self.workload_identity = self.bucket.identity
         self.trainer_account = trainer_service_account(name, self.workload_identity, kube, self)
+        self.work_queue: WorkQueueBinding | None = None
+        self.autoscaler: pulumi.Resource | None = None
+        if spec.batch is not None:
+            work = WorkQueue(
+                f"{name}-work",
+                WorkQueueArgs(
+                    batch=spec.batch,
+                    region=spec.region,
+                    cluster_name=cluster.name,
+                    bucket_name=self.bucket.name,
+                    bucket_arn=self.bucket.arn,
+                    kms_key=spec.bucket.kms_key,
+                    worker=worker_account(spec.batch),
+                    stack=spec.stack,
+                ),
+                opts=child,
+            )
+            self.work_queue = work.binding
+            self.autoscaler = batch_autoscaler(
+                name, spec, work.keda_identity, kube, self, ready=work.binding.ready
+            )
         self._spot_falls_back = bool(spec.pools_of(PoolClass.ON_DEMAND_GPU))
         self.pool_names = ["system", *self.karpenter.node_pool_names]
         self.register_outputs(

@@ -326,6 +326,20 @@ def bucket_tls_only(bucket_arn: str) -> Document:
     )
 
 
+def _bucket_key(kms_key: str | None) -> list[Document]:
+    """Using the bucket's KMS key, where it encrypts with one."""
+    if not kms_key:
+        return []
+    return [
+        {
+            "Sid": "UseBucketKey",
+            "Effect": "Allow",
+            "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+            "Resource": kms_key,
+        }
+    ]
+
+
 def checkpoint_access(bucket_arn: str, prefix: str, kms_key: str | None) -> Document:
     """Read and write under ``prefix/`` of one bucket, and nothing else.
 
@@ -353,13 +367,74 @@ def checkpoint_access(bucket_arn: str, prefix: str, kms_key: str | None) -> Docu
             "Resource": f"{bucket_arn}/{prefix}/*",
         },
     ]
-    if kms_key:
-        statements.append(
-            {
-                "Sid": "UseBucketKey",
-                "Effect": "Allow",
-                "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
-                "Resource": kms_key,
-            }
-        )
-    return _document(*statements)
+    return _document(*statements, *_bucket_key(kms_key))
+
+
+def queue_tls_only(queue_arn: str) -> Document:
+    """Nothing reaches a work queue without TLS (SQS security best practices: "Allow only
+    encrypted connections over HTTPS (TLS) using the aws:SecureTransport condition")."""
+    return _document(
+        {
+            "Sid": "DenyWithoutTls",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "sqs:*",
+            "Resource": queue_arn,
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+        }
+    )
+
+
+WORKER_QUEUE_ACTIONS = (
+    "sqs:GetQueueUrl",
+    "sqs:GetQueueAttributes",
+    "sqs:ReceiveMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:DeleteMessage",
+)
+"""What ``spotproof.runtime.batch.sqs`` calls; the batch form of a call needs its single
+form's permission (``ChangeMessageVisibilityBatch``: ``sqs:ChangeMessageVisibility``)."""
+
+
+def batch_worker_access(
+    queue_arn: str, bucket_arn: str, prefix: str, kms_key: str | None
+) -> Document:
+    """Consume one queue; read and create results under ``prefix/`` of one bucket.
+
+    No ``s3:DeleteObject``: results are written once (create-only), and a worker that could
+    delete one could replace it. Listing is limited to the prefix (``s3:prefix``), as the
+    runtime's reachability check and existence checks stay inside it."""
+    statements: list[Document] = [
+        {
+            "Sid": "ConsumeWorkQueue",
+            "Effect": "Allow",
+            "Action": list(WORKER_QUEUE_ACTIONS),
+            "Resource": queue_arn,
+        },
+        {
+            "Sid": "ListResultsPrefix",
+            "Effect": "Allow",
+            "Action": "s3:ListBucket",
+            "Resource": bucket_arn,
+            "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}},
+        },
+        {
+            "Sid": "ReadCreateResults",
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", "s3:PutObject"],
+            "Resource": f"{bucket_arn}/{prefix}/*",
+        },
+    ]
+    return _document(*statements, *_bucket_key(kms_key))
+
+
+def queue_depth_reader(queue_arn: str) -> Document:
+    """KEDA's SQS scaler calls only ``GetQueueAttributes`` (``catalog.keda``)."""
+    return _document(
+        {
+            "Sid": "ReadQueueDepth",
+            "Effect": "Allow",
+            "Action": "sqs:GetQueueAttributes",
+            "Resource": queue_arn,
+        }
+    )

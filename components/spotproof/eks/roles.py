@@ -1,4 +1,5 @@
-"""IAM roles with AWS managed policies attached: the one shape every EKS role here shares."""
+"""The two shapes of EKS role here: one with AWS managed policies attached (nodes, the
+cluster), and one a pod assumes through EKS Pod Identity with its own inline policy."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 from spotproof.eks import iam_documents
+from spotproof.kube.workload import ServiceAccountRef
 
 
 def role(
@@ -45,3 +47,49 @@ def role(
         for policy in managed_policies
     ]
     return created, attachments
+
+
+def pod_identity_role(
+    name: str,
+    *,
+    role_name: str,
+    cluster_name: pulumi.Input[str],
+    pod: ServiceAccountRef,
+    policy: pulumi.Input[iam_documents.Document],
+    description: str,
+    stack: str,
+    opts: pulumi.ResourceOptions,
+    policy_suffix: str = "policy",
+) -> aws.iam.Role:
+    """A role only the service account ``pod`` of one cluster assumes, through EKS Pod
+    Identity (``iam_documents.pod_identity_trust``), with ``policy`` inline (the resource
+    ``<name>-<policy_suffix>``) and the association that hands it to the pod."""
+    tags = {"spotproof-stack": stack}
+    role = aws.iam.Role(
+        name,
+        name=role_name,
+        description=description,
+        assume_role_policy=pulumi.Output.from_input(cluster_name).apply(
+            lambda cluster: json.dumps(
+                iam_documents.pod_identity_trust(cluster, pod.namespace, pod.name)
+            )
+        ),
+        tags=tags,
+        opts=opts,
+    )
+    aws.iam.RolePolicy(
+        f"{name}-{policy_suffix}",
+        role=role.id,
+        policy=pulumi.Output.from_input(policy).apply(json.dumps),
+        opts=opts,
+    )
+    aws.eks.PodIdentityAssociation(
+        f"{name}-identity",
+        cluster_name=cluster_name,
+        namespace=pod.namespace,
+        service_account=pod.name,
+        role_arn=role.arn,
+        tags=tags,
+        opts=opts,
+    )
+    return role

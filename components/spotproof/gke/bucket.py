@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from spotproof.gke.identity import annotations, bind_workload_identity
 from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
 from spotproof.spec import BucketSpec
@@ -99,14 +100,8 @@ class CheckpointBucket(pulumi.ComponentResource):
             opts=child,
         )
         pod = args.trainer
-        gcp.serviceaccount.IAMMember(
-            f"{name}-trainer-workload-identity",
-            service_account_id=trainer.name,
-            role="roles/iam.workloadIdentityUser",
-            member=pulumi.Output.from_input(args.project).apply(
-                lambda project: f"serviceAccount:{project}.svc.id.goog[{pod.namespace}/{pod.name}]"
-            ),
-            opts=child,
+        bind_workload_identity(
+            f"{name}-trainer-workload-identity", trainer, args.project, pod, child
         )
 
         self.name = bucket.name
@@ -115,9 +110,7 @@ class CheckpointBucket(pulumi.ComponentResource):
         self.identity = WorkloadIdentity(
             service_account=pod,
             cloud_identity=trainer.email,
-            service_account_annotations=trainer.email.apply(
-                lambda email: {"iam.gke.io/gcp-service-account": email}
-            ),
+            service_account_annotations=annotations(trainer),
         )
         self.register_outputs(
             {"name": self.name, "url": self.url, "trainer_email": self.trainer_email}

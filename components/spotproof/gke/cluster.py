@@ -16,8 +16,10 @@ from spotproof.gke import pools
 from spotproof.gke.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.gke.pools import GpuNodePools, GpuNodePoolsArgs
+from spotproof.gke.work_queue import WorkQueue, WorkQueueArgs
 from spotproof.kube import ClusterBaseline
-from spotproof.kube.connect import connect, trainer_service_account
+from spotproof.kube.batch import WorkQueueBinding, worker_account
+from spotproof.kube.connect import batch_autoscaler, connect, trainer_service_account
 from spotproof.kube.queues import ProvisioningQueue, ProvisioningQueueArgs
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import (
@@ -66,6 +68,10 @@ class HybridCluster(pulumi.ComponentResource):
     """The trainer's service account and its Workload Identity binding."""
     trainer_account: k8s.core.v1.ServiceAccount
     """That service account, created with the cluster (whether or not it runs a smoke test)."""
+    work_queue: WorkQueueBinding | None
+    """With ``spotproof:batch``: the Pub/Sub work queue, results prefix and worker identity."""
+    autoscaler: pulumi.Resource | None
+    """KEDA, where it scales the batch workers."""
 
     def __init__(
         self, name: str, args: HybridClusterArgs, opts: pulumi.ResourceOptions | None = None
@@ -182,6 +188,23 @@ class HybridCluster(pulumi.ComponentResource):
             )
             self._queue = LocalQueueRef(trainer.namespace, queue.queue_name)
             self.controllers = [*self.controllers, queue]
+        self.work_queue, self.autoscaler = None, None
+        if spec.batch is not None:
+            work = WorkQueue(
+                f"{name}-work",
+                WorkQueueArgs(
+                    batch=spec.batch,
+                    project=gke.project,
+                    bucket_name=self.bucket.name,
+                    worker=worker_account(spec.batch),
+                    stack=spec.stack,
+                ),
+                opts=child,
+            )
+            self.work_queue = work.binding
+            self.autoscaler = batch_autoscaler(
+                name, spec, work.keda_identity, kube, self, ready=work.binding.ready
+            )
         self.pool_names = ["system", *self.gpu_pools.pool_names]
         self.register_outputs(
             {

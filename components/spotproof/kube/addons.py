@@ -15,7 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from spotproof import scheduling
-from spotproof.catalog import Cloud, jobset, kueue
+from spotproof.catalog import Cloud, jobset, keda, kueue
 from spotproof.kube.baseline import MANAGED_BY
 from spotproof.spec import PoolClass
 
@@ -50,6 +50,21 @@ def kueue_values(cloud: Cloud) -> dict[str, Any]:
     return {"controllerManager": system_placement(cloud)}
 
 
+def keda_values(cloud: Cloud, identity: dict[str, Any]) -> dict[str, Any]:
+    """KEDA's Helm values (kedacore/charts ``keda/values.yaml``): the top-level
+    ``nodeSelector`` and ``tolerations`` place the operator, the metrics server and the
+    webhooks (per-component keys exist only from 2.20); ``identity`` is the operator's
+    ``podIdentity`` section from the cloud's ``WorkQueue``. The webhooks fail closed:
+    with the chart's default ``failurePolicy: Ignore`` a ScaledObject that conflicts with
+    another scaler is admitted whenever the webhook is unreachable
+    (docs ``operate/admission-webhooks.md``)."""
+    return {
+        **system_placement(cloud),
+        "webhooks": {"failurePolicy": "Fail"},
+        **({"podIdentity": identity} if identity else {}),
+    }
+
+
 @dataclass(frozen=True)
 class Release:
     """A chart as a controller installs it."""
@@ -57,7 +72,9 @@ class Release:
     name: str
     chart: str
     namespace: str
-    values: dict[str, Any]
+    values: pulumi.Input[dict[str, Any]]
+    repository: str | None = None
+    """The chart repository's URL; None where ``chart`` is an OCI reference."""
 
 
 class _SystemChart(pulumi.ComponentResource):
@@ -85,6 +102,7 @@ class _SystemChart(pulumi.ComponentResource):
             version=args.version,
             namespace=release.namespace,
             values=release.values,
+            repository_opts={"repo": release.repository} if release.repository else None,
             opts=pulumi.ResourceOptions.merge(
                 child, pulumi.ResourceOptions(depends_on=[namespace])
             ),
@@ -114,3 +132,21 @@ class KueueController(_SystemChart):
     ) -> None:
         release = Release("kueue", kueue.CHART, kueue.NAMESPACE, kueue_values(args.cloud))
         super().__init__("spotproof:kube:KueueController", name, args, release, opts)
+
+
+class KedaController(_SystemChart):
+    """KEDA's operator, metrics server, webhooks and CRDs, pinned, in ``keda`` on the system
+    pool, acting in the cloud as the identity ``identity_values`` names."""
+
+    def __init__(
+        self,
+        name: str,
+        args: ControllerArgs,
+        identity_values: pulumi.Input[dict[str, Any]],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        values = pulumi.Output.from_input(identity_values).apply(
+            lambda identity: keda_values(args.cloud, identity)
+        )
+        release = Release(keda.CHART, keda.CHART, keda.NAMESPACE, values, keda.REPOSITORY)
+        super().__init__("spotproof:kube:KedaController", name, args, release, opts)

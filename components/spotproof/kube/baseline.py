@@ -10,6 +10,11 @@ import pulumi_kubernetes as k8s
 from spotproof import scheduling
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "spotproof"}
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
+"""The labels enforcing the Pod Security Standard ``restricted`` on a namespace."""
 
 
 @dataclass

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from spotproof.kube.addons import ControllerArgs, JobSetController, KueueController
+from spotproof.kube.addons import ControllerArgs, JobSetController, KedaController, KueueController
 from spotproof.kube.baseline import MANAGED_BY, ClusterBaseline, ClusterBaselineArgs
 from spotproof.kube.workload import WorkloadIdentity
 from spotproof.spec import FleetSpec
@@ -83,4 +84,26 @@ def trainer_service_account(
         opts=pulumi.ResourceOptions(
             parent=parent, provider=connection.provider, depends_on=[connection.baseline]
         ),
+    )
+
+
+def batch_autoscaler(
+    name: str,
+    spec: FleetSpec,
+    identity_values: pulumi.Input[dict[str, Any]],
+    connection: Connection,
+    parent: pulumi.Resource,
+    *,
+    ready: list[pulumi.Resource],
+) -> KedaController | None:
+    """KEDA, where the fleet's batch workers are scaled by it (``spec.keda``), acting as the
+    identity the cloud's ``WorkQueue`` made for it (``identity_values``: the chart's
+    ``podIdentity`` section), once its binding exists (``ready``)."""
+    if spec.keda is None:
+        return None
+    return KedaController(
+        f"{name}-keda",
+        ControllerArgs(version=spec.keda.version, cloud=spec.cloud, provider=connection.provider),
+        identity_values,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=ready),
     )

@@ -94,25 +94,27 @@ def pod_failure_policy() -> dict[str, Any]:
     }
 
 
-def job_spec(
+def pod_spec(
     trainer: Trainer,
-    env: list[dict[str, str]],
+    env: list[dict[str, Any]],
     *,
     placement: TargetPlacement,
     identity: WorkloadIdentity,
     grace_period_seconds: int,
-    backoff_limit: int,
-    labels: Mapping[str, str],
+    restart_policy: str = "Never",
+    container: str = TRAINER_CONTAINER,
 ) -> dict[str, Any]:
-    """A one-pod training Job's ``spec`` in Kubernetes spelling; ``env`` is the whole
-    environment of the container and ``labels`` those of its pod."""
+    """The pod every spotproof workload runs in, in Kubernetes spelling: the target's
+    selector, tolerations and priority, the identity's service account, the grace the
+    preemption path honours, GPU limits, a non-root read-only container with a scratch
+    ``/tmp``. ``env`` is the whole environment of the container."""
     where = scheduling.placement(placement.target, placement.accelerators, placement.fallback)
     limits = {"memory": trainer.memory}
     if trainer.gpus:
         # A quantity, as the API spells it: a string, not a number.
         limits[scheduling.GPU_RESOURCE] = str(trainer.gpus)
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
+    spec: dict[str, Any] = {
+        "restartPolicy": restart_policy,
         "serviceAccountName": identity.service_account.name,
         "priorityClassName": where.priority_class_name,
         "terminationGracePeriodSeconds": grace_period_seconds,
@@ -129,7 +131,7 @@ def job_spec(
         },
         "containers": [
             {
-                "name": TRAINER_CONTAINER,
+                "name": container,
                 "image": trainer.image,
                 "command": list(trainer.command),
                 "env": env,
@@ -148,7 +150,22 @@ def job_spec(
         "volumes": [{"name": "scratch", "emptyDir": {}}],
     }
     if where.node_affinity:
-        pod_spec["affinity"] = {"nodeAffinity": where.node_affinity}
+        spec["affinity"] = {"nodeAffinity": where.node_affinity}
+    return spec
+
+
+def job_spec(
+    trainer: Trainer,
+    env: list[dict[str, str]],
+    *,
+    placement: TargetPlacement,
+    identity: WorkloadIdentity,
+    grace_period_seconds: int,
+    backoff_limit: int,
+    labels: Mapping[str, str],
+) -> dict[str, Any]:
+    """A one-pod training Job's ``spec`` in Kubernetes spelling; ``env`` is the whole
+    environment of the container and ``labels`` those of its pod."""
     return {
         "backoffLimit": backoff_limit,
         "completions": 1,
@@ -163,7 +180,13 @@ def job_spec(
                     "karpenter.sh/do-not-disrupt": "true",
                 },
             },
-            "spec": pod_spec,
+            "spec": pod_spec(
+                trainer,
+                env,
+                placement=placement,
+                identity=identity,
+                grace_period_seconds=grace_period_seconds,
+            ),
         },
     }
 

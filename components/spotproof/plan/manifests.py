@@ -9,7 +9,7 @@ from typing import Any
 import kubernetes_validate
 import yaml
 
-from spotproof.plan import jobsets, karpenter, kueue_objects
+from spotproof.plan import jobsets, karpenter, keda_objects, kueue_objects
 from spotproof.plan.recorder import Recording, Resource, reveal
 from spotproof.policy import Violation
 
@@ -96,8 +96,9 @@ def write(recording: Recording, out_dir: Path) -> list[Path]:
 def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violation], list[str]]:
     """Strict validation of every object: core objects against the OpenAPI schema of the
     cluster's Kubernetes version, Karpenter's against Karpenter's published schemas,
-    JobSets against the JobSet API's fields and webhook (``plan.jobsets``), Kueue's objects
-    against its API's fields (``plan.kueue_objects``).
+    JobSets against the JobSet API's fields and webhook (``plan.jobsets``), Kueue's and
+    KEDA's objects against their APIs' fields (``plan.kueue_objects``,
+    ``plan.keda_objects``).
     Unknown fields, wrong types and missing required fields are all violations.
 
     Returns the violations and the checks skipped, with why (Karpenter's schemas need
@@ -115,6 +116,8 @@ def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violat
                 errors = jobsets.errors(obj, lambda job: schema_errors(job, kubernetes_version))
             elif kueue_objects.is_kueue(obj):
                 errors = kueue_objects.errors(obj)
+            elif keda_objects.is_keda(obj):
+                errors = keda_objects.errors(obj)
             else:
                 errors = schema_errors(obj, kubernetes_version)
             violations += [

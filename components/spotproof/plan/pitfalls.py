@@ -46,6 +46,7 @@ GPU_LIMIT_POLICY = "gpu-limit"
 EPHEMERAL_CHECKPOINT_POLICY = "checkpoint-on-ephemeral-storage"
 GANG_RESTART_POLICY = "gang-restart"
 GANG_BUDGET_POLICY = "gang-budget"
+GANG_KINDS = frozenset({"Job", jobset.KIND})
 _CHECKPOINT_WORDS = ("CHECKPOINT", "CKPT")
 _EPHEMERAL_SOURCES = ("emptyDir", "hostPath")
 
@@ -90,7 +91,13 @@ def check(recording: Recording, found: list[Outcome]) -> list[Violation]:
                 for problem in _ephemeral_checkpoints(workload.pod_spec)
             ]
             obj = objects.get(workload.resource) or {}
-            gang = workload.pods > 1 and fit.gpu_request(workload.pod_spec) > 0
+            # Only a Job's or a JobSet's pods run one computation together; a Deployment's
+            # replicas (batch workers) are independent, and evicting one costs only its item.
+            gang = (
+                workload.kind in GANG_KINDS
+                and workload.pods > 1
+                and fit.gpu_request(workload.pod_spec) > 0
+            )
             if gang and budgets_wanted and not outcome.budgets:
                 violations.append(
                     Violation(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -141,6 +142,7 @@ class OfflineCloud:
     """Where the offline plan pretends to run: the values fakers put into outputs."""
 
     project: str = "offline-project"
+    project_number: str = "123456789012"
     region: str = "us-east-1"
     account: str = OFFLINE_ACCOUNT
     subscription: str = OFFLINE_SUBSCRIPTION
@@ -166,6 +168,16 @@ _OUTPUTS: dict[str, OutputFaker] = {
     "gcp:storage/bucket:Bucket": lambda name, inputs, _cloud: {
         "name": inputs.get("name", name),
         "url": f"gs://{inputs.get('name', name)}",
+    },
+    # Pub/Sub refers to topics and subscriptions by their full path (their ``id``).
+    "gcp:pubsub/topic:Topic": lambda name, inputs, cloud: {
+        "name": inputs.get("name", name),
+        "id": f"projects/{inputs.get('project', cloud.project)}/topics/{inputs.get('name', name)}",
+    },
+    "gcp:pubsub/subscription:Subscription": lambda name, inputs, cloud: {
+        "name": inputs.get("name", name),
+        "id": f"projects/{inputs.get('project', cloud.project)}/subscriptions/"
+        + inputs.get("name", name),
     },
     "aws:eks/cluster:Cluster": lambda name, inputs, cloud: {
         "name": inputs.get("name", name),
@@ -202,8 +214,9 @@ _OUTPUTS: dict[str, OutputFaker] = {
     },
     "azure-native:managedidentity:UserAssignedIdentity": lambda name, inputs, cloud: {
         "name": inputs.get("resourceName", name),
-        "clientId": "22222222-2222-2222-2222-222222222222",
-        "principalId": "33333333-3333-3333-3333-333333333333",
+        # One pair per identity, as Azure gives: rules tell identities apart by them.
+        "clientId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"client/{name}")),
+        "principalId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"principal/{name}")),
         "tenantId": cloud.tenant,
     },
     "azure-native:storage:StorageAccount": lambda name, inputs, _cloud: {
@@ -216,6 +229,13 @@ _OUTPUTS: dict[str, OutputFaker] = {
         f"{inputs.get('accountName')}/blobServices/default/containers/"
         f"{inputs.get('containerName', name)}",
     },
+    "azure-native:storage:Queue": lambda name, inputs, cloud: {
+        "name": inputs.get("queueName", name),
+        "id": f"/subscriptions/{cloud.subscription}/resourceGroups/"
+        f"{inputs.get('resourceGroupName')}/providers/Microsoft.Storage/storageAccounts/"
+        f"{inputs.get('accountName')}/queueServices/default/queues/"
+        f"{inputs.get('queueName', name)}",
+    },
     "aws:s3/bucket:Bucket": lambda name, inputs, _cloud: {
         "bucket": inputs.get("bucket", name),
         "arn": f"arn:aws:s3:::{inputs.get('bucket', name)}",
@@ -224,6 +244,12 @@ _OUTPUTS: dict[str, OutputFaker] = {
 
 # Results of the data sources (invokes) a program calls.
 _CALLS: dict[str, Callable[[OfflineCloud], dict[str, Any]]] = {
+    "gcp:organizations/getProject:getProject": lambda cloud: {
+        "projectId": cloud.project,
+        "number": cloud.project_number,
+        "name": cloud.project,
+        "id": f"projects/{cloud.project}",
+    },
     "azure-native:authorization:getClientConfig": lambda cloud: {
         "subscriptionId": cloud.subscription,
         "tenantId": cloud.tenant,

@@ -10,12 +10,22 @@ Resource rules judge one resource at a time; stack rules need several (a bucket 
 its cluster's region, a Job against the PriorityClasses it uses). One module per subject:
 ``gke``, ``eks``, ``aks``, ``karpenter`` for NodePools on any cloud, ``kubernetes`` for the
 objects every cloud renders, and
-``disruption`` for PodDisruptionBudgets.
+``disruption`` for PodDisruptionBudgets, ``work_queues`` for batch queues and their
+consumers on every cloud, ``autoscaling`` for KEDA's ScaledObjects.
 """
 
 from __future__ import annotations
 
-from spotproof.policy import aks, disruption, eks, gke, karpenter, kubernetes
+from spotproof.policy import (
+    aks,
+    autoscaling,
+    disruption,
+    eks,
+    gke,
+    karpenter,
+    kubernetes,
+    work_queues,
+)
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule, Violation
 
 __all__ = [
@@ -42,6 +52,8 @@ STACK_RULES: tuple[StackRule, ...] = (
     *karpenter.STACK_RULES,
     *kubernetes.STACK_RULES,
     *disruption.STACK_RULES,
+    *work_queues.STACK_RULES,
+    *autoscaling.STACK_RULES,
 )
 
 

@@ -8,7 +8,7 @@ a plain loop over the items.
 Configuration (environment):
 
 ================== ========================================================== =========
-QUEUE_URL          the work queue (``sqs://NAME``)                              required
+QUEUE_URL          the work queue (``sqs://``, ``pubsub://``, ``azqueue://``)   required
 RESULTS_URL        where results go (file://, s3://, gs://, az://)              required
 GRACE_SECONDS      budget from SIGTERM to SIGKILL                               15
 ITEM_SECONDS       time each item takes                                          0.05

@@ -4,12 +4,14 @@
 from spotproof.spec.config import KUBERNETES_VERSIONS, fleet_from_config
 from spotproof.spec.errors import SpecError
 from spotproof.spec.types import (
+    BatchSpec,
     BucketSpec,
     Capacity,
     CloudFleet,
     FleetSpec,
     GpuPoolSpec,
     JobSetSpec,
+    KedaSpec,
     KueueSpec,
     PoolClass,
     SmokeTest,
@@ -20,12 +22,14 @@ from spotproof.spec.types import (
 
 __all__ = [
     "KUBERNETES_VERSIONS",
+    "BatchSpec",
     "BucketSpec",
     "Capacity",
     "CloudFleet",
     "FleetSpec",
     "GpuPoolSpec",
     "JobSetSpec",
+    "KedaSpec",
     "KueueSpec",
     "PoolClass",
     "SmokeTest",

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud
+from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud, jobset, keda, kueue
 from spotproof.spec import aks, eks, gke
 from spotproof.spec.errors import SpecError
 from spotproof.spec.fields import (
@@ -30,9 +30,11 @@ from spotproof.spec.fields import (
 )
 from spotproof.spec.shared import DNS_LABEL, CloudConfig, check_node_range, dns_label
 from spotproof.spec.types import (
+    BatchSpec,
     BucketSpec,
     FleetSpec,
     JobSetSpec,
+    KedaSpec,
     KueueSpec,
     PoolClass,
     SmokeTest,
@@ -148,6 +150,107 @@ def _kueue(queued: list[str]) -> Callable[[str, Any], KueueSpec | None]:
     return parse
 
 
+def _batch(
+    cloud: Cloud, pool_classes: dict[PoolClass, int], queued: set[PoolClass], checkpoints: str
+) -> Callable[[str, Any], BatchSpec]:
+    """``pool_classes`` as for the smoke test; ``queued``: classes whose pools all get
+    nodes only through a ProvisioningRequest (a Deployment's pods are never admitted that
+    way); ``checkpoints``: the checkpoint prefix the results must stay out of."""
+
+    def parse(key: str, raw: Any) -> BatchSpec:
+        obj = ConfigObject(key, raw)
+        targets = tuple(c.value for c in PoolClass if c is not PoolClass.SYSTEM)
+        target_key = config_key(BatchSpec, "target")
+        target = PoolClass(obj.field(target_key, choice(targets), BatchSpec.target.value))
+        if target not in pool_classes or target in queued:
+            usable = [c.value for c in pool_classes if c not in queued]
+            raise SpecError(
+                f"{key}.{target_key}",
+                target.value,
+                "no pool of that class in this stack"
+                if target not in pool_classes
+                else "its pools get nodes only through queued provisioning, which admits "
+                "Jobs, not a Deployment's workers",
+                ", ".join(usable) or "add a GPU pool first",
+            )
+        grace = GRACE_PERIOD_SECONDS[cloud]
+        values = read_settings(
+            BatchSpec,
+            obj,
+            target=target,
+            gpus=obj.field(
+                config_key(BatchSpec, "gpus"), integer(0, pool_classes[target]), BatchSpec.gpus
+            ),
+            grace_period_seconds=obj.field(
+                config_key(BatchSpec, "grace_period_seconds"), integer(1, grace), grace
+            ),
+        )
+        batch = BatchSpec(**values)
+        if batch.max_workers < batch.min_workers:
+            raise SpecError(
+                f"{key}.maxWorkers",
+                batch.max_workers,
+                f"below minWorkers ({batch.min_workers})",
+                f"{batch.min_workers} or more",
+            )
+        if batch.namespace in SYSTEM_NAMESPACES or batch.namespace.startswith("kube-"):
+            raise SpecError(
+                f"{key}.namespace",
+                batch.namespace,
+                "belongs to the platform or an add-on, whose namespace its own release owns",
+                "a namespace for workloads, e.g. spotproof",
+            )
+        results = batch.results_prefix
+        if _overlaps(results, checkpoints):
+            raise SpecError(
+                f"{key}.resultsPrefix",
+                results,
+                f"overlaps the checkpoint prefix {checkpoints!r}: the worker identity may "
+                "write only under its own prefix",
+                "a prefix beside it, e.g. results",
+            )
+        obj.finish()
+        return batch
+
+    return parse
+
+
+SYSTEM_NAMESPACES = frozenset(
+    {"default", keda.NAMESPACE, jobset.NAMESPACE, kueue.NAMESPACE, "gke-managed-system"}
+)
+"""Namespaces batch workers may not use: the add-ons' (each chart's own) and default."""
+
+
+def _overlaps(one: str, other: str) -> bool:
+    return one == other or one.startswith(f"{other}/") or other.startswith(f"{one}/")
+
+
+def _keda(batch: BatchSpec | None) -> Callable[[str, Any], KedaSpec | None]:
+    """KEDA is for batch workers: on by default where there are some, refused where none;
+    off only with workers that need no scaler (``minWorkers`` 1 or more)."""
+
+    def parse(key: str, raw: Any) -> KedaSpec | None:
+        spec = read_object(KedaSpec, key, raw)
+        explicit = isinstance(raw, Mapping) and "enabled" in raw
+        if spec.enabled and explicit and batch is None:
+            raise SpecError(
+                f"{key}.enabled",
+                True,
+                "KEDA is installed to scale batch workers and this stack declares none",
+                "false, or a spotproof:batch section",
+            )
+        if not spec.enabled and batch is not None and batch.min_workers == 0:
+            raise SpecError(
+                f"{key}.enabled",
+                False,
+                "without KEDA nothing would start a worker (spotproof:batch.minWorkers is 0)",
+                "true, or spotproof:batch.minWorkers of 1 or more",
+            )
+        return spec if spec.enabled and batch is not None else None
+
+    return parse
+
+
 def _kubernetes_version(key: str, raw: Any) -> str:
     if not isinstance(raw, str) or raw not in KUBERNETES_VERSIONS:
         raise SpecError(
@@ -205,6 +308,17 @@ def fleet_from_config(
             pool_classes.get(pool.pool_class, 0), pool.gpus_per_node
         )
 
+    bucket = top.section(
+        "checkpointBucket",
+        _bucket(reader, reader.default_bucket_name(section, stack, region), region),
+    )
+    queued = {c for c in pool_classes if all(p.queued for p in section.pools if p.pool_class is c)}
+    # Declared by its presence: ``spotproof:batch: {}`` is batch work with every default.
+    batch = (
+        top.section("batch", _batch(cloud, pool_classes, queued, bucket.prefix))
+        if "batch" in top.raw
+        else None
+    )
     spec = FleetSpec(
         stack=stack,
         platform=section,
@@ -215,13 +329,12 @@ def fleet_from_config(
         ),
         protect=top.field("protect", boolean, environment == "prod"),
         system_pool=top.section("systemPool", _system_pool(section.system_pool_type)),
-        bucket=top.section(
-            "checkpointBucket",
-            _bucket(reader, reader.default_bucket_name(section, stack, region), region),
-        ),
+        bucket=bucket,
         smoke_test=top.section("smokeTest", _smoke_test(cloud, pool_classes)),
         jobset=top.section("jobset", _jobset),
         kueue=top.section("kueue", _kueue([p.name for p in section.pools if p.queued])),
+        batch=batch,
+        keda=top.section("keda", _keda(batch)),
     )
     top.finish()
     return reader.finish(spec)

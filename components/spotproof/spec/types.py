@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol
 
-from spotproof.catalog import Cloud, jobset, kueue
+from spotproof.catalog import Cloud, jobset, keda, kueue
 from spotproof.spec.errors import SpecError
 from spotproof.spec.fields import (
     boolean,
@@ -235,6 +235,89 @@ class KueueSpec:
     """Helm chart version, pinned; one of ``catalog.kueue.VERSIONS``."""
 
 
+def _command(key: str, raw: Any) -> tuple[str, ...]:
+    words = tuple(value for _, value in items(key, raw))
+    if not words or not all(isinstance(word, str) and word for word in words):
+        raise SpecError(key, raw, "not a command", 'a list of words, e.g. ["python", "-m", "w"]')
+    return words
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """Queue-fed batch workers on reclaimable capacity and the queue that feeds them
+    (``spotproof.kube.batch`` and each cloud's ``WorkQueue``): a work queue with its
+    dead-letter queue, a worker identity allowed to consume it and to write results under
+    ``resultsPrefix`` only, and a Deployment of workers that KEDA scales on the queue's
+    depth. Declared by ``spotproof:batch``; a stack without it has none of these."""
+
+    image: str = setting(
+        "image",
+        text(re.compile(r"^\S+$"), "an image reference"),
+        "ghcr.io/spotproof/smoke-trainer:0.1.0",
+    )
+    """The worker's image. The default carries spotproof's smoke worker, whose results
+    are checkable against a plain loop (``spotproof.smoke.batch_worker``)."""
+    command: tuple[str, ...] = setting(
+        "command", _command, ("python", "-m", "spotproof.smoke.batch_worker")
+    )
+    """What the container runs; it reads ``QUEUE_URL``, ``RESULTS_URL``, ``GRACE_SECONDS``,
+    ``LEASE_SECONDS``, ``BATCH_SIZE`` and ``MAX_DELIVERIES`` (``spotproof.runtime.batch``)."""
+    namespace: str = setting("namespace", dns_label(63), "spotproof")
+    target: PoolClass = setting("target", None, PoolClass.SPOT_GPU)
+    """Pool class the workers run on: spot-gpu (the point), on-demand-gpu, or a flex-start
+    pool without queued provisioning; the stack must have a pool of it."""
+    gpus: int = setting("gpus", None, 1)
+    """GPUs per worker: 0 up to the largest node of the target class."""
+    cpu: str = setting("cpu", text(_QUANTITY, "a Kubernetes quantity like 2 or 500m"), "2")
+    memory: str = setting("memory", text(_QUANTITY, "a Kubernetes quantity like 8Gi"), "8Gi")
+    min_workers: int = setting("minWorkers", integer(0, 1000), 0)
+    """Workers kept with an empty queue; 0 lets KEDA scale to none (and needs KEDA)."""
+    max_workers: int = setting(
+        "maxWorkers",
+        integer(1, 1000),
+        10,
+        derived_default=lambda read: max(10, read["min_workers"]),
+    )
+    """Upper bound of KEDA's scaling; at least ``minWorkers``."""
+    items_per_worker: int = setting("itemsPerWorker", integer(1, 10_000), 5)
+    """Waiting items per worker KEDA aims for (the trigger's target value)."""
+    batch_size: int = setting("batchSize", integer(1, 32), 4)
+    """Items a worker leases at a time (32: the most one Azure Get Messages returns)."""
+    lease_seconds: int = setting("leaseSeconds", integer(10, 600), 60)
+    """How long a leased item stays hidden before a heartbeat extends it: the Pub/Sub ack
+    deadline (10-600 s, the range all three queues accept) and the SQS visibility
+    timeout. A dead worker's items come back within one lease."""
+    max_deliveries: int = setting("maxDeliveries", integer(5, 100), 5)
+    """Deliveries of an item before it is dead-lettered: Pub/Sub accepts 5-100 (its
+    ``DeadLetterPolicy``), SQS 1-1000, Azure's poison handling any."""
+    retention_days: int = setting("retentionDays", integer(1, 13), 7)
+    """Days an item waits on the queue. At most 13: an SQS dead-letter queue keeps a
+    message only until the source queue's retention ends, counted from the first enqueue,
+    so the dead-letter queue keeps 14 days, the most SQS allows (SQS developer guide,
+    "Setting-up dead-letter queue retention")."""
+    results_prefix: str = setting(
+        "resultsPrefix", text(_PREFIX, "a key prefix like results"), "results"
+    )
+    """Where results go in the stack's bucket; the worker identity may write only there,
+    so it must not overlap the checkpoint prefix."""
+    grace_period_seconds: int | None = setting("gracePeriodSeconds", None, None)
+    """terminationGracePeriodSeconds: 1 up to, and by default, what the cloud's preemption
+    path leaves (``catalog.GRACE_PERIOD_SECONDS``). A worker hands back what it has not
+    started at once and finishes the item in flight only if it fits."""
+
+
+@dataclass(frozen=True)
+class KedaSpec:
+    """KEDA, which scales the batch workers on their queue's depth; installed on the system
+    pool, and only on a stack with ``spotproof:batch``."""
+
+    enabled: bool = setting("enabled", boolean, True)
+    """Default: on where the stack has batch workers. Off runs ``minWorkers`` workers, no
+    more and no fewer (so ``minWorkers`` must then be 1 or more)."""
+    version: str = setting("version", published(keda.VERSIONS, "KEDA"), keda.VERSIONS[-1])
+    """Helm chart version, pinned; one of ``catalog.keda.VERSIONS``."""
+
+
 class CloudFleet(Protocol):
     """One cloud's section of the fleet: its own settings and GPU pools."""
 
@@ -268,6 +351,10 @@ class FleetSpec:
     """None when ``spotproof:jobset.enabled`` is false."""
     kueue: KueueSpec | None = None
     """None without a queued pool, or when ``spotproof:kueue.enabled`` is false."""
+    batch: BatchSpec | None = None
+    """Batch workers and their queue; None unless ``spotproof:batch`` is set."""
+    keda: KedaSpec | None = None
+    """None without batch workers, or when ``spotproof:keda.enabled`` is false."""
 
     @property
     def cloud(self) -> Cloud:

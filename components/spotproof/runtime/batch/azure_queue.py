@@ -6,7 +6,9 @@ Get Messages hides each message for ``visibilitytimeout`` seconds (1 s to 7 days
 (0 shows it at once: a hand-back) and returns a new pop receipt, without which the next
 update or delete fails; Delete Message needs the latest pop receipt. Storage Queues have
 no dead-lettering: an item delivered more than ``max_deliveries`` times is moved here to
-``<queue>-poison`` instead of being handed to a worker again. The connection comes from
+``<queue>-poison`` instead of being handed to a worker again. A message's time-to-live is
+set by whoever sends it (seven days when not given; -1 for never): items live
+``ttl_days``, poison items until someone looks at them. The connection comes from
 ``AZURE_STORAGE_CONNECTION_STRING`` (Azurite in the tests) or, with
 ``AZURE_STORAGE_ACCOUNT_NAME``, from the pod's workload identity.
 """
@@ -35,15 +37,19 @@ def _client(name: str) -> Any:
     return QueueClient(f"https://{account}.queue.core.windows.net", name, DefaultAzureCredential())
 
 
+NEVER_EXPIRES = -1
+
+
 class AzureQueue:
-    def __init__(self, name: str, max_deliveries: int = 5) -> None:
+    def __init__(self, name: str, max_deliveries: int = 5, ttl_days: int = 7) -> None:
         self.client = _client(name)
         self.poison = _client(name + POISON_SUFFIX)
         self.max_deliveries = max_deliveries
+        self.ttl_seconds = ttl_days * 86400
 
     def publish(self, items: Sequence[WorkItem]) -> None:
         for item in items:
-            self.client.send_message(encode(item))
+            self.client.send_message(encode(item), time_to_live=self.ttl_seconds)
 
     def pull(self, max_items: int, lease_seconds: int) -> list[Lease]:
         leases = []
@@ -53,7 +59,7 @@ class AzureQueue:
             visibility_timeout=max(lease_seconds, 1),
         ):
             if message.dequeue_count > self.max_deliveries:
-                self.poison.send_message(message.content)
+                self.poison.send_message(message.content, time_to_live=NEVER_EXPIRES)
                 self.client.delete_message(message.id, message.pop_receipt)
                 continue
             handle = {"id": message.id, "pop_receipt": message.pop_receipt}

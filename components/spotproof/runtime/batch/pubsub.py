@@ -35,14 +35,22 @@ class PubSubQueue:
         from google.cloud import pubsub_v1  # noqa: PLC0415
 
         self.subscriber = pubsub_v1.SubscriberClient()
-        self.publisher = pubsub_v1.PublisherClient()
         self.subscription = self.subscriber.subscription_path(project, subscription)
-        self.topic = self.subscriber.get_subscription(
-            request={"subscription": self.subscription}
-        ).topic
+        self._publisher: Any = None
+        self._topic = ""
 
     def publish(self, items: Sequence[WorkItem]) -> None:
-        futures = [self.publisher.publish(self.topic, encode(item).encode()) for item in items]
+        """Publish to the subscription's topic, looked up here and not when a worker opens
+        the queue: reading a subscription needs ``pubsub.subscriptions.get``, which a
+        consumer's ``roles/pubsub.subscriber`` does not grant."""
+        from google.cloud import pubsub_v1  # noqa: PLC0415
+
+        if self._publisher is None:
+            self._topic = self.subscriber.get_subscription(
+                request={"subscription": self.subscription}
+            ).topic
+            self._publisher = pubsub_v1.PublisherClient()
+        futures = [self._publisher.publish(self._topic, encode(item).encode()) for item in items]
         for future in futures:
             future.result(timeout=60)
 

@@ -18,7 +18,9 @@ class QueueURLError(ValueError):
     """A queue URL this module cannot open; the message names what is allowed."""
 
 
-ALLOWED = "sqs://QUEUE, pubsub://PROJECT/SUBSCRIPTION, azqueue://QUEUE[?max_deliveries=N]"
+ALLOWED = (
+    "sqs://QUEUE, pubsub://PROJECT/SUBSCRIPTION, azqueue://QUEUE[?max_deliveries=N&ttl_days=D]"
+)
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,13 @@ class WorkQueue(Protocol):
         ...
 
 
+def _whole(url: str, query: dict[str, list[str]], name: str, default: int, most: int) -> int:
+    raw = (query.get(name) or [str(default)])[0]
+    if not raw.isdigit() or not 1 <= int(raw) <= most:
+        raise QueueURLError(f"queue URL {url!r}: {name} allowed 1..{most}")
+    return int(raw)
+
+
 def open_queue(url: str) -> WorkQueue:
     """The queue at ``url``; :class:`QueueURLError` if the scheme is not one of ours."""
     parsed = urlparse(url)
@@ -85,8 +94,6 @@ def open_queue(url: str) -> WorkQueue:
         from spotproof.runtime.batch.azure_queue import AzureQueue  # noqa: PLC0415
 
         query = parse_qs(parsed.query)
-        deliveries = (query.get("max_deliveries") or ["5"])[0]
-        if not deliveries.isdigit() or not 1 <= int(deliveries) <= 100:
-            raise QueueURLError(f"queue URL {url!r}: max_deliveries allowed 1..100")
-        return AzureQueue(parsed.netloc, int(deliveries))
+        deliveries = _whole(url, query, "max_deliveries", 5, 100)
+        return AzureQueue(parsed.netloc, deliveries, _whole(url, query, "ttl_days", 7, 365))
     raise QueueURLError(f"queue URL {url!r} not supported; allowed: {ALLOWED}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
-from spotproof.runtime.storage import AlreadyExists, ObjectStore
+from spotproof.runtime.storage import AlreadyExists, ObjectStore, StorageError
 
 
 class ResultStore:
@@ -25,11 +25,21 @@ class ResultStore:
         return self.store.exists(self.key(item_id))
 
     def put(self, item_id: str, result: bytes) -> bool:
-        """Store ``result`` unless one is there already; whether this call stored it."""
+        """Store ``result`` unless one is there already; whether this call stored it.
+
+        A store may refuse the losing write as a permission error rather than a failed
+        precondition: an identity that may create but not delete objects (GCS's
+        ``objectCreator``) is denied what would be an overwrite. Refused with the result
+        in place, the write lost the race like any duplicate."""
+        key = self.key(item_id)
         try:
-            self.store.put_if_absent(self.key(item_id), result)
+            self.store.put_if_absent(key, result)
         except AlreadyExists:
             return False
+        except StorageError:
+            if self.store.exists(key):
+                return False
+            raise
         return True
 
     def get(self, item_id: str) -> bytes:

@@ -65,6 +65,16 @@ class S3Store(ObjectStore):
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
 
+    def exists(self, key: str) -> bool:
+        """A listing of the key as a prefix, not a HEAD: for a missing object S3 answers a
+        HEAD with 403, not 404, unless the caller may ``s3:ListBucket`` (S3 API reference,
+        HeadObject), and a grant conditioned on ``s3:prefix`` does not cover a HEAD, which
+        carries no prefix. The listing is what the condition admits."""
+        full = self._key(key)
+        with self.calling(f"checking {key}"):
+            answer = self._s3().list_objects_v2(Bucket=self.bucket, Prefix=full, MaxKeys=1)
+        return any(entry["Key"] == full for entry in answer.get("Contents", []))
+
     def check_reachable(self, bucket: str) -> None:
         """One listing *within the store's prefix*: an identity granted ``s3:ListBucket``
         only with an ``s3:prefix`` condition (the trainer's, the batch workers') is refused
