@@ -15,6 +15,7 @@ from spotproof.runtime import exit_codes
 from spotproof.runtime.checkpoint import CheckpointStore
 from spotproof.runtime.manifest import Manifest
 from spotproof.smoke.process import TrainerProcess
+from spotproof.smoke.train import ConfigError, TrainConfig, usable_cpus
 
 
 def _env(url: str, **overrides: object) -> dict[str, str]:
@@ -141,9 +142,12 @@ def test_rerun_of_a_finished_job_completes_at_once_with_the_same_digest(
     ("env", "says"),
     [
         ({"CHECKPOINT_URL": ""}, "CHECKPOINT_URL is required"),
-        ({"TOTAL_STEPS": "lots"}, "TOTAL_STEPS='lots': not a int"),
-        ({"CHECKPOINT_INTERVAL": "0"}, "CHECKPOINT_INTERVAL='0': must be >= 1"),
+        ({"TOTAL_STEPS": "lots"}, "TOTAL_STEPS='lots': not an int; allowed 1 to"),
+        ({"CHECKPOINT_INTERVAL": "0"}, "CHECKPOINT_INTERVAL='0': allowed 1 to"),
         ({"CHECKPOINT_URL": "my-bucket/ckpt"}, "unsupported scheme '(none)'"),
+        ({"SEED": str(2**64)}, f"SEED='{2**64}': allowed 0 to {2**32 - 1}"),
+        ({"MODEL_MB": "nan"}, "MODEL_MB='nan': allowed 0.01 to 65536"),
+        ({"CHECKPOINT_URL": "file:///proc/spotproof/ckpt"}, "cannot create directory"),
     ],
 )
 def test_bad_configuration_fails_the_job_at_once(url: str, env: dict[str, str], says: str) -> None:
@@ -157,6 +161,34 @@ def test_bad_configuration_fails_the_job_at_once(url: str, env: dict[str, str], 
     assert done.returncode == exit_codes.BAD_CONFIG
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1 and says in done.stderr
+
+
+def _trainer_exit(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "spotproof.smoke.train"],
+        env={**env, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_a_checkpoint_url_under_a_file_fails_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    done = _trainer_exit(_env(f"file://{tmp_path}/a-file/ckpt"))
+    assert done.returncode == exit_codes.BAD_CONFIG
+    assert done.stderr.count("\n") == 1 and "Not a directory" in done.stderr
+
+
+def test_a_checkpoint_of_another_run_is_refused_not_resumed(url: str) -> None:
+    _run(_env(url, TOTAL_STEPS=10))
+    done = _trainer_exit(_env(url, SEED=8))
+    assert done.returncode == exit_codes.BAD_CONFIG
+    assert done.stdout.count('"resumed"') == 0
+    assert done.stderr.count("\n") == 1
+    assert "step 10 of another run (seed=7, model_mb=1.0; this one has seed=8" in done.stderr
+    # Nothing of the other run was touched.
+    assert CheckpointStore(url).committed_steps() == [10]
 
 
 def test_unreachable_store_exits_for_a_retry_in_one_line(url: str) -> None:
@@ -178,3 +210,32 @@ def test_unreachable_store_exits_for_a_retry_in_one_line(url: str) -> None:
     )
     assert done.returncode == exit_codes.STORAGE_UNAVAILABLE
     assert done.stderr.count("\n") == 1 and "endpoint unreachable" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("SEED", "-1", "SEED='-1': allowed 0 to 4294967295"),
+        ("MODEL_MB", "inf", "MODEL_MB='inf': allowed 0.01 to 65536"),
+        ("STEP_SECONDS", "nan", "STEP_SECONDS='nan': allowed 0 to 86400"),
+        ("GRACE_SECONDS", "-inf", "GRACE_SECONDS='-inf': allowed 1 to 86400"),
+        ("TRAIN_THREADS", "100000", "TRAIN_THREADS='100000': allowed 1 to"),
+        ("TRAIN_THREADS", "0", "TRAIN_THREADS='0': allowed 1 to"),
+        ("KEEP_CHECKPOINTS", "0", "KEEP_CHECKPOINTS='0': allowed 1 to 1000"),
+        ("CHECKPOINT_PART_KB", "1e3", "CHECKPOINT_PART_KB='1e3': not an int"),
+        ("CHECKPOINT_PART_KB", "65537", "CHECKPOINT_PART_KB='65537': allowed 0 to 65536"),
+        ("EMIT_STEPS", "yes", "EMIT_STEPS='yes': allowed 0 or 1"),
+        ("PEER_WAIT_SECONDS", "1e9", "PEER_WAIT_SECONDS='1e9': allowed 0 to 86400"),
+    ],
+)
+def test_each_variable_is_refused_outside_its_range_naming_the_range(
+    url: str, variable: str, value: str, says: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        TrainConfig.from_env(_env(url, **{variable: value}))
+    assert says in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_train_threads_may_use_every_cpu_the_process_may_run_on(url: str) -> None:
+    cpus = str(usable_cpus())
+    assert TrainConfig.from_env(_env(url, TRAIN_THREADS=cpus)).threads == int(cpus)

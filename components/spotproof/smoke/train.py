@@ -5,24 +5,32 @@ data position is the step, batches are generated from ``SEED`` and the step) goe
 each checkpoint, so a run interrupted any number of times ends with the same ``digest`` as
 one that never was.
 
-Configuration (environment):
+Configuration (environment); a variable missing, malformed, not finite or out of its
+range stops the trainer before it starts, with exit 2 and one line naming it:
 
-================== ========================================================== =========
-CHECKPOINT_URL     where checkpoints go (file://, s3://, gs://, az://)         required
-CHECKPOINT_INTERVAL steps between periodic checkpoints                         required
-TOTAL_STEPS        steps to train                                             required
-SEED               seed of weights, data and dropout                          0
-MODEL_MB           size of model + optimizer state in MiB                     16
-GRACE_SECONDS      budget from SIGTERM to SIGKILL                             15
-STEP_SECONDS       pause after each step (lets a harness interrupt mid-run)   0
-KEEP_CHECKPOINTS   committed checkpoints kept                                 3
-CHECKPOINT_PART_KB size of each uploaded part; unset: sized from the state      (auto)
-EMIT_STEPS         1 to print a ``step`` event after every step               0
-TRAIN_THREADS      torch intra-op threads                                     1
-PEER_WAIT_SECONDS  a rank stopped by a peer waits this long to be torn down   600
-WORLD_SIZE, RANK,  a gang of ranks over torch.distributed (gloo), as torchrun  1 (alone)
-MASTER_ADDR/PORT   and a JobSet set them (``spotproof.smoke.distributed``)
-================== ========================================================== =========
+=================== ====================================================== ======= ===========
+CHECKPOINT_URL      where checkpoints go (file://, s3://, gs://, az://)    required
+CHECKPOINT_INTERVAL steps between periodic checkpoints                     required 1 to 10^12
+TOTAL_STEPS         steps to train                                         required 1 to 10^12
+SEED                seed of weights, data and dropout                      0       0 to 2^32-1
+MODEL_MB            size of model + optimizer state in MiB                 16      0.01 to 65536
+GRACE_SECONDS       budget from SIGTERM to SIGKILL                         15      1 to 86400
+STEP_SECONDS        pause after each step (lets a harness interrupt)       0       0 to 86400
+KEEP_CHECKPOINTS    committed checkpoints kept                             3       1 to 1000
+CHECKPOINT_PART_KB  size of each uploaded part; 0: sized from the state    0       0 to 65536
+EMIT_STEPS          1 to print a ``step`` event after every step           0       0 or 1
+TRAIN_THREADS       torch intra-op threads                                 1       1 to the CPUs
+                                                                                   it may use
+PEER_WAIT_SECONDS   a rank stopped by a peer waits this long to be torn    600     0 to 86400
+                    down
+WORLD_SIZE, RANK,   a gang of ranks over torch.distributed (gloo), as      1
+MASTER_ADDR/PORT    torchrun and a JobSet set them
+                    (``spotproof.smoke.distributed``)
+=================== ====================================================== ======= ===========
+
+SEED and MODEL_MB define the run: they are recorded in every checkpoint's manifest, and a
+trainer pointed at a checkpoint of another run refuses to resume it (exit 2) rather than
+continue someone else's weights.
 
 Output: one JSON object per line on stdout (``resumed``, ``saving``, ``checkpoint``,
 ``preempted``, ``done``, ...). A ``checkpoint`` event is printed only once its step is
@@ -48,16 +56,24 @@ import torch
 
 from spotproof.runtime import exit_codes, torch_state
 from spotproof.runtime.async_save import AsyncCheckpointer
-from spotproof.runtime.checkpoint import SaveResult
+from spotproof.runtime.checkpoint import Checkpoint, SaveResult
 from spotproof.runtime.gang import PEER_WAIT_SECONDS, await_teardown
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.manifest import DEFAULT_KEEP
 from spotproof.runtime.storage import StorageError, StorageURLError
+from spotproof.runtime.transfer import MAX_PART
 from spotproof.smoke import BATCH_ROWS
 from spotproof.smoke.distributed import Gang, PeerLost, Solo
 
 DEPTH = 4
 BYTES_PER_PARAMETER = 12  # fp32 weight + AdamW's two moments
+# Ranges of the variables. SEED and MODEL_MB are the stack's own (``spec.SmokeTest``); the
+# data seed is SEED * 1_000_003 + step, which a 32-bit SEED keeps inside torch's 64 bits.
+MAX_SEED = 2**32 - 1
+MAX_MODEL_MB = 65536
+MAX_STEPS = 10**12
+MAX_SECONDS = 86400
+MAX_KEEP = 1000
 
 
 class ConfigError(ValueError):
@@ -82,36 +98,76 @@ class TrainConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TrainConfig:
-        def number(name: str, default: float | None, kind: type, minimum: float) -> Any:
+        """The configuration from ``env``; :class:`ConfigError` names the first variable
+        that is missing, malformed or out of its range, and the range."""
+
+        def number(name: str, default: float | None, kind: type, low: float, high: float) -> Any:
             raw = env.get(name)
             if raw is None or raw == "":
                 if default is None:
-                    raise ConfigError(f"{name} is required")
+                    raise ConfigError(f"{name} is required ({kind.__name__}, {low} to {high})")
                 return default
             try:
                 value = kind(raw)
             except ValueError:
-                raise ConfigError(f"{name}={raw!r}: not a {kind.__name__}") from None
-            if value < minimum:
-                raise ConfigError(f"{name}={raw!r}: must be >= {minimum}")
+                raise ConfigError(
+                    f"{name}={raw!r}: not a{'n' if kind is int else ''} "
+                    f"{kind.__name__}; allowed {low} to {high}"
+                ) from None
+            # nan compares false with everything, so the range test alone would let it in.
+            if not math.isfinite(value) or not low <= value <= high:
+                raise ConfigError(f"{name}={raw!r}: allowed {low} to {high}")
             return value
 
         url = env.get("CHECKPOINT_URL") or ""
         if not url:
             raise ConfigError("CHECKPOINT_URL is required (file://, s3://, gs:// or az:// URL)")
+        emit_steps = env.get("EMIT_STEPS") or "0"
+        if emit_steps not in ("0", "1"):
+            raise ConfigError(f"EMIT_STEPS={emit_steps!r}: allowed 0 or 1")
         return cls(
             checkpoint_url=url,
-            interval=number("CHECKPOINT_INTERVAL", None, int, 1),
-            total_steps=number("TOTAL_STEPS", None, int, 1),
-            seed=number("SEED", 0, int, 0),
-            model_mb=number("MODEL_MB", 16, float, 0.01),
-            grace_seconds=number("GRACE_SECONDS", 15, float, 1),
-            step_seconds=number("STEP_SECONDS", 0, float, 0),
-            keep=number("KEEP_CHECKPOINTS", DEFAULT_KEEP, int, 1),
-            part_kb=number("CHECKPOINT_PART_KB", 0, int, 0) or None,
-            emit_steps=env.get("EMIT_STEPS", "0") == "1",
-            threads=number("TRAIN_THREADS", 1, int, 1),
-            peer_wait_seconds=number("PEER_WAIT_SECONDS", PEER_WAIT_SECONDS, float, 0),
+            interval=number("CHECKPOINT_INTERVAL", None, int, 1, MAX_STEPS),
+            total_steps=number("TOTAL_STEPS", None, int, 1, MAX_STEPS),
+            seed=number("SEED", 0, int, 0, MAX_SEED),
+            model_mb=number("MODEL_MB", 16, float, 0.01, MAX_MODEL_MB),
+            grace_seconds=number("GRACE_SECONDS", 15, float, 1, MAX_SECONDS),
+            step_seconds=number("STEP_SECONDS", 0, float, 0, MAX_SECONDS),
+            keep=number("KEEP_CHECKPOINTS", DEFAULT_KEEP, int, 1, MAX_KEEP),
+            part_kb=number("CHECKPOINT_PART_KB", 0, int, 0, MAX_PART // 1024) or None,
+            emit_steps=emit_steps == "1",
+            threads=number("TRAIN_THREADS", 1, int, 1, usable_cpus()),
+            peer_wait_seconds=number("PEER_WAIT_SECONDS", PEER_WAIT_SECONDS, float, 0, MAX_SECONDS),
+        )
+
+    def run_identity(self) -> dict[str, Any]:
+        """What makes two runs the same run: the weights and the data follow from these,
+        so a checkpoint written under other values must never be resumed."""
+        return {"seed": self.seed, "model_mb": self.model_mb}
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity, not the machine's count): more torch
+    threads than that only contend."""
+    return len(os.sched_getaffinity(0))
+
+
+def check_same_run(config: TrainConfig, checkpoint: Checkpoint) -> None:
+    """Refuse to resume ``checkpoint`` if it was written by a different run. A checkpoint
+    from before run identities were recorded is taken as it is."""
+    theirs = {
+        key: checkpoint.metadata[key] for key in config.run_identity() if key in checkpoint.metadata
+    }
+    ours = {key: config.run_identity()[key] for key in theirs}
+    if theirs != ours:
+
+        def spelled(values: Mapping[str, Any]) -> str:
+            return ", ".join(f"{key}={value}" for key, value in values.items())
+
+        raise ConfigError(
+            f"{config.checkpoint_url} holds step {checkpoint.step} of another run "
+            f"({spelled(theirs)}; this one has {spelled(ours)}): "
+            "give this run its own CHECKPOINT_URL"
         )
 
 
@@ -207,6 +263,7 @@ def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
     step = 0
     latest = gang.latest(store, lambda s, why: emit("skipped", step=s, reason=why))
     if latest is not None:
+        check_same_run(config, latest)
         step = torch_state.restore(owned, optimizer, latest.blobs)["step"]
         gang.share_parameters(model)
     emit("resumed", step=step, writer=store.writer_id, rank=gang.rank)
@@ -221,7 +278,7 @@ def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
 
     def save(final: bool) -> SaveResult | None:
         capture = lambda: buffer.capture(owned, optimizer, step)  # noqa: E731
-        metadata = {"seed": config.seed, "total_steps": config.total_steps}
+        metadata = {**config.run_identity(), "total_steps": config.total_steps}
         if final:
             return saver.save_final(step, capture, metadata)
         saver.save_async(step, capture, metadata)

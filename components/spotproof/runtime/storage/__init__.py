@@ -59,6 +59,21 @@ SCHEMES = {"file": "file", "s3": "s3", "gs": "gcs", "gcs": "gcs", "az": "abfs", 
 ALLOWED = "file:///path, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix"
 
 
+def _usable_directory(url: str, root: Path) -> None:
+    """Create ``root`` and check that this user may write there: a path under a file, on a
+    read-only mount or owned by someone else is the URL's fault, so it is a URL error."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StorageURLError(
+            f"checkpoint URL {url!r}: cannot create directory {str(root)!r}: {error.strerror}"
+        ) from None
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise StorageURLError(
+            f"checkpoint URL {url!r}: directory {str(root)!r} is not writable by this user"
+        )
+
+
 def open_store(url: str, **storage_options: Any) -> ObjectStore:
     """The store at ``url``; checks that it is reachable before anything is written."""
     parsed = urlparse(url)
@@ -71,7 +86,7 @@ def open_store(url: str, **storage_options: Any) -> ObjectStore:
     root = _local_root(url) if protocol == "file" else _bucket_root(url)
     fs = _filesystem(url, protocol, storage_options)
     if protocol == "file":
-        Path(root).mkdir(parents=True, exist_ok=True)
+        _usable_directory(url, Path(root))
         return LocalStore(url, fs, root)
     kinds = {"s3": S3Store, "gcs": GcsStore}
     store = kinds.get(protocol, ObjectStore)(url, fs, root)
