@@ -21,6 +21,7 @@ from spotproof.aks import (
     GpuAgentPoolsArgs,
 )
 from spotproof.catalog import aks as aks_catalog
+from spotproof.kube.smoke import run_prefix
 from spotproof.kube.workload import ServiceAccountRef
 from spotproof.plan import PlanResult
 from spotproof.spec import BucketSpec, Capacity, SpecError, fleet_from_config
@@ -176,7 +177,8 @@ def test_smoke_job_uses_workload_identity_and_tolerates_the_aks_spot_taint(
     assert pod["metadata"]["labels"]["azure.workload.identity/use"] == "true"
     env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
     assert env["AZURE_STORAGE_ACCOUNT_NAME"] == aks_dev.spec.bucket.name
-    assert env["CHECKPOINT_URL"] == "az://spotproof/checkpoints/smoke"
+    run = run_prefix(aks_dev.spec.smoke_test)  # type: ignore[arg-type]
+    assert env["CHECKPOINT_URL"] == f"az://spotproof/checkpoints/smoke/{run}"
     assert {
         "key": "kubernetes.azure.com/scalesetpriority",
         "operator": "Equal",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from spotproof.eks import iam_documents
+from spotproof.kube.smoke import run_prefix
 from spotproof.plan import PlanResult
 from spotproof.plan.recorder import OFFLINE_ACCOUNT
 
@@ -371,7 +372,8 @@ def test_smoke_job_uses_the_aws_notice_less_delivery_time_and_accepts_the_fallba
         job["spec"]["template"]["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
     )
     assert job["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] == (
-        "s3://spotproof-eks-dev-checkpoints-usw2/checkpoints/smoke"
+        "s3://spotproof-eks-dev-checkpoints-usw2/checkpoints/smoke/"
+        + run_prefix(eks_dev.spec.smoke_test)  # type: ignore[arg-type]
     )
 
 

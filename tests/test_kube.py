@@ -3,7 +3,9 @@ service account, as rendered for a real stack."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pulumi
@@ -11,6 +13,7 @@ import pytest
 
 from spotproof import scheduling
 from spotproof.kube import ClusterBaseline, ClusterBaselineArgs, SmokeTestJob, SmokeTestJobArgs
+from spotproof.kube.smoke import run_prefix
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
 from spotproof.plan import PlanResult, run_plan
 from spotproof.plan.recorder import record
@@ -65,13 +68,27 @@ def test_trainer_gets_its_whole_configuration_from_the_environment(gke_dev: Plan
     container = _pod(gke_dev)["containers"][0]
     assert container["command"] == ["python", "-m", "spotproof.smoke.train"]
     assert {e["name"]: e["value"] for e in container["env"]} == {
-        "CHECKPOINT_URL": "gs://spotproof-dev-gke-dev-checkpoints/checkpoints/smoke",
+        "CHECKPOINT_URL": "gs://spotproof-dev-gke-dev-checkpoints/checkpoints/smoke/"
+        + run_prefix(gke_dev.spec.smoke_test),  # type: ignore[arg-type]
         "CHECKPOINT_INTERVAL": "50",
         "TOTAL_STEPS": "2000",
         "SEED": "0",
         "MODEL_MB": "64",
         "GRACE_SECONDS": "15",
     }
+
+
+def test_each_smoke_run_writes_under_its_own_prefix_that_a_changed_setting_renews() -> None:
+    smoke = SmokeTest()
+    assert run_prefix(smoke) == run_prefix(SmokeTest())
+    assert re.fullmatch(r"run-[0-9a-f]{12}", run_prefix(smoke))
+    changed = [
+        replace(smoke, seed=1),
+        replace(smoke, model_mb=65),
+        replace(smoke, total_steps=2001),
+        replace(smoke, image=smoke.image + "-next"),
+    ]
+    assert len({run_prefix(smoke), *map(run_prefix, changed)}) == 1 + len(changed)
 
 
 def test_gpu_limit_is_declared(gke_dev: PlanResult) -> None:

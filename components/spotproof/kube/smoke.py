@@ -24,11 +24,17 @@ Why each field is what it is:
   NodePool's ``terminationGracePeriod`` bounds that wait, so the pod is deleted with its
   full grace period before the two-minute notice ends (``eks.nodepools``). On GKE the
   kubelet's graceful node shutdown ignores both and sends SIGTERM at once.
+- Each run writes under its own prefix, ``<checkpoint_url>/run-<digest of the smoke
+  settings>``: a Job replaced because a setting changed starts from step 0 instead of
+  resuming the previous run's weights, while the pods of one Job (retries after each
+  preemption) share it. The trainer also refuses a checkpoint of another seed or model size.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import hashlib
+import json
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import pulumi
@@ -49,7 +55,8 @@ SERVICE_ACCOUNT_NAME = "spotproof-trainer"
 class SmokeTestJobArgs:
     smoke: SmokeTest
     checkpoint_url: pulumi.Input[str]
-    """Where the trainer commits checkpoints, e.g. ``gs://bucket/checkpoints/smoke``."""
+    """Where smoke runs keep checkpoints, e.g. ``gs://bucket/checkpoints/smoke``; each run
+    writes under its own :func:`run_prefix` there."""
     placement: TargetPlacement
     """The pools of ``smoke.target``, from the cluster the Job runs on."""
     identity: WorkloadIdentity
@@ -65,6 +72,13 @@ def trainer_account(smoke: SmokeTest | None) -> ServiceAccountRef:
     """The service account trainers run as, which the bucket's identity trusts: in the
     smoke test's namespace, or the default one when the stack has no smoke test."""
     return ServiceAccountRef((smoke or SmokeTest()).namespace, SERVICE_ACCOUNT_NAME)
+
+
+def run_prefix(smoke: SmokeTest) -> str:
+    """``run-`` and 12 hex digits of the smoke settings: the same for every pod of one Job,
+    new whenever a setting (and so the Job) changes."""
+    settings = json.dumps(asdict(smoke), sort_keys=True, default=str)
+    return f"run-{hashlib.sha256(settings.encode()).hexdigest()[:12]}"
 
 
 def trainer_env(
@@ -101,7 +115,7 @@ def job_spec(
     )
     return training.job_spec(
         trainer,
-        trainer_env(smoke, checkpoint_url, identity.environment),
+        trainer_env(smoke, f"{checkpoint_url}/{run_prefix(smoke)}", identity.environment),
         placement=replace(target, target=smoke.target),
         identity=identity,
         grace_period_seconds=smoke.grace_period_seconds,
