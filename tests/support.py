@@ -33,3 +33,12 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     code = cli.main(list(argv))
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def iam_condition_allows(expression: str, resource_name: str) -> bool:
+    """Evaluate an IAM condition (CEL) for a call on ``resource_name``, as IAM does."""
+    import celpy  # noqa: PLC0415 - only the tests that check conditions need it
+
+    environment = celpy.Environment()
+    program = environment.program(environment.compile(expression))
+    return bool(program.evaluate(celpy.json_to_cel({"resource": {"name": resource_name}})))

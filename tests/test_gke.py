@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pulumi
+import pytest
 
 from spotproof.gke import CheckpointBucket, CheckpointBucketArgs
 from spotproof.gke.names import service_account_id
@@ -13,7 +14,7 @@ from spotproof.kube.workload import ServiceAccountRef
 from spotproof.plan import PlanResult, run_plan
 from spotproof.plan.recorder import Secret, record
 from spotproof.spec import fleet_from_config
-from tests.support import stack_config
+from tests.support import iam_condition_allows, stack_config
 
 POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -167,7 +168,7 @@ def test_trainer_may_write_objects_of_this_bucket_only(gke_dev: PlanResult) -> N
     grant = gke_dev.recording.one(
         "gcp:storage/bucketIAMMember:BucketIAMMember", "gke-dev-checkpoints-trainer-objects"
     ).inputs
-    assert grant == {
+    assert {key: grant[key] for key in ("bucket", "role", "member")} == {
         "bucket": "spotproof-dev-gke-dev-checkpoints",
         "role": "roles/storage.objectUser",
         "member": "serviceAccount:gke-dev-trainer@spotproof-dev.iam.gserviceaccount.com",
@@ -176,6 +177,29 @@ def test_trainer_may_write_objects_of_this_bucket_only(gke_dev: PlanResult) -> N
         r.inputs["role"] for r in gke_dev.recording.of_type("gcp:projects/iAMMember:IAMMember")
     ]
     assert not any(role.startswith("roles/storage.") for role in project_roles)
+
+
+@pytest.mark.parametrize(
+    ("resource_name", "allowed"),
+    [
+        ("objects/checkpoints/smoke/run-0123456789ab/step-00000050/part-0", True),
+        ("objects/checkpoints/smoke/run-0123456789ab/manifest-00000050.json", True),
+        ("", True),  # the bucket itself: listing, which a condition cannot narrow
+        ("objects/batch-results/item", False),
+        ("objects/checkpointsX/other", False),
+        ("objects/other-team/model.pt", False),
+    ],
+)
+def test_trainer_reaches_only_objects_under_the_checkpoint_prefix(
+    gke_dev: PlanResult, resource_name: str, allowed: bool
+) -> None:
+    # The condition is CEL, evaluated here as IAM would against each call's resource.name.
+    grant = gke_dev.recording.one(
+        "gcp:storage/bucketIAMMember:BucketIAMMember", "gke-dev-checkpoints-trainer-objects"
+    ).inputs
+    bucket = "projects/_/buckets/spotproof-dev-gke-dev-checkpoints"
+    name = f"{bucket}/{resource_name}" if resource_name else bucket
+    assert iam_condition_allows(grant["condition"]["expression"], name) is allowed
 
 
 def test_kubernetes_service_account_impersonates_the_trainer_through_workload_identity(

@@ -126,6 +126,12 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         lambda i: i.update(lifecycleRules=[]),
         "gcs-bucket-hardened",
     ),
+    "trainer allowed to delete any object in the bucket": (
+        "gcp:storage/bucketIAMMember:BucketIAMMember",
+        "gke-dev-checkpoints-trainer-objects",
+        lambda i: i.pop("condition"),
+        "gcs-deletion-scoped",
+    ),
     "bucket in another region": (
         "gcp:storage/bucket:Bucket",
         "gke-dev-checkpoints-bucket",

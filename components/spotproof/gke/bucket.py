@@ -7,13 +7,14 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from spotproof.gke.identity import annotations, bind_workload_identity
+from spotproof.gke.identity import annotations, bind_workload_identity, under_prefix
 from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
 from spotproof.spec import BucketSpec
 
 OBJECT_ROLE = "roles/storage.objectUser"
-"""Read, write, list and delete objects; no say over the bucket's own settings or IAM."""
+"""Read, write, list and delete objects; no say over the bucket's own settings or IAM.
+Granted under the checkpoint prefix only (``gke.identity.under_prefix``)."""
 
 
 @dataclass
@@ -43,8 +44,9 @@ class CheckpointBucket(pulumi.ComponentResource):
       public objects. GCS serves its APIs over TLS only, so there is no plain-HTTP path to
       deny.
     - The trainer's Google service account gets ``roles/storage.objectUser`` on this bucket
-      alone, and the Kubernetes service account impersonates it through Workload Identity:
-      no key files anywhere.
+      alone, conditioned on the checkpoint prefix: it reads, writes and deletes only
+      there (and may list the bucket, which a condition cannot narrow). The Kubernetes
+      service account impersonates it through Workload Identity: no key files anywhere.
     """
 
     name: pulumi.Output[str]
@@ -97,6 +99,7 @@ class CheckpointBucket(pulumi.ComponentResource):
             bucket=bucket.name,
             role=OBJECT_ROLE,
             member=service_account_member(trainer.email),
+            condition=under_prefix(bucket.name, settings.prefix, listing=True),
             opts=child,
         )
         pod = args.trainer

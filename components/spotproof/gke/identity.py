@@ -5,6 +5,15 @@ Identity pool gives the Kubernetes service account; ``roles/iam.workloadIdentity
 the Google service account lets it impersonate that account, and the Kubernetes service
 account names it in ``iam.gke.io/gcp-service-account``
 (https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity).
+
+Grants on a bucket are narrowed to a key prefix with an IAM condition on
+``resource.name``, which for an object is ``projects/_/buckets/BUCKET/objects/KEY``
+(https://cloud.google.com/iam/docs/conditions-resource-attributes#resource-name; conditions
+need uniform bucket-level access, which the checkpoint bucket enforces). Listing is checked
+against the bucket itself, not against object names, so a role that must list also needs
+``resource.name == "projects/_/buckets/BUCKET"``: that lets it list the whole bucket, the
+one thing a prefix condition cannot narrow; reading, writing and deleting stay under the
+prefix.
 """
 
 from __future__ import annotations
@@ -39,3 +48,28 @@ def bind_workload_identity(
 def annotations(account: gcp.serviceaccount.Account) -> pulumi.Output[dict[str, str]]:
     """What the Kubernetes service account carries to name ``account``."""
     return account.email.apply(lambda email: {ANNOTATION: email})
+
+
+def objects_under(bucket: str, prefix: str) -> str:
+    """The condition expression for the objects under ``prefix/`` of ``bucket``."""
+    return f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}/")'
+
+
+def bucket_itself(bucket: str) -> str:
+    """The condition expression that matches calls on the bucket, such as listing."""
+    return f'resource.name == "projects/_/buckets/{bucket}"'
+
+
+def under_prefix(
+    bucket: pulumi.Input[str], prefix: str, *, listing: bool
+) -> pulumi.Output[dict[str, str]]:
+    """A ``condition`` for a bucket grant: the objects under ``prefix/`` and, with
+    ``listing``, the bucket itself so that the holder may list."""
+
+    def condition(name: str) -> dict[str, str]:
+        if listing:
+            expression = f"{objects_under(name, prefix)} || {bucket_itself(name)}"
+            return {"title": f"{prefix}/ and listing", "expression": expression}
+        return {"title": f"{prefix}/", "expression": objects_under(name, prefix)}
+
+    return pulumi.Output.from_input(bucket).apply(condition)

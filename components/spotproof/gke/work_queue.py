@@ -38,7 +38,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from spotproof.catalog import keda
-from spotproof.gke.identity import annotations, bind_workload_identity
+from spotproof.gke.identity import annotations, bind_workload_identity, under_prefix
 from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.kube.batch import QueueScaler, WorkQueueBinding
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
@@ -51,15 +51,6 @@ PUBLISHER = "roles/pubsub.publisher"
 OBJECT_CREATOR = "roles/storage.objectCreator"
 OBJECT_VIEWER = "roles/storage.objectViewer"
 METRICS_VIEWER = keda.METRIC_READERS["gcp-pubsub"]
-
-
-def objects_under(bucket: str, prefix: str) -> str:
-    """The IAM condition expression for the objects under ``prefix/`` of ``bucket``."""
-    return f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}/")'
-
-
-def bucket_itself(bucket: str) -> str:
-    return f'resource.name == "projects/_/buckets/{bucket}"'
 
 
 @dataclass
@@ -213,9 +204,7 @@ class WorkQueue(pulumi.ComponentResource):
             bucket=bucket,
             role=OBJECT_CREATOR,
             member=member,
-            condition=bucket.apply(
-                lambda b: {"title": "results prefix", "expression": objects_under(b, prefix)}
-            ),
+            condition=under_prefix(bucket, prefix, listing=False),
             opts=child,
         )
         gcp.storage.BucketIAMMember(
@@ -223,12 +212,7 @@ class WorkQueue(pulumi.ComponentResource):
             bucket=bucket,
             role=OBJECT_VIEWER,
             member=member,
-            condition=bucket.apply(
-                lambda b: {
-                    "title": "results prefix and listing",
-                    "expression": f"{objects_under(b, prefix)} || {bucket_itself(b)}",
-                }
-            ),
+            condition=under_prefix(bucket, prefix, listing=True),
             opts=child,
         )
         pod = args.worker

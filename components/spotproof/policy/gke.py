@@ -15,6 +15,18 @@ CLUSTER = "gcp:container/cluster:Cluster"
 BUCKET = "gcp:storage/bucket:Bucket"
 SERVICE_ACCOUNT_KEY = "gcp:serviceaccount/key:Key"
 PROJECT_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
+BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
+OBJECT_REPLACING_ROLES = frozenset(
+    {
+        "roles/storage.objectUser",
+        "roles/storage.objectAdmin",
+        "roles/storage.admin",
+        "roles/storage.legacyBucketWriter",
+        "roles/storage.legacyBucketOwner",
+    }
+)
+"""Bucket roles that may delete or overwrite objects (storage.objects.delete)
+(https://cloud.google.com/storage/docs/access-control/iam-roles)."""
 
 
 def system_pool_on_demand(inputs: Mapping[str, Any]) -> Iterator[str]:
@@ -137,6 +149,16 @@ def bucket_access_scoped(resources: list[PlannedResource]) -> Iterator[tuple[str
             yield grant.name, f"{role} granted project-wide; grant it on the checkpoint bucket"
 
 
+def object_deletion_scoped(inputs: Mapping[str, Any]) -> Iterator[str]:
+    role = str(inputs.get("role", ""))
+    expression = str((inputs.get("condition") or {}).get("expression") or "")
+    if role in OBJECT_REPLACING_ROLES and "/objects/" not in expression:
+        yield (
+            f"{role} lets {inputs.get('member')} delete every object in the bucket; allowed: "
+            'a condition resource.name.startsWith("projects/_/buckets/B/objects/PREFIX/")'
+        )
+
+
 RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ResourceRule(
         "gke-system-pool-on-demand",
@@ -182,6 +204,12 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         "Checkpoint bucket is versioned and private.",
         BUCKET,
         bucket_hardened,
+    ),
+    ResourceRule(
+        "gcs-deletion-scoped",
+        "Whoever may delete objects may do so under a prefix only.",
+        BUCKET_IAM_MEMBER,
+        object_deletion_scoped,
     ),
     ResourceRule(
         "gcp-no-static-keys", "No service account keys.", SERVICE_ACCOUNT_KEY, no_static_keys
