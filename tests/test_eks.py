@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 
 from spotproof.eks import iam_documents
 from spotproof.kube.smoke import run_prefix
-from spotproof.plan import PlanResult
+from spotproof.plan import PlanResult, run_plan
 from spotproof.plan.recorder import OFFLINE_ACCOUNT
+from tests.support import stack_config
 
 ROLE = "aws:iam/role:Role"
 POLICY = "aws:iam/policy:Policy"
@@ -78,6 +81,28 @@ def test_system_node_group_is_on_demand_and_tainted_in_aws_spelling(eks_dev: Pla
     ]
     assert group["labels"] == {"spotproof.dev/pool-class": "system"}
     assert group["scalingConfig"] == {"minSize": 2, "maxSize": 3, "desiredSize": 2}
+
+
+def test_system_nodes_keep_instance_metadata_from_pods_with_a_template_of_their_own(
+    eks_dev: PlanResult,
+) -> None:
+    group = _one(eks_dev, "aws:eks/nodeGroup:NodeGroup", "system")
+    template = _one(eks_dev, "aws:ec2/launchTemplate:LaunchTemplate", "system")
+    assert group["launchTemplate"] == {"id": "eks-dev-system-id", "version": "1"}
+    assert "diskSize" not in group  # EKS refuses it beside a launch template
+    assert template["metadataOptions"] == {
+        "httpEndpoint": "enabled",
+        "httpTokens": "required",
+        "httpPutResponseHopLimit": 1,
+    }
+    [root] = template["blockDeviceMappings"]
+    assert root["deviceName"] == "/dev/xvda"
+    assert root["ebs"] == {
+        "volumeSize": 100,
+        "volumeType": "gp3",
+        "encrypted": "true",
+        "deleteOnTermination": "true",
+    }
 
 
 def test_karpenter_controller_role_trusts_only_its_service_account_through_pod_identity(
@@ -156,8 +181,21 @@ def test_karpenter_nodes_have_their_own_role_and_an_ec2_linux_access_entry(
         "AmazonEKSWorkerNodePolicy",
         "AmazonEKS_CNI_Policy",
         "AmazonEC2ContainerRegistryPullOnly",
-        "AmazonSSMManagedInstanceCore",
     }
+
+
+def test_karpenter_nodes_get_session_manager_access_only_when_the_stack_asks(
+    make_project: Callable[..., Path],
+) -> None:
+    config = stack_config("eks-dev")
+    config["spotproof:karpenter"]["nodeSsmAccess"] = True
+    result = run_plan("eks-test", make_project(config, stack="eks-test"))
+    attached = {
+        r.inputs["policyArn"].rsplit("/", 1)[1]
+        for r in result.recording.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if r.name.startswith("eks-test-karpenter-node-")
+    }
+    assert "AmazonSSMManagedInstanceCore" in attached
 
 
 def test_eventbridge_rules_send_every_interruption_event_to_the_queue(eks_dev: PlanResult) -> None:
@@ -190,8 +228,17 @@ def test_interruption_queue_is_encrypted_short_lived_and_tls_only(eks_dev: PlanR
     assert policy["queueUrl"].endswith(f"/{OFFLINE_ACCOUNT}/eks-dev")
     document = _document(policy, "policy")
     deliver = _statement(document, "EventBridgeDelivers")
-    assert deliver["Principal"] == {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]}
+    assert deliver["Principal"] == {"Service": "events.amazonaws.com"}
     assert deliver["Action"] == "sqs:SendMessage"
+    rules = eks_dev.recording.of_type("aws:cloudwatch/eventRule:EventRule")
+    assert deliver["Condition"] == {
+        "ArnEquals": {
+            "aws:SourceArn": sorted(
+                f"arn:aws:events:us-west-2:{OFFLINE_ACCOUNT}:rule/{r.inputs['name']}" for r in rules
+            )
+        }
+    }
+    assert len(rules) == 4
     deny = _statement(document, "DenyWithoutTls")
     assert (deny["Effect"], deny["Condition"]) == (
         "Deny",
@@ -216,6 +263,13 @@ def test_helm_release_is_pinned_configured_and_kept_on_the_system_group(
     node_pool = eks_dev.recording.one(NODE_POOL, "eks-dev-karpenter-gpu-spot-nodepool")
     assert node_pool.inputs  # registered after the CRD chart it depends on
     assert eks_dev.recording.resources.index(crds) < eks_dev.recording.resources.index(node_pool)
+
+
+def test_karpenter_is_given_its_region_since_its_nodes_keep_metadata_from_pods(
+    eks_dev: PlanResult,
+) -> None:
+    values = _one(eks_dev, "kubernetes:helm.sh/v4:Chart", "karpenter-controller")["values"]
+    assert {"name": "AWS_REGION", "value": "us-west-2"} in values["controller"]["env"]
 
 
 def test_spot_node_pool_is_diversified_tainted_capped_and_never_consolidates_busy_nodes(

@@ -218,6 +218,24 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         ),
         "eks-pod-identity-scoped",
     ),
+    "system node group on EKS's own launch template": (
+        "aws:eks/nodeGroup:NodeGroup",
+        "eks-dev-system",
+        lambda i: i.pop("launchTemplate"),
+        "eks-node-group-template",
+    ),
+    "system nodes letting pods reach instance metadata": (
+        "aws:ec2/launchTemplate:LaunchTemplate",
+        "eks-dev-system",
+        lambda i: i["metadataOptions"].update(httpPutResponseHopLimit=2),
+        "eks-launch-template-metadata",
+    ),
+    "interruption queue open to any EventBridge rule": (
+        "aws:sqs/queuePolicy:QueuePolicy",
+        "eks-dev-karpenter-interruption-policy",
+        lambda i: i.update(policy=i["policy"].replace('"Condition": {"ArnEquals"', '"X": {"A"', 1)),
+        "sqs-service-senders-pinned",
+    ),
     "unencrypted interruption queue": (
         "aws:sqs/queue:Queue",
         "eks-dev-karpenter-interruption-queue",

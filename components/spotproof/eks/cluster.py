@@ -28,6 +28,20 @@ from spotproof.spec.eks import EksFleet
 
 CONTROL_PLANE_LOGS = ["api", "audit", "authenticator"]
 SYSTEM_AMI = "AL2023_x86_64_STANDARD"
+SYSTEM_ROOT_DEVICE = "/dev/xvda"
+"""The root volume of the EKS-optimized AL2023 AMI."""
+SYSTEM_METADATA_OPTIONS = {
+    "http_endpoint": "enabled",
+    "http_tokens": "required",
+    "http_put_response_hop_limit": 1,
+}
+"""IMDSv2 only, one hop. Without a launch template of its own a managed node group gets
+EKS's, whose hop limit of 2 lets any pod on the node read the node role's credentials
+(EKS best practices, "Restrict access to the instance profile assigned to the worker
+node": https://docs.aws.amazon.com/eks/latest/best-practices/identity-and-access-management.html).
+What runs on system nodes gets credentials from Pod Identity or runs on the host network
+(the VPC CNI), neither of which needs the extra hop. The endpoint stays enabled: the
+node's own agents read it."""
 
 
 def coredns_configuration() -> dict[str, Any]:
@@ -281,6 +295,25 @@ class HybridCluster(pulumi.ComponentResource):
             description=f"System node group of {spec.stack}",
             opts=pulumi.ResourceOptions(parent=self),
         )
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-system",
+            name_prefix=f"{spec.stack}-system-",
+            description=f"System node group of {spec.stack}: IMDSv2, one hop, encrypted root",
+            metadata_options=SYSTEM_METADATA_OPTIONS,
+            block_device_mappings=[
+                {
+                    "device_name": SYSTEM_ROOT_DEVICE,
+                    "ebs": {
+                        "volume_size": pool.disk_gb,
+                        "volume_type": "gp3",
+                        "encrypted": "true",
+                        "delete_on_termination": "true",
+                    },
+                }
+            ],
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         return aws.eks.NodeGroup(
             f"{name}-system",
             cluster_name=cluster.name,
@@ -290,7 +323,8 @@ class HybridCluster(pulumi.ComponentResource):
             capacity_type="ON_DEMAND",
             instance_types=[pool.machine_type],
             ami_type=SYSTEM_AMI,
-            disk_size=pool.disk_gb,
+            # The disk size is the template's: EKS refuses diskSize beside a launch template.
+            launch_template={"id": template.id, "version": template.latest_version.apply(str)},
             scaling_config={
                 "min_size": pool.min_nodes,
                 "max_size": pool.max_nodes,

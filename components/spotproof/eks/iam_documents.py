@@ -25,8 +25,9 @@ NODE_POLICIES = (
     "AmazonEKS_CNI_Policy",
     "AmazonEC2ContainerRegistryPullOnly",
 )
-KARPENTER_NODE_POLICIES = (*NODE_POLICIES, "AmazonSSMManagedInstanceCore")
-"""SSM lets operators reach a Karpenter node without SSH keys or open ports."""
+SSM_NODE_POLICY = "AmazonSSMManagedInstanceCore"
+"""Session Manager access to a node: only where the stack asks (``nodeSsmAccess``). The
+node role needs only the three above (https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html)."""
 CLUSTER_POLICIES = ("AmazonEKSClusterPolicy",)
 
 
@@ -292,15 +293,25 @@ def controller_policies(scope: ControllerScope) -> dict[str, Document]:
     }
 
 
-def interruption_queue_policy(queue_arn: str) -> Document:
-    """EventBridge may deliver to the queue; nothing may reach it without TLS."""
+def interruption_queue_policy(queue_arn: str, rule_arns: list[str]) -> Document:
+    """Only this cluster's EventBridge rules may deliver to the queue; nothing may reach it
+    without TLS.
+
+    ``aws:SourceArn`` pins the sender to the rules: without it any rule of any account
+    could make EventBridge deliver here (the confused deputy), and a forged "spot
+    interruption" makes Karpenter drain a healthy node. AWS's own example for an SQS
+    target does the same
+    (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-sqs-permissions).
+    Karpenter's reference template also names ``sqs.amazonaws.com``, for which no sender
+    exists here, so it is left out."""
     return _document(
         {
             "Sid": "EventBridgeDelivers",
             "Effect": "Allow",
-            "Principal": {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]},
+            "Principal": {"Service": "events.amazonaws.com"},
             "Action": "sqs:SendMessage",
             "Resource": queue_arn,
+            "Condition": {"ArnEquals": {"aws:SourceArn": sorted(rule_arns)}},
         },
         {
             "Sid": "DenyWithoutTls",

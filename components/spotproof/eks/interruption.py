@@ -56,14 +56,7 @@ class InterruptionQueue(pulumi.ComponentResource):
             tags={"spotproof-stack": stack},
             opts=child,
         )
-        aws.sqs.QueuePolicy(
-            f"{name}-policy",
-            queue_url=queue.url,
-            policy=queue.arn.apply(
-                lambda arn: json.dumps(iam_documents.interruption_queue_policy(arn))
-            ),
-            opts=child,
-        )
+        rules: list[aws.cloudwatch.EventRule] = []
         for suffix, (source, detail_type) in EVENTS.items():
             rule = aws.cloudwatch.EventRule(
                 f"{name}-{suffix}",
@@ -82,6 +75,15 @@ class InterruptionQueue(pulumi.ComponentResource):
                 target_id="karpenter-interruption-queue",
                 opts=child,
             )
+            rules.append(rule)
+        aws.sqs.QueuePolicy(
+            f"{name}-policy",
+            queue_url=queue.url,
+            policy=pulumi.Output.all(queue.arn, *(rule.arn for rule in rules)).apply(
+                lambda arns: json.dumps(iam_documents.interruption_queue_policy(arns[0], arns[1:]))
+            ),
+            opts=child,
+        )
         self.name = queue.name
         self.arn = queue.arn
         self.register_outputs({"name": self.name, "arn": self.arn})

@@ -31,9 +31,16 @@ CRD_CHART = "oci://public.ecr.aws/karpenter/karpenter-crd"
 SERVICE_ACCOUNT = "karpenter"
 
 
-def controller_values(cluster_name: str, queue_name: str, replicas: int) -> dict[str, Any]:
+def controller_values(
+    cluster_name: str, queue_name: str, replicas: int, region: str
+) -> dict[str, Any]:
     """Helm values that keep the controller on the system node group and off every node it
-    launches itself (a controller on its own spot node would be reclaimed with it)."""
+    launches itself (a controller on its own spot node would be reclaimed with it).
+
+    ``AWS_REGION`` is set because the system nodes keep instance metadata from pods (one
+    hop): without a region in its SDK config the controller asks IMDS for one and exits
+    when it cannot (karpenter-provider-aws ``pkg/operator/operator.go``, "retrieving
+    region from IMDS"). The chart passes ``controller.env`` to the container."""
     system = scheduling.contract(PoolClass.SYSTEM, Cloud.EKS)
     return {
         "settings": {"clusterName": cluster_name, "interruptionQueue": queue_name},
@@ -67,10 +74,11 @@ def controller_values(cluster_name: str, queue_name: str, replicas: int) -> dict
             },
         },
         "controller": {
+            "env": [{"name": "AWS_REGION", "value": region}],
             "resources": {
                 "requests": {"cpu": "500m", "memory": "512Mi"},
                 "limits": {"memory": "1Gi"},
-            }
+            },
         },
     }
 
@@ -137,7 +145,10 @@ class Karpenter(pulumi.ComponentResource):
             role_name=f"{stack}-karpenter-node",
             trust=iam_documents.service_trust("ec2.amazonaws.com"),
             partition=partition,
-            managed_policies=iam_documents.KARPENTER_NODE_POLICIES,
+            managed_policies=(
+                *iam_documents.NODE_POLICIES,
+                *([iam_documents.SSM_NODE_POLICY] if settings.node_ssm_access else []),
+            ),
             description=f"Nodes Karpenter launches for {stack}",
             opts=child,
         )
@@ -219,8 +230,8 @@ class Karpenter(pulumi.ComponentResource):
             version=settings.version,
             namespace=settings.namespace,
             skip_crds=True,
-            values=pulumi.Output.all(cluster, queue.name).apply(
-                lambda names: controller_values(names[0], names[1], settings.replicas)
+            values=pulumi.Output.all(cluster, queue.name, args.region).apply(
+                lambda names: controller_values(names[0], names[1], settings.replicas, names[2])
             ),
             opts=pulumi.ResourceOptions.merge(
                 kubernetes, pulumi.ResourceOptions(depends_on=[crds, *grants, *args.ready])

@@ -186,6 +186,15 @@ _OUTPUTS: dict[str, OutputFaker] = {
         "certificateAuthority": {"data": _FAKE_CA},
         "vpcConfig": {**inputs.get("vpcConfig", {}), "clusterSecurityGroupId": "sg-0offline"},
     },
+    "aws:cloudwatch/eventRule:EventRule": lambda name, inputs, cloud: {
+        "name": inputs.get("name", name),
+        # A rule on the default event bus: rule/NAME (on another bus: rule/BUS/NAME).
+        "arn": cloud.arn("events", f"rule/{inputs.get('name', name)}"),
+    },
+    "aws:ec2/launchTemplate:LaunchTemplate": lambda name, inputs, _cloud: {
+        "name": inputs.get("name") or f"{inputs.get('namePrefix', name)}offline",
+        "latestVersion": 1,
+    },
     "aws:iam/role:Role": lambda name, inputs, cloud: {
         "name": inputs.get("name", name),
         "arn": cloud.arn("iam", f"role/{inputs.get('name', name)}", regional=False),

@@ -18,6 +18,9 @@ CLUSTER = "aws:eks/cluster:Cluster"
 NODE_GROUP = pool_shapes.EKS_NODE_GROUP
 ROLE = "aws:iam/role:Role"
 QUEUE = "aws:sqs/queue:Queue"
+QUEUE_POLICY = "aws:sqs/queuePolicy:QueuePolicy"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+SOURCE_KEYS = ("aws:SourceArn", "aws:SourceAccount")
 BUCKET = "aws:s3/bucket:Bucket"
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 POD_IDENTITY_TAGS = ("kubernetes-namespace", "kubernetes-service-account")
@@ -38,12 +41,28 @@ def api_authentication(inputs: Mapping[str, Any]) -> Iterator[str]:
         yield "authenticationMode must be API: access entries, not the aws-auth ConfigMap"
 
 
-def node_class_metadata(inputs: Mapping[str, Any]) -> Iterator[str]:
-    options = (inputs.get("spec") or {}).get("metadataOptions") or {}
+def _metadata_kept_from_pods(options: Mapping[str, Any]) -> Iterator[str]:
     if options.get("httpTokens") != "required":
         yield "metadataOptions.httpTokens must be required (IMDSv2 only)"
     if options.get("httpPutResponseHopLimit", 1) != 1:
         yield "metadataOptions.httpPutResponseHopLimit must be 1 so pods cannot reach IMDS"
+
+
+def node_class_metadata(inputs: Mapping[str, Any]) -> Iterator[str]:
+    yield from _metadata_kept_from_pods((inputs.get("spec") or {}).get("metadataOptions") or {})
+
+
+def launch_template_metadata(inputs: Mapping[str, Any]) -> Iterator[str]:
+    yield from _metadata_kept_from_pods(inputs.get("metadataOptions") or {})
+
+
+def node_group_template(inputs: Mapping[str, Any]) -> Iterator[str]:
+    if not inputs.get("launchTemplate"):
+        yield (
+            "a node group without a launch template gets EKS's, with an IMDS hop limit of 2 "
+            "that lets pods read the node role's credentials; allowed: a launch template "
+            "with httpTokens required and httpPutResponseHopLimit 1"
+        )
 
 
 def pod_identity_trust(inputs: Mapping[str, Any]) -> Iterator[str]:
@@ -64,6 +83,28 @@ def pod_identity_trust(inputs: Mapping[str, Any]) -> Iterator[str]:
 def interruption_queue(inputs: Mapping[str, Any]) -> Iterator[str]:
     if not (inputs.get("sqsManagedSseEnabled") or inputs.get("kmsMasterKeyId")):
         yield "the interruption queue must be encrypted"
+
+
+def service_senders_pinned(inputs: Mapping[str, Any]) -> Iterator[str]:
+    """A queue that lets an AWS service send to it names which of that service's sources
+    may: otherwise any account's rule or topic could (the confused deputy)
+    (https://docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html)."""
+    document = inputs.get("policy")
+    statements = json.loads(document).get("Statement", []) if isinstance(document, str) else []
+    for statement in statements:
+        principal = statement.get("Principal")
+        if statement.get("Effect") != "Allow" or not isinstance(principal, dict):
+            continue
+        if "Service" not in principal:
+            continue
+        keys = {
+            key for condition in (statement.get("Condition") or {}).values() for key in condition
+        }
+        if not keys & set(SOURCE_KEYS):
+            yield (
+                f"statement {statement.get('Sid', '(no Sid)')} lets {principal['Service']} send "
+                f"on behalf of anyone; allowed: a condition on {' or '.join(SOURCE_KEYS)}"
+            )
 
 
 def _settings(resources: list[PlannedResource], type_: str, bucket: str) -> list[Mapping[str, Any]]:
@@ -139,6 +180,24 @@ def s3_bucket_in_cluster_region(resources: list[PlannedResource]) -> Iterator[tu
 
 
 RESOURCE_RULES: tuple[ResourceRule, ...] = (
+    ResourceRule(
+        "eks-node-group-template",
+        "Node groups launch from a template of their own.",
+        NODE_GROUP,
+        node_group_template,
+    ),
+    ResourceRule(
+        "eks-launch-template-metadata",
+        "Launch templates keep instance metadata from pods.",
+        LAUNCH_TEMPLATE,
+        launch_template_metadata,
+    ),
+    ResourceRule(
+        "sqs-service-senders-pinned",
+        "A service may send to a queue only from named sources.",
+        QUEUE_POLICY,
+        service_senders_pinned,
+    ),
     ResourceRule(
         "eks-system-node-group-on-demand",
         "System node group is on-demand and tainted.",

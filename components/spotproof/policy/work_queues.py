@@ -155,12 +155,14 @@ DEFAULT_RETENTION_SECONDS = 345_600
 
 
 def _json(value: Any) -> Any:
+    """A policy document from its JSON text or its dict; ``{}`` for anything else (an
+    unparseable text, or a value not known until the resources exist)."""
     if isinstance(value, str):
         try:
             return json.loads(value)
         except ValueError:
             return {}
-    return value or {}
+    return value if isinstance(value, dict) else {}
 
 
 def _statements(document: Any) -> list[Mapping[str, Any]]:

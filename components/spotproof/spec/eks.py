@@ -14,6 +14,7 @@ from spotproof.catalog import eks as eks_catalog
 from spotproof.spec.errors import SpecError
 from spotproof.spec.fields import (
     ConfigObject,
+    boolean,
     config_key,
     integer,
     items,
@@ -108,6 +109,10 @@ class KarpenterSpec:
     replicas: int = setting("replicas", integer(1, 5), 2)
     """Controller replicas, at most the system pool's ``minNodes``: the chart keeps them on
     different nodes."""
+    node_ssm_access: bool = setting("nodeSsmAccess", boolean, False)
+    """Attach ``AmazonSSMManagedInstanceCore`` to the nodes Karpenter launches, for Session
+    Manager shells (and Bottlerocket's control container). Off by default: nothing
+    spotproof runs needs it, and it widens what the node role may do."""
 
 
 @dataclass(frozen=True)
