@@ -218,6 +218,16 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         ),
         "eks-pod-identity-scoped",
     ),
+    "trainer role unable to list its checkpoint prefix": (
+        "aws:iam/rolePolicy:RolePolicy",
+        "eks-dev-checkpoints-trainer-checkpoints",
+        lambda i: i.update(
+            policy=i["policy"].replace(
+                '"s3:prefix": ["checkpoints", "checkpoints/*"]', '"s3:prefix": "x"'
+            )
+        ),
+        "s3-checkpoint-access",
+    ),
     "system node group on EKS's own launch template": (
         "aws:eks/nodeGroup:NodeGroup",
         "eks-dev-system",
@@ -348,6 +358,8 @@ REPORTED_AS = {
     "S3 bucket accepting plain HTTP": "eks-dev-checkpoints-bucket",
     # The queue that lacks its poison queue, not the renamed one.
     "storage work queue without its poison queue": "aks-dev-work-queue",
+    # The workload whose checkpoint store the role fails, not the role's policy.
+    "trainer role unable to list its checkpoint prefix": "eks-dev-smoke-job",
 }
 
 

@@ -196,6 +196,7 @@ _OUTPUTS: dict[str, OutputFaker] = {
         "latestVersion": 1,
     },
     "aws:iam/role:Role": lambda name, inputs, cloud: {
+        "id": inputs.get("name", name),  # a role's id is its name
         "name": inputs.get("name", name),
         "arn": cloud.arn("iam", f"role/{inputs.get('name', name)}", regional=False),
     },

@@ -24,6 +24,7 @@ from spotproof.policy import (
     gke,
     karpenter,
     kubernetes,
+    storage_access,
     work_queues,
 )
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule, Violation
@@ -54,6 +55,7 @@ STACK_RULES: tuple[StackRule, ...] = (
     *disruption.STACK_RULES,
     *work_queues.STACK_RULES,
     *autoscaling.STACK_RULES,
+    *storage_access.STACK_RULES,
 )
 
 

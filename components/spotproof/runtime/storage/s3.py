@@ -27,6 +27,26 @@ from spotproof.runtime.storage.objects import ObjectStore, past_end_reads_nothin
 
 _READ_CHUNK = 1 << 20
 
+IAM_ACTIONS = ("s3:ListBucket", "s3:GetObject", "s3:PutObject", "s3:DeleteObject")
+"""Every IAM action a store at ``s3://BUCKET/PREFIX`` needs, and the only ones: listings
+(ListObjectsV2, never HeadBucket) always carry a prefix under ``PREFIX/``; parts and
+manifests are single PUTs (no multipart upload); pruning deletes under ``PREFIX/``.
+``tests/test_s3_permissions.py`` holds this to every request a real trainer run sends."""
+
+
+def iam_requests(
+    bucket: str, prefix: str, partition: str = "aws"
+) -> list[tuple[str, str, dict[str, str]]]:
+    """The calls of a store at ``s3://bucket/prefix`` as IAM sees them, one of each kind:
+    (action, resource ARN, condition keys). A policy that allows these allows the store."""
+    bucket_arn = f"arn:{partition}:s3:::{bucket}"
+    under = f"{prefix}/" if prefix else ""
+    secure = {"aws:SecureTransport": "true"}
+    return [
+        ("s3:ListBucket", bucket_arn, {**secure, "s3:prefix": under}),
+        *((action, f"{bucket_arn}/{under}key", secure) for action in IAM_ACTIONS[1:]),
+    ]
+
 
 class S3Store(ObjectStore):
     def __init__(self, url: str, fs: Any, root: str, connections: int = 32) -> None:

@@ -1,0 +1,112 @@
+"""Can each pod do what its checkpoint store will ask of the cloud, with the role it gets?
+
+A pod on EKS gets a role through a Pod Identity association (namespace, service account,
+role). Its checkpoint store, at the ``CHECKPOINT_URL`` in its environment, makes the calls
+``runtime.storage.s3.iam_requests`` lists; every one must be allowed by the policies of
+that role (inline and attached), evaluated as IAM would (``policy.aws_iam``). moto accepts
+every request, so without this rule a role missing one grant would pass every offline
+test and fail each pod's start on a real account.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import urlparse
+
+from spotproof import podtemplates
+from spotproof.policy import aws_iam
+from spotproof.policy.base import PlannedResource, StackRule
+from spotproof.runtime.storage.s3 import iam_requests
+
+ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+POLICY = "aws:iam/policy:Policy"
+STORE_VARIABLE = "CHECKPOINT_URL"
+
+
+def _kubernetes_object(resource: PlannedResource) -> dict[str, Any] | None:
+    """The object a ``kubernetes:<group>/<version>:<Kind>`` resource declares."""
+    provider, _, rest = resource.type.partition(":")
+    if provider != "kubernetes" or rest.count(":") != 1:
+        return None
+    group_version, kind = rest.split(":")
+    api_version = group_version.removeprefix("core/")
+    return {"apiVersion": api_version, "kind": kind, **resource.inputs}
+
+
+def _s3_stores(spec: Mapping[str, Any]) -> Iterator[str]:
+    for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
+        for variable in container.get("env") or []:
+            value = variable.get("value")
+            is_store = variable.get("name") == STORE_VARIABLE and isinstance(value, str)
+            if is_store and value.startswith("s3://"):
+                yield value
+
+
+def _role_documents(resources: list[PlannedResource], role_name: str) -> list[Any]:
+    inline = [
+        r.inputs.get("policy")
+        for r in resources
+        if r.type == ROLE_POLICY and r.inputs.get("role") == role_name
+    ]
+    # An attached policy of the stack's own is found by the name its ARN ends with; an
+    # AWS managed policy is not in the program, and none grants a bucket's objects here.
+    attached_names = {
+        str(r.inputs.get("policyArn", "")).rpartition("/")[2]
+        for r in resources
+        if r.type == ATTACHMENT and r.inputs.get("role") == role_name
+    }
+    attached = [
+        r.inputs.get("policy")
+        for r in resources
+        if r.type == POLICY and r.inputs.get("name") in attached_names
+    ]
+    return [document for document in [*inline, *attached] if isinstance(document, str)]
+
+
+def checkpoint_access(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
+    roles = {
+        (r.inputs.get("namespace"), r.inputs.get("serviceAccount")): str(
+            r.inputs.get("roleArn", "")
+        ).rpartition("/")[2]
+        for r in resources
+        if r.type == ASSOCIATION
+    }
+    for resource in resources:
+        obj = _kubernetes_object(resource)
+        if obj is None or not podtemplates.is_workload(obj):
+            continue
+        namespace = (obj.get("metadata") or {}).get("namespace", "default")
+        for template in podtemplates.pod_templates(obj):
+            account = template.spec.get("serviceAccountName", "default")
+            for url in _s3_stores(template.spec):
+                role = roles.get((namespace, account))
+                if role is None:
+                    yield (
+                        resource.name,
+                        f"{url}: service account {namespace}/{account} has no Pod Identity "
+                        "association, so the pod has no AWS credentials",
+                    )
+                    continue
+                parsed = urlparse(url)
+                documents = _role_documents(resources, role)
+                for action, arn, context in iam_requests(parsed.netloc, parsed.path.strip("/")):
+                    request = aws_iam.Request(action, arn, context)
+                    verdict = aws_iam.decide(documents, request)
+                    if verdict != "allowed":
+                        yield (
+                            resource.name,
+                            f"role {role} of {namespace}/{account} is {verdict} {request}, "
+                            f"which the checkpoint store at {url} needs",
+                        )
+
+
+STACK_RULES: tuple[StackRule, ...] = (
+    StackRule(
+        "s3-checkpoint-access",
+        "The role a pod gets allows every call its checkpoint store makes.",
+        checkpoint_access,
+    ),
+)
