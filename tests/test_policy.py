@@ -25,6 +25,80 @@ def _mutate(
 
 
 BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
+    "GKE API open to every address": (
+        "gcp:container/cluster:Cluster",
+        "gke-dev",
+        lambda i: i.pop("masterAuthorizedNetworksConfig"),
+        "gke-api-restricted",
+    ),
+    "GKE API authorized for 0.0.0.0/0": (
+        "gcp:container/cluster:Cluster",
+        "gke-dev",
+        lambda i: i["masterAuthorizedNetworksConfig"]["cidrBlocks"].append(
+            {"cidrBlock": "0.0.0.0/0"}
+        ),
+        "gke-api-restricted",
+    ),
+    "GKE nodes with external IPs": (
+        "gcp:container/cluster:Cluster",
+        "gke-dev",
+        lambda i: i["privateClusterConfig"].update(enablePrivateNodes=False),
+        "gke-private-nodes",
+    ),
+    "GKE pool overriding private nodes": (
+        POOL,
+        "gke-dev-l4-spot",
+        lambda i: i.update(networkConfig={"enablePrivateNodes": False}),
+        "gke-pool-private-nodes",
+    ),
+    "GKE cluster on the default network": (
+        "gcp:container/cluster:Cluster",
+        "gke-dev",
+        lambda i: i.update(network="projects/spotproof-dev/global/networks/default"),
+        "gke-cluster-network",
+    ),
+    "GKE cluster without Dataplane V2": (
+        "gcp:container/cluster:Cluster",
+        "gke-dev",
+        lambda i: i.pop("datapathProvider"),
+        "gke-cluster-network",
+    ),
+    "EKS API public to the internet": (
+        "aws:eks/cluster:Cluster",
+        "eks-dev",
+        lambda i: i["vpcConfig"].pop("publicAccessCidrs"),
+        "eks-api-restricted",
+    ),
+    "EKS nodes with public IPs": (
+        "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass",
+        "eks-dev-karpenter-gpu-spot-nodeclass",
+        lambda i: i["spec"].update(associatePublicIPAddress=True),
+        "eks-nodes-private",
+    ),
+    "EKS without network policy enforcement": (
+        "aws:eks/addon:Addon",
+        "eks-dev-vpc-cni",
+        lambda i: i.update(configurationValues="{}"),
+        "eks-network-policy",
+    ),
+    "AKS API open to every address": (
+        "azure-native:containerservice:ManagedCluster",
+        "aks-dev",
+        lambda i: i.pop("apiServerAccessProfile"),
+        "aks-api-restricted",
+    ),
+    "AKS spot nodes with public IPs": (
+        "azure-native:containerservice:AgentPool",
+        "aks-dev-gpu-spott4",
+        lambda i: i.update(enableNodePublicIP=True),
+        "aks-pool-private-nodes",
+    ),
+    "AKS without network policy": (
+        "azure-native:containerservice:ManagedCluster",
+        "aks-dev",
+        lambda i: i["networkProfile"].pop("networkPolicy"),
+        "aks-cluster-safe",
+    ),
     "AKS spot pool without the contract's spot taint": (
         "azure-native:containerservice:AgentPool",
         "aks-dev-gpu-spott4",
@@ -360,6 +434,8 @@ REPORTED_AS = {
     "storage work queue without its poison queue": "aks-dev-work-queue",
     # The workload whose checkpoint store the role fails, not the role's policy.
     "trainer role unable to list its checkpoint prefix": "eks-dev-smoke-job",
+    # The cluster whose CNI ignores NetworkPolicies, not the add-on.
+    "EKS without network policy enforcement": "eks-dev",
 }
 
 

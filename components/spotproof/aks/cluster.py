@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_azure_native as azure
@@ -36,7 +37,7 @@ from spotproof.kube.batch import WorkQueueBinding, worker_account
 from spotproof.kube.connect import batch_autoscaler, connect, trainer_service_account
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
-from spotproof.spec import Capacity, FleetSpec, PoolClass
+from spotproof.spec import ApiAccess, Capacity, FleetSpec, PoolClass
 from spotproof.spec.aks import PLATFORM_SPOT_TAINT, AksFleet
 
 
@@ -106,6 +107,7 @@ class HybridCluster(pulumi.ComponentResource):
             sku={"name": "Base", "tier": "Standard" if spec.protect else "Free"},
             agent_pool_profiles=[system],
             oidc_issuer_profile={"enabled": True},
+            api_server_access_profile=api_server_access(spec.api_access),
             security_profile={"workload_identity": {"enabled": True}},
             network_profile={
                 "network_plugin": "azure",
@@ -234,3 +236,13 @@ class HybridCluster(pulumi.ComponentResource):
             platform_taints=[PLATFORM_SPOT_TAINT] if spot_agent_pools else [],
             max_grace_seconds=reclaim_grace(Cloud.AKS, target),
         )
+
+
+def api_server_access(access: ApiAccess) -> dict[str, Any]:
+    """``apiServerAccessProfile`` that closes the API to everyone but ``access``: the
+    stack's ranges (``authorizedIPRanges``), or a private cluster whose API server has no
+    public address (https://learn.microsoft.com/azure/aks/api-server-authorized-ip-ranges,
+    https://learn.microsoft.com/azure/aks/private-clusters)."""
+    if access.private_endpoint:
+        return {"enable_private_cluster": True}
+    return {"authorized_ip_ranges": list(access.authorized_networks)}

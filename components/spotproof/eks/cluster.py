@@ -23,7 +23,7 @@ from spotproof.kube.batch import WorkQueueBinding, worker_account
 from spotproof.kube.connect import batch_autoscaler, connect, trainer_service_account
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
-from spotproof.spec import FleetSpec, PoolClass
+from spotproof.spec import ApiAccess, FleetSpec, PoolClass
 from spotproof.spec.eks import EksFleet
 
 CONTROL_PLANE_LOGS = ["api", "audit", "authenticator"]
@@ -88,6 +88,13 @@ def coredns_configuration() -> dict[str, Any]:
     }
 
 
+VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
+"""The VPC CNI enforces NetworkPolicy only when asked (a string, as the add-on's schema
+takes it); its node agent then runs beside ``aws-node`` on every node. Needs add-on
+v1.14.0-eksbuild.3 or later and EKS 1.25 or later
+(https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html).
+Without it the training namespace's NetworkPolicies would be accepted and ignored."""
+
 POD_IDENTITY_AGENT_CONFIGURATION = {"tolerations": [{"operator": "Exists"}]}
 """The agent must run on every node, tainted GPU nodes included, or pods there get no
 credentials."""
@@ -151,11 +158,7 @@ class HybridCluster(pulumi.ComponentResource):
             region=spec.region,
             version=spec.kubernetes_version,
             role_arn=cluster_role.arn,
-            vpc_config={
-                "subnet_ids": network.subnet_ids,
-                "endpoint_private_access": True,
-                "endpoint_public_access": True,
-            },
+            vpc_config={"subnet_ids": network.subnet_ids, **api_endpoint(spec.api_access)},
             access_config={
                 "authentication_mode": "API",
                 "bootstrap_cluster_creator_admin_permissions": True,
@@ -166,6 +169,16 @@ class HybridCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self, protect=spec.protect, depends_on=cluster_grants
             ),
+        )
+        # Adopts the VPC CNI EKS installs with every cluster, before nodes need it.
+        aws.eks.Addon(
+            f"{name}-vpc-cni",
+            cluster_name=cluster.name,
+            addon_name="vpc-cni",
+            configuration_values=json.dumps(VPC_CNI_CONFIGURATION),
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            opts=child,
         )
         system = self._system_node_group(
             name, spec=spec, cluster=cluster, network=network, partition=partition, tags=tags
@@ -336,6 +349,20 @@ class HybridCluster(pulumi.ComponentResource):
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=grants),
         )
+
+
+def api_endpoint(access: ApiAccess) -> dict[str, Any]:
+    """``vpcConfig`` settings that close the API to everyone but ``access``. EKS opens the
+    public endpoint to ``0.0.0.0/0`` unless told otherwise (``publicAccessCidrs``
+    defaults to it); nodes always use the private endpoint
+    (https://docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html)."""
+    if access.private_endpoint:
+        return {"endpoint_private_access": True, "endpoint_public_access": False}
+    return {
+        "endpoint_private_access": True,
+        "endpoint_public_access": True,
+        "public_access_cidrs": list(access.authorized_networks),
+    }
 
 
 def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str, region: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -15,6 +16,7 @@ from spotproof.catalog import gke as gke_catalog
 from spotproof.gke import pools
 from spotproof.gke.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.gke.names import service_account_id, service_account_member
+from spotproof.gke.network import Network, NetworkArgs
 from spotproof.gke.pools import GpuNodePools, GpuNodePoolsArgs
 from spotproof.gke.work_queue import WorkQueue, WorkQueueArgs
 from spotproof.kube import ClusterBaseline
@@ -28,8 +30,14 @@ from spotproof.kube.workload import (
     WorkloadIdentity,
     reclaim_grace,
 )
-from spotproof.spec import FleetSpec, PoolClass
+from spotproof.spec import ApiAccess, FleetSpec, PoolClass
 from spotproof.spec.gke import FlexStartPool, GkeFleet
+
+PRIVATE_NODES = {"enable_private_nodes": True}
+"""Nodes without external IPs, every pool and auto-provisioned node included: they reach
+the internet only through the network's Cloud NAT. No ``masterIpv4CidrBlock``: the
+control plane is reached over Private Service Connect, which needs none (pulumi-gcp
+``container.Cluster``, ``privateClusterConfig``)."""
 
 # Least privilege for nodes: write logs and metrics, pull images; nothing else.
 NODE_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
@@ -101,6 +109,13 @@ class HybridCluster(pulumi.ComponentResource):
             for role in NODE_ROLES
         ]
 
+        network = Network(
+            f"{name}-network",
+            NetworkArgs(
+                network=gke.network, project=gke.project, region=spec.region, stack=spec.stack
+            ),
+            opts=child,
+        )
         cluster = gcp.container.Cluster(
             name,
             name=spec.cluster_name,
@@ -113,8 +128,18 @@ class HybridCluster(pulumi.ComponentResource):
             min_master_version=spec.kubernetes_version,
             release_channel={"channel": "REGULAR"},
             networking_mode="VPC_NATIVE",
-            ip_allocation_policy={},
+            network=network.network_id,
+            subnetwork=network.subnetwork_id,
+            ip_allocation_policy={
+                "cluster_secondary_range_name": network.pods_range,
+                "services_secondary_range_name": network.services_range,
+            },
+            # Dataplane V2 (Cilium) enforces NetworkPolicy itself; the legacy network
+            # policy add-on must stay off beside it
+            # (https://cloud.google.com/kubernetes-engine/docs/concepts/dataplane-v2).
+            datapath_provider="ADVANCED_DATAPATH",
             workload_identity_config={"workload_pool": f"{gke.project}.svc.id.goog"},
+            **api_endpoint(spec.api_access),
             cluster_autoscaling=self._autoprovisioning(spec, nodes.email),
             deletion_protection=spec.protect,
             resource_labels={"spotproof-stack": spec.stack, "spotproof-env": spec.environment},
@@ -250,6 +275,12 @@ class HybridCluster(pulumi.ComponentResource):
                 "service_account": node_account,
                 "oauth_scopes": pools.CLOUD_PLATFORM_SCOPE,
                 "management": {"auto_repair": True, "auto_upgrade": True},
+                # As the declared pools: secure boot is off unless asked for. GKE's own
+                # GPU drivers are signed, so GPU nodes boot with it.
+                "shielded_instance_config": {
+                    "enable_secure_boot": True,
+                    "enable_integrity_monitoring": True,
+                },
             },
         }
 
@@ -278,6 +309,27 @@ def queued_pool_queue(
         provider=provider,
         controller=controller,
     )
+
+
+def api_endpoint(access: ApiAccess) -> dict[str, Any]:
+    """Cluster arguments that close the API to everyone but ``access``.
+
+    ``masterAuthorizedNetworksConfig`` with the stack's CIDRs, and Google Cloud's own
+    public addresses left out (``gcpPublicCidrsAccessEnabled: false``, or any VM of any
+    project could knock); or, with ``privateEndpoint``, no public endpoint at all
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks)."""
+    if access.private_endpoint:
+        return {"private_cluster_config": {**PRIVATE_NODES, "enable_private_endpoint": True}}
+    return {
+        "private_cluster_config": {**PRIVATE_NODES, "enable_private_endpoint": False},
+        "master_authorized_networks_config": {
+            "cidr_blocks": [
+                {"cidr_block": cidr, "display_name": f"spotproof-{index}"}
+                for index, cidr in enumerate(access.authorized_networks)
+            ],
+            "gcp_public_cidrs_access_enabled": False,
+        },
+    }
 
 
 def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:

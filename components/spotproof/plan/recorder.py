@@ -174,6 +174,16 @@ _OUTPUTS: dict[str, OutputFaker] = {
         "name": inputs.get("name", name),
         "id": f"projects/{inputs.get('project', cloud.project)}/topics/{inputs.get('name', name)}",
     },
+    "gcp:compute/network:Network": lambda name, inputs, cloud: {
+        "id": f"projects/{inputs.get('project', cloud.project)}/global/networks/"
+        + inputs.get("name", name),
+        "name": inputs.get("name", name),
+    },
+    "gcp:compute/subnetwork:Subnetwork": lambda name, inputs, cloud: {
+        "id": f"projects/{inputs.get('project', cloud.project)}/regions/"
+        f"{inputs.get('region')}/subnetworks/{inputs.get('name', name)}",
+        "name": inputs.get("name", name),
+    },
     "gcp:pubsub/subscription:Subscription": lambda name, inputs, cloud: {
         "name": inputs.get("name", name),
         "id": f"projects/{inputs.get('project', cloud.project)}/subscriptions/"

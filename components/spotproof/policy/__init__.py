@@ -21,6 +21,7 @@ from spotproof.policy import (
     autoscaling,
     disruption,
     eks,
+    exposure,
     gke,
     karpenter,
     kubernetes,
@@ -45,6 +46,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     *aks.RESOURCE_RULES,
     *karpenter.RESOURCE_RULES,
     *kubernetes.RESOURCE_RULES,
+    *exposure.RESOURCE_RULES,
 )
 STACK_RULES: tuple[StackRule, ...] = (
     *gke.STACK_RULES,

@@ -54,6 +54,11 @@ def cluster(inputs: Mapping[str, Any]) -> Iterator[str]:
     identity = (inputs.get("securityProfile") or {}).get("workloadIdentity") or {}
     if not identity.get("enabled"):
         yield "workload identity must be enabled: the trainer gets no keys"
+    if not (inputs.get("networkProfile") or {}).get("networkPolicy"):
+        yield (
+            "networkProfile.networkPolicy is unset, so NetworkPolicies are accepted and "
+            "ignored; allowed: cilium (with the cilium dataplane)"
+        )
 
 
 def storage_account(inputs: Mapping[str, Any]) -> Iterator[str]:
@@ -82,7 +87,12 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ResourceRule(
         "aks-agent-pool-safe", "Spot pools tainted; system pool Regular.", AGENT_POOL, agent_pool
     ),
-    ResourceRule("aks-cluster-safe", "System pool, OIDC and workload identity.", CLUSTER, cluster),
+    ResourceRule(
+        "aks-cluster-safe",
+        "System pool, OIDC, workload identity, NetworkPolicy enforced.",
+        CLUSTER,
+        cluster,
+    ),
     ResourceRule(
         "aks-storage-hardened",
         "Storage account private, Entra-only, TLS 1.2.",

@@ -19,6 +19,7 @@ NODE_GROUP = pool_shapes.EKS_NODE_GROUP
 ROLE = "aws:iam/role:Role"
 QUEUE = "aws:sqs/queue:Queue"
 QUEUE_POLICY = "aws:sqs/queuePolicy:QueuePolicy"
+ADDON = "aws:eks/addon:Addon"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 SOURCE_KEYS = ("aws:SourceArn", "aws:SourceAccount")
 BUCKET = "aws:s3/bucket:Bucket"
@@ -224,7 +225,33 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ),
 )
 
+
+def network_policy_enforced(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
+    """Each EKS cluster has the VPC CNI add-on with network policy on
+    (``eks.cluster.VPC_CNI_CONFIGURATION``)."""
+    enforcing = set()
+    for addon in (r for r in resources if r.type == ADDON):
+        if addon.inputs.get("addonName") != "vpc-cni":
+            continue
+        values = addon.inputs.get("configurationValues")
+        settings = json.loads(values) if isinstance(values, str) else {}
+        if str(settings.get("enableNetworkPolicy", "")).lower() == "true":
+            enforcing.add(addon.inputs.get("clusterName"))
+    for cluster in (r for r in resources if r.type == CLUSTER):
+        if cluster.inputs.get("name") not in enforcing:
+            yield (
+                cluster.name,
+                "NetworkPolicies would be accepted and ignored; allowed: the vpc-cni add-on "
+                'with configurationValues {"enableNetworkPolicy": "true"}',
+            )
+
+
 STACK_RULES: tuple[StackRule, ...] = (
+    StackRule(
+        "eks-network-policy",
+        "The VPC CNI enforces NetworkPolicy.",
+        network_policy_enforced,
+    ),
     StackRule(
         "s3-bucket-hardened", "Checkpoint bucket is versioned and private.", s3_bucket_hardened
     ),

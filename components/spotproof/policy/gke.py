@@ -110,6 +110,30 @@ def cluster_workload_identity(inputs: Mapping[str, Any]) -> Iterator[str]:
         yield "remove the default node pool: it is untainted and would take any pod"
 
 
+def cluster_network_hardened(inputs: Mapping[str, Any]) -> Iterator[str]:
+    network = str(inputs.get("network") or "default")
+    if network.rsplit("/", 1)[-1] == "default":
+        yield (
+            "the cluster is on the project's default network, whose default firewall rules "
+            "admit SSH and RDP from anywhere; allowed: a network of its own (gke.Network)"
+        )
+    dataplane_v2 = inputs.get("datapathProvider") == "ADVANCED_DATAPATH"
+    if not dataplane_v2 and not (inputs.get("networkPolicy") or {}).get("enabled"):
+        yield (
+            "NetworkPolicy is not enforced; allowed: datapathProvider ADVANCED_DATAPATH "
+            "(Dataplane V2)"
+        )
+    defaults = (inputs.get("clusterAutoscaling") or {}).get("autoProvisioningDefaults") or {}
+    shielded = defaults.get("shieldedInstanceConfig") or {}
+    if (inputs.get("clusterAutoscaling") or {}).get("enabled") and not shielded.get(
+        "enableSecureBoot"
+    ):
+        yield (
+            "auto-provisioned nodes boot without secure boot (GKE's default is off); allowed: "
+            "autoProvisioningDefaults.shieldedInstanceConfig.enableSecureBoot true"
+        )
+
+
 def bucket_hardened(inputs: Mapping[str, Any]) -> Iterator[str]:
     if not (inputs.get("versioning") or {}).get("enabled"):
         yield "versioning must be on"
@@ -198,6 +222,12 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         "Cluster has Workload Identity, no default pool.",
         CLUSTER,
         cluster_workload_identity,
+    ),
+    ResourceRule(
+        "gke-cluster-network",
+        "Own network, NetworkPolicy enforced, shielded auto-provisioned nodes.",
+        CLUSTER,
+        cluster_network_hardened,
     ),
     ResourceRule(
         "gcs-bucket-hardened",

@@ -4,6 +4,7 @@
 from spotproof.spec.config import KUBERNETES_VERSIONS, fleet_from_config
 from spotproof.spec.errors import SpecError
 from spotproof.spec.types import (
+    ApiAccess,
     BatchSpec,
     BucketSpec,
     Capacity,
@@ -22,6 +23,7 @@ from spotproof.spec.types import (
 
 __all__ = [
     "KUBERNETES_VERSIONS",
+    "ApiAccess",
     "BatchSpec",
     "BucketSpec",
     "Capacity",

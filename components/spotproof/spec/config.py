@@ -12,6 +12,7 @@ cloud's own keys are read by its :class:`~spotproof.spec.shared.CloudConfig`
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -24,12 +25,14 @@ from spotproof.spec.fields import (
     choice,
     config_key,
     integer,
+    items,
     read_object,
     read_settings,
     text,
 )
 from spotproof.spec.shared import DNS_LABEL, CloudConfig, check_node_range, dns_label
 from spotproof.spec.types import (
+    ApiAccess,
     BatchSpec,
     BucketSpec,
     FleetSpec,
@@ -225,6 +228,54 @@ def _overlaps(one: str, other: str) -> bool:
     return one == other or one.startswith(f"{other}/") or other.startswith(f"{one}/")
 
 
+OPEN_TO_ALL = (ipaddress.IPv4Network("0.0.0.0/0"),)
+API_ACCESS_ALLOWED = (
+    "authorizedNetworks: the IPv4 CIDRs that may reach the API (the machine running "
+    "pulumi up among them), or privateEndpoint: true"
+)
+
+
+def _api_access(key: str, raw: Any) -> ApiAccess:
+    """Never open to everyone: some networks, or none outside the cluster's own."""
+    obj = ConfigObject(key, raw)
+    networks_key = f"{key}.{config_key(ApiAccess, 'authorized_networks')}"
+    networks = tuple(
+        _authorized_network(k, v)
+        for k, v in items(
+            networks_key, obj.raw.get(config_key(ApiAccess, "authorized_networks"), [])
+        )
+    )
+    obj.known.add(config_key(ApiAccess, "authorized_networks"))
+    access = ApiAccess(
+        authorized_networks=networks,
+        private_endpoint=obj.field(config_key(ApiAccess, "private_endpoint"), boolean, False),
+    )
+    obj.finish()
+    if access.private_endpoint and networks:
+        raise SpecError(
+            networks_key,
+            list(networks),
+            "has no effect without a public endpoint (privateEndpoint is true)",
+            "no authorizedNetworks with privateEndpoint: true",
+        )
+    if not access.private_endpoint and not networks:
+        raise SpecError(key, raw, "names no network that may reach the API", API_ACCESS_ALLOWED)
+    return access
+
+
+def _authorized_network(key: str, raw: Any) -> str:
+    allowed = "an IPv4 CIDR like 203.0.113.0/24, narrower than 0.0.0.0/0"
+    try:
+        network = ipaddress.IPv4Network(str(raw), strict=True)
+    except ValueError:
+        raise SpecError(
+            key, raw, "not an IPv4 network (host bits set, or malformed)", allowed
+        ) from None
+    if network.prefixlen == 0:
+        raise SpecError(key, raw, "opens the API to the whole internet", allowed)
+    return str(network)
+
+
 def _keda(batch: BatchSpec | None) -> Callable[[str, Any], KedaSpec | None]:
     """KEDA is for batch workers: on by default where there are some, refused where none;
     off only with workers that need no scaler (``minWorkers`` 1 or more)."""
@@ -319,6 +370,13 @@ def fleet_from_config(
         if "batch" in top.raw
         else None
     )
+    if top.raw.get("apiAccess") is None:
+        raise SpecError(
+            top.key_of("apiAccess"),
+            None,
+            "is required: the cluster's API is never open to the whole internet",
+            API_ACCESS_ALLOWED,
+        )
     spec = FleetSpec(
         stack=stack,
         platform=section,
@@ -335,6 +393,7 @@ def fleet_from_config(
         kueue=top.section("kueue", _kueue([p.name for p in section.pools if p.queued])),
         batch=batch,
         keda=top.section("keda", _keda(batch)),
+        api_access=top.field("apiAccess", _api_access),
     )
     top.finish()
     return reader.finish(spec)

@@ -3,7 +3,6 @@ read from stack config."""
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ from typing import Any, ClassVar
 
 from spotproof.catalog import Cloud
 from spotproof.catalog import eks as eks_catalog
+from spotproof.spec.addresses import private_range
 from spotproof.spec.errors import SpecError
 from spotproof.spec.fields import (
     ConfigObject,
@@ -205,24 +205,7 @@ def _subnet(region: str) -> Callable[[str, Any], Subnet]:
     return parse
 
 
-PRIVATE_RANGES = tuple(
-    ipaddress.IPv4Network(block) for block in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
-)
-"""RFC 1918 space. Python's ``is_private`` also admits loopback, link-local, ``0.0.0.0/8``
-and the reserved class E range, none of which a VPC can use."""
-
-
-def _cidr(key: str, raw: Any) -> str:
-    allowed = "a /16 to /20 inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16"
-    try:
-        network = ipaddress.IPv4Network(str(raw))
-    except ValueError:
-        raise SpecError(key, raw, "not an IPv4 network", allowed) from None
-    if not any(network.subnet_of(block) for block in PRIVATE_RANGES):
-        raise SpecError(key, raw, "not in private (RFC 1918) address space", allowed)
-    if not 16 <= network.prefixlen <= 20:
-        raise SpecError(key, raw, f"a /{network.prefixlen} is outside /16 to /20", allowed)
-    return str(network)
+_cidr = private_range(16, 20)
 
 
 def _network(region: str) -> Callable[[str, Any], NetworkSpec]:

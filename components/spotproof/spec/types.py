@@ -318,6 +318,25 @@ class KedaSpec:
     """Helm chart version, pinned; one of ``catalog.keda.VERSIONS``."""
 
 
+@dataclass(frozen=True)
+class ApiAccess:
+    """Who may reach the cluster's Kubernetes API. Never the whole internet: a stack
+    names the networks that may use the public endpoint, or has no public endpoint.
+
+    The Pulumi program creates Kubernetes objects through this endpoint, so the machine
+    that runs ``pulumi up`` (a laptop's VPN range, a CI runner's egress addresses) must be
+    among ``authorizedNetworks``, or inside the cluster's network with ``privateEndpoint``.
+    """
+
+    authorized_networks: tuple[str, ...] = setting("authorizedNetworks", None, ())
+    """IPv4 CIDRs allowed to reach the public endpoint (``203.0.113.0/24``); public
+    addresses or private ones, never ``0.0.0.0/0``. Required unless ``privateEndpoint``."""
+    private_endpoint: bool = setting("privateEndpoint", boolean, False)
+    """No public endpoint at all (GKE ``enablePrivateEndpoint``, EKS public access off, an
+    AKS private cluster): the API answers only inside the cluster's network. Excludes
+    ``authorizedNetworks``."""
+
+
 class CloudFleet(Protocol):
     """One cloud's section of the fleet: its own settings and GPU pools."""
 
@@ -355,6 +374,9 @@ class FleetSpec:
     """Batch workers and their queue; None unless ``spotproof:batch`` is set."""
     keda: KedaSpec | None = None
     """None without batch workers, or when ``spotproof:keda.enabled`` is false."""
+    api_access: ApiAccess = field(default_factory=lambda: ApiAccess(private_endpoint=True))
+    """Who may reach the Kubernetes API (``spotproof:apiAccess``, which a stack must
+    set); private when a program builds the spec itself without saying."""
 
     @property
     def cloud(self) -> Cloud:
