@@ -116,7 +116,9 @@ def batch_workers(spec: FleetSpec, cluster: ClusterForWorkloads, queue: WorkQueu
             placement=cluster.placement(spec.batch.target),
             queue=queue,
             autoscaled=cluster.autoscaler is not None,
-            create_namespace=spec.batch.namespace != trainer_account(spec.smoke_test).namespace,
+            create_namespace=spec.cloud
+            if spec.batch.namespace != trainer_account(spec.smoke_test).namespace
+            else None,
         ),
         opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=needs),
     )

@@ -1,4 +1,5 @@
-"""What every spotproof cluster has before any workload: a namespace and PriorityClasses."""
+"""What every spotproof cluster has before any workload: an isolated namespace and
+PriorityClasses."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from spotproof import scheduling
+from spotproof.catalog import Cloud
+from spotproof.kube.network_policy import isolate_namespace
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "spotproof"}
 RESTRICTED = {
@@ -23,6 +26,10 @@ class ClusterBaselineArgs:
     """Namespace for spotproof's workloads (the smoke test, trainers)."""
     pod_security: str = "restricted"
     """Pod Security Standard enforced in that namespace."""
+    cloud: Cloud | None = None
+    """The cluster's cloud: the namespace then denies all traffic but what workloads need
+    on it (``kube.network_policy``). None leaves it open, for a cluster whose network
+    does not enforce NetworkPolicies."""
 
 
 class ClusterBaseline(pulumi.ComponentResource):
@@ -33,6 +40,7 @@ class ClusterBaseline(pulumi.ComponentResource):
     """
 
     namespace: pulumi.Output[str]
+    network_policies: list[k8s.networking.v1.NetworkPolicy]
     priority_classes: dict[str, k8s.scheduling.v1.PriorityClass]
 
     def __init__(
@@ -54,6 +62,11 @@ class ClusterBaseline(pulumi.ComponentResource):
             opts=child,
         )
         self.namespace = namespace.metadata.apply(lambda m: m["name"])
+        self.network_policies = (
+            isolate_namespace(f"{name}-network", self.namespace, args.cloud, MANAGED_BY, child)
+            if args.cloud is not None
+            else []
+        )
 
         self.priority_classes = {
             spec.name: k8s.scheduling.v1.PriorityClass(

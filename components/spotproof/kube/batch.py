@@ -29,8 +29,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from spotproof.catalog import keda
+from spotproof.catalog import Cloud, keda
 from spotproof.kube.baseline import MANAGED_BY, RESTRICTED
+from spotproof.kube.network_policy import isolate_namespace
 from spotproof.kube.training import Trainer, pod_spec
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
 from spotproof.spec import BatchSpec
@@ -84,9 +85,10 @@ class BatchWorkersArgs:
     autoscaled: bool
     """Whether KEDA is installed (``spec.keda``): a ScaledObject scales the workers between
     ``minWorkers`` and ``maxWorkers``; without it ``minWorkers`` run."""
-    create_namespace: bool = False
-    """Whether ``batch.namespace`` is not the cluster's workload namespace (the baseline's)
-    and must be created, with the same Pod Security Standard."""
+    create_namespace: Cloud | None = None
+    """The cluster's cloud where ``batch.namespace`` is not the cluster's workload
+    namespace (the baseline's) and must be created, with the same Pod Security Standard
+    and the same isolation (``kube.network_policy``); None where it exists."""
 
 
 class BatchWorkers(pulumi.ComponentResource):
@@ -104,13 +106,19 @@ class BatchWorkers(pulumi.ComponentResource):
         labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "batch-worker"}
 
         needs: list[pulumi.Resource] = []
-        if args.create_namespace:
-            needs.append(
-                k8s.core.v1.Namespace(
-                    f"{name}-namespace",
-                    metadata={"name": account.namespace, "labels": {**MANAGED_BY, **RESTRICTED}},
-                    opts=child,
-                )
+        if args.create_namespace is not None:
+            namespace = k8s.core.v1.Namespace(
+                f"{name}-namespace",
+                metadata={"name": account.namespace, "labels": {**MANAGED_BY, **RESTRICTED}},
+                opts=child,
+            )
+            needs.append(namespace)
+            isolate_namespace(
+                f"{name}-network",
+                namespace.metadata.apply(lambda m: m["name"]),
+                args.create_namespace,
+                MANAGED_BY,
+                child,
             )
         service_account = k8s.core.v1.ServiceAccount(
             f"{name}-account",

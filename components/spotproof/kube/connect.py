@@ -43,7 +43,7 @@ def connect(
     )
     through = pulumi.ResourceOptions(parent=opts.parent, provider=provider)
     baseline = ClusterBaseline(
-        f"{name}-baseline", ClusterBaselineArgs(namespace=namespace), opts=through
+        f"{name}-baseline", ClusterBaselineArgs(namespace=namespace, cloud=spec.cloud), opts=through
     )
     controllers: list[pulumi.Resource] = []
     beside = pulumi.ResourceOptions(parent=opts.parent)

@@ -1,0 +1,106 @@
+"""NetworkPolicies that isolate a workload namespace: deny everything, then allow what
+training and batch work need.
+
+A policy selecting every pod with both policy types and no rules denies all traffic to
+and from them; further policies only add what they allow
+(https://kubernetes.io/docs/concepts/services-networking/network-policies/). What a
+trainer or a batch worker needs:
+
+- **each other**, any port: the ranks of a gang meet at ``MASTER_ADDR:MASTER_PORT`` and
+  exchange gradients over connections of their own;
+- **DNS**: the cluster DNS pods (``k8s-app: kube-dns`` in ``kube-system``, the namespace
+  found by its ``kubernetes.io/metadata.name`` label, which Kubernetes sets on every
+  namespace), UDP and TCP 53. GKE also answers DNS on the node, at NodeLocal DNSCache's
+  ``169.254.20.10`` (on by default on Standard clusters from 1.34) and, with Cloud DNS, at
+  the metadata server (``169.254.169.254``), both on the host network, where a pod
+  selector cannot reach them;
+- **HTTPS anywhere**: the object store, the queue's API and the identity provider's token
+  endpoint sit behind public names on changing addresses, which a NetworkPolicy cannot
+  name (it has no DNS names);
+- **the node's identity endpoint**, on the host network too:
+  GKE's metadata server for Workload Identity, ``169.254.169.254`` port 80 with Dataplane
+  V2 and ``169.254.169.252`` port 988 otherwise ("About Workload Identity Federation for
+  GKE", https://cloud.google.com/kubernetes-engine/docs/concepts/workload-identity);
+  the EKS Pod Identity agent, ``169.254.170.23`` port 80, which pods call for credentials
+  (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html). AKS
+  workload identity needs none: the token is a projected file, exchanged over HTTPS.
+
+Nothing may connect *into* the namespace from outside it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from spotproof.catalog import Cloud
+
+DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+HOST_DNS: dict[Cloud, tuple[str, ...]] = {
+    Cloud.GKE: ("169.254.20.10/32", "169.254.169.254/32"),
+    Cloud.EKS: (),
+    Cloud.AKS: (),
+}
+"""DNS servers on the node's host network, per cloud."""
+IDENTITY_ENDPOINTS: dict[Cloud, tuple[tuple[str, int], ...]] = {
+    Cloud.GKE: (("169.254.169.254/32", 80), ("169.254.169.252/32", 988)),
+    Cloud.EKS: (("169.254.170.23/32", 80),),
+    Cloud.AKS: (),
+}
+"""(address, TCP port) of the node-local endpoint that hands pods their cloud identity."""
+EVERYWHERE = "0.0.0.0/0"
+
+
+def _to(cidr: str) -> dict[str, Any]:
+    return {"ipBlock": {"cidr": cidr}}
+
+
+def allowed_traffic(cloud: Cloud) -> dict[str, Any]:
+    """The ``spec`` of the policy that allows what workloads need (see the module)."""
+    same_namespace = {"podSelector": {}}
+    cluster_dns = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+    }
+    egress: list[dict[str, Any]] = [
+        {"to": [same_namespace]},
+        {"to": [cluster_dns, *(_to(cidr) for cidr in HOST_DNS[cloud])], "ports": DNS_PORTS},
+        {"to": [_to(EVERYWHERE)], "ports": [{"protocol": "TCP", "port": 443}]},
+        *(
+            {"to": [_to(cidr)], "ports": [{"protocol": "TCP", "port": port}]}
+            for cidr, port in IDENTITY_ENDPOINTS[cloud]
+        ),
+    ]
+    return {
+        "podSelector": {},
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": [{"from": [same_namespace]}],
+        "egress": egress,
+    }
+
+
+DENY_ALL = {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+
+
+def isolate_namespace(
+    name: str,
+    namespace: pulumi.Input[str],
+    cloud: Cloud,
+    labels: dict[str, str],
+    opts: pulumi.ResourceOptions,
+) -> list[k8s.networking.v1.NetworkPolicy]:
+    """``default-deny`` and ``allow-workload-traffic`` in ``namespace``."""
+    return [
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-{policy_name}",
+            metadata={"name": policy_name, "namespace": namespace, "labels": labels},
+            spec=spec,
+            opts=opts,
+        )
+        for policy_name, spec in (
+            ("default-deny", DENY_ALL),
+            ("allow-workload-traffic", allowed_traffic(cloud)),
+        )
+    ]
