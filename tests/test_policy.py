@@ -99,6 +99,24 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         lambda i: i["networkProfile"].pop("networkPolicy"),
         "aks-cluster-safe",
     ),
+    "workload in a namespace without NetworkPolicies": (
+        "kubernetes:batch/v1:Job",
+        "gke-prod-smoke-job",
+        lambda i: i["metadata"].update(namespace="elsewhere"),
+        "namespace-isolated",
+    ),
+    "NetworkPolicies blocking the identity endpoint": (
+        "kubernetes:networking.k8s.io/v1:NetworkPolicy",
+        "gke-prod-baseline-network-allow-workload-traffic",
+        lambda i: i["spec"].update(egress=i["spec"]["egress"][:-1]),
+        "workload-egress",
+    ),
+    "NetworkPolicies blocking DNS": (
+        "kubernetes:networking.k8s.io/v1:NetworkPolicy",
+        "eks-prod-baseline-network-allow-workload-traffic",
+        lambda i: i["spec"]["egress"].pop(1),
+        "workload-egress",
+    ),
     "AKS spot pool without the contract's spot taint": (
         "azure-native:containerservice:AgentPool",
         "aks-dev-gpu-spott4",
@@ -434,6 +452,9 @@ REPORTED_AS = {
     "storage work queue without its poison queue": "aks-dev-work-queue",
     # The workload whose checkpoint store the role fails, not the role's policy.
     "trainer role unable to list its checkpoint prefix": "eks-dev-smoke-job",
+    # The workload whose traffic the policies block, not the policy.
+    "NetworkPolicies blocking the identity endpoint": "gke-prod-smoke-job",
+    "NetworkPolicies blocking DNS": "eks-prod-smoke-job",
     # The cluster whose CNI ignores NetworkPolicies, not the add-on.
     "EKS without network policy enforcement": "eks-dev",
 }

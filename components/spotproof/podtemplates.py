@@ -35,6 +35,16 @@ class PodTemplate:
     a replicated Job's ``replicas`` times its Jobs' ``parallelism``."""
 
 
+def declared_object(resource_type: str, inputs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The object a Pulumi ``kubernetes:<group>/<version>:<Kind>`` resource declares, with
+    its ``apiVersion`` and ``kind``; None for any other resource type."""
+    provider, _, rest = resource_type.partition(":")
+    if provider != "kubernetes" or rest.count(":") != 1:
+        return None
+    group_version, kind = rest.split(":")
+    return {"apiVersion": group_version.removeprefix("core/"), "kind": kind, **inputs}
+
+
 def is_workload(obj: Mapping[str, Any]) -> bool:
     group = str(obj.get("apiVersion", "")).rpartition("/")[0]
     return obj.get("kind") in KINDS.get(group, frozenset())

@@ -36,20 +36,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from spotproof.catalog import Cloud
+from spotproof.catalog.node_endpoints import HOST_DNS, IDENTITY_ENDPOINTS
 
 DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
-HOST_DNS: dict[Cloud, tuple[str, ...]] = {
-    Cloud.GKE: ("169.254.20.10/32", "169.254.169.254/32"),
-    Cloud.EKS: (),
-    Cloud.AKS: (),
-}
-"""DNS servers on the node's host network, per cloud."""
-IDENTITY_ENDPOINTS: dict[Cloud, tuple[tuple[str, int], ...]] = {
-    Cloud.GKE: (("169.254.169.254/32", 80), ("169.254.169.252/32", 988)),
-    Cloud.EKS: (("169.254.170.23/32", 80),),
-    Cloud.AKS: (),
-}
-"""(address, TCP port) of the node-local endpoint that hands pods their cloud identity."""
 EVERYWHERE = "0.0.0.0/0"
 
 

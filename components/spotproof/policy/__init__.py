@@ -25,6 +25,7 @@ from spotproof.policy import (
     gke,
     karpenter,
     kubernetes,
+    network_policies,
     storage_access,
     work_queues,
 )
@@ -58,6 +59,7 @@ STACK_RULES: tuple[StackRule, ...] = (
     *work_queues.STACK_RULES,
     *autoscaling.STACK_RULES,
     *storage_access.STACK_RULES,
+    *network_policies.STACK_RULES,
 )
 
 

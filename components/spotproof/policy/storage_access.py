@@ -26,16 +26,6 @@ POLICY = "aws:iam/policy:Policy"
 STORE_VARIABLE = "CHECKPOINT_URL"
 
 
-def _kubernetes_object(resource: PlannedResource) -> dict[str, Any] | None:
-    """The object a ``kubernetes:<group>/<version>:<Kind>`` resource declares."""
-    provider, _, rest = resource.type.partition(":")
-    if provider != "kubernetes" or rest.count(":") != 1:
-        return None
-    group_version, kind = rest.split(":")
-    api_version = group_version.removeprefix("core/")
-    return {"apiVersion": api_version, "kind": kind, **resource.inputs}
-
-
 def _s3_stores(spec: Mapping[str, Any]) -> Iterator[str]:
     for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
         for variable in container.get("env") or []:
@@ -75,7 +65,7 @@ def checkpoint_access(resources: list[PlannedResource]) -> Iterator[tuple[str, s
         if r.type == ASSOCIATION
     }
     for resource in resources:
-        obj = _kubernetes_object(resource)
+        obj = podtemplates.declared_object(resource.type, resource.inputs)
         if obj is None or not podtemplates.is_workload(obj):
             continue
         namespace = (obj.get("metadata") or {}).get("namespace", "default")

@@ -1,0 +1,219 @@
+"""Can each workload still reach what it needs under the stack's NetworkPolicies?
+
+A pod is isolated for egress once any policy selecting it lists ``Egress`` in its
+``policyTypes``; it may then connect only where some selecting policy's egress rule
+allows, and policies only add to each other
+(https://kubernetes.io/docs/concepts/services-networking/network-policies/). A rule with
+no ``to`` allows every destination and one with no ``ports`` every port; an ``ipBlock``
+matches addresses in its ``cidr`` but not in its ``except``; a peer with a
+``namespaceSelector`` and a ``podSelector`` matches pods that satisfy both; a port without
+a protocol is TCP.
+
+Every workload in a namespace must be isolated (``namespace-isolated``), and still reach
+what the runtime needs (``workload-egress``): its own namespace's pods (a gang's ranks),
+the cluster DNS, HTTPS to an arbitrary public address (the object store, the queue's API),
+and the node's identity endpoint of its cloud (``kube.network_policy``). A policy a user
+adds can only widen what spotproof's allow; a stack that replaces them with narrower ones
+fails here instead of in the first pod that cannot fetch a credential.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from spotproof import podtemplates
+from spotproof.catalog.node_endpoints import IDENTITY_ENDPOINTS
+from spotproof.policy.base import PlannedResource, StackRule
+from spotproof.policy.kubernetes import cloud_of
+
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a pod connects: an address, or a pod of a namespace; a protocol and port."""
+
+    what: str
+    protocol: str
+    port: int
+    address: str | None = None
+    namespace_labels: Mapping[str, str] = field(default_factory=dict)
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """A label selector (``matchLabels`` and ``matchExpressions``); empty matches all."""
+    selector = selector or {}
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression.get("key"), expression.get("operator")
+        values = expression.get("values") or []
+        present = key in labels
+        if operator == "In" and not (present and labels[key] in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def _peer_matches(peer: Mapping[str, Any], to: Destination, own: Mapping[str, str]) -> bool:
+    block = peer.get("ipBlock")
+    if block is not None:
+        if to.address is None:
+            return False
+        address = ipaddress.ip_address(to.address)
+        inside = address in ipaddress.ip_network(block["cidr"], strict=False)
+        excluded = any(
+            address in ipaddress.ip_network(cidr, strict=False) for cidr in block.get("except", [])
+        )
+        return inside and not excluded
+    if to.address is not None:
+        return False
+    namespaces = peer.get("namespaceSelector")
+    in_namespace = (
+        selector_matches(namespaces, to.namespace_labels)
+        if namespaces is not None
+        else to.namespace_labels.get(NAME_LABEL) == own.get(NAME_LABEL)
+    )
+    return in_namespace and selector_matches(peer.get("podSelector"), to.pod_labels)
+
+
+def _port_matches(port: Mapping[str, Any], to: Destination) -> bool:
+    if port.get("protocol", "TCP") != to.protocol:
+        return False
+    number = port.get("port")
+    if number is None:
+        return True
+    if not isinstance(number, int):
+        return False  # a named port: the destination's container ports are not known here
+    return number <= to.port <= port.get("endPort", number)
+
+
+def egress_allowed(
+    policies: list[Mapping[str, Any]], to: Destination, own_namespace: Mapping[str, str]
+) -> bool:
+    """Whether a pod that these ``policies`` select (those of its namespace whose
+    ``podSelector`` matches it) may connect to ``to``."""
+    egress = [
+        p
+        for p in policies
+        if "Egress" in (p.get("policyTypes") or (["Ingress", "Egress"] if p.get("egress") else []))
+    ]
+    if not egress:
+        return True
+    for policy in egress:
+        for rule in policy.get("egress") or []:
+            peers_ok = not rule.get("to") or any(
+                _peer_matches(peer, to, own_namespace) for peer in rule["to"]
+            )
+            ports_ok = not rule.get("ports") or any(_port_matches(p, to) for p in rule["ports"])
+            if peers_ok and ports_ok:
+                return True
+    return False
+
+
+def needed_destinations(
+    cloud: Any, namespace: Mapping[str, str], pod: Mapping[str, str]
+) -> list[Destination]:
+    kube_system = {NAME_LABEL: "kube-system"}
+    needed = [
+        Destination(
+            "its own namespace's pods (a gang's ranks)", "TCP", 29500, None, namespace, pod
+        ),
+        Destination("cluster DNS", "UDP", 53, None, kube_system, {"k8s-app": "kube-dns"}),
+        Destination("HTTPS to the object store and cloud APIs", "TCP", 443, "198.51.100.7"),
+    ]
+    for cidr, port in IDENTITY_ENDPOINTS.get(cloud, ()):
+        address = cidr.split("/")[0]
+        needed.append(Destination(f"the identity endpoint {address}:{port}", "TCP", port, address))
+    return needed
+
+
+def _namespace_labels(resources: list[PlannedResource], name: str) -> dict[str, str]:
+    for resource in resources:
+        metadata = resource.inputs.get("metadata") or {}
+        if resource.type == NAMESPACE and metadata.get("name") == name:
+            return {**(metadata.get("labels") or {}), NAME_LABEL: name}
+    return {NAME_LABEL: name}
+
+
+def _policies_in(resources: list[PlannedResource], namespace: str) -> list[Mapping[str, Any]]:
+    return [
+        r.inputs.get("spec") or {}
+        for r in resources
+        if r.type == NETWORK_POLICY
+        and (r.inputs.get("metadata") or {}).get("namespace") == namespace
+    ]
+
+
+def _workloads(resources: list[PlannedResource]) -> Iterator[tuple[PlannedResource, str, Any]]:
+    for resource in resources:
+        obj = podtemplates.declared_object(resource.type, resource.inputs)
+        if obj is None or not podtemplates.is_workload(obj):
+            continue
+        namespace = (obj.get("metadata") or {}).get("namespace", "default")
+        for template in podtemplates.pod_templates(obj):
+            yield resource, namespace, template
+
+
+def namespaces_isolated(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
+    for resource, namespace, template in _workloads(resources):
+        labels = template.metadata.get("labels") or {}
+        policies = [
+            p
+            for p in _policies_in(resources, namespace)
+            if selector_matches(p.get("podSelector"), labels)
+        ]
+        kinds = {kind for p in policies for kind in p.get("policyTypes") or []}
+        if not {"Ingress", "Egress"} <= kinds:
+            yield (
+                resource.name,
+                f"pods in namespace {namespace} accept and open any connection; allowed: a "
+                "default-deny NetworkPolicy there (kube.network_policy.isolate_namespace)",
+            )
+
+
+def workloads_reach_what_they_need(
+    resources: list[PlannedResource],
+) -> Iterator[tuple[str, str]]:
+    cloud = cloud_of(resources)
+    for resource, namespace, template in _workloads(resources):
+        labels = template.metadata.get("labels") or {}
+        namespace_labels = _namespace_labels(resources, namespace)
+        policies = [
+            p
+            for p in _policies_in(resources, namespace)
+            if selector_matches(p.get("podSelector"), labels)
+        ]
+        for destination in needed_destinations(cloud, namespace_labels, labels):
+            if not egress_allowed(policies, destination, namespace_labels):
+                yield (
+                    resource.name,
+                    f"the NetworkPolicies of namespace {namespace} block {destination.what} "
+                    f"({destination.protocol} {destination.port}), which its pods need",
+                )
+
+
+STACK_RULES: tuple[StackRule, ...] = (
+    StackRule(
+        "namespace-isolated",
+        "Workload namespaces deny traffic by default.",
+        namespaces_isolated,
+    ),
+    StackRule(
+        "workload-egress",
+        "Workloads can still reach DNS, each other, HTTPS and their identity endpoint.",
+        workloads_reach_what_they_need,
+    ),
+)

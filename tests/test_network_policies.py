@@ -1,0 +1,122 @@
+"""Workload namespaces are isolated, and what workloads need still gets through: the
+policies spotproof renders, and the NetworkPolicy semantics the plan checks them with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from spotproof.plan import PlanResult
+from spotproof.policy.network_policies import Destination, egress_allowed, selector_matches
+from tests.support import plan_of
+
+POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+OWN = {"kubernetes.io/metadata.name": "spotproof"}
+PUBLIC_HTTPS = Destination("https", "TCP", 443, "198.51.100.7")
+
+
+def _policies(plan: PlanResult) -> dict[str, dict[str, Any]]:
+    return {
+        r.inputs["metadata"]["name"]: r.inputs
+        for r in plan.recording.of_type(POLICY)
+        if r.inputs["metadata"]["namespace"] == "spotproof"
+    }
+
+
+def test_the_workload_namespace_denies_everything_by_default(gke_dev: PlanResult) -> None:
+    deny = _policies(gke_dev)["default-deny"]["spec"]
+    assert deny == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+
+
+@pytest.mark.parametrize(
+    ("stack", "identity"),
+    [
+        ("gke-dev", [("169.254.169.254/32", 80), ("169.254.169.252/32", 988)]),
+        ("eks-dev", [("169.254.170.23/32", 80)]),
+        ("aks-dev", []),
+    ],
+)
+def test_workloads_may_reach_each_other_dns_https_and_their_identity_endpoint(
+    stack: str, identity: list[tuple[str, int]]
+) -> None:
+    spec = _policies(plan_of(stack))["allow-workload-traffic"]["spec"]
+    assert spec["ingress"] == [{"from": [{"podSelector": {}}]}]
+    own, dns, https, *identity_rules = spec["egress"]
+    assert own == {"to": [{"podSelector": {}}]}
+    assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+    assert {p["protocol"] for p in dns["ports"]} == {"UDP", "TCP"}
+    assert https == {
+        "to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}],
+        "ports": [{"protocol": "TCP", "port": 443}],
+    }
+    assert [
+        (r["to"][0]["ipBlock"]["cidr"], r["ports"][0]["port"]) for r in identity_rules
+    ] == identity
+
+
+def test_a_pod_no_policy_isolates_for_egress_may_connect_anywhere() -> None:
+    ingress_only = {"podSelector": {}, "policyTypes": ["Ingress"]}
+    assert egress_allowed([ingress_only], PUBLIC_HTTPS, OWN)
+
+
+def test_an_isolated_pod_reaches_only_what_a_rule_allows() -> None:
+    deny = {"podSelector": {}, "policyTypes": ["Egress"]}
+    assert not egress_allowed([deny], PUBLIC_HTTPS, OWN)
+    allow_dns_only = {
+        "podSelector": {},
+        "policyTypes": ["Egress"],
+        "egress": [{"ports": [{"protocol": "UDP", "port": 53}]}],
+    }
+    assert not egress_allowed([deny, allow_dns_only], PUBLIC_HTTPS, OWN)
+    assert egress_allowed([deny, allow_dns_only], Destination("dns", "UDP", 53, "10.0.0.10"), OWN)
+
+
+def test_an_ip_block_excludes_its_except_ranges() -> None:
+    policy = {
+        "podSelector": {},
+        "policyTypes": ["Egress"],
+        "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.0.0/16"]}}]}],
+    }
+    metadata = Destination("metadata", "TCP", 80, "169.254.169.254")
+    assert egress_allowed([policy], PUBLIC_HTTPS, OWN)
+    assert not egress_allowed([policy], metadata, OWN)
+
+
+def test_a_pod_peer_without_a_namespace_selector_is_in_the_policys_own_namespace() -> None:
+    policy = {
+        "podSelector": {},
+        "policyTypes": ["Egress"],
+        "egress": [{"to": [{"podSelector": {}}]}],
+    }
+    same = Destination("peer", "TCP", 29500, None, OWN, {"app": "x"})
+    other = Destination("peer", "TCP", 29500, None, {"kubernetes.io/metadata.name": "b"}, {})
+    assert egress_allowed([policy], same, OWN)
+    assert not egress_allowed([policy], other, OWN)
+
+
+def test_a_port_range_and_the_default_protocol() -> None:
+    policy = {
+        "podSelector": {},
+        "policyTypes": ["Egress"],
+        "egress": [{"ports": [{"port": 29500, "endPort": 29510}]}],
+    }
+    assert egress_allowed([policy], Destination("rank", "TCP", 29505, "10.1.2.3"), OWN)
+    assert not egress_allowed([policy], Destination("rank", "UDP", 29505, "10.1.2.3"), OWN)
+    assert not egress_allowed([policy], Destination("rank", "TCP", 29511, "10.1.2.3"), OWN)
+
+
+@pytest.mark.parametrize(
+    ("selector", "matches"),
+    [
+        ({}, True),
+        ({"matchLabels": {"app": "trainer"}}, True),
+        ({"matchLabels": {"app": "worker"}}, False),
+        ({"matchExpressions": [{"key": "app", "operator": "In", "values": ["trainer"]}]}, True),
+        ({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["trainer"]}]}, False),
+        ({"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}, True),
+        ({"matchExpressions": [{"key": "tier", "operator": "Exists"}]}, False),
+    ],
+)
+def test_label_selectors(selector: dict[str, Any], matches: bool) -> None:
+    assert selector_matches(selector, {"app": "trainer"}) is matches
