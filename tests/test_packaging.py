@@ -318,6 +318,7 @@ def test_gcp_install_plans_a_user_project_with_pulumi_defaults_and_secrets(
         "gke-staging",
         {
             "gcp:project": "acme-ml-staging",
+            "spotproof:apiAccess": {"authorizedNetworks": ["198.51.100.0/24"]},
             "spotproof:gpuPools": [
                 {"name": "l4-spot", "machineType": "g2-standard-8", "maxNodes": 2}
             ],
@@ -362,6 +363,7 @@ def test_the_installed_cli_names_its_version(gcp_venv: Venv) -> None:
 
 
 EKS_STACK = {
+    "spotproof:apiAccess": {"privateEndpoint": True},
     "spotproof:karpenter": {"version": "1.6.3"},
     "spotproof:gpuPools": [
         {"name": "gpu-spot", "instanceFamilies": ["g6", "g5"], "gpuLimit": 8},
@@ -425,6 +427,7 @@ def test_azure_install_plans_a_user_aks_project_with_node_auto_provisioning(
         AKS_PROJECT_CONFIG,
         "aks-staging",
         {
+            "spotproof:apiAccess": {"authorizedNetworks": ["198.51.100.0/24"]},
             "spotproof:autoProvisionedPools": [
                 {"name": "gpu-spot", "vmSizes": ["Standard_NC24ads_A100_v4"], "gpuLimit": 8},
             ],

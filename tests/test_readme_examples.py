@@ -82,3 +82,32 @@ def test_the_example_builds_its_pieces_on_an_existing_cluster(
     types = _run(_examples()[cloud])
     assert declared <= set(types), sorted(set(types))
     assert not any(t.endswith(":HybridCluster") for t in types)
+
+
+YAML = re.compile(r"^```yaml\n(config:\n.*?)^```$", re.M | re.S)
+
+
+def test_every_stack_config_the_readme_shows_is_accepted_as_written() -> None:
+    import yaml  # noqa: PLC0415
+
+    from spotproof.spec import fleet_from_config  # noqa: PLC0415
+
+    configs = [
+        yaml.safe_load(block)["config"] for block in YAML.findall((REPO / "README.md").read_text())
+    ]
+    shown = [c for c in configs if "spotproof:cloud" in c]
+    assert len(shown) >= 2
+    for config in shown:
+        fleet_from_config(f"readme-{config['spotproof:cloud']}", config)
+
+
+def test_the_whole_fleet_example_builds_a_cluster() -> None:
+    section = re.search(
+        r"^The whole fleet, from the same config keys a stack file uses:$(.*?)^### ",
+        (REPO / "README.md").read_text(),
+        re.M | re.S,
+    )
+    assert section, "README lost its whole-fleet example"
+    [code] = CODE.findall(section.group(1))
+    types = [r.type for r in record(lambda: exec(code, {}), stack="dev", project="ml").resources]
+    assert "spotproof:gke:HybridCluster" in types

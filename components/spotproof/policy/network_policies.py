@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spotproof import podtemplates
+from spotproof import fit, podtemplates
 from spotproof.catalog.node_endpoints import IDENTITY_ENDPOINTS
 from spotproof.policy.base import PlannedResource, StackRule
 from spotproof.policy.kubernetes import cloud_of
@@ -158,13 +158,16 @@ def _policies_in(resources: list[PlannedResource], namespace: str) -> list[Mappi
 
 
 def _workloads(resources: list[PlannedResource]) -> Iterator[tuple[PlannedResource, str, Any]]:
+    """Every pod template of a workload, but the cluster's add-ons': their namespaces and
+    traffic are the platform's (``fit.is_system_workload``)."""
     for resource in resources:
         obj = podtemplates.declared_object(resource.type, resource.inputs)
         if obj is None or not podtemplates.is_workload(obj):
             continue
         namespace = (obj.get("metadata") or {}).get("namespace", "default")
         for template in podtemplates.pod_templates(obj):
-            yield resource, namespace, template
+            if not fit.is_system_workload(namespace, template.spec):
+                yield resource, namespace, template
 
 
 def namespaces_isolated(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
