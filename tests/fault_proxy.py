@@ -18,6 +18,7 @@ import re
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -33,7 +34,8 @@ class Fault:
     """Regular expression searched in the request target (path and query, URL-encoded) and
     the first 4 KiB of its body (GCS names the object of an upload in the body)."""
     action: str
-    """``status:<code>``, ``reset`` (before forwarding) or ``reset-after`` (after)."""
+    """``status:<code>``, ``reset`` (before forwarding), ``reset-after`` (after) or
+    ``delay:<seconds>`` (forwarded that much later: a slow store)."""
     times: int | None = None
     """How many matching requests to hit; None for every one."""
     hits: int = 0
@@ -112,6 +114,10 @@ class FaultProxy:
                         self._forward(head, body)
                     client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
                     return
+                if action.startswith("delay:"):
+                    time.sleep(float(action.split(":", 1)[1]))
+                    client.sendall(self._forward(head, body))
+                    continue
                 if action.startswith("status:"):
                     code = int(action.split(":", 1)[1])
                     payload = b'{"error": "injected by the fault proxy"}'

@@ -14,7 +14,9 @@ a wait that shows up here says the interval is shorter than an upload.
 
 On preemption :meth:`AsyncCheckpointer.save_final` takes over: a save in flight for the
 same step is simply awaited; one for an older step is cancelled (it stops between parts
-and deletes what it wrote) so the grace period is spent on the newest state only.
+and deletes what it wrote) so the grace period is spent on the newest state only. The
+final save itself gets what is left of the grace period as a deadline: past it, the save
+stops between parts rather than be killed mid-upload, and says so.
 Retention runs after a periodic commit has been reported, and not at all after a final
 one: deleting old checkpoints is no work for the grace period (the next process's first
 periodic save catches up).
@@ -76,8 +78,19 @@ class AsyncCheckpointer:
         self._in_flight = job
         job.thread.start()
 
-    def save_final(self, step: int, capture: Capture, metadata: Mapping[str, Any]) -> SaveResult:
-        """Commit ``step`` now, in this thread; waits for or supersedes the save in flight."""
+    def save_final(
+        self,
+        step: int,
+        capture: Capture,
+        metadata: Mapping[str, Any],
+        deadline_seconds: float | None = None,
+    ) -> SaveResult:
+        """Commit ``step`` now, in this thread; waits for or supersedes the save in flight.
+
+        With ``deadline_seconds`` (what is left of the grace period) the save is abandoned
+        between parts once they have passed, and :class:`SaveCancelled` says so: nothing of
+        it is committed, and the previous checkpoint stays the newest. A commit already
+        under way completes."""
         job = self._in_flight
         if job is not None and job.step == step:
             finished = self.wait()
@@ -89,7 +102,21 @@ class AsyncCheckpointer:
         started = time.perf_counter()
         blobs = capture()
         final = _InFlight(step, captured=time.perf_counter() - started)
-        self._upload(final, blobs, metadata, "final")
+        timer = None
+        if deadline_seconds is not None:
+            timer = threading.Timer(max(0.0, deadline_seconds), final.cancel.set)
+            timer.daemon = True
+            timer.start()
+        try:
+            self._upload(final, blobs, metadata, "final")
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if isinstance(final.error, SaveCancelled) and deadline_seconds is not None:
+            raise SaveCancelled(
+                f"final save of step {step} abandoned: its deadline of "
+                f"{deadline_seconds:.1f} s (the grace period left) passed before the commit"
+            )
         if final.error is not None:
             raise final.error
         assert final.result is not None

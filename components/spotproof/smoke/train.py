@@ -23,6 +23,9 @@ TRAIN_THREADS       torch intra-op threads                                 1    
                                                                                    it may use
 PEER_WAIT_SECONDS   a rank stopped by a peer waits this long to be torn    600     0 to 86400
                     down
+STORAGE_STARTUP_    opening the store may take this long; then exit       60      1 to 3600
+SECONDS             STORAGE_UNAVAILABLE for a retry (each call is bounded
+                    too: ``spotproof.runtime.storage.deadlines``)
 WORLD_SIZE, RANK,   a gang of ranks over torch.distributed (gloo), as      1
 MASTER_ADDR/PORT    torchrun and a JobSet set them
                     (``spotproof.smoke.distributed``)
@@ -48,7 +51,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -56,11 +59,11 @@ import torch
 
 from spotproof.runtime import exit_codes, torch_state
 from spotproof.runtime.async_save import AsyncCheckpointer
-from spotproof.runtime.checkpoint import Checkpoint, SaveResult
+from spotproof.runtime.checkpoint import Checkpoint, SaveCancelled, SaveResult
 from spotproof.runtime.gang import PEER_WAIT_SECONDS, await_teardown
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.manifest import DEFAULT_KEEP
-from spotproof.runtime.storage import StorageError, StorageURLError
+from spotproof.runtime.storage import StorageError, StorageURLError, deadlines
 from spotproof.runtime.transfer import MAX_PART
 from spotproof.smoke import BATCH_ROWS
 from spotproof.smoke.distributed import Gang, PeerLost, Solo
@@ -74,6 +77,8 @@ MAX_MODEL_MB = 65536
 MAX_STEPS = 10**12
 MAX_SECONDS = 86400
 MAX_KEEP = 1000
+FINAL_SAVE_MARGIN = 0.5
+"""Seconds of the grace period kept back from the final save: to report and exit."""
 
 
 class ConfigError(ValueError):
@@ -95,6 +100,7 @@ class TrainConfig:
     emit_steps: bool = False
     threads: int = 1
     peer_wait_seconds: float = PEER_WAIT_SECONDS
+    storage_startup_seconds: float = 60.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TrainConfig:
@@ -138,6 +144,10 @@ class TrainConfig:
             emit_steps=emit_steps == "1",
             threads=number("TRAIN_THREADS", 1, int, 1, usable_cpus()),
             peer_wait_seconds=number("PEER_WAIT_SECONDS", PEER_WAIT_SECONDS, float, 0, MAX_SECONDS),
+            # Read by the storage layer itself (runtime.storage.deadlines); checked here.
+            storage_startup_seconds=number(
+                deadlines.STARTUP_VARIABLE, deadlines.STARTUP_SECONDS, float, 1, 3600
+            ),
         )
 
     def run_identity(self) -> dict[str, Any]:
@@ -280,7 +290,9 @@ def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
         capture = lambda: buffer.capture(owned, optimizer, step)  # noqa: E731
         metadata = {**config.run_identity(), "total_steps": config.total_steps}
         if final:
-            return saver.save_final(step, capture, metadata)
+            # On preemption the save must commit before the kill; unbounded otherwise.
+            deadline = guard.remaining() - FINAL_SAVE_MARGIN if guard.preempted else None
+            return saver.save_final(step, capture, metadata, deadline_seconds=deadline)
         saver.save_async(step, capture, metadata)
         return None
 
@@ -311,13 +323,22 @@ def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
         received["at"] = guard.received_at or time.monotonic()
         signal_name = guard.signal_received.name if guard.signal_received else "a peer's"
         emit("preempted", step=step, signal=signal_name, grace_left=round(guard.remaining(), 3))
-        save(final=True)
+        _final_save_on_preemption(step, save)
         return exit_codes.PREEMPTED
 
     # The completed state is committed too, so a rerun of a finished Job finishes at once.
     save(final=True)
     emit("done", step=step, digest=gang.digest(digest(model, optimizer, step)))
     return exit_codes.COMPLETED
+
+
+def _final_save_on_preemption(step: int, save: Callable[[bool], SaveResult | None]) -> None:
+    """The final save, bounded by the grace period: abandoned (and reported) rather than
+    killed mid-upload when the store is too slow for what is left of it."""
+    try:
+        save(True)
+    except SaveCancelled as abandoned:
+        emit("checkpoint_refused", step=step, kind="final", reason=str(abandoned))
 
 
 def _report(result: SaveResult, kind: str, signalled_at: float | None) -> None:

@@ -31,6 +31,7 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 import fsspec
 
 from spotproof.runtime.failures import Failure
+from spotproof.runtime.storage import deadlines
 from spotproof.runtime.storage.azure import adlfs_options
 from spotproof.runtime.storage.errors import (
     AlreadyExists,
@@ -91,7 +92,11 @@ def open_store(url: str, **storage_options: Any) -> ObjectStore:
     kinds = {"s3": S3Store, "gcs": GcsStore}
     store = kinds.get(protocol, ObjectStore)(url, fs, root)
     try:
-        store.check_reachable(parsed.netloc)
+        deadlines.within(
+            deadlines.startup_seconds(),
+            f"{url}: reaching the bucket",
+            lambda: store.check_reachable(parsed.netloc),
+        )
     except FileNotFoundError:
         raise StorageError(
             f"{url}: bucket {parsed.netloc!r} does not exist", Failure.NOT_FOUND
@@ -123,18 +128,24 @@ def _filesystem(url: str, protocol: str, storage_options: dict[str, Any]) -> Any
     # No instance cache: endpoints and credentials come from the environment, which a
     # cached filesystem would silently ignore after it changes. No listings cache: other
     # writers change the bucket, and a stale listing would hide their manifests.
-    options: dict[str, Any] = {"skip_instance_cache": True, **_default_options(url, protocol)}
+    options: dict[str, Any] = {
+        "skip_instance_cache": True,
+        **deadlines.sdk_options(protocol),
+        **_default_options(url, protocol),
+    }
     if protocol != "file":
         options["use_listings_cache"] = False
     options.update(storage_options)
     try:
-        return fsspec.filesystem(protocol, **options)
+        fs = fsspec.filesystem(protocol, **options)
     except ImportError as error:
         raise StorageURLError(
             f"checkpoint URL {url!r}: the {protocol} backend is not installed ({error.name})"
         ) from None
     except Exception as error:
         raise failed(f"checkpoint URL {url!r}", f"setting up {protocol}", error) from None
+    deadlines.limit_retries(fs, protocol)
+    return fs
 
 
 def _default_options(url: str, protocol: str) -> dict[str, Any]:

@@ -23,6 +23,7 @@ import threading
 from typing import Any
 
 from spotproof.runtime.integrity import header_value
+from spotproof.runtime.storage import deadlines
 from spotproof.runtime.storage.objects import ObjectStore, past_end_reads_nothing
 
 _READ_CHUNK = 1 << 20
@@ -64,7 +65,7 @@ class S3Store(ObjectStore):
                 import botocore.session  # noqa: PLC0415
 
                 config = botocore.config.Config(
-                    max_pool_connections=self._connections, retries={"mode": "standard"}
+                    max_pool_connections=self._connections, **deadlines.botocore_config()
                 )
                 self._client = botocore.session.get_session().create_client(
                     "s3", config=config, **self._settings()

@@ -1,0 +1,213 @@
+"""A store that accepts connections and never answers (or answers too slowly for the
+grace period) costs a bounded time: start-up gives up within its deadline, each call
+within its SDK timeouts, and a final save past the grace period is abandoned between
+parts with the previous checkpoint intact."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from spotproof.runtime import exit_codes
+from spotproof.runtime.checkpoint import CheckpointStore
+from spotproof.runtime.storage import StorageError, deadlines, open_store
+from spotproof.smoke.emulators import Bucket
+from spotproof.smoke.process import TrainerProcess
+from tests.fault_proxy import Fault, emulator_port, fault_proxy, through
+
+AZURITE_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+
+@contextlib.contextmanager
+def silent_endpoint() -> Iterator[int]:
+    """A port that accepts every connection and never sends a byte."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[socket.socket] = []
+    closing = threading.Event()
+
+    def accept() -> None:
+        while not closing.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        closing.set()
+        server.close()
+        for connection in held:
+            connection.close()
+
+
+def _pointed_at(store: str, port: int) -> tuple[str, dict[str, str]]:
+    endpoint = f"http://127.0.0.1:{port}"
+    return {
+        "s3": (
+            "s3://silent/ckpt",
+            {
+                "AWS_ENDPOINT_URL": endpoint,
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_DEFAULT_REGION": "us-east-1",
+            },
+        ),
+        "gcs": ("gs://silent/ckpt", {"STORAGE_EMULATOR_HOST": endpoint}),
+        "azure": (
+            "az://silent/ckpt",
+            {
+                "AZURE_STORAGE_CONNECTION_STRING": "DefaultEndpointsProtocol=http;"
+                f"AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
+                f"BlobEndpoint={endpoint}/devstoreaccount1;"
+            },
+        ),
+    }[store]
+
+
+def test_within_returns_the_result_or_raises_the_calls_own_error() -> None:
+    assert deadlines.within(1, "quick", lambda: 42) == 42
+    with pytest.raises(FileNotFoundError):
+        deadlines.within(1, "missing", lambda: open("/nonexistent/x"))  # noqa: SIM115
+
+
+def test_within_gives_up_on_a_call_that_does_not_return() -> None:
+    started = time.monotonic()
+    with pytest.raises(StorageError, match=r"stuck: no answer within 0\.2 s"):
+        deadlines.within(0.2, "stuck", lambda: time.sleep(5))
+    assert time.monotonic() - started < 1
+
+
+@pytest.mark.parametrize("store", ["s3", "gcs", "azure"])
+def test_opening_a_store_that_never_answers_fails_within_the_startup_deadline(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with silent_endpoint() as port:
+        url, env = _pointed_at(store, port)
+        for key, value in {**env, deadlines.STARTUP_VARIABLE: "2"}.items():
+            monkeypatch.setenv(key, value)
+        started = time.monotonic()
+        with pytest.raises(StorageError, match="reaching the bucket: no answer within 2 s"):
+            open_store(url)
+        assert time.monotonic() - started < 4
+
+
+def test_one_s3_call_to_a_silent_endpoint_gives_up_after_its_attempts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each attempt waits READ_SECONDS of silence; shortened here, the number kept.
+    monkeypatch.setattr(deadlines, "READ_SECONDS", 0.5)
+    monkeypatch.setattr(deadlines, "CONNECT_SECONDS", 0.5)
+    from spotproof.runtime.storage import _filesystem  # noqa: PLC0415
+    from spotproof.runtime.storage.s3 import S3Store  # noqa: PLC0415
+
+    with silent_endpoint() as port:
+        url, env = _pointed_at("s3", port)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        store = S3Store(url, _filesystem(url, "s3", {}), "silent/ckpt")
+        started = time.monotonic()
+        with pytest.raises(StorageError):
+            store.exists("manifests/000000000001.json")
+        elapsed = time.monotonic() - started
+    assert deadlines.ATTEMPTS * 0.5 <= elapsed < deadlines.ATTEMPTS * 0.5 + 5
+
+
+def test_a_trainer_whose_store_never_answers_exits_for_a_retry_in_one_line() -> None:
+    with silent_endpoint() as port:
+        url, env = _pointed_at("s3", port)
+        started = time.monotonic()
+        trainer = TrainerProcess(
+            {
+                **env,
+                "CHECKPOINT_URL": url,
+                "CHECKPOINT_INTERVAL": "5",
+                "TOTAL_STEPS": "10",
+                deadlines.STARTUP_VARIABLE: "3",
+            },
+            started,
+        )
+        code = trainer.finish(timeout=60)
+    assert code == exit_codes.STORAGE_UNAVAILABLE
+    assert time.monotonic() - started < 30  # import, 3 s of waiting, exit
+    assert "no answer within 3 s" in "".join(trainer.stderr)
+
+
+def test_a_final_save_too_slow_for_the_grace_period_is_abandoned_not_killed(
+    emulators: dict[str, Bucket],
+) -> None:
+    emulator = emulators["s3"]
+    with fault_proxy(emulator_port("s3", emulator.env)) as proxy:
+        url = emulator.prefix(f"slow-final-{id(proxy):x}")
+        trainer = TrainerProcess(
+            {
+                **through("s3", emulator.env, proxy),
+                "CHECKPOINT_URL": url,
+                "CHECKPOINT_INTERVAL": "10",
+                "TOTAL_STEPS": "100000",
+                "MODEL_MB": "1",
+                "CHECKPOINT_PART_KB": "64",
+                "STEP_SECONDS": "0.02",
+                "GRACE_SECONDS": "3",
+            },
+            time.monotonic(),
+        )
+        committed = trainer.wait_for(lambda e: e["event"] == "checkpoint", timeout=120)
+        assert committed is not None
+        # From now on every part upload takes 2 s: ~16 parts cannot fit in 3 s of grace.
+        proxy.add(Fault("PUT", r"/steps/", "delay:2"))
+        signalled = time.monotonic()
+        trainer.send(signal.SIGTERM)
+        code = trainer.finish(timeout=30)
+        took = time.monotonic() - signalled
+    assert code == exit_codes.PREEMPTED
+    assert took < 3 + 2.5  # the grace, and one part already on the wire
+    [refused] = [e for e in trainer.of("checkpoint_refused") if e["kind"] == "final"]
+    assert "deadline" in refused["reason"]
+    with emulator.apply():
+        latest = CheckpointStore(url).load_latest()
+    assert latest is not None and latest.step >= committed["step"]
+    assert latest.step < refused["step"]  # the abandoned step was never committed
+
+
+@pytest.mark.parametrize(
+    ("extra", "package", "first_with_create_only"),
+    [
+        ("s3", "s3fs", "2025.7.0"),
+        ("gcs", "gcsfs", "2024.12.0"),
+        ("azure-blob", "adlfs", "2024.12.0"),
+    ],
+)
+def test_no_store_extra_admits_a_filesystem_without_create_only_writes(
+    extra: str, package: str, first_with_create_only: str
+) -> None:
+    # A manifest is committed with pipe_file(mode="create"); an older filesystem would
+    # silently overwrite another writer's commit.
+    import tomllib  # noqa: PLC0415
+
+    from packaging.requirements import Requirement  # noqa: PLC0415
+    from packaging.version import Version  # noqa: PLC0415
+
+    from tests.support import REPO  # noqa: PLC0415
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    [requirement] = [Requirement(r) for r in extras[extra] if Requirement(r).name == package]
+    floor = Version(first_with_create_only)
+    assert floor in requirement.specifier
+    assert not any(
+        Version(v) in requirement.specifier
+        for v in ("2024.6.0", "2024.10.0", f"{floor.major}.{floor.minor - 1}.0")
+    )
