@@ -220,3 +220,13 @@ def test_baseline_creates_namespace_and_every_priority_class() -> None:
         for r in recording.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")
     }
     assert names == {p.name for p in scheduling.PRIORITY_CLASSES}
+
+
+def test_trainers_get_no_kubernetes_api_token(gke_dev: PlanResult) -> None:
+    assert _pod(gke_dev)["automountServiceAccountToken"] is False
+    account = gke_dev.recording.one("kubernetes:core/v1:ServiceAccount", "gke-dev-trainer").inputs
+    assert account["automountServiceAccountToken"] is False
+
+
+def test_the_scratch_tmp_is_capped_so_it_cannot_fill_the_node(gke_dev: PlanResult) -> None:
+    assert _pod(gke_dev)["volumes"] == [{"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}}]

@@ -117,6 +117,14 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         lambda i: i["spec"]["egress"].pop(1),
         "workload-egress",
     ),
+    "smoke Job pulling latest": (
+        "kubernetes:batch/v1:Job",
+        "gke-prod-smoke-job",
+        lambda i: i["spec"]["template"]["spec"]["containers"][0].update(
+            image="ghcr.io/acme/trainer:latest"
+        ),
+        "image-pinned",
+    ),
     "AKS spot pool without the contract's spot taint": (
         "azure-native:containerservice:AgentPool",
         "aks-dev-gpu-spott4",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from spotproof.catalog import FINAL_SAVE_MIB_PER_SECOND, GRACE_PERIOD_SECONDS, Cloud
-from spotproof.spec import advice, fleet_from_config
+from spotproof.spec import SpecError, advice, fleet_from_config
 from tests.support import run_cli, stack_config
 
 GKE_GRACE = GRACE_PERIOD_SECONDS[Cloud.GKE]
@@ -74,6 +74,37 @@ def test_github_format_puts_the_warning_on_the_model_mb_line(
     assert f"::warning file=stacks/Pulumi.gke-test.yaml,line={line}," in out
 
 
-@pytest.mark.parametrize("stack", ["gke-dev", "gke-prod", "eks-dev", "eks-prod"])
-def test_the_shipped_stacks_raise_no_warning(stack: str) -> None:
+@pytest.mark.parametrize("stack", ["gke-dev", "eks-dev", "aks-dev"])
+def test_the_shipped_dev_stacks_raise_no_warning(stack: str) -> None:
     assert advice.warnings(fleet_from_config(stack, stack_config(stack))) == []
+
+
+@pytest.mark.parametrize("stack", ["gke-prod", "eks-prod", "aks-prod"])
+def test_a_production_stack_is_told_to_pin_its_image_by_digest(stack: str) -> None:
+    # The shipped prod stacks name spotproof's image by tag: a user's build gives the digest.
+    warned = advice.warnings(fleet_from_config(stack, stack_config(stack)))
+    assert [w.key for w in warned] == ["spotproof:smokeTest.image"]
+    assert "pin the digest" in warned[0].message
+
+
+def test_an_image_pinned_by_digest_is_not_warned_about() -> None:
+    config = stack_config("gke-prod")
+    digest = "sha256:" + "ab" * 32
+    config["spotproof:smokeTest"]["image"] = f"ghcr.io/acme/trainer:1.4.2@{digest}"
+    assert advice.warnings(fleet_from_config("gke-prod", config)) == []
+
+
+@pytest.mark.parametrize(
+    ("image", "says"),
+    [
+        ("ghcr.io/acme/trainer", "pulls whatever 'latest' is"),
+        ("ghcr.io/acme/trainer:latest", "pulls whatever 'latest' is"),
+        ("ghcr.io/acme/Trainer:1.0", "not an image reference"),
+        ("ghcr.io/acme/trainer@sha256:abc", "not an image reference"),
+    ],
+)
+def test_an_image_that_does_not_say_what_runs_is_refused(image: str, says: str) -> None:
+    config = stack_config("gke-dev")
+    config["spotproof:smokeTest"]["image"] = image
+    with pytest.raises(SpecError, match=says):
+        fleet_from_config("gke-dev", config)

@@ -29,6 +29,9 @@ __all__ = ["CheckInputError", "CheckResult", "Finding", "check", "load_all"]
 NOT_FOR_MANIFESTS = frozenset({"k8s-job-not-awaited"})
 """Rules about how spotproof's own Pulumi program deploys its Jobs: a manifest may be
 applied by kubectl, Argo or anything else."""
+NEEDS_THE_STACK = frozenset({"namespace-isolated", "workload-egress", "s3-checkpoint-access"})
+"""Rules about what the stack around the manifests provides (its NetworkPolicies, its
+roles): without a stack they would report what is merely not shown."""
 DEFAULT_KUBERNETES_VERSION = "1.33"
 """The schema version without a stack (a stack's own version otherwise)."""
 
@@ -87,7 +90,7 @@ def check(documents: list[Document], planned: PlanResult | None) -> CheckResult:
     else:
         recording = Recording("", "", mine)
         violations, _ = manifests.validate(recording, DEFAULT_KUBERNETES_VERSION)
-        violations += evaluate(mine)
+        violations += [v for v in evaluate(mine) if v.policy not in NEEDS_THE_STACK]
     by_name = {d.name: d for d in documents}
     findings = sorted(
         {

@@ -190,7 +190,6 @@ def deployment_spec(
         restart_policy="Always",
         container=WORKER_CONTAINER,
     )
-    pod["automountServiceAccountToken"] = False
     spec: dict[str, Any] = {
         "selector": {"matchLabels": labels},
         "template": {

@@ -81,6 +81,8 @@ def trainer_service_account(
             "labels": MANAGED_BY,
             "annotations": identity.service_account_annotations,
         },
+        # Trainers never call the Kubernetes API (see training.pod_spec).
+        automount_service_account_token=False,
         opts=pulumi.ResourceOptions(
             parent=parent, provider=connection.provider, depends_on=[connection.baseline]
         ),

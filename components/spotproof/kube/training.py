@@ -94,6 +94,14 @@ def pod_failure_policy() -> dict[str, Any]:
     }
 
 
+SCRATCH_SIZE_LIMIT = "1Gi"
+"""The scratch ``/tmp``'s cap. Checkpoints stream from memory to the store and never
+touch it; it holds what libraries spill (torch's caches, temporary files). Without a cap
+a runaway writer fills the node's disk and gets every pod on it evicted; with one the
+kubelet evicts only this pod, which the Job replaces
+(https://kubernetes.io/docs/concepts/storage/volumes/#emptydir)."""
+
+
 def pod_spec(
     trainer: Trainer,
     env: list[dict[str, Any]],
@@ -116,6 +124,14 @@ def pod_spec(
     spec: dict[str, Any] = {
         "restartPolicy": restart_policy,
         "serviceAccountName": identity.service_account.name,
+        # No Kubernetes API token: nothing in the pod calls the API, and a stolen token is
+        # a foothold. The cloud identity does not depend on it: EKS Pod Identity and Azure
+        # workload identity inject projected tokens of their own whatever this says (their
+        # webhooks: aws/amazon-eks-pod-identity-webhook pkg/handler/handler.go,
+        # Azure/azure-workload-identity pkg/webhook/webhook.go), and GKE's metadata server
+        # needs none; the setting governs only the kube-api-access volume
+        # (https://kubernetes.io/docs/tasks/configure-pod-container/configure-service-account/).
+        "automountServiceAccountToken": False,
         "priorityClassName": where.priority_class_name,
         "terminationGracePeriodSeconds": grace_period_seconds,
         "tolerations": [
@@ -147,7 +163,7 @@ def pod_spec(
                 "volumeMounts": [{"name": "scratch", "mountPath": "/tmp"}],
             }
         ],
-        "volumes": [{"name": "scratch", "emptyDir": {}}],
+        "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": SCRATCH_SIZE_LIMIT}}],
     }
     if where.node_affinity:
         spec["affinity"] = {"nodeAffinity": where.node_affinity}

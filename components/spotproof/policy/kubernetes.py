@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spotproof import fit, scheduling
+from spotproof import fit, podtemplates, scheduling
 from spotproof.catalog import PREEMPTION_NOTICE_SECONDS, Cloud, pulumi_kubernetes
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
+from spotproof.spec import images
 
 JOB = "kubernetes:batch/v1:Job"
 PRIORITY_CLASS = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
@@ -106,10 +107,34 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ),
 )
 
+
+def images_pinned(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
+    """No workload pulls ``latest``, whatever it is when each pod starts (``spec.images``):
+    a gang's ranks or a resumed run could run different code."""
+    for resource in resources:
+        obj = podtemplates.declared_object(resource.type, resource.inputs)
+        if obj is None or not podtemplates.is_workload(obj):
+            continue
+        for template in podtemplates.pod_templates(obj):
+            for container in [
+                *template.spec.get("initContainers", []),
+                *template.spec.get("containers", []),
+            ]:
+                image = container.get("image")
+                parsed = images.parse(image) if isinstance(image, str) else None
+                if parsed is not None and parsed.mutable:
+                    yield (
+                        resource.name,
+                        f"container {container.get('name')} pulls {image}: whatever 'latest' "
+                        f"is when each pod starts; allowed: {images.ALLOWED}",
+                    )
+
+
 STACK_RULES: tuple[StackRule, ...] = (
     StackRule(
         "job-fits-preemption-notice",
         "Grace periods and priorities fit spot.",
         job_fits_preemption_notice,
     ),
+    StackRule("image-pinned", "No workload pulls an image's latest.", images_pinned),
 )

@@ -29,6 +29,7 @@ from spotproof.spec.fields import (
     setting,
     text,
 )
+from spotproof.spec.images import image_reference
 
 
 class PoolClass(StrEnum):
@@ -183,11 +184,9 @@ class BucketSpec:
 class SmokeTest:
     """The training Job that proves preemption recovery on the real cluster."""
 
-    image: str = setting(
-        "image",
-        text(re.compile(r"^\S+$"), "an image reference"),
-        "ghcr.io/spotproof/smoke-trainer:0.1.0",
-    )
+    image: str = setting("image", image_reference, "ghcr.io/spotproof/smoke-trainer:0.1.0")
+    """The trainer's image: a tag other than ``latest``, or a digest (advised in
+    production, ``spec.images``)."""
     namespace: str = setting("namespace", dns_label(63), "spotproof")
     target: PoolClass = setting("target", None, PoolClass.SPOT_GPU)
     """Pool class the Job runs on: spot-gpu, flex-start or on-demand-gpu; the stack must
@@ -250,11 +249,7 @@ class BatchSpec:
     ``resultsPrefix`` only, and a Deployment of workers that KEDA scales on the queue's
     depth. Declared by ``spotproof:batch``; a stack without it has none of these."""
 
-    image: str = setting(
-        "image",
-        text(re.compile(r"^\S+$"), "an image reference"),
-        "ghcr.io/spotproof/smoke-trainer:0.1.0",
-    )
+    image: str = setting("image", image_reference, "ghcr.io/spotproof/smoke-trainer:0.1.0")
     """The worker's image. The default carries spotproof's smoke worker, whose results
     are checkable against a plain loop (``spotproof.smoke.batch_worker``)."""
     command: tuple[str, ...] = setting(
