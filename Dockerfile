@@ -27,7 +27,8 @@ RUN pip install --break-system-packages --constraint constraints.txt ".[train,${
     && pip check \
     && python -c "import torch, spotproof.smoke.train; assert torch.version.cuda, 'no CUDA torch'"
 
-# The Job runs as 1000 with a read-only root filesystem; /tmp is an emptyDir. Batch workers
-# run the same image with their own command (python -m spotproof.smoke.batch_worker).
-USER 1000:1000
+# The Job runs as 10001 (above the node's own UIDs) with a read-only root filesystem; /tmp
+# is an emptyDir. Batch workers run the same image with their own command
+# (python -m spotproof.smoke.batch_worker).
+USER 10001:10001
 ENTRYPOINT ["python", "-m", "spotproof.smoke.train"]

@@ -94,6 +94,9 @@ def pod_failure_policy() -> dict[str, Any]:
     }
 
 
+RUN_AS = 10001
+"""The user and group trainers run as (the image's ``USER``): above 10000, clear of the
+UIDs a node's own accounts use, so a container escape does not land as one of them."""
 SCRATCH_SIZE_LIMIT = "1Gi"
 """The scratch ``/tmp``'s cap. Checkpoints stream from memory to the store and never
 touch it; it holds what libraries spill (torch's caches, temporary files). Without a cap
@@ -141,8 +144,9 @@ def pod_spec(
         "nodeSelector": where.node_selector,
         "securityContext": {
             "runAsNonRoot": True,
-            "runAsUser": 1000,
-            "fsGroup": 1000,
+            "runAsUser": RUN_AS,
+            "runAsGroup": RUN_AS,
+            "fsGroup": RUN_AS,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [
