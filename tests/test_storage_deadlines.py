@@ -172,7 +172,9 @@ def test_a_final_save_too_slow_for_the_grace_period_is_abandoned_not_killed(
         code = trainer.finish(timeout=30)
         took = time.monotonic() - signalled
     assert code == exit_codes.PREEMPTED
-    assert took < 3 + 2.5  # the grace, and one part already on the wire
+    # The save stops starting parts at its deadline; the parts already on the wire (2 s
+    # each here) finish first, then the process exits (seconds under a loaded machine).
+    assert took < 3 + 2 + 2.5
     [refused] = [e for e in trainer.of("checkpoint_refused") if e["kind"] == "final"]
     assert "deadline" in refused["reason"]
     with emulator.apply():
