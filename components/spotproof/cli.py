@@ -9,7 +9,6 @@ and never a traceback.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -23,7 +22,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 if TYPE_CHECKING:
     from spotproof.plan import StackConfig
     from spotproof.plan.sources import Location
-    from spotproof.smoke.harness import SmokeConfig
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT = 0, 1, 2
 STORES = ("file", "s3", "gcs", "azure")
@@ -205,131 +203,6 @@ def _count(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
-def _smoke(args: argparse.Namespace) -> int:
-    from spotproof.smoke import BATCH_ROWS  # noqa: PLC0415
-    from spotproof.smoke.emulators import EmulatorError  # noqa: PLC0415
-    from spotproof.smoke.harness import SmokeConfig, run_smoke  # noqa: PLC0415
-    from spotproof.smoke.multinode import run_gang_smoke  # noqa: PLC0415
-    from spotproof.smoke.report import render_timeline, summary, to_json  # noqa: PLC0415
-
-    if args.batch:
-        return _batch(args)
-    config = SmokeConfig(
-        store=args.store or "s3",
-        preemptions=args.preemptions,
-        hard_kills=args.hard_kills,
-        total_steps=args.steps or DEFAULT_SMOKE_STEPS,
-        interval=args.interval,
-        model_mb=args.model_mb,
-        seed=args.seed,
-        grace_seconds=args.grace,
-    )
-    if args.stack:
-        try:
-            config = _rehearsal(args, config)
-        except _BadInput as error:
-            print(f"spotproof smoke: {error}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-    if config.total_steps < 4 * config.interval:
-        print(
-            f"spotproof smoke: --steps {config.total_steps} leaves no room to interrupt; "
-            f"allowed: at least 4 x the checkpoint interval ({4 * config.interval})",
-            file=sys.stderr,
-        )
-        return EXIT_BAD_INPUT
-    if args.nodes > 1 and BATCH_ROWS % args.nodes:
-        splits = [n for n in range(1, MAX_NODES + 1) if BATCH_ROWS % n == 0]
-        print(
-            f"spotproof smoke: --nodes {args.nodes} cannot split the trainer's batch of "
-            f"{BATCH_ROWS} rows; allowed: {', '.join(map(str, splits[:-1]))} or {splits[-1]}",
-            file=sys.stderr,
-        )
-        return EXIT_BAD_INPUT
-    progress = lambda line: print(line, flush=True)  # noqa: E731
-    try:
-        if args.nodes > 1:
-            if config.job is not None:
-                # The gang harness restarts the whole gang as the JobSet's failure policy
-                # does; the stack's one-pod Job policy does not apply to it.
-                progress(f"gang of {args.nodes}: restarts as a JobSet's failure policy gives")
-                config = dataclasses.replace(config, job=None)
-            report = run_gang_smoke(config, args.nodes, progress=progress)
-        else:
-            report = run_smoke(config, progress=progress)
-    except EmulatorError as error:
-        print(f"spotproof smoke: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    print()
-    print(summary(report))
-    timeline = args.timeline or (args.json.with_suffix(".png") if args.json else Path("smoke.png"))
-    _write(lambda: render_timeline(report, timeline), timeline)
-    print(f"timeline: {timeline}")
-    if args.json:
-        text = json.dumps(to_json(report), indent=2) + "\n"
-
-        def write_report() -> None:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(text)
-
-        _write(write_report, args.json)
-    return EXIT_OK if report.passed else EXIT_VIOLATIONS
-
-
-def _batch(args: argparse.Namespace) -> int:
-    from spotproof.smoke.batch import BatchConfig, run_batch_smoke  # noqa: PLC0415
-    from spotproof.smoke.emulators import EmulatorError  # noqa: PLC0415
-
-    if args.stack or args.nodes > 1:
-        print(
-            "spotproof smoke: --batch runs alone; allowed: no --stack or --nodes", file=sys.stderr
-        )
-        return EXIT_BAD_INPUT
-    config = BatchConfig(
-        queue=args.queue,
-        items=args.items,
-        workers=args.workers,
-        preemptions=args.preemptions,
-        hard_kills=args.hard_kills,
-        seed=args.seed,
-        table=args.table,
-    )
-    try:
-        report = run_batch_smoke(config, progress=lambda line: print(line, flush=True))
-    except EmulatorError as error:
-        print(f"spotproof smoke: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    print(report.summary())
-    if args.json:
-        text = json.dumps(report.as_json(), indent=2) + "\n"
-        _write(lambda: args.json.write_text(text), args.json)
-    return EXIT_OK if report.passed else EXIT_VIOLATIONS
-
-
-class _BadInput(Exception):
-    """Input the command cannot use; its message is the one line to print."""
-
-
-def _rehearsal(args: argparse.Namespace, base: SmokeConfig) -> SmokeConfig:
-    """The harness configuration for ``--stack``; raises :class:`_BadInput`."""
-    from spotproof.plan import PlanInputError, run_plan  # noqa: PLC0415
-    from spotproof.smoke.rehearsal import RehearsalError, rehearsal  # noqa: PLC0415
-    from spotproof.spec import SpecError  # noqa: PLC0415
-
-    try:
-        result = run_plan(args.stack, args.project_dir)
-        rehearsed = rehearsal(
-            result, base, total_steps=args.steps, time_scale=args.time_scale, store=args.store
-        )
-    except (PlanInputError, SpecError, RehearsalError) as error:
-        raise _BadInput(str(error)) from None
-    print(f"rehearsing stack {args.stack} from its offline plan")
-    for line in rehearsed.describe():
-        print(f"  {line}")
-    for violation in result.violations:
-        print(f"  plan: [{violation.policy}] {violation.resource}: {violation.message}")
-    return rehearsed.config
-
-
 def _plan(args: argparse.Namespace) -> int:
     from spotproof.plan import PlanInputError, find_project  # noqa: PLC0415
 
@@ -482,7 +355,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run(args.files, args.stack, args.project_dir, args.format)
     if args.command == "smoke":
-        return _smoke(args)
+        from spotproof.smoke.command import run as run_smoke  # noqa: PLC0415
+
+        return run_smoke(args)
     if args.command == "policy-pack":
         print(Path(__file__).with_name("policy") / "pack")
         return EXIT_OK

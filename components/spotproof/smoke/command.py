@@ -1,0 +1,159 @@
+"""``spotproof smoke``: what the command does with its arguments (the parser is ``cli``'s).
+
+A local preemption run of the trainer against a store emulator, alone or as a gang; with
+``--stack``, a rehearsal of that stack's preemption path from its offline plan; with
+``--batch``, the batch workers' run against a queue emulator. Exit codes as ``cli``: 0
+passed, 1 failed, 2 bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from spotproof.cli import (
+    DEFAULT_SMOKE_STEPS,
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_VIOLATIONS,
+    MAX_NODES,
+)
+from spotproof.plan import PlanInputError, run_plan
+from spotproof.smoke import BATCH_ROWS
+from spotproof.smoke.batch import BatchConfig, run_batch_smoke
+from spotproof.smoke.emulators import EmulatorError
+from spotproof.smoke.harness import SmokeConfig, run_smoke
+from spotproof.smoke.multinode import run_gang_smoke
+from spotproof.smoke.rehearsal import RehearsalError, rehearsal
+from spotproof.smoke.report import render_timeline, summary, to_json
+from spotproof.spec import SpecError
+
+T = TypeVar("T")
+
+
+def run(args: argparse.Namespace) -> int:
+    """The whole command: a local preemption run (alone, rehearsing a stack, a gang) or,
+    with ``--batch``, the batch workers' run."""
+    if args.batch:
+        return _batch(args)
+    config = SmokeConfig(
+        store=args.store or "s3",
+        preemptions=args.preemptions,
+        hard_kills=args.hard_kills,
+        total_steps=args.steps or DEFAULT_SMOKE_STEPS,
+        interval=args.interval,
+        model_mb=args.model_mb,
+        seed=args.seed,
+        grace_seconds=args.grace,
+    )
+    if args.stack:
+        try:
+            config = _rehearsal(args, config)
+        except _BadInput as error:
+            print(f"spotproof smoke: {error}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    if config.total_steps < 4 * config.interval:
+        print(
+            f"spotproof smoke: --steps {config.total_steps} leaves no room to interrupt; "
+            f"allowed: at least 4 x the checkpoint interval ({4 * config.interval})",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    if args.nodes > 1 and BATCH_ROWS % args.nodes:
+        splits = [n for n in range(1, MAX_NODES + 1) if BATCH_ROWS % n == 0]
+        print(
+            f"spotproof smoke: --nodes {args.nodes} cannot split the trainer's batch of "
+            f"{BATCH_ROWS} rows; allowed: {', '.join(map(str, splits[:-1]))} or {splits[-1]}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    progress = lambda line: print(line, flush=True)  # noqa: E731
+    try:
+        if args.nodes > 1:
+            if config.job is not None:
+                # The gang harness restarts the whole gang as the JobSet's failure policy
+                # does; the stack's one-pod Job policy does not apply to it.
+                progress(f"gang of {args.nodes}: restarts as a JobSet's failure policy gives")
+                config = dataclasses.replace(config, job=None)
+            report = run_gang_smoke(config, args.nodes, progress=progress)
+        else:
+            report = run_smoke(config, progress=progress)
+    except EmulatorError as error:
+        print(f"spotproof smoke: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print()
+    print(summary(report))
+    timeline = args.timeline or (args.json.with_suffix(".png") if args.json else Path("smoke.png"))
+    _written(lambda: render_timeline(report, timeline), timeline)
+    print(f"timeline: {timeline}")
+    if args.json:
+        text = json.dumps(to_json(report), indent=2) + "\n"
+
+        def write_report() -> None:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(text)
+
+        _written(write_report, args.json)
+    return EXIT_OK if report.passed else EXIT_VIOLATIONS
+
+
+def _batch(args: argparse.Namespace) -> int:
+    if args.stack or args.nodes > 1:
+        print(
+            "spotproof smoke: --batch runs alone; allowed: no --stack or --nodes", file=sys.stderr
+        )
+        return EXIT_BAD_INPUT
+    config = BatchConfig(
+        queue=args.queue,
+        items=args.items,
+        workers=args.workers,
+        preemptions=args.preemptions,
+        hard_kills=args.hard_kills,
+        seed=args.seed,
+        table=args.table,
+    )
+    try:
+        report = run_batch_smoke(config, progress=lambda line: print(line, flush=True))
+    except EmulatorError as error:
+        print(f"spotproof smoke: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(report.summary())
+    if args.json:
+        text = json.dumps(report.as_json(), indent=2) + "\n"
+        _written(lambda: args.json.write_text(text), args.json)
+    return EXIT_OK if report.passed else EXIT_VIOLATIONS
+
+
+class _BadInput(Exception):
+    """Input the command cannot use; its message is the one line to print."""
+
+
+def _rehearsal(args: argparse.Namespace, base: SmokeConfig) -> SmokeConfig:
+    """The harness configuration for ``--stack``; raises :class:`_BadInput`."""
+    try:
+        result = run_plan(args.stack, args.project_dir)
+        rehearsed = rehearsal(
+            result, base, total_steps=args.steps, time_scale=args.time_scale, store=args.store
+        )
+    except (PlanInputError, SpecError, RehearsalError) as error:
+        raise _BadInput(str(error)) from None
+    print(f"rehearsing stack {args.stack} from its offline plan")
+    for line in rehearsed.describe():
+        print(f"  {line}")
+    for violation in result.violations:
+        print(f"  plan: [{violation.policy}] {violation.resource}: {violation.message}")
+    return rehearsed.config
+
+
+def _written(action: Callable[[], T], path: Path) -> T:
+    """``action()``, which writes ``path``; a failure is one line and exit 2."""
+    try:
+        return action()
+    except OSError as error:
+        print(f"spotproof smoke: cannot write {path}: {error.strerror}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT) from None
