@@ -17,7 +17,12 @@ from spotproof.smoke.emulators import Bucket, emulated
 from tests.support import INSTALLED_SIZES, REPO, plan_of
 
 TIMED_REAL_PROCESSES = frozenset(
-    {"test_crash_consistency.py", "test_smoke_gang.py", "test_batch.py"}
+    {
+        "test_crash_consistency.py",
+        "test_smoke_gang.py",
+        "test_batch.py",
+        "test_storage_deadlines.py",
+    }
 )
 """Files whose real processes race real deadlines (grace periods, leases, kills aimed
 inside uploads): run one after another on one worker, never against each other on a
