@@ -581,3 +581,25 @@ def test_workers_in_a_platform_namespace_are_refused(namespace: str) -> None:
     config = {**stack_config("gke-dev"), "spotproof:batch": {"namespace": namespace}}
     with pytest.raises(SpecError, match="belongs to the platform or an add-on"):
         fleet_from_config("gke-dev", config)
+
+
+def test_workers_in_a_namespace_of_their_own_get_it_created_and_isolated(
+    make_project: Callable[..., Path],
+) -> None:
+    config = stack_config("eks-dev")
+    config["spotproof:batch"]["namespace"] = "batch-jobs"
+    result = run_plan("eks-test", make_project(config, stack="eks-test"))
+    namespaces = {
+        r.inputs["metadata"]["name"]: r.inputs["metadata"]["labels"]
+        for r in result.recording.of_type("kubernetes:core/v1:Namespace")
+    }
+    assert namespaces["batch-jobs"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    policies = {
+        r.inputs["metadata"]["name"]: r.inputs["spec"]
+        for r in result.recording.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+        if r.inputs["metadata"]["namespace"] == "batch-jobs"
+    }
+    assert set(policies) == {"default-deny", "allow-workload-traffic"}
+    identity = policies["allow-workload-traffic"]["egress"][-1]
+    assert identity["to"] == [{"ipBlock": {"cidr": "169.254.170.23/32"}}]  # EKS Pod Identity
+    assert result.violations == []

@@ -116,9 +116,8 @@ def batch_workers(spec: FleetSpec, cluster: ClusterForWorkloads, queue: WorkQueu
             placement=cluster.placement(spec.batch.target),
             queue=queue,
             autoscaled=cluster.autoscaler is not None,
-            create_namespace=spec.cloud
-            if spec.batch.namespace != trainer_account(spec.smoke_test).namespace
-            else None,
+            cloud=spec.cloud,
+            create_namespace=spec.batch.namespace != trainer_account(spec.smoke_test).namespace,
         ),
         opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=needs),
     )

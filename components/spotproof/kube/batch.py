@@ -85,10 +85,12 @@ class BatchWorkersArgs:
     autoscaled: bool
     """Whether KEDA is installed (``spec.keda``): a ScaledObject scales the workers between
     ``minWorkers`` and ``maxWorkers``; without it ``minWorkers`` run."""
-    create_namespace: Cloud | None = None
-    """The cluster's cloud where ``batch.namespace`` is not the cluster's workload
-    namespace (the baseline's) and must be created, with the same Pod Security Standard
-    and the same isolation (``kube.network_policy``); None where it exists."""
+    cloud: Cloud
+    """The cluster's cloud: a namespace created here lets its pods reach this cloud's
+    identity endpoint and nothing it does not need (``kube.network_policy``)."""
+    create_namespace: bool = False
+    """Whether ``batch.namespace`` is not the cluster's workload namespace (the baseline's)
+    and must be created, with the same Pod Security Standard and isolation."""
 
 
 class BatchWorkers(pulumi.ComponentResource):
@@ -106,7 +108,7 @@ class BatchWorkers(pulumi.ComponentResource):
         labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "batch-worker"}
 
         needs: list[pulumi.Resource] = []
-        if args.create_namespace is not None:
+        if args.create_namespace:
             namespace = k8s.core.v1.Namespace(
                 f"{name}-namespace",
                 metadata={"name": account.namespace, "labels": {**MANAGED_BY, **RESTRICTED}},
@@ -116,7 +118,7 @@ class BatchWorkers(pulumi.ComponentResource):
             isolate_namespace(
                 f"{name}-network",
                 namespace.metadata.apply(lambda m: m["name"]),
-                args.create_namespace,
+                args.cloud,
                 MANAGED_BY,
                 child,
             )
