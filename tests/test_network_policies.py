@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from spotproof.plan import PlanResult
-from spotproof.policy.network_policies import Destination, egress_allowed, selector_matches
+from spotproof.policy.disruption import selects
+from spotproof.policy.network_policies import Destination, egress_allowed
 from tests.support import plan_of
 
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
@@ -119,4 +120,4 @@ def test_a_port_range_and_the_default_protocol() -> None:
     ],
 )
 def test_label_selectors(selector: dict[str, Any], matches: bool) -> None:
-    assert selector_matches(selector, {"app": "trainer"}) is matches
+    assert selects(selector, {"app": "trainer"}) is matches

@@ -17,13 +17,9 @@ import pytest
 from spotproof.runtime import exit_codes
 from spotproof.runtime.checkpoint import CheckpointStore
 from spotproof.runtime.storage import StorageError, deadlines, open_store
-from spotproof.smoke.emulators import Bucket
+from spotproof.smoke.emulators import AZURITE_ACCOUNT_KEY, Bucket
 from spotproof.smoke.process import TrainerProcess
 from tests.fault_proxy import Fault, emulator_port, fault_proxy, through
-
-AZURITE_KEY = (
-    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-)
 
 
 @contextlib.contextmanager
@@ -69,7 +65,7 @@ def _pointed_at(store: str, port: int) -> tuple[str, dict[str, str]]:
             "az://silent/ckpt",
             {
                 "AZURE_STORAGE_CONNECTION_STRING": "DefaultEndpointsProtocol=http;"
-                f"AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
+                f"AccountName=devstoreaccount1;AccountKey={AZURITE_ACCOUNT_KEY};"
                 f"BlobEndpoint={endpoint}/devstoreaccount1;"
             },
         ),

@@ -8,9 +8,9 @@ a selector written against those labels must see them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from spotproof.catalog import jobset
 
@@ -33,16 +33,6 @@ class PodTemplate:
     pods: int
     """Pods of it that run at once: a Job's ``parallelism``, a Deployment's ``replicas``,
     a replicated Job's ``replicas`` times its Jobs' ``parallelism``."""
-
-
-def declared_object(resource_type: str, inputs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The object a Pulumi ``kubernetes:<group>/<version>:<Kind>`` resource declares, with
-    its ``apiVersion`` and ``kind``; None for any other resource type."""
-    provider, _, rest = resource_type.partition(":")
-    if provider != "kubernetes" or rest.count(":") != 1:
-        return None
-    group_version, kind = rest.split(":")
-    return {"apiVersion": group_version.removeprefix("core/"), "kind": kind, **inputs}
 
 
 def is_workload(obj: Mapping[str, Any]) -> bool:
@@ -81,6 +71,30 @@ def pod_templates(obj: Mapping[str, Any]) -> list[PodTemplate]:
         return []
     pods = _job_pods(spec) if kind in ("Job", "CronJob") else _count(spec.get("replicas"))
     return [PodTemplate(None, template.get("metadata") or {}, template["spec"], pods)]
+
+
+class Declared(Protocol):
+    """A planned resource: its name and the object it declares (``inputs``, which carry
+    the object's ``apiVersion`` and ``kind``)."""
+
+    name: str
+    inputs: dict[str, Any]
+
+
+D = TypeVar("D", bound=Declared)
+
+
+def workload_templates(resources: Iterable[D]) -> Iterator[tuple[D, str, PodTemplate]]:
+    """Every pod template of every workload among ``resources``, with its namespace."""
+    for resource in resources:
+        namespace = (resource.inputs.get("metadata") or {}).get("namespace", "default")
+        for template in pod_templates(resource.inputs):
+            yield resource, namespace, template
+
+
+def containers(pod_spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A pod's init containers, then its containers."""
+    return [*(pod_spec.get("initContainers") or []), *(pod_spec.get("containers") or [])]
 
 
 def _jobset_templates(name: str, spec: Mapping[str, Any]) -> list[PodTemplate]:

@@ -313,28 +313,24 @@ def interruption_queue_policy(queue_arn: str, rule_arns: list[str]) -> Document:
             "Resource": queue_arn,
             "Condition": {"ArnEquals": {"aws:SourceArn": sorted(rule_arns)}},
         },
-        {
-            "Sid": "DenyWithoutTls",
-            "Effect": "Deny",
-            "Principal": "*",
-            "Action": "sqs:*",
-            "Resource": queue_arn,
-            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-        },
+        _deny_without_tls("sqs:*", queue_arn),
     )
 
 
 def bucket_tls_only(bucket_arn: str) -> Document:
-    return _document(
-        {
-            "Sid": "DenyWithoutTls",
-            "Effect": "Deny",
-            "Principal": "*",
-            "Action": "s3:*",
-            "Resource": [bucket_arn, f"{bucket_arn}/*"],
-            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-        }
-    )
+    return _document(_deny_without_tls("s3:*", [bucket_arn, f"{bucket_arn}/*"]))
+
+
+def _deny_without_tls(actions: str, resource: str | list[str]) -> Document:
+    """The statement that refuses every plain-HTTP request to ``resource``."""
+    return {
+        "Sid": "DenyWithoutTls",
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": actions,
+        "Resource": resource,
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+    }
 
 
 def _bucket_key(kms_key: str | None) -> list[Document]:
@@ -384,16 +380,7 @@ def checkpoint_access(bucket_arn: str, prefix: str, kms_key: str | None) -> Docu
 def queue_tls_only(queue_arn: str) -> Document:
     """Nothing reaches a work queue without TLS (SQS security best practices: "Allow only
     encrypted connections over HTTPS (TLS) using the aws:SecureTransport condition")."""
-    return _document(
-        {
-            "Sid": "DenyWithoutTls",
-            "Effect": "Deny",
-            "Principal": "*",
-            "Action": "sqs:*",
-            "Resource": queue_arn,
-            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-        }
-    )
+    return _document(_deny_without_tls("sqs:*", queue_arn))
 
 
 WORKER_QUEUE_ACTIONS = (

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spotproof import fit, scheduling
+from spotproof import fit, podtemplates, scheduling
 from spotproof.catalog import Cloud, jobset
 from spotproof.plan.outcomes import Outcome
 from spotproof.plan.recorder import Recording
@@ -116,7 +116,7 @@ def check(recording: Recording, found: list[Outcome]) -> list[Violation]:
 
 
 def _gpu_limits(pod_spec: Mapping[str, Any]) -> Iterator[str]:
-    for container in [*(pod_spec.get("initContainers") or []), *(pod_spec.get("containers") or [])]:
+    for container in podtemplates.containers(pod_spec):
         resources = container.get("resources") or {}
         requested = (resources.get("requests") or {}).get(scheduling.GPU_RESOURCE)
         limited = (resources.get("limits") or {}).get(scheduling.GPU_RESOURCE)

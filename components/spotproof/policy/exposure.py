@@ -45,8 +45,8 @@ def gke_api_restricted(inputs: Mapping[str, Any]) -> Iterator[str]:
         yield f"the API's public endpoint accepts every address; {FIX}"
         return
     blocks = [block.get("cidrBlock") for block in authorized.get("cidrBlocks") or []]
-    if _open_ranges(blocks):
-        yield f"authorized network {_open_ranges(blocks)[0]} opens the API to everyone; {FIX}"
+    if opened := _open_ranges(blocks):
+        yield f"authorized network {opened[0]} opens the API to everyone; {FIX}"
     if authorized.get("gcpPublicCidrsAccessEnabled"):
         yield "gcpPublicCidrsAccessEnabled lets any Google Cloud VM of any project reach the API"
 
@@ -69,8 +69,8 @@ def eks_api_restricted(inputs: Mapping[str, Any]) -> Iterator[str]:
     if vpc.get("endpointPublicAccess") is False:
         return
     cidrs = vpc.get("publicAccessCidrs") or [EVERYWHERE]  # EKS's default when unset
-    if _open_ranges(cidrs):
-        yield f"the API's public endpoint accepts {_open_ranges(cidrs)[0]}; {FIX}"
+    if opened := _open_ranges(cidrs):
+        yield f"the API's public endpoint accepts {opened[0]}; {FIX}"
 
 
 def eks_nodes_private(inputs: Mapping[str, Any]) -> Iterator[str]:
@@ -85,8 +85,8 @@ def aks_api_restricted(inputs: Mapping[str, Any]) -> Iterator[str]:
     ranges = profile.get("authorizedIPRanges") or []
     if not ranges:
         yield f"the API server accepts every address; {FIX}"
-    elif _open_ranges(ranges):
-        yield f"authorized range {_open_ranges(ranges)[0]} opens the API to everyone; {FIX}"
+    elif opened := _open_ranges(ranges):
+        yield f"authorized range {opened[0]} opens the API to everyone; {FIX}"
     for pool in inputs.get("agentPoolProfiles") or []:
         if pool.get("enableNodePublicIP"):
             yield f"agent pool {pool.get('name')} gives each node a public IP"

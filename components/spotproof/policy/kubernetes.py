@@ -111,23 +111,16 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
 def images_pinned(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
     """No workload pulls ``latest``, whatever it is when each pod starts (``spec.images``):
     a gang's ranks or a resumed run could run different code."""
-    for resource in resources:
-        obj = podtemplates.declared_object(resource.type, resource.inputs)
-        if obj is None or not podtemplates.is_workload(obj):
-            continue
-        for template in podtemplates.pod_templates(obj):
-            for container in [
-                *template.spec.get("initContainers", []),
-                *template.spec.get("containers", []),
-            ]:
-                image = container.get("image")
-                parsed = images.parse(image) if isinstance(image, str) else None
-                if parsed is not None and parsed.mutable:
-                    yield (
-                        resource.name,
-                        f"container {container.get('name')} pulls {image}: whatever 'latest' "
-                        f"is when each pod starts; allowed: {images.ALLOWED}",
-                    )
+    for resource, _namespace, template in podtemplates.workload_templates(resources):
+        for container in podtemplates.containers(template.spec):
+            image = container.get("image")
+            parsed = images.parse(image) if isinstance(image, str) else None
+            if parsed is not None and parsed.mutable:
+                yield (
+                    resource.name,
+                    f"container {container.get('name')} pulls {image}: whatever 'latest' "
+                    f"is when each pod starts; allowed: {images.ALLOWED}",
+                )
 
 
 STACK_RULES: tuple[StackRule, ...] = (

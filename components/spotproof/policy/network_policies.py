@@ -27,6 +27,7 @@ from typing import Any
 from spotproof import fit, podtemplates
 from spotproof.catalog.node_endpoints import IDENTITY_ENDPOINTS
 from spotproof.policy.base import PlannedResource, StackRule
+from spotproof.policy.disruption import selects
 from spotproof.policy.kubernetes import cloud_of
 
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
@@ -46,27 +47,6 @@ class Destination:
     pod_labels: Mapping[str, str] = field(default_factory=dict)
 
 
-def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
-    """A label selector (``matchLabels`` and ``matchExpressions``); empty matches all."""
-    selector = selector or {}
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expression in selector.get("matchExpressions") or []:
-        key, operator = expression.get("key"), expression.get("operator")
-        values = expression.get("values") or []
-        present = key in labels
-        if operator == "In" and not (present and labels[key] in values):
-            return False
-        if operator == "NotIn" and present and labels[key] in values:
-            return False
-        if operator == "Exists" and not present:
-            return False
-        if operator == "DoesNotExist" and present:
-            return False
-    return True
-
-
 def _peer_matches(peer: Mapping[str, Any], to: Destination, own: Mapping[str, str]) -> bool:
     block = peer.get("ipBlock")
     if block is not None:
@@ -82,11 +62,11 @@ def _peer_matches(peer: Mapping[str, Any], to: Destination, own: Mapping[str, st
         return False
     namespaces = peer.get("namespaceSelector")
     in_namespace = (
-        selector_matches(namespaces, to.namespace_labels)
+        selects(namespaces, to.namespace_labels)
         if namespaces is not None
         else to.namespace_labels.get(NAME_LABEL) == own.get(NAME_LABEL)
     )
-    return in_namespace and selector_matches(peer.get("podSelector"), to.pod_labels)
+    return in_namespace and selects(peer.get("podSelector"), to.pod_labels)
 
 
 def _port_matches(port: Mapping[str, Any], to: Destination) -> bool:
@@ -160,24 +140,21 @@ def _policies_in(resources: list[PlannedResource], namespace: str) -> list[Mappi
 def _workloads(resources: list[PlannedResource]) -> Iterator[tuple[PlannedResource, str, Any]]:
     """Every pod template of a workload, but the cluster's add-ons': their namespaces and
     traffic are the platform's (``fit.is_system_workload``)."""
-    for resource in resources:
-        obj = podtemplates.declared_object(resource.type, resource.inputs)
-        if obj is None or not podtemplates.is_workload(obj):
-            continue
-        namespace = (obj.get("metadata") or {}).get("namespace", "default")
-        for template in podtemplates.pod_templates(obj):
-            if not fit.is_system_workload(namespace, template.spec):
-                yield resource, namespace, template
+    for resource, namespace, template in podtemplates.workload_templates(resources):
+        if not fit.is_system_workload(namespace, template.spec):
+            yield resource, namespace, template
+
+
+def _selecting(
+    resources: list[PlannedResource], namespace: str, labels: Mapping[str, str]
+) -> list[Mapping[str, Any]]:
+    """The specs of the NetworkPolicies of ``namespace`` that select pods labelled so."""
+    return [p for p in _policies_in(resources, namespace) if selects(p.get("podSelector"), labels)]
 
 
 def namespaces_isolated(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
     for resource, namespace, template in _workloads(resources):
-        labels = template.metadata.get("labels") or {}
-        policies = [
-            p
-            for p in _policies_in(resources, namespace)
-            if selector_matches(p.get("podSelector"), labels)
-        ]
+        policies = _selecting(resources, namespace, template.metadata.get("labels") or {})
         kinds = {kind for p in policies for kind in p.get("policyTypes") or []}
         if not {"Ingress", "Egress"} <= kinds:
             yield (
@@ -194,11 +171,7 @@ def workloads_reach_what_they_need(
     for resource, namespace, template in _workloads(resources):
         labels = template.metadata.get("labels") or {}
         namespace_labels = _namespace_labels(resources, namespace)
-        policies = [
-            p
-            for p in _policies_in(resources, namespace)
-            if selector_matches(p.get("podSelector"), labels)
-        ]
+        policies = _selecting(resources, namespace, labels)
         for destination in needed_destinations(cloud, namespace_labels, labels):
             if not egress_allowed(policies, destination, namespace_labels):
                 yield (

@@ -27,7 +27,7 @@ STORE_VARIABLE = "CHECKPOINT_URL"
 
 
 def _s3_stores(spec: Mapping[str, Any]) -> Iterator[str]:
-    for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
+    for container in podtemplates.containers(spec):
         for variable in container.get("env") or []:
             value = variable.get("value")
             is_store = variable.get("name") == STORE_VARIABLE and isinstance(value, str)
@@ -64,33 +64,28 @@ def checkpoint_access(resources: list[PlannedResource]) -> Iterator[tuple[str, s
         for r in resources
         if r.type == ASSOCIATION
     }
-    for resource in resources:
-        obj = podtemplates.declared_object(resource.type, resource.inputs)
-        if obj is None or not podtemplates.is_workload(obj):
-            continue
-        namespace = (obj.get("metadata") or {}).get("namespace", "default")
-        for template in podtemplates.pod_templates(obj):
-            account = template.spec.get("serviceAccountName", "default")
-            for url in _s3_stores(template.spec):
-                role = roles.get((namespace, account))
-                if role is None:
+    for resource, namespace, template in podtemplates.workload_templates(resources):
+        account = template.spec.get("serviceAccountName", "default")
+        for url in _s3_stores(template.spec):
+            role = roles.get((namespace, account))
+            if role is None:
+                yield (
+                    resource.name,
+                    f"{url}: service account {namespace}/{account} has no Pod Identity "
+                    "association, so the pod has no AWS credentials",
+                )
+                continue
+            parsed = urlparse(url)
+            documents = _role_documents(resources, role)
+            for action, arn, context in iam_requests(parsed.netloc, parsed.path.strip("/")):
+                request = aws_iam.Request(action, arn, context)
+                verdict = aws_iam.decide(documents, request)
+                if verdict != "allowed":
                     yield (
                         resource.name,
-                        f"{url}: service account {namespace}/{account} has no Pod Identity "
-                        "association, so the pod has no AWS credentials",
+                        f"role {role} of {namespace}/{account} is {verdict} {request}, "
+                        f"which the checkpoint store at {url} needs",
                     )
-                    continue
-                parsed = urlparse(url)
-                documents = _role_documents(resources, role)
-                for action, arn, context in iam_requests(parsed.netloc, parsed.path.strip("/")):
-                    request = aws_iam.Request(action, arn, context)
-                    verdict = aws_iam.decide(documents, request)
-                    if verdict != "allowed":
-                        yield (
-                            resource.name,
-                            f"role {role} of {namespace}/{account} is {verdict} {request}, "
-                            f"which the checkpoint store at {url} needs",
-                        )
 
 
 STACK_RULES: tuple[StackRule, ...] = (

@@ -100,7 +100,6 @@ class TrainConfig:
     emit_steps: bool = False
     threads: int = 1
     peer_wait_seconds: float = PEER_WAIT_SECONDS
-    storage_startup_seconds: float = 60.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TrainConfig:
@@ -131,7 +130,7 @@ class TrainConfig:
         emit_steps = env.get("EMIT_STEPS") or "0"
         if emit_steps not in ("0", "1"):
             raise ConfigError(f"EMIT_STEPS={emit_steps!r}: allowed 0 or 1")
-        return cls(
+        config = cls(
             checkpoint_url=url,
             interval=number("CHECKPOINT_INTERVAL", None, int, 1, MAX_STEPS),
             total_steps=number("TOTAL_STEPS", None, int, 1, MAX_STEPS),
@@ -144,11 +143,10 @@ class TrainConfig:
             emit_steps=emit_steps == "1",
             threads=number("TRAIN_THREADS", 1, int, 1, usable_cpus()),
             peer_wait_seconds=number("PEER_WAIT_SECONDS", PEER_WAIT_SECONDS, float, 0, MAX_SECONDS),
-            # Read by the storage layer itself (runtime.storage.deadlines); checked here.
-            storage_startup_seconds=number(
-                deadlines.STARTUP_VARIABLE, deadlines.STARTUP_SECONDS, float, 1, 3600
-            ),
         )
+        # Read by the storage layer itself (runtime.storage.deadlines); only checked here.
+        number(deadlines.STARTUP_VARIABLE, deadlines.STARTUP_SECONDS, float, 1, 3600)
+        return config
 
     def run_identity(self) -> dict[str, Any]:
         """What makes two runs the same run: the weights and the data follow from these,
@@ -165,10 +163,10 @@ def usable_cpus() -> int:
 def check_same_run(config: TrainConfig, checkpoint: Checkpoint) -> None:
     """Refuse to resume ``checkpoint`` if it was written by a different run. A checkpoint
     from before run identities were recorded is taken as it is."""
-    theirs = {
-        key: checkpoint.metadata[key] for key in config.run_identity() if key in checkpoint.metadata
+    ours = {
+        key: value for key, value in config.run_identity().items() if key in checkpoint.metadata
     }
-    ours = {key: config.run_identity()[key] for key in theirs}
+    theirs = {key: checkpoint.metadata[key] for key in ours}
     if theirs != ours:
 
         def spelled(values: Mapping[str, Any]) -> str:
