@@ -5,6 +5,7 @@ final digest bit for bit the uninterrupted gang's."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,6 +87,19 @@ def test_a_path_that_sends_no_sigterm_fails_the_gang() -> None:
     report = run_gang_smoke(config, nodes=2, progress=lambda _line: None)
     assert not report.passed
     assert any("did not commit within the 0 s grace" in f for f in report.failures)
+
+
+def test_a_gang_killed_at_the_end_of_its_grace_says_what_each_rank_last_did() -> None:
+    config = SmokeConfig(total_steps=100, interval=20, model_mb=1, grace_seconds=2, gone_after=0.01)
+    report = run_gang_smoke(config, nodes=2, progress=lambda _line: None)
+    every_rank = report.interruptions[-1]
+    assert len(every_rank.last_seen) == 2
+    assert all(
+        re.match(r"trainer \d+ last said \w+ \(.*\) at [+-]\d+\.\d\d s", seen)
+        for seen in every_rank.last_seen
+    )
+    [failure] = [f for f in report.failures if f.startswith("preempt every rank: the final")]
+    assert failure.endswith("; ".join(["", *every_rank.last_seen]))
 
 
 def test_the_trainer_refuses_a_world_size_that_does_not_divide_its_batch(tmp_path) -> None:

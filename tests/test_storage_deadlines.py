@@ -17,7 +17,7 @@ import pytest
 from spotproof.runtime import exit_codes
 from spotproof.runtime.checkpoint import CheckpointStore
 from spotproof.runtime.storage import StorageError, deadlines, open_store
-from spotproof.smoke.emulators import AZURITE_ACCOUNT_KEY, Bucket
+from spotproof.smoke.emulators import AZURITE_ACCOUNT_KEY, Bucket, free_port
 from spotproof.smoke.process import TrainerProcess
 from tests.fault_proxy import Fault, emulator_port, fault_proxy, through
 
@@ -142,6 +142,17 @@ def test_a_trainer_whose_store_never_answers_exits_for_a_retry_in_one_line() -> 
     assert "no answer within 3 s" in "".join(trainer.stderr)
 
 
+_SLOWED_TRAINER = {
+    "CHECKPOINT_INTERVAL": "10",
+    "TOTAL_STEPS": "100000",
+    "MODEL_MB": "1",
+    "CHECKPOINT_PART_KB": "64",  # ~16 parts: at 2 s a part, more than 3 s of grace
+    "STEP_SECONDS": "0.02",
+    "GRACE_SECONDS": "3",
+}
+"""A trainer whose final save cannot fit its grace once every part upload takes 2 s."""
+
+
 def test_a_final_save_too_slow_for_the_grace_period_is_abandoned_not_killed(
     emulators: dict[str, Bucket],
 ) -> None:
@@ -149,16 +160,7 @@ def test_a_final_save_too_slow_for_the_grace_period_is_abandoned_not_killed(
     with fault_proxy(emulator_port("s3", emulator.env)) as proxy:
         url = emulator.prefix(f"slow-final-{id(proxy):x}")
         trainer = TrainerProcess(
-            {
-                **through("s3", emulator.env, proxy),
-                "CHECKPOINT_URL": url,
-                "CHECKPOINT_INTERVAL": "10",
-                "TOTAL_STEPS": "100000",
-                "MODEL_MB": "1",
-                "CHECKPOINT_PART_KB": "64",
-                "STEP_SECONDS": "0.02",
-                "GRACE_SECONDS": "3",
-            },
+            {**through("s3", emulator.env, proxy), **_SLOWED_TRAINER, "CHECKPOINT_URL": url},
             time.monotonic(),
         )
         committed = trainer.wait_for(lambda e: e["event"] == "checkpoint", timeout=120)
@@ -179,6 +181,45 @@ def test_a_final_save_too_slow_for_the_grace_period_is_abandoned_not_killed(
         latest = CheckpointStore(url).load_latest()
     assert latest is not None and latest.step >= committed["step"]
     assert latest.step < refused["step"]  # the abandoned step was never committed
+
+
+def test_a_rank_stopped_by_a_peer_too_slow_to_save_gives_up_within_the_grace(
+    emulators: dict[str, Bucket],
+) -> None:
+    """Rank 1 is preempted and its store slows down, so its shard never lands; rank 0,
+    stopped by rank 1's notice, waits for that shard no longer than a grace period, and
+    both leave: rank 1 within its grace, rank 0 to wait for the teardown."""
+    emulator = emulators["s3"]
+    with fault_proxy(emulator_port("s3", emulator.env)) as proxy:
+        common = {
+            **_SLOWED_TRAINER,
+            "CHECKPOINT_URL": emulator.prefix(f"slow-peer-{id(proxy):x}"),
+            "WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(free_port()),
+        }
+        origin = time.monotonic()
+        healthy = TrainerProcess({**emulator.env, **common, "RANK": "0"}, origin, index=0)
+        slowed = TrainerProcess(
+            {**through("s3", emulator.env, proxy), **common, "RANK": "1"}, origin, index=1
+        )
+        try:
+            assert healthy.wait_for(lambda e: e["event"] == "checkpoint", timeout=120)
+            proxy.add(Fault("PUT", r"/steps/", "delay:2"))  # rank 1's uploads only
+            signalled = time.monotonic()
+            slowed.send(signal.SIGTERM)
+            waiting = healthy.wait_for(lambda e: e["event"] == "awaiting_teardown", timeout=60)
+            waited = time.monotonic() - signalled
+            code = slowed.finish(timeout=30)
+            took = time.monotonic() - signalled
+        finally:
+            healthy.send(signal.SIGTERM)  # the JobSet's teardown
+            healthy.finish(timeout=30)
+            slowed.send(signal.SIGKILL)
+    assert waiting is not None and waited < 3 + 2 + 2.5
+    assert code == exit_codes.PREEMPTED and took < 3 + 2 + 2.5
+    [refused] = [e for e in healthy.of("checkpoint_refused") if e["kind"] == "final"]
+    assert "deadline" in refused["reason"]
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,12 @@ first of its failure-policy rules that matches any child Job failed at that mome
 before the reclaimed one's would spend a restart from the budget meant for crashes. A rank
 that stopped because of a peer (the peer's notice, or the peer gone) therefore leaves the
 gang cleanly and then waits, with :func:`await_teardown`, for the JobSet to delete its pod.
+
+Its final save needs a deadline all the same, though no signal started a clock for it:
+give it the grace period, counted from the stop. The signalled peer records its shard
+within its own grace or is killed and never does; waiting ``shard_timeout`` for it instead
+would hold this rank in the save, and the peer in the collective that leaves the gang,
+past the peer's grace.
 """
 
 from __future__ import annotations

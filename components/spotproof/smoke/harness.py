@@ -80,13 +80,17 @@ class Interruption:
     sigterm_after: float | None = None
     """Seconds from the notice to SIGTERM; None when none was sent."""
     sigkilled_after_grace: bool = False
+    last_seen: list[str] = field(default_factory=list)
+    """What each process SIGKILLed at the end of its grace last reported, and when: where
+    the grace period went."""
     replacement_overlapped: bool = False
     newest_committed: int | None = None
     """Newest step with a manifest once the process was gone: a replacement that starts
     afterwards must resume from it (nothing committed is ever lost)."""
     upload_step: int | None = None
-    peers_left_early: list[int] = field(default_factory=list)
-    """Gang ranks stopped by a peer that exited before being torn down."""
+    peers_not_waiting: list[int] = field(default_factory=list)
+    """Gang ranks stopped by a peer that were not waiting to be torn down when the gang
+    was: exited on their own, or still busy after the time they are given."""
     kill_point: str | None = None
     """Where a hard kill hit the newest checkpoint: ``before-upload`` (no part written),
     ``in-upload`` (parts written, no manifest) or ``after-commit``."""
@@ -235,9 +239,11 @@ def _preempt(
     if config.gone_after is not None:
         grace = min(grace, config.gone_after - config.sigterm_after)
     process.send(signal.SIGTERM)
+    signalled = process.now()
     replacement = run.start() if overlap else None
     code = process.finish(timeout=grace)
     if code is None:
+        record.last_seen.append(process.last_seen(since=signalled))
         process.send(signal.SIGKILL)
         code = process.finish()
         record.sigkilled_after_grace = True
@@ -429,6 +435,7 @@ def _judge(record: Interruption, config: SmokeConfig, report: SmokeReport) -> No
         if record.final_save_seconds is None or record.sigkilled_after_grace:
             report.failures.append(
                 f"final checkpoint at step {record.at_step} did not commit within the grace period"
+                + "".join(f"; {seen}" for seen in record.last_seen)
             )
         # An overlapped replacement resumes from what was committed when it started; the
         # final save still commits, and the replacement redoes those steps bit-exactly.

@@ -171,6 +171,7 @@ def _interrupt(
         return [*_tear_down(peers, LEAVE_SECONDS, record), last.popen.returncode]
     victims = [last] if scenario == "preempt one rank" else gang.ranks
     grace = _reclaim(victims, config, record)
+    signalled = last.now()
     if scenario == "preempt one rank":
         code = last.finish(grace)
         if code is None:
@@ -180,6 +181,9 @@ def _interrupt(
     else:
         codes = gang.finish(grace)
     record.sigkilled_after_grace = record.sigkilled_after_grace or any(c is None for c in codes)
+    ranks = [*peers, last]  # the order of ``codes``
+    killed = [rank for rank, code in zip(ranks, codes, strict=True) if code is None]
+    record.last_seen = [rank.last_seen(since=signalled) for rank in killed]
     stopped = [e for r in gang.ranks for e in r.of("preempted")]
     record.at_step = max((int(e["step"]) for e in stopped), default=gang.step)
     finals = [
@@ -229,8 +233,12 @@ def _tear_down(
     """What the JobSet does once the disrupted rank's Job has failed: delete the other
     pods (SIGTERM). Each peer must be waiting for it by then, not gone on its own."""
     for peer in peers:
-        if peer.wait_for(lambda e: e["event"] == "awaiting_teardown", timeout) is None:
-            record.peers_left_early.append(peer.index)
+        try:
+            waiting = peer.wait_for(lambda e: e["event"] == "awaiting_teardown", timeout)
+        except TimeoutError:  # still busy: torn down all the same
+            waiting = None
+        if waiting is None:
+            record.peers_not_waiting.append(peer.index)
         peer.send(signal.SIGTERM)
     return _finish(peers, timeout)
 
@@ -254,13 +262,15 @@ def _judge(
             report.failures.append(
                 f"{scenario}: the final checkpoint of step {record.at_step} did not commit "
                 f"within the {record.grace_seconds or 0:g} s grace"
+                + "".join(f"; {seen}" for seen in record.last_seen)
             )
     if codes != expected:
         report.failures.append(f"{scenario}: ranks exited {codes}, expected {expected}")
-    if record.peers_left_early:
+    if record.peers_not_waiting:
         report.failures.append(
-            f"{scenario}: trainer(s) {record.peers_left_early} stopped by a peer exited before "
-            "the gang was torn down; their Job could fail first and spend a counted restart"
+            f"{scenario}: trainer(s) {record.peers_not_waiting} stopped by a peer were not "
+            "waiting to be torn down (gone already, or still busy); a Job that fails before "
+            "the disrupted rank's spends a counted restart"
         )
     judge_recovery(scenario, record, report, "the gang")
 

@@ -96,6 +96,18 @@ class TrainerProcess:
         steps = [e["step"] for _, e in self.events if e.get("event") in ("step", "resumed")]
         return max(steps, default=0)
 
+    def last_seen(self, since: float) -> str:
+        """This process's last event and stderr line, timed from ``since`` (seconds since
+        ``origin``): one line saying what it was doing when it was last heard from."""
+        if not self.events:
+            said = "no event"
+        else:
+            at, event = self.events[-1]
+            fields = " ".join(f"{k}={v}" for k, v in event.items() if k != "event")
+            said = f"{event.get('event')} ({fields}) at {at - since:+.2f} s"
+        stderr = f", stderr: {self.stderr[-1]}" if self.stderr else ""
+        return f"trainer {self.index} last said {said}{stderr}"
+
     def send(self, signum: signal.Signals) -> None:
         if self.popen.poll() is None:
             self.popen.send_signal(signum)

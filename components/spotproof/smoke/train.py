@@ -284,12 +284,10 @@ def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
     )
     buffer = torch_state.StateBuffer()
 
-    def save(final: bool) -> SaveResult | None:
+    def save(final: bool, deadline: float | None = None) -> SaveResult | None:
         capture = lambda: buffer.capture(owned, optimizer, step)  # noqa: E731
         metadata = {**config.run_identity(), "total_steps": config.total_steps}
         if final:
-            # On preemption the save must commit before the kill; unbounded otherwise.
-            deadline = guard.remaining() - FINAL_SAVE_MARGIN if guard.preempted else None
             return saver.save_final(step, capture, metadata, deadline_seconds=deadline)
         saver.save_async(step, capture, metadata)
         return None
@@ -321,7 +319,7 @@ def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
         received["at"] = guard.received_at or time.monotonic()
         signal_name = guard.signal_received.name if guard.signal_received else "a peer's"
         emit("preempted", step=step, signal=signal_name, grace_left=round(guard.remaining(), 3))
-        _final_save_on_preemption(step, save)
+        _final_save_on_preemption(step, lambda: save(True, _final_deadline(config, guard)))
         return exit_codes.PREEMPTED
 
     # The completed state is committed too, so a rerun of a finished Job finishes at once.
@@ -330,11 +328,21 @@ def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
     return exit_codes.COMPLETED
 
 
-def _final_save_on_preemption(step: int, save: Callable[[bool], SaveResult | None]) -> None:
+def _final_deadline(config: TrainConfig, guard: PreemptionGuard) -> float:
+    """Seconds the final save of a stopping gang may take. The signalled rank has what is
+    left of its grace. A rank stopped by a peer's notice has no grace of its own running,
+    yet it must not wait longer than the peer can live: the peer records its shard within
+    its grace or is killed and never does, and an unbounded wait for it would outlast the
+    JobSet's teardown of this rank too."""
+    left = guard.remaining() if guard.preempted else config.grace_seconds
+    return left - FINAL_SAVE_MARGIN
+
+
+def _final_save_on_preemption(step: int, save: Callable[[], SaveResult | None]) -> None:
     """The final save, bounded by the grace period: abandoned (and reported) rather than
     killed mid-upload when the store is too slow for what is left of it."""
     try:
-        save(True)
+        save()
     except SaveCancelled as abandoned:
         emit("checkpoint_refused", step=step, kind="final", reason=str(abandoned))
 
