@@ -16,7 +16,7 @@ from spotproof.catalog import gke as gke_catalog
 from spotproof.gke import pools
 from spotproof.gke.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.gke.names import service_account_id, service_account_member
-from spotproof.gke.network import Network, NetworkArgs
+from spotproof.gke.network import Network, NetworkArgs, joined
 from spotproof.gke.pools import GpuNodePools, GpuNodePoolsArgs
 from spotproof.gke.work_queue import WorkQueue, WorkQueueArgs
 from spotproof.kube import ClusterBaseline
@@ -109,13 +109,16 @@ class HybridCluster(pulumi.ComponentResource):
             for role in NODE_ROLES
         ]
 
-        network = Network(
-            f"{name}-network",
-            NetworkArgs(
-                network=gke.network, project=gke.project, region=spec.region, stack=spec.stack
-            ),
-            opts=child,
-        )
+        if gke.network.existing is not None:
+            addresses = joined(gke.network.existing)
+        else:
+            addresses = Network(
+                f"{name}-network",
+                NetworkArgs(
+                    network=gke.network, project=gke.project, region=spec.region, stack=spec.stack
+                ),
+                opts=child,
+            ).addresses
         cluster = gcp.container.Cluster(
             name,
             name=spec.cluster_name,
@@ -128,11 +131,11 @@ class HybridCluster(pulumi.ComponentResource):
             min_master_version=spec.kubernetes_version,
             release_channel={"channel": "REGULAR"},
             networking_mode="VPC_NATIVE",
-            network=network.network_id,
-            subnetwork=network.subnetwork_id,
+            network=addresses.network,
+            subnetwork=addresses.subnetwork,
             ip_allocation_policy={
-                "cluster_secondary_range_name": network.pods_range,
-                "services_secondary_range_name": network.services_range,
+                "cluster_secondary_range_name": addresses.pods_range,
+                "services_secondary_range_name": addresses.services_range,
             },
             # Dataplane V2 (Cilium) enforces NetworkPolicy itself; the legacy network
             # policy add-on must stay off beside it

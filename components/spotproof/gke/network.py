@@ -1,4 +1,5 @@
-"""``spotproof:gke:Network``: the cluster's own VPC network, with a way out for private nodes.
+"""``spotproof:gke:Network``: the cluster's own VPC network, with a way out for private nodes
+(unless the stack names an existing one: :func:`joined`).
 
 - Custom subnet mode (``autoCreateSubnetworks: false``): one subnetwork in the cluster's
   region instead of one per region, and none of the ``default`` network's firewall rules
@@ -21,10 +22,28 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from spotproof.spec.gke import GkeNetwork
+from spotproof.spec.gke_network import ExistingNetwork, GkeNetwork
 
 PODS_RANGE = "pods"
 SERVICES_RANGE = "services"
+
+
+@dataclass(frozen=True)
+class ClusterAddresses:
+    """What the cluster names: its network and subnetwork, and the subnetwork's secondary
+    ranges for pods and services (``ipAllocationPolicy``)."""
+
+    network: pulumi.Input[str]
+    subnetwork: pulumi.Input[str]
+    pods_range: str
+    services_range: str
+
+
+def joined(existing: ExistingNetwork) -> ClusterAddresses:
+    """The addresses of a network made elsewhere, as the stack names them."""
+    return ClusterAddresses(
+        existing.network, existing.subnetwork, existing.pods_range, existing.services_range
+    )
 
 
 @dataclass
@@ -41,8 +60,6 @@ class Network(pulumi.ComponentResource):
 
     network_id: pulumi.Output[str]
     subnetwork_id: pulumi.Output[str]
-    pods_range: str = PODS_RANGE
-    services_range: str = SERVICES_RANGE
 
     def __init__(
         self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
@@ -95,3 +112,7 @@ class Network(pulumi.ComponentResource):
         self.network_id = network.id
         self.subnetwork_id = subnetwork.id
         self.register_outputs({"network_id": self.network_id, "subnetwork_id": self.subnetwork_id})
+
+    @property
+    def addresses(self) -> ClusterAddresses:
+        return ClusterAddresses(self.network_id, self.subnetwork_id, PODS_RANGE, SERVICES_RANGE)

@@ -1,7 +1,8 @@
 """Settings that build, but that a real preemption may not honour: warnings, not errors.
 
-Two are checked: a final save that may not fit the grace period, and, in production, an
-image pinned by tag rather than digest.
+Three are checked: a final save that may not fit the grace period; in production, an
+image pinned by tag rather than digest; and a GKE cluster on an existing network, which
+the plan cannot see, whose private nodes need a way to what the stack pulls and writes.
 
 A stack whose smoke Job holds more state than its final save can commit within the grace
 period loses the steps since the last periodic checkpoint on every reclaim, silently. The
@@ -13,10 +14,12 @@ which is why this warns rather than refuses.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from spotproof.catalog import FINAL_SAVE_MIB_PER_SECOND
 from spotproof.spec import images as images_module
+from spotproof.spec.gke import GkeFleet
 from spotproof.spec.types import FleetSpec
 
 
@@ -28,7 +31,48 @@ class SpecWarning:
 
 
 def warnings(spec: FleetSpec) -> list[SpecWarning]:
-    return [*_final_save_fits(spec), *_images_pinned(spec)]
+    return [*_final_save_fits(spec), *_images_pinned(spec), *_existing_network_egress(spec)]
+
+
+GOOGLE_REGISTRIES = re.compile(r"^(?:[a-z0-9-]+-docker\.pkg\.dev|(?:[a-z]+\.)?gcr\.io)$")
+"""Artifact Registry and Container Registry hosts, which Private Google Access reaches."""
+
+
+def _existing_network_egress(spec: FleetSpec) -> list[SpecWarning]:
+    """Nodes without external IPs reach Google APIs (Cloud Storage, Artifact Registry)
+    only with Private Google Access on their subnetwork or through a Cloud NAT, and any
+    other registry only through a Cloud NAT
+    (https://cloud.google.com/vpc/docs/private-google-access). A created network has
+    both; an existing one is its owner's, and the plan cannot see it."""
+    if not isinstance(spec.platform, GkeFleet) or spec.platform.network.existing is None:
+        return []
+    subnetwork = spec.platform.network.existing.subnetwork
+    outside = sorted(
+        {
+            image
+            for _, image in _images(spec)
+            if (parsed := images_module.parse(image))
+            and not GOOGLE_REGISTRIES.fullmatch(parsed.registry)
+        }
+    )
+    need = "Private Google Access (or a Cloud NAT) for the checkpoint bucket"
+    if outside:
+        need += f", and a Cloud NAT to pull {', '.join(outside)}"
+    return [
+        SpecWarning(
+            "spotproof:network.existing",
+            f"the plan cannot see {subnetwork}; its private nodes need {need}",
+        )
+    ]
+
+
+def _images(spec: FleetSpec) -> list[tuple[str, str]]:
+    """Each image the stack runs, with the config key that names it."""
+    found = [
+        ("spotproof:smokeTest.image", spec.smoke_test.image if spec.smoke_test else None),
+        ("spotproof:batch.image", spec.batch.image if spec.batch else None),
+    ]
+    return [(key, image) for key, image in found if image is not None]
 
 
 def _images_pinned(spec: FleetSpec) -> list[SpecWarning]:
@@ -36,18 +80,14 @@ def _images_pinned(spec: FleetSpec) -> list[SpecWarning]:
     even for a run resuming its own checkpoint (``spec.images``)."""
     if not spec.protect:
         return []
-    images = [
-        ("spotproof:smokeTest.image", spec.smoke_test.image if spec.smoke_test else None),
-        ("spotproof:batch.image", spec.batch.image if spec.batch else None),
-    ]
     return [
         SpecWarning(
             key,
             f"{image} is pinned by tag; in production pin the digest ({image.split('@')[0]}"
             "@sha256:...) so a re-pushed tag cannot change what a resumed run executes",
         )
-        for key, image in images
-        if image is not None and (parsed := images_module.parse(image)) and not parsed.digest
+        for key, image in _images(spec)
+        if (parsed := images_module.parse(image)) and not parsed.digest
     ]
 
 

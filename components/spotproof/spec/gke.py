@@ -12,7 +12,6 @@ from typing import Any, ClassVar
 
 from spotproof.catalog import Cloud
 from spotproof.catalog import gke as gke_catalog
-from spotproof.spec.addresses import check_disjoint, private_range
 from spotproof.spec.errors import SpecError
 from spotproof.spec.fields import (
     ConfigObject,
@@ -21,11 +20,11 @@ from spotproof.spec.fields import (
     decode,
     integer,
     items,
-    read_object,
     read_settings,
     setting,
     text,
 )
+from spotproof.spec.gke_network import GkeNetwork, read_network
 from spotproof.spec.shared import (
     CloudConfig,
     check_node_range,
@@ -94,25 +93,6 @@ class FlexStartPool(GkeMachinePool):
     @property
     def queued(self) -> bool:
         return self.queued_provisioning
-
-
-@dataclass(frozen=True)
-class GkeNetwork:
-    """The VPC network spotproof creates for the cluster: one subnetwork in the region
-    with secondary ranges for pods and services (a VPC-native cluster), Private Google
-    Access, and Cloud NAT for the private nodes' way out. Never the project's ``default``
-    network, whose default firewall rules admit SSH and RDP from anywhere.
-
-    The three ranges are RFC 1918 and must not overlap each other (or, where peered or
-    connected, any other network's)."""
-
-    cidr: str = setting("cidr", private_range(16, 24), "10.10.0.0/20")
-    """Nodes' addresses (the subnetwork's primary range), a /16 to /24."""
-    pods_cidr: str = setting("podsCidr", private_range(12, 21), "10.16.0.0/14")
-    """Pods' addresses, a /12 to /21; GKE gives each node a slice of it (a /24 for the
-    default 110 pods per node), so its size caps the node count."""
-    services_cidr: str = setting("servicesCidr", private_range(16, 24), "10.20.0.0/20")
-    """ClusterIP services' addresses, a /16 to /24."""
 
 
 @dataclass(frozen=True)
@@ -319,15 +299,6 @@ def _autoprovisioning(key: str, raw: Any) -> Autoprovisioning:
     return Autoprovisioning(**values, gpu_limits=gpu_limits)
 
 
-def _network(key: str, raw: Any) -> GkeNetwork:
-    network = read_object(GkeNetwork, key, raw)
-    check_disjoint(
-        (f"{key}.{config_key(GkeNetwork, name)}", getattr(network, name))
-        for name in ("cidr", "pods_cidr", "services_cidr")
-    )
-    return network
-
-
 def _section(top: ConfigObject, config: Mapping[str, Any]) -> tuple[GkeFleet, str]:
     project, region = project_and_region(config)
     pools_key = config_key(GkeFleet, "gpu_pools")
@@ -340,7 +311,9 @@ def _section(top: ConfigObject, config: Mapping[str, Any]) -> tuple[GkeFleet, st
         gpu_pools=gpu_pools,
         flex_start=top.field(config_key(GkeFleet, "flex_start"), _flex_start(region), None),
         autoprovisioning=top.section(config_key(GkeFleet, "autoprovisioning"), _autoprovisioning),
-        network=top.section(config_key(GkeFleet, "network"), _network),
+        network=top.section(
+            config_key(GkeFleet, "network"), lambda k, v: read_network(k, v, region)
+        ),
     )
     names = [(f"{top.key_of(pools_key)}[{i}].name", p.name) for i, p in enumerate(gpu_pools)]
     if section.flex_start:

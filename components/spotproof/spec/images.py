@@ -39,6 +39,16 @@ class ImageReference:
         """Pulls whatever ``latest`` is at the time: no tag, or ``latest``, and no digest."""
         return self.digest is None and self.tag in (None, "latest")
 
+    @property
+    def registry(self) -> str:
+        """The host it is pulled from: the first path component when it names a host (has
+        a ``.`` or a ``:``, or is ``localhost``), else Docker Hub, as distribution's
+        ``normalize`` reads a reference."""
+        first, _, rest = self.name.partition("/")
+        if rest and ("." in first or ":" in first or first == "localhost"):
+            return first
+        return "docker.io"
+
 
 def parse(reference: str) -> ImageReference | None:
     match = _REFERENCE.fullmatch(reference)
