@@ -75,6 +75,12 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         lambda i: i["spec"].update(associatePublicIPAddress=True),
         "eks-nodes-private",
     ),
+    "EKS nodes whose public IPs follow their subnets": (
+        "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass",
+        "eks-dev-karpenter-gpu-spot-nodeclass",
+        lambda i: i["spec"].pop("associatePublicIPAddress"),
+        "eks-nodes-private",
+    ),
     "EKS without network policy enforcement": (
         "aws:eks/addon:Addon",
         "eks-dev-vpc-cni",

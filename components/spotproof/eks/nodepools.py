@@ -113,6 +113,12 @@ def node_class(
             "role": node_role,
             "subnetSelectorTerms": discovery,
             "securityGroupSelectorTerms": discovery,
+            # Left unset, whether a node gets a public IP follows its subnet's
+            # MapPublicIpOnLaunch; a stack's own subnets (network.subnets) may be public.
+            # False keeps every node private whatever subnet it lands in (the field's
+            # description in karpenter-provider-aws pkg/apis/crds, and EC2's RunInstances
+            # AssociatePublicIpAddress, which it sets).
+            "associatePublicIPAddress": False,
             "blockDeviceMappings": [
                 _volume("/dev/xvda", OS_VOLUME_GB),
                 _volume("/dev/xvdb", disk_gb),

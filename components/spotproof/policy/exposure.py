@@ -74,8 +74,16 @@ def eks_api_restricted(inputs: Mapping[str, Any]) -> Iterator[str]:
 
 
 def eks_nodes_private(inputs: Mapping[str, Any]) -> Iterator[str]:
-    if (inputs.get("spec") or {}).get("associatePublicIPAddress"):
-        yield "associatePublicIPAddress gives Karpenter's nodes public IPs"
+    """Unset, a node's public IP follows its subnet's ``MapPublicIpOnLaunch``, which the
+    plan cannot see for subnets a stack names: only an explicit false is private."""
+    value = (inputs.get("spec") or {}).get("associatePublicIPAddress")
+    if value is True:
+        yield "associatePublicIPAddress gives Karpenter's nodes public IPs; allowed: false"
+    elif value is None:
+        yield (
+            "associatePublicIPAddress is unset, so a node in a public subnet gets a public IP; "
+            "allowed: false"
+        )
 
 
 def aks_api_restricted(inputs: Mapping[str, Any]) -> Iterator[str]:
