@@ -11,7 +11,8 @@ import pytest
 
 from spotproof.runtime.checkpoint import CheckpointStore
 from spotproof.smoke.emulators import Bucket
-from spotproof.smoke.harness import SmokeConfig, SmokeReport, run_smoke
+from spotproof.smoke.harness import run_smoke
+from spotproof.smoke.records import SmokeConfig, SmokeReport
 
 STORES = ("file", "s3", "gcs", "azure")
 _REPORTS: dict[str, SmokeReport] = {}

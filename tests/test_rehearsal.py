@@ -7,8 +7,9 @@ import pytest
 
 from spotproof import plan as spotproof_plan
 from spotproof.plan import PlanResult
-from spotproof.smoke.harness import SmokeConfig, run_smoke
+from spotproof.smoke.harness import run_smoke
 from spotproof.smoke.job import DISRUPTION_TARGET, JobController, JobPolicy
+from spotproof.smoke.records import SmokeConfig
 from spotproof.smoke.rehearsal import rehearsal
 from tests.support import REPO, plan_of, run_cli
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from spotproof.runtime import exit_codes
-from spotproof.smoke.harness import SmokeConfig, SmokeReport
 from spotproof.smoke.multinode import SCENARIOS, run_gang_smoke
+from spotproof.smoke.records import SmokeConfig, SmokeReport
 from tests.support import REPO, run_cli
 
 _REPORTS: dict[str, SmokeReport] = {}

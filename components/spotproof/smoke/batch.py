@@ -36,9 +36,9 @@ from spotproof.runtime.batch.table import open_table
 from spotproof.runtime.storage import open_store
 from spotproof.smoke.batch_worker import result_of
 from spotproof.smoke.databases import result_table
-from spotproof.smoke.harness import Progress, container_exit_code, last_words
-from spotproof.smoke.process import TrainerProcess
+from spotproof.smoke.process import TrainerProcess, container_exit_code
 from spotproof.smoke.queue_emulators import emulated_queue
+from spotproof.smoke.records import Progress, last_words
 
 QUEUE_NAME = "spotproof-batch"
 MAX_RECEIVES = 5

@@ -27,8 +27,9 @@ from spotproof.plan import PlanInputError, run_plan
 from spotproof.smoke import BATCH_ROWS
 from spotproof.smoke.batch import BatchConfig, run_batch_smoke
 from spotproof.smoke.emulators import EmulatorError
-from spotproof.smoke.harness import SmokeConfig, run_smoke
+from spotproof.smoke.harness import run_smoke
 from spotproof.smoke.multinode import run_gang_smoke
+from spotproof.smoke.records import SmokeConfig
 from spotproof.smoke.rehearsal import RehearsalError, rehearsal
 from spotproof.smoke.report import render_timeline, summary, to_json
 from spotproof.spec import SpecError

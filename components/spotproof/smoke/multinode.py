@@ -38,7 +38,8 @@ import time
 from spotproof.runtime import exit_codes
 from spotproof.runtime.checkpoint import CheckpointStore
 from spotproof.smoke.emulators import Bucket, emulated, free_port
-from spotproof.smoke.harness import (
+from spotproof.smoke.process import TrainerProcess
+from spotproof.smoke.records import (
     Interruption,
     Progress,
     SmokeConfig,
@@ -48,7 +49,6 @@ from spotproof.smoke.harness import (
     last_words,
     trainer_env,
 )
-from spotproof.smoke.process import TrainerProcess
 
 SCENARIOS = ("preempt one rank", "kill one rank", "preempt every rank")
 LEAVE_SECONDS = 30.0

@@ -124,3 +124,10 @@ class TrainerProcess:
         return code
 
     ended: float | None = None
+
+
+def container_exit_code(returncode: int | None) -> int | None:
+    """What the container runtime reports: 128 + N for a process killed by signal N."""
+    if returncode is None:
+        return None
+    return 128 - returncode if returncode < 0 else returncode

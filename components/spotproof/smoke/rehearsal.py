@@ -30,8 +30,8 @@ from spotproof.kube.smoke import JOB_NAME
 from spotproof.plan import PlanResult
 from spotproof.plan.preemption import PreemptionPath
 from spotproof.runtime.storage import SCHEMES
-from spotproof.smoke.harness import SmokeConfig
 from spotproof.smoke.job import JobPolicy
+from spotproof.smoke.records import SmokeConfig
 
 JOB = "kubernetes:batch/v1:Job"
 _EMULATOR_OF_PROTOCOL = {"file": "file", "s3": "s3", "gcs": "gcs", "abfs": "azure"}

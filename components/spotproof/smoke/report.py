@@ -6,7 +6,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from spotproof.smoke.harness import SmokeReport, describe
+from spotproof.smoke.records import SmokeReport, describe
 
 
 def to_json(report: SmokeReport) -> dict[str, Any]:
