@@ -81,6 +81,12 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         lambda i: i["spec"].pop("associatePublicIPAddress"),
         "eks-nodes-private",
     ),
+    "a Job running as an account whose identity it does not wait for": (
+        "kubernetes:batch/v1:Job",
+        "eks-dev-smoke-job",
+        lambda i: i["spec"]["template"]["spec"].update(serviceAccountName="batch-worker"),
+        "workload-identity-ready",
+    ),
     "EKS without network policy enforcement": (
         "aws:eks/addon:Addon",
         "eks-dev-vpc-cni",

@@ -106,7 +106,7 @@ def batch_workers(spec: FleetSpec, cluster: ClusterForWorkloads, queue: WorkQueu
     from spotproof.kube.smoke import trainer_account  # noqa: PLC0415
 
     assert spec.batch is not None
-    needs: list[pulumi.Resource] = [cluster.baseline, *queue.ready]
+    needs: list[pulumi.Resource] = [cluster.baseline]
     if cluster.autoscaler is not None:
         needs.append(cluster.autoscaler)  # the ScaledObject's CRD and webhook
     workers = BatchWorkers(

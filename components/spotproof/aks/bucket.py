@@ -171,5 +171,6 @@ class CheckpointBucket(pulumi.ComponentResource):
             ),
             pod_labels={USE_LABEL: "true"},
             environment={ACCOUNT_ENV: settings.name},
+            granted_by=(self,),
         )
         self.register_outputs({"name": self.name, "url": self.url})

@@ -172,6 +172,7 @@ class WorkQueue(pulumi.ComponentResource):
                 ),
                 pod_labels={USE_LABEL: "true"},
                 environment={ACCOUNT_ENV: args.account},
+                granted_by=(self,),
             ),
             scaler=QueueScaler(
                 "azure-queue",

@@ -154,7 +154,9 @@ class CheckpointBucket(pulumi.ComponentResource):
         self.arn = bucket.arn
         self.url = bucket.bucket.apply(lambda bucket_name: f"s3://{bucket_name}")
         self.trainer_role_arn = trainer.arn
-        self.identity = WorkloadIdentity(service_account=args.trainer, cloud_identity=trainer.arn)
+        self.identity = WorkloadIdentity(
+            service_account=args.trainer, cloud_identity=trainer.arn, granted_by=(self,)
+        )
         self.register_outputs(
             {"name": self.name, "url": self.url, "trainer_role_arn": self.trainer_role_arn}
         )

@@ -143,7 +143,9 @@ class WorkQueue(pulumi.ComponentResource):
             results_url=pulumi.Output.from_input(args.bucket_name).apply(
                 lambda bucket: f"s3://{bucket}/{batch.results_prefix}"
             ),
-            identity=WorkloadIdentity(service_account=args.worker, cloud_identity=worker.arn),
+            identity=WorkloadIdentity(
+                service_account=args.worker, cloud_identity=worker.arn, granted_by=(self,)
+            ),
             scaler=QueueScaler(
                 "aws-sqs-queue",
                 queue.url.apply(

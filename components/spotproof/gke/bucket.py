@@ -114,6 +114,7 @@ class CheckpointBucket(pulumi.ComponentResource):
             service_account=pod,
             cloud_identity=trainer.email,
             service_account_annotations=annotations(trainer),
+            granted_by=(self,),
         )
         self.register_outputs(
             {"name": self.name, "url": self.url, "trainer_email": self.trainer_email}

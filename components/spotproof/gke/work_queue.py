@@ -223,6 +223,7 @@ class WorkQueue(pulumi.ComponentResource):
             service_account=pod,
             cloud_identity=account.email,
             service_account_annotations=annotations(account),
+            granted_by=(self,),
         )
 
     def _keda_operator(

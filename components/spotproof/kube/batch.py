@@ -70,9 +70,10 @@ class WorkQueueBinding:
     environment: dict[str, str] = field(default_factory=dict)
     """What the queue's client needs besides the URL (``AWS_REGION`` for SQS)."""
     ready: list[pulumi.Resource] = field(default_factory=list)
-    """What must exist before a worker (or KEDA) pod starts: its identity's binding. An
-    EKS Pod Identity association, say, is read by the webhook only when a pod is
-    created, so a pod created before it never gets credentials."""
+    """What must exist before the KEDA operator starts: the binding of its identity, which
+    the queue's owner makes. An EKS Pod Identity association, say, is read only when a pod
+    is created, so a pod created before it never gets credentials. (The workers wait for
+    their own identity's ``granted_by``.)"""
 
 
 @dataclass(kw_only=True)
@@ -131,7 +132,9 @@ class BatchWorkers(pulumi.ComponentResource):
                 "annotations": queue.identity.service_account_annotations,
             },
             automount_service_account_token=False,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=needs),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[*needs, *queue.identity.granted_by]
+            ),
         )
         deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",

@@ -67,11 +67,17 @@ def connect(
 
 
 def trainer_service_account(
-    name: str, identity: WorkloadIdentity, connection: Connection, parent: pulumi.Resource
+    name: str,
+    identity: WorkloadIdentity,
+    connection: Connection,
+    parent: pulumi.Resource,
 ) -> k8s.core.v1.ServiceAccount:
     """The service account every trainer on the cluster runs as (``identity``'s), with the
     annotations its cloud binds it by, in the baseline's namespace. A cluster creates it
-    whether or not the stack has a smoke test: a user's ``TrainingJob`` runs as it too."""
+    whether or not the stack has a smoke test: a user's ``TrainingJob`` runs as it too.
+
+    It is created after what binds and grants ``identity`` (``granted_by``), and so is
+    every workload that depends on it."""
     account = identity.service_account
     return k8s.core.v1.ServiceAccount(
         f"{name}-trainer",
@@ -84,7 +90,9 @@ def trainer_service_account(
         # Trainers never call the Kubernetes API (see training.pod_spec).
         automount_service_account_token=False,
         opts=pulumi.ResourceOptions(
-            parent=parent, provider=connection.provider, depends_on=[connection.baseline]
+            parent=parent,
+            provider=connection.provider,
+            depends_on=[connection.baseline, *identity.granted_by],
         ),
     )
 

@@ -161,6 +161,7 @@ class SmokeTestJob(pulumi.ComponentResource):
                 parent=self,
                 replace_on_changes=["spec"],
                 delete_before_replace=True,
+                depends_on=list(identity.granted_by),
             ),
         )
         if not args.placement.reclaim_honours_budgets:

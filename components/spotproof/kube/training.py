@@ -323,7 +323,7 @@ class TrainingJob(pulumi.ComponentResource):
             parent=self,
             replace_on_changes=["spec"],
             delete_before_replace=True,
-            depends_on=list(args.controllers),
+            depends_on=[*args.controllers, *args.identity.granted_by],
         )
         job_spec_of = pulumi.Output.from_input(args.checkpoint_url).apply(spec)
         budgeted = labels

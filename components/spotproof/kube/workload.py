@@ -48,6 +48,11 @@ class WorkloadIdentity:
     environment: dict[str, str] = field(default_factory=dict)
     """Variables the workload's storage client needs besides the checkpoint URL
     (``AZURE_STORAGE_ACCOUNT_NAME``: an ``az://`` URL names only the container)."""
+    granted_by: tuple[pulumi.Resource, ...] = ()
+    """What binds the service account to ``cloud_identity`` and grants it its rights
+    (typically the component that made them). Every workload running as it is created
+    after them: a pod created first starts without credentials or rights
+    (``spotproof.policy.identity_readiness``)."""
 
 
 @dataclass(frozen=True)

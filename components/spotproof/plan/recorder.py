@@ -40,6 +40,10 @@ class Resource:
     protect: bool = False
     """Pulumi refuses to delete it (``protect=True``)."""
     replace_on_changes: tuple[str, ...] = ()
+    dependencies: tuple[str, ...] | None = None
+    """URNs of the custom resources Pulumi creates before this one (``depends_on``, a
+    component standing for its children, and every resource whose output an input
+    uses); None for an object applied outside the program (``spotproof check``)."""
 
     @property
     def is_kubernetes(self) -> bool:
@@ -92,6 +96,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     provider=request.provider or None,
                     protect=bool(request.protect),
                     replace_on_changes=tuple(request.replaceOnChanges),
+                    dependencies=tuple(request.dependencies),
                 )
             )
         return response

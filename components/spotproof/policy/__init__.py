@@ -23,6 +23,7 @@ from spotproof.policy import (
     eks,
     exposure,
     gke,
+    identity_readiness,
     karpenter,
     kubernetes,
     network_policies,
@@ -60,6 +61,7 @@ STACK_RULES: tuple[StackRule, ...] = (
     *autoscaling.STACK_RULES,
     *storage_access.STACK_RULES,
     *network_policies.STACK_RULES,
+    *identity_readiness.STACK_RULES,
 )
 
 

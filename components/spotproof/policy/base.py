@@ -19,7 +19,11 @@ class Violation:
 class PlannedResource(Protocol):
     type: str
     name: str
+    urn: str
+    parent: str | None
     inputs: dict[str, Any]
+    dependencies: tuple[str, ...] | None
+    """URNs Pulumi creates first; None for an object applied outside the program."""
 
 
 @dataclass(frozen=True)

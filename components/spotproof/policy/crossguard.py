@@ -27,7 +27,10 @@ class _Planned:
 
     type: str
     name: str
+    urn: str
+    parent: str | None
     inputs: dict[str, Any]
+    dependencies: tuple[str, ...]
 
 
 def _resource_policy(rule: policy.ResourceRule) -> ResourceValidationPolicy:
@@ -41,7 +44,17 @@ def _resource_policy(rule: policy.ResourceRule) -> ResourceValidationPolicy:
 
 def _stack_policy(rule: policy.StackRule) -> StackValidationPolicy:
     def validate(args: StackValidationArgs, report: ReportViolation) -> None:
-        planned = [_Planned(r.resource_type, r.name, dict(r.props)) for r in args.resources]
+        planned = [
+            _Planned(
+                r.resource_type,
+                r.name,
+                r.urn,
+                r.parent.urn if r.parent is not None else None,
+                dict(r.props),
+                tuple(d.urn for d in r.dependencies),
+            )
+            for r in args.resources
+        ]
         urns = {r.name: r.urn for r in args.resources}
         for name, message in rule.check(planned):
             report(message, urns.get(name))

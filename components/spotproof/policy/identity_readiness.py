@@ -1,0 +1,144 @@
+"""A workload is created only after the cloud identity its pods run as can act.
+
+A pod gets its cloud identity through a binding of its Kubernetes service account, made in
+the cloud: an EKS Pod Identity association, GKE's ``roles/iam.workloadIdentityUser`` grant
+to ``PROJECT.svc.id.goog[NAMESPACE/NAME]``, an AKS federated identity credential whose
+subject is ``system:serviceaccount:NAMESPACE:NAME``. Its rights come from grants to that
+identity. ``pulumi up`` creates resources in parallel, ordered only by their dependencies,
+so a Job that depends on none of these can be created first, and its pods fail:
+
+- EKS sets the Pod Identity variables in a pod's containers when the pod is created and
+  its service account has an association ("If a Pod uses a service account that has an
+  association, Amazon EKS sets environment variables in the containers of the Pod",
+  https://docs.aws.amazon.com/eks/latest/APIReference/API_CreatePodIdentityAssociation.html);
+  a pod created before it has no credentials for its whole life;
+- without the grant, every call the store makes is refused.
+
+Either way the trainer exits ``STORAGE_UNAVAILABLE`` and the failure counts against the
+Job's ``backoffLimit``. The rule follows every workload's service account to the
+resources that bind it and grant its identity, and requires each among the workload's
+dependencies, directly or through others. Bindings and grants are themselves eventually
+consistent (the same page: "may take several seconds to be effective"), so this orders
+what can be ordered and the Job's retries absorb the rest.
+
+Objects applied outside the program (``spotproof check``) are applied after ``pulumi up``
+and are not judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from spotproof import podtemplates
+from spotproof.policy.base import PlannedResource, StackRule
+
+ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+GCP_ACCOUNT_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
+GCP_GRANTS = ("gcp:storage/bucketIAMMember:BucketIAMMember", "gcp:projects/iAMMember:IAMMember")
+GKE_ANNOTATION = "iam.gke.io/gcp-service-account"
+FEDERATION = "azure-native:managedidentity:FederatedIdentityCredential"
+
+
+def _account(resource: PlannedResource) -> tuple[str, str] | None:
+    """The (namespace, name) of the Kubernetes service account ``resource`` binds."""
+    inputs = resource.inputs
+    if resource.type == ASSOCIATION:
+        return str(inputs.get("namespace")), str(inputs.get("serviceAccount"))
+    if (
+        resource.type == GCP_ACCOUNT_MEMBER
+        and inputs.get("role") == "roles/iam.workloadIdentityUser"
+    ):
+        member = str(inputs.get("member", ""))
+        if "[" in member and member.endswith("]"):
+            namespace, _, name = member[member.index("[") + 1 : -1].partition("/")
+            return namespace, name
+    if resource.type == FEDERATION:
+        parts = str(inputs.get("subject", "")).split(":")
+        if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"]:
+            return parts[2], parts[3]
+    return None
+
+
+def _grants(
+    resources: list[PlannedResource], binding: PlannedResource, account: Mapping[str, Any]
+) -> list[PlannedResource]:
+    """What grants the bound identity its rights, where the plan can tell: the role's
+    policies (EKS), the Google service account's IAM members (GKE). An Azure role
+    assignment names the identity by its principal id, an output the plan does not see;
+    on AKS only the federated credential is checked."""
+    if binding.type == ASSOCIATION:
+        role = str(binding.inputs.get("roleArn", "")).rpartition("/")[2]
+        return [
+            r
+            for r in resources
+            if r.type in (ROLE_POLICY, ROLE_POLICY_ATTACHMENT) and r.inputs.get("role") == role
+        ]
+    if binding.type == GCP_ACCOUNT_MEMBER:
+        email = ((account.get("metadata") or {}).get("annotations") or {}).get(GKE_ANNOTATION)
+        return [
+            r
+            for r in resources
+            if r.type in GCP_GRANTS and r.inputs.get("member") == f"serviceAccount:{email}"
+        ]
+    return []
+
+
+def _closure(resource: PlannedResource, by_urn: Mapping[str, PlannedResource]) -> set[str]:
+    """Every URN created before ``resource``: its dependencies and its parent, theirs, and
+    so on. A parent counts because the SDK registers a child only once the parent's URN is
+    known, and registers the parent only once its own dependencies exist; so a child of a
+    component with ``depends_on`` waits for those too."""
+    seen: set[str] = set()
+    pending = [*(resource.dependencies or ()), *([resource.parent] if resource.parent else [])]
+    while pending:
+        urn = pending.pop()
+        if urn not in seen:
+            seen.add(urn)
+            if (found := by_urn.get(urn)) is not None:
+                pending += [*(found.dependencies or ()), *([found.parent] if found.parent else [])]
+    return seen
+
+
+def identity_ready(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
+    by_urn = {r.urn: r for r in resources}
+    bindings: dict[tuple[str, str], list[PlannedResource]] = {}
+    for resource in resources:
+        if (account := _account(resource)) is not None:
+            bindings.setdefault(account, []).append(resource)
+    accounts = {
+        (str(meta.get("namespace", "default")), str(meta.get("name"))): r.inputs
+        for r in resources
+        if r.type == "kubernetes:core/v1:ServiceAccount"
+        and (meta := r.inputs.get("metadata") or {})
+    }
+    for workload, namespace, template in podtemplates.workload_templates(resources):
+        if workload.dependencies is None:
+            continue
+        account = (namespace, str(template.spec.get("serviceAccountName", "default")))
+        before = _closure(workload, by_urn)
+        needed = [
+            needed
+            for binding in bindings.get(account, [])
+            for needed in (binding, *_grants(resources, binding, accounts.get(account, {})))
+        ]
+        missing = [f"{r.name} ({r.type.rpartition(':')[2]})" for r in needed if r.urn not in before]
+        if missing:
+            yield (
+                workload.name,
+                f"may be created before {', '.join(missing)}, which bind or grant the identity "
+                f"of service account {account[0]}/{account[1]}: its pods would start without "
+                "credentials or rights; make it depend on them (WorkloadIdentity.granted_by, or "
+                "depends_on)",
+            )
+
+
+STACK_RULES: tuple[StackRule, ...] = (
+    StackRule(
+        "workload-identity-ready",
+        "Workloads are created after their service account's cloud identity is bound and granted.",
+        identity_ready,
+    ),
+)
