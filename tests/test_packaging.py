@@ -530,3 +530,47 @@ def test_the_installed_pack_reports_an_aks_spot_pool_without_aks_spot_taint(
         and "must declare kubernetes.azure.com/scalesetpriority=spot:NoSchedule" in message
         for name, message in found
     ), found
+
+
+def _analyze_stack(analyzer: Any, resources: list[Any]) -> list[tuple[str, str]]:
+    """The (policy, message) pairs the pack's stack policies report for ``resources``,
+    with the dependencies the plan recorded."""
+    request = analyzer_pb2.AnalyzeStackRequest()
+    for resource in resources:
+        properties = struct_pb2.Struct()
+        properties.update(json.loads(json.dumps(resource.inputs, default=str)))
+        request.resources.append(
+            analyzer_pb2.AnalyzerResource(
+                type=resource.type,
+                properties=properties,
+                urn=resource.urn,
+                name=resource.name,
+                dependencies=list(resource.dependencies or ()),
+            )
+        )
+    found = analyzer.AnalyzeStack(request, timeout=60).diagnostics
+    return [(d.policyName, d.message) for d in found]
+
+
+def test_the_installed_pack_follows_dependencies_to_a_workloads_identity(analyzer: Any) -> None:
+    """The pack hands stack rules each resource's dependencies as the engine sends them:
+    a Job that depends on its Pod Identity association and role policy passes, the same
+    Job without them is reported."""
+    recording = plan_of("eks-dev").recording
+    association = recording.one(
+        "aws:eks/podIdentityAssociation:PodIdentityAssociation",
+        "eks-dev-checkpoints-trainer-identity",
+    )
+    role_policy = recording.one(
+        "aws:iam/rolePolicy:RolePolicy", "eks-dev-checkpoints-trainer-checkpoints"
+    )
+    job = recording.one("kubernetes:batch/v1:Job", "eks-dev-smoke-job")
+    job.dependencies = (association.urn, role_policy.urn)
+    waiting = _analyze_stack(analyzer, [association, role_policy, job])
+    assert [n for n, _ in waiting if n == "workload-identity-ready"] == []
+    job.dependencies = ()
+    found = _analyze_stack(analyzer, [association, role_policy, job])
+    assert any(
+        name == "workload-identity-ready" and "eks-dev-checkpoints-trainer-identity" in message
+        for name, message in found
+    ), found
