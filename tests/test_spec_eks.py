@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from spotproof.catalog import Cloud
-from spotproof.spec import Capacity, PoolClass, fleet_from_config
+from spotproof.spec import Capacity, PoolClass, advice, fleet_from_config
 from tests.support import run_cli, stack_config
 from tests.test_spec import _set
 
@@ -138,3 +138,20 @@ def test_bad_eks_config_exits_2_with_one_line_naming_key_and_allowed_values(
     assert err.count("\n") == 1, err
     assert key in err and hint in err, err
     assert "allowed:" in err
+
+
+def test_named_subnets_get_a_warning_of_what_the_plan_cannot_see() -> None:
+    fleet = fleet_from_config("eks-prod", stack_config("eks-prod"))
+    [warning] = [w for w in advice.warnings(fleet) if w.key == "spotproof:network.subnets"]
+    named = [subnet.id for subnet in fleet.platform.network.subnets]
+    assert f"the plan cannot see {', '.join(named)}: they must not map public IPs" in (
+        warning.message
+    )
+    assert "NAT gateway, or VPC endpoints for ECR, S3, STS, EC2, SQS and EKS Auth" in (
+        warning.message
+    )
+
+
+def test_a_created_vpc_raises_no_subnet_warning() -> None:
+    fleet = fleet_from_config("eks-dev", stack_config("eks-dev"))
+    assert [w for w in advice.warnings(fleet) if w.key == "spotproof:network.subnets"] == []

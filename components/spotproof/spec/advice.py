@@ -1,8 +1,9 @@
 """Settings that build, but that a real preemption may not honour: warnings, not errors.
 
-Three are checked: a final save that may not fit the grace period; in production, an
-image pinned by tag rather than digest; and a GKE cluster on an existing network, which
-the plan cannot see, whose private nodes need a way to what the stack pulls and writes.
+Four are checked: a final save that may not fit the grace period; in production, an
+image pinned by tag rather than digest; and a GKE network or EKS subnets that exist
+already, which the plan cannot see, whose private nodes need a way to what the stack pulls
+and writes.
 
 A stack whose smoke Job holds more state than its final save can commit within the grace
 period loses the steps since the last periodic checkpoint on every reclaim, silently. The
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 from spotproof.catalog import FINAL_SAVE_MIB_PER_SECOND
 from spotproof.spec import images as images_module
+from spotproof.spec.eks import EksFleet
 from spotproof.spec.gke import GkeFleet
 from spotproof.spec.types import FleetSpec
 
@@ -31,7 +33,12 @@ class SpecWarning:
 
 
 def warnings(spec: FleetSpec) -> list[SpecWarning]:
-    return [*_final_save_fits(spec), *_images_pinned(spec), *_existing_network_egress(spec)]
+    return [
+        *_final_save_fits(spec),
+        *_images_pinned(spec),
+        *_existing_network_egress(spec),
+        *_existing_subnets_egress(spec),
+    ]
 
 
 GOOGLE_REGISTRIES = re.compile(r"^(?:[a-z0-9-]+-docker\.pkg\.dev|(?:[a-z]+\.)?gcr\.io)$")
@@ -62,6 +69,27 @@ def _existing_network_egress(spec: FleetSpec) -> list[SpecWarning]:
         SpecWarning(
             "spotproof:network.existing",
             f"the plan cannot see {subnetwork}; its private nodes need {need}",
+        )
+    ]
+
+
+def _existing_subnets_egress(spec: FleetSpec) -> list[SpecWarning]:
+    """A managed node group's nodes get public IPs where their subnet maps them on launch
+    (Karpenter's do not: its EC2NodeClass says ``associatePublicIPAddress: false``), and
+    private nodes reach ECR, S3, STS, EC2, SQS and EKS Auth only through a NAT gateway or
+    VPC endpoints for each, with every image copied into ECR
+    (https://docs.aws.amazon.com/eks/latest/userguide/private-clusters.html). A created VPC
+    has private subnets and a NAT gateway; named subnets are their owner's."""
+    if not isinstance(spec.platform, EksFleet) or not spec.platform.network.subnets:
+        return []
+    named = ", ".join(subnet.id for subnet in spec.platform.network.subnets)
+    return [
+        SpecWarning(
+            "spotproof:network.subnets",
+            f"the plan cannot see {named}: they must not map public IPs on launch (the "
+            "system node group's nodes would get public addresses) and need a route to a NAT "
+            "gateway, or VPC endpoints for ECR, S3, STS, EC2, SQS and EKS Auth with every "
+            "image in ECR",
         )
     ]
 
