@@ -5,6 +5,7 @@ verified as each part completes."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -87,6 +88,37 @@ def test_every_part_is_handed_over_with_its_crc32c() -> None:
         key: crc32c_hex(data) for key, (data, _) in store.written.items()
     }
     assert all(given == crc32c_hex(data) for data, given in store.written.values())
+
+
+class SlowStore(FlakyStore):
+    """Takes ``seconds`` over every write."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(0, Failure.OTHER)
+        self.seconds = seconds
+
+    def put(self, key: str, data: Any, *, crc32c: str | None = None) -> None:
+        time.sleep(self.seconds)
+        super().put(key, data, crc32c=crc32c)
+
+
+def test_a_save_with_a_deadline_starts_no_part_the_slowest_says_cannot_end_in_time() -> None:
+    store = SlowStore(0.2)
+    deadline = transfer.SaveDeadline(time.monotonic() + 0.3)  # one part fits, two do not
+    with pytest.raises(transfer.SaveCancelled, match=r"a part takes up to \d+\.\d s"):
+        transfer.upload(
+            store, 7, "w", {"state": b"abcdefgh"}, transfer.TransferPlan(4, 1), cancel=deadline
+        )
+    assert len(store.written) == 1 and not deadline.is_set()  # refused before the deadline
+
+
+def test_a_deadline_with_time_for_every_part_changes_nothing() -> None:
+    store = SlowStore(0.05)
+    deadline = transfer.SaveDeadline(time.monotonic() + 10)
+    parts = transfer.upload(
+        store, 7, "w", {"state": b"abcdefgh"}, transfer.TransferPlan(4, 1), cancel=deadline
+    )
+    assert [store.written[p.key][0] for p in parts] == [b"abcd", b"efgh"]
 
 
 def test_s3_parts_carry_the_crc32c_header(emulators: dict[str, Bucket]) -> None:

@@ -15,8 +15,9 @@ a wait that shows up here says the interval is shorter than an upload.
 On preemption :meth:`AsyncCheckpointer.save_final` takes over: a save in flight for the
 same step is simply awaited; one for an older step is cancelled (it stops between parts
 and deletes what it wrote) so the grace period is spent on the newest state only. The
-final save itself gets what is left of the grace period as a deadline: past it, the save
-stops between parts rather than be killed mid-upload, and says so.
+final save itself gets what is left of the grace period as a deadline: it starts no part
+that the slowest so far says cannot end before it, stops between parts once it has passed
+rather than be killed mid-upload, and says so.
 Retention runs after a periodic commit has been reported, and not at all after a final
 one: deleting old checkpoints is no work for the grace period (the next process's first
 periodic save catches up).
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spotproof.runtime.checkpoint import CheckpointStore, SaveCancelled, SaveResult
+from spotproof.runtime.transfer import SaveDeadline
 
 Blobs = Mapping[str, bytes | memoryview]
 Capture = Callable[[], Blobs]
@@ -88,9 +90,10 @@ class AsyncCheckpointer:
         """Commit ``step`` now, in this thread; waits for or supersedes the save in flight.
 
         With ``deadline_seconds`` (what is left of the grace period) the save is abandoned
-        between parts once they have passed, and :class:`SaveCancelled` says so: nothing of
-        it is committed, and the previous checkpoint stays the newest. A commit already
-        under way completes."""
+        between parts, as soon as the slowest part so far says the next would end past it
+        or once it has passed, and :class:`SaveCancelled` says so: nothing of it is
+        committed, and the previous checkpoint stays the newest. A commit already under
+        way completes."""
         job = self._in_flight
         if job is not None and job.step == step:
             finished = self.wait()
@@ -104,6 +107,7 @@ class AsyncCheckpointer:
         final = _InFlight(step, captured=time.perf_counter() - started)
         timer = None
         if deadline_seconds is not None:
+            final.cancel = SaveDeadline(time.monotonic() + max(0.0, deadline_seconds))
             timer = threading.Timer(max(0.0, deadline_seconds), final.cancel.set)
             timer.daemon = True
             timer.start()
@@ -114,8 +118,8 @@ class AsyncCheckpointer:
                 timer.cancel()
         if isinstance(final.error, SaveCancelled) and deadline_seconds is not None:
             raise SaveCancelled(
-                f"final save of step {step} abandoned: its deadline of "
-                f"{deadline_seconds:.1f} s (the grace period left) passed before the commit"
+                f"final save of step {step} abandoned: it could not commit within its "
+                f"deadline of {deadline_seconds:.1f} s (the grace period left): {final.error}"
             )
         if final.error is not None:
             raise final.error

@@ -39,7 +39,20 @@ _TRANSIENT = (Failure.UNREACHABLE, Failure.SERVER, Failure.OTHER)
 
 
 class SaveCancelled(Exception):
-    """A save was superseded (a newer final save took its place) before it committed."""
+    """A save was called off before it committed: superseded (a newer final save took its
+    place), or out of time (:class:`SaveDeadline`)."""
+
+
+class SaveDeadline(threading.Event):
+    """The cancel event of a save that must commit by ``at`` (``time.monotonic()``), set
+    then by its owner. Knowing when, :func:`upload` also declines to start a part that the
+    slowest part so far says cannot finish in time: a part already on the wire cannot be
+    called back, so one started late would hold the save, and the process, past the
+    deadline (past the grace period, for a final save, into SIGKILL)."""
+
+    def __init__(self, at: float) -> None:
+        super().__init__()
+        self.at = at
 
 
 @dataclass(frozen=True)
@@ -85,7 +98,9 @@ def upload(
 
     A part that fails transiently is written again, up to ``attempts`` times with
     ``backoff`` seconds doubling between them. Raises :class:`SaveCancelled` as soon as
-    ``cancel`` is set, and :class:`StorageError` when a part cannot be written.
+    ``cancel`` is set, or, for a :class:`SaveDeadline`, as soon as the slowest part so far
+    says the next would end past it; and :class:`StorageError` when a part cannot be
+    written.
     """
     size = transfer.part_bytes
     jobs = [
@@ -93,15 +108,23 @@ def upload(
         for name, blob in blobs.items()
         for index, offset in enumerate(range(0, max(len(blob), 1), size))
     ]
+    slowest = [0.0]  # seconds of the slowest part written so far, for a SaveDeadline
 
     def write(job: tuple[str, str, int, memoryview]) -> Part:
         key, name, index, data = job
         digest = crc32c_hex(data)
         for attempt in range(attempts):
             if cancel is not None and cancel.is_set():
-                raise SaveCancelled(f"save of step {step} superseded")
+                raise SaveCancelled(f"save of step {step} called off between parts")
+            if isinstance(cancel, SaveDeadline) and time.monotonic() + slowest[0] > cancel.at:
+                raise SaveCancelled(
+                    f"save of step {step}: a part takes up to {slowest[0]:.1f} s, more than "
+                    "is left before its deadline"
+                )
+            started = time.monotonic()
             try:
                 store.put(key, data, crc32c=digest)
+                slowest[0] = max(slowest[0], time.monotonic() - started)
                 return Part(key, name, index, len(data), crc32c=digest)
             except StorageError as error:
                 if error.failure not in _TRANSIENT or attempt == attempts - 1:
