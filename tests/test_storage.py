@@ -3,9 +3,13 @@ and every way of pointing at an unusable store is one clear error."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from fsspec.implementations.memory import MemoryFileSystem
 
 from spotproof.runtime.storage import AlreadyExists, StorageError, StorageURLError, open_store
+from spotproof.runtime.storage.objects import ObjectStore
 from spotproof.runtime.storage.s3 import S3Store
 from spotproof.smoke.emulators import Bucket, emulated, free_port
 
@@ -41,6 +45,41 @@ def test_deleting_a_prefix_removes_every_object_under_it(bucket: Bucket) -> None
     store.delete_prefix("steps/000000000010")
     assert not store.exists("steps/000000000010/w1/a")
     assert not store.exists("steps/000000000010/w2/b")
+
+
+class _BulkDeleteLeavesSome(MemoryFileSystem):
+    """A bulk delete that, like S3's DeleteObjects under s3fs, reports nothing of the keys
+    it failed to delete: the first ``misses`` deletions of each call are skipped."""
+
+    def __init__(self, misses: int) -> None:
+        super().__init__(skip_instance_cache=True)
+        self.misses = misses
+
+    def rm(self, path: Any, recursive: bool = False, maxdepth: Any = None) -> None:
+        paths = [path] if isinstance(path, str) else list(path)
+        skipped, self.misses = paths[: self.misses], max(0, self.misses - len(paths))
+        super().rm(paths[len(skipped) :] or [], recursive=recursive)
+
+
+def _memory_store(misses: int) -> ObjectStore:
+    fs = _BulkDeleteLeavesSome(misses)
+    fs.store.clear()
+    return ObjectStore(f"memory://t{id(fs)}", fs, f"/t{id(fs)}")
+
+
+def test_deleting_a_prefix_deletes_again_what_a_bulk_delete_left_without_saying() -> None:
+    store = _memory_store(misses=2)
+    for name in ("a", "b", "c"):
+        store.put(f"steps/000000000010/w1/{name}", b"1")
+    store.delete_prefix("steps/000000000010")
+    assert store.list("steps/000000000010/w1") == []
+
+
+def test_objects_a_bulk_delete_keeps_leaving_are_one_error_naming_them() -> None:
+    store = _memory_store(misses=100)
+    store.put("steps/000000000010/w1/a", b"1")
+    with pytest.raises(StorageError, match=r"1 object\(s\) left after 3 passes, e\.g\. .*/w1/a"):
+        store.delete_prefix("steps/000000000010")
 
 
 @pytest.mark.parametrize(
@@ -134,3 +173,17 @@ def test_an_s3_existence_check_lists_within_the_prefix_instead_of_a_head() -> No
             False,
         )
         assert set(calls) == {"ListObjectsV2"}
+
+
+def test_moto_names_a_prefix_whose_objects_are_all_deleted_where_s3_does_not(
+    emulators: dict[str, Bucket],
+) -> None:
+    """S3 lists common prefixes of current objects only (seaweedfs#10416 compares AWS and
+    Ceph); moto names one whose objects are deleted in a versioned bucket. The doc wins:
+    whether a payload is gone is asked with keys_under, never one level of names."""
+    with emulators["s3"].apply():
+        store = open_store(emulators["s3"].prefix("phantom"))
+        store.put("steps/000000000010/w1/a", b"1")
+        store.delete_prefix("steps/000000000010")
+        assert store.keys_under("steps/000000000010") == []
+        assert store.list("steps/000000000010") == ["steps/000000000010/w1"]  # moto only

@@ -17,7 +17,7 @@ from typing import Any
 import fsspec
 
 from spotproof.runtime.failures import Failure, classify
-from spotproof.runtime.storage.errors import AlreadyExists, failed
+from spotproof.runtime.storage.errors import AlreadyExists, StorageError, failed
 
 
 @contextlib.contextmanager
@@ -119,10 +119,48 @@ class ObjectStore:
             with self.calling(f"deleting {key}"), contextlib.suppress(FileNotFoundError):
                 self.fs.rm_file(self.path(key))
 
+    def keys_under(self, prefix: str) -> list[str]:
+        """Every object under ``prefix`` (keys relative to the root), from a fresh full
+        listing. Not :meth:`list`'s names at one level: moto names a prefix whose objects
+        are all deleted in a versioned bucket (only delete markers left), where S3 lists
+        common prefixes of current objects only (seaweedfs#10416 compares AWS and Ceph)."""
+        path = self.path(prefix)
+        with self.calling(f"listing {prefix}"):
+            self.fs.invalidate_cache(path)
+            try:
+                found = self.fs.find(path, detail=True)
+            except FileNotFoundError:
+                return []
+        return [
+            name[len(self.root) + 1 :]
+            for name, info in found.items()
+            if info.get("type") != "directory"
+        ]
+
+    DELETE_PASSES = 3
+
     def delete_prefix(self, prefix: str) -> None:
+        """Delete every object under ``prefix``. A bulk delete reports failures per key
+        without raising (s3fs's ``_bulk_delete``: "we report on successes but don't raise
+        on any errors"), so what a fresh listing still shows is deleted again, up to
+        :attr:`DELETE_PASSES` times; a :class:`StorageError` names what survives them."""
+        path = self.path(prefix)
         with self.calling(f"deleting {prefix}"), contextlib.suppress(FileNotFoundError):
-            if self.fs.exists(self.path(prefix)):
-                self.fs.rm(self.path(prefix), recursive=True)
+            if self.fs.exists(path):
+                self.fs.rm(path, recursive=True)  # directories too, on a file system
+        for _ in range(self.DELETE_PASSES - 1):
+            left = self.keys_under(prefix)
+            if not left:
+                return
+            with self.calling(f"deleting {prefix}"), contextlib.suppress(FileNotFoundError):
+                self.fs.rm([self.path(key) for key in left])
+        left = self.keys_under(prefix)
+        if left:
+            raise StorageError(
+                f"{self.url}: deleting {prefix}: {len(left)} object(s) left after "
+                f"{self.DELETE_PASSES} passes, e.g. {left[0]}",
+                Failure.OTHER,
+            )
 
     def check_reachable(self, bucket: str) -> None:
         """Fails with one line unless ``bucket`` can be listed with these credentials."""
