@@ -64,3 +64,40 @@ def test_wait_returns_as_soon_as_a_signal_arrives() -> None:
         assert guard.wait(0.01) is False
         signal.raise_signal(signal.SIGUSR1)
         assert guard.wait(5) is True
+
+
+_SIGNALLED_WHILE_WAITING = """
+import os, signal, threading, time
+from spotproof.runtime.guard import PreemptionGuard
+
+with PreemptionGuard(grace_seconds=5, signals=[signal.SIGUSR1]) as guard:
+    finished = threading.Event()
+
+    def pester():
+        while not finished.is_set():
+            os.kill(os.getpid(), signal.SIGUSR1)
+            time.sleep(0.0002)
+
+    thread = threading.Thread(target=pester)
+    thread.start()
+    stop = time.monotonic() + 2
+    while time.monotonic() < stop:
+        guard.wait(0.0001)  # as a trainer sleeps between steps
+    finished.set()
+    thread.join()
+print("done", guard.preempted)
+"""
+
+
+def test_signals_landing_while_the_trainer_waits_between_steps_never_hang_it() -> None:
+    """The handler takes no lock: one the main thread held when the signal landed would
+    never be released. With threading.Event.set() in the handler this run broke within a
+    fraction of a second (a hang, or an error out of Event.wait that killed the process)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGNALLED_WHILE_WAITING],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "done True\n"), done.stderr

@@ -71,12 +71,14 @@ def test_a_gang_rehearses_a_stacks_preemption_path(
         capsys,
         "smoke",
         *("--stack", "gke-dev", "--project-dir", str(REPO), "--nodes", "2", "--store", "file"),
-        *("--time-scale", "0.2", "--steps", "200", "--json", str(tmp_path / "gang.json")),
+        # At 0.5 the 15 s grace is 7.5 s: GKE sends SIGTERM at the notice, so the scale
+        # stretches no step here, only the margin a loaded CI machine gets.
+        *("--time-scale", "0.5", "--steps", "200", "--json", str(tmp_path / "gang.json")),
     )
     assert (code, err) == (0, ""), out
     assert "store: file" in out and "gang of 2 ranks over gloo" in out
     assert "SIGTERM at 0 s with 15 s grace" in out
-    assert "final checkpoint" in out and "of 3 s grace" in out
+    assert "final checkpoint" in out and "of 7.5 s grace" in out
     assert "PASSED" in out
 
 

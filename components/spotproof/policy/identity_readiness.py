@@ -92,14 +92,18 @@ def _closure(resource: PlannedResource, by_urn: Mapping[str, PlannedResource]) -
     known, and registers the parent only once its own dependencies exist; so a child of a
     component with ``depends_on`` waits for those too."""
     seen: set[str] = set()
-    pending = [*(resource.dependencies or ()), *([resource.parent] if resource.parent else [])]
+    pending = _waits_for(resource)
     while pending:
         urn = pending.pop()
         if urn not in seen:
             seen.add(urn)
             if (found := by_urn.get(urn)) is not None:
-                pending += [*(found.dependencies or ()), *([found.parent] if found.parent else [])]
+                pending += _waits_for(found)
     return seen
+
+
+def _waits_for(resource: PlannedResource) -> list[str]:
+    return [*(resource.dependencies or ()), *([resource.parent] if resource.parent else [])]
 
 
 def identity_ready(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:

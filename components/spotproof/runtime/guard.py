@@ -9,12 +9,24 @@ period ends (15 s for non-system pods on GKE spot nodes). :class:`PreemptionGuar
 Doing the save in the signal handler itself would be wrong: the handler interrupts the
 main thread anywhere, possibly halfway through an optimizer update, and would checkpoint a
 state that never existed.
+
+The handler takes no lock either. It runs in the main thread between two bytecodes, so a
+lock the main thread holds at that moment is never released: ``threading.Event.set()``
+there deadlocks when the signal lands while the main thread is inside the same event's
+``wait()`` with its condition's lock re-acquired, which a gang rank sleeping a few
+milliseconds between steps hit about one time in three when both ranks were signalled at
+once ("Synchronization primitives such as threading.Lock should not be used within signal
+handlers", https://docs.python.org/3/library/signal.html). It sets a flag and writes a
+byte to a pipe (a write is async-signal-safe); :meth:`PreemptionGuard.wait` sleeps in
+``select`` on the pipe's other end.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
 import signal
-import threading
 import time
 from collections.abc import Iterable
 from types import FrameType, TracebackType
@@ -35,7 +47,9 @@ class PreemptionGuard:
         self.signals = tuple(signals)
         self.signal_received: signal.Signals | None = None
         self.received_at: float | None = None
-        self._event = threading.Event()
+        self._signalled = False
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_write, False)
         self._previous: dict[signal.Signals, Any] = {}
 
     def __enter__(self) -> PreemptionGuard:
@@ -53,19 +67,33 @@ class PreemptionGuard:
             signal.signal(signum, handler)
         self._previous.clear()
 
+    def __del__(self) -> None:
+        for descriptor in (self._wake_read, self._wake_write):
+            with contextlib.suppress(OSError):
+                os.close(descriptor)
+
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         if self.received_at is None:  # the first signal starts the clock; repeats change nothing
             self.received_at = time.monotonic()
             self.signal_received = signal.Signals(signum)
-        self._event.set()
+        self._signalled = True
+        with contextlib.suppress(OSError):  # full: a wake-up byte is already waiting
+            os.write(self._wake_write, b"\0")
 
     @property
     def preempted(self) -> bool:
-        return self._event.is_set()
+        return self._signalled
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until a signal arrives (for loops that sleep between steps)."""
-        return self._event.wait(timeout)
+        """Block until a signal arrives (for loops that sleep between steps); True if one
+        has, False when ``timeout`` passed first. Any thread may wait."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._signalled:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            select.select([self._wake_read], [], [], left)
+        return True
 
     def remaining(self) -> float:
         """Seconds of the grace period left; the full budget before any signal."""
