@@ -67,10 +67,7 @@ def connect(
 
 
 def trainer_service_account(
-    name: str,
-    identity: WorkloadIdentity,
-    connection: Connection,
-    parent: pulumi.Resource,
+    name: str, identity: WorkloadIdentity, connection: Connection, parent: pulumi.Resource
 ) -> k8s.core.v1.ServiceAccount:
     """The service account every trainer on the cluster runs as (``identity``'s), with the
     annotations its cloud binds it by, in the baseline's namespace. A cluster creates it

@@ -107,8 +107,9 @@ class AsyncCheckpointer:
         final = _InFlight(step, captured=time.perf_counter() - started)
         timer = None
         if deadline_seconds is not None:
-            final.cancel = SaveDeadline(time.monotonic() + max(0.0, deadline_seconds))
-            timer = threading.Timer(max(0.0, deadline_seconds), final.cancel.set)
+            seconds = max(0.0, deadline_seconds)
+            final.cancel = SaveDeadline(time.monotonic() + seconds)
+            timer = threading.Timer(seconds, final.cancel.set)
             timer.daemon = True
             timer.start()
         try:

@@ -181,8 +181,7 @@ def _interrupt(
     else:
         codes = gang.finish(grace)
     record.sigkilled_after_grace = record.sigkilled_after_grace or any(c is None for c in codes)
-    ranks = [*peers, last]  # the order of ``codes``
-    killed = [rank for rank, code in zip(ranks, codes, strict=True) if code is None]
+    killed = [rank for rank, code in zip(gang.ranks, codes, strict=True) if code is None]
     record.last_seen = [rank.last_seen(since=signalled) for rank in killed]
     stopped = [e for r in gang.ranks for e in r.of("preempted")]
     record.at_step = max((int(e["step"]) for e in stopped), default=gang.step)

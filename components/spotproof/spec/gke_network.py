@@ -96,8 +96,7 @@ def read_network(key: str, raw: Any, region: str) -> GkeNetwork:
     existing_key = config_key(GkeNetwork, "existing")
     existing = obj.field(existing_key, lambda k, v: _existing(k, v, region), None)
     if existing is not None:
-        given = [config_key(GkeNetwork, n) for n in _CREATED_RANGES]
-        for name in given:
+        for name in (config_key(GkeNetwork, n) for n in _CREATED_RANGES):
             if obj.raw.get(name) is not None:
                 raise SpecError(
                     obj.key_of(name),

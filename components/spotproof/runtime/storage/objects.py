@@ -112,7 +112,11 @@ class ObjectStore:
                 entries = self.fs.ls(self.path(prefix), detail=False)
             except FileNotFoundError:
                 return []
-        return [entry.rstrip("/")[len(self.root) + 1 :] for entry in entries]
+        return [self._relative(entry) for entry in entries]
+
+    def _relative(self, path: str) -> str:
+        """The key of an SDK path under the root."""
+        return path.rstrip("/")[len(self.root) + 1 :]
 
     def delete(self, keys: list[str]) -> None:
         for key in keys:
@@ -132,9 +136,7 @@ class ObjectStore:
             except FileNotFoundError:
                 return []
         return [
-            name[len(self.root) + 1 :]
-            for name, info in found.items()
-            if info.get("type") != "directory"
+            self._relative(name) for name, info in found.items() if info.get("type") != "directory"
         ]
 
     DELETE_PASSES = 3
