@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 import yaml
 
 from spotproof import cli
+from spotproof.catalog.gke import LIST_PREFIX_ATTRIBUTE
 from spotproof.plan import PlanResult, run_plan
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,10 +37,46 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, captured.out, captured.err
 
 
-def iam_condition_allows(expression: str, resource_name: str) -> bool:
-    """Evaluate an IAM condition (CEL) for a call on ``resource_name``, as IAM does."""
+def iam_condition_allows(
+    expression: str, resource_name: str, *, list_prefix: str | None = None
+) -> bool:
+    """Evaluate an IAM condition (CEL) for a call on ``resource_name``, as IAM does; a
+    listing carries its ``prefix`` as the API attribute
+    ``storage.googleapis.com/objectListPrefix``, any other call no API attribute."""
     import celpy  # noqa: PLC0415 - only the tests that check conditions need it
 
+    def get_attribute(api: Any, name: Any, default: Any) -> Any:
+        return api.get(name, default)
+
     environment = celpy.Environment()
-    program = environment.program(environment.compile(expression))
-    return bool(program.evaluate(celpy.json_to_cel({"resource": {"name": resource_name}})))
+    program = environment.program(
+        environment.compile(expression), functions={"getAttribute": get_attribute}
+    )
+    api = {} if list_prefix is None else {LIST_PREFIX_ATTRIBUTE: list_prefix}
+    activation = {"resource": {"name": resource_name}, "api": api}
+    return bool(program.evaluate(celpy.json_to_cel(activation)))
+
+
+PRUNING_RUN = {
+    "CHECKPOINT_INTERVAL": "5",
+    "TOTAL_STEPS": "40",
+    "STEP_SECONDS": "0.02",
+    "KEEP_CHECKPOINTS": "2",
+    "MODEL_MB": "1",
+    "CHECKPOINT_PART_KB": "64",
+}
+"""A short trainer run that checkpoints, prunes old checkpoints and splits its state into
+parts: every kind of request the runtime sends."""
+
+
+def two_trainer_runs(env: dict[str, str], checkpoint_url: str) -> None:
+    """A fresh :data:`PRUNING_RUN`, then one that resumes the finished run; both complete."""
+    from spotproof.runtime import exit_codes  # noqa: PLC0415
+    from spotproof.smoke.process import TrainerProcess  # noqa: PLC0415
+
+    for _ in range(2):
+        run = TrainerProcess(
+            {**env, **PRUNING_RUN, "CHECKPOINT_URL": checkpoint_url}, time.monotonic()
+        )
+        run.finish(timeout=120)
+        assert run.popen.returncode == exit_codes.COMPLETED

@@ -110,7 +110,9 @@ def test_the_gke_worker_consumes_one_subscription_and_touches_only_its_results_p
         ("roles/storage.objectCreator", objects),
         (
             "roles/storage.objectViewer",
-            f'{objects} || resource.name == "{bucket}"',
+            f'{objects} || (resource.name == "{bucket}" && '
+            'api.getAttribute("storage.googleapis.com/objectListPrefix", "")'
+            '.startsWith("results/"))',
         ),
     ]
 
@@ -245,11 +247,8 @@ def test_keda_reads_the_storage_queue_as_its_own_federated_identity(aks_dev: Pla
 # --- the workers ---------------------------------------------------------------------------
 
 
-def test_workers_run_on_spot_with_the_preemption_paths_grace_and_leave_replicas_to_keda(
-    gke_dev: PlanResult,
-) -> None:
+def test_workers_run_on_spot_with_the_preemption_paths_grace(gke_dev: PlanResult) -> None:
     deployment = _inputs(gke_dev, DEPLOYMENT, "gke-dev-batch-deployment")
-    assert "replicas" not in deployment["spec"]
     pod = deployment["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"spotproof.dev/pool-class": "spot-gpu"}
     assert (pod["terminationGracePeriodSeconds"], pod["priorityClassName"]) == (
@@ -274,6 +273,13 @@ def test_workers_run_on_spot_with_the_preemption_paths_grace_and_leave_replicas_
         "mode": "SubscriptionSize",
         "value": "10",
     }
+
+
+def test_workers_start_at_zero_and_leave_their_count_to_keda(gke_dev: PlanResult) -> None:
+    # Left out, replicas defaults to 1: one GPU worker before KEDA first scales it.
+    deployment = gke_dev.recording.one(DEPLOYMENT, "gke-dev-batch-deployment")
+    assert deployment.inputs["spec"]["replicas"] == 0
+    assert deployment.ignore_changes == ("spec.replicas",)
 
 
 def test_workers_carry_no_disruption_budget(gke_dev: PlanResult) -> None:
@@ -363,6 +369,24 @@ def test_a_pod_identity_the_cloud_does_not_offer_is_reported(gke_dev: PlanResult
     ] = "aws"
     [(_, message)] = _violations(gke_dev, "keda-scaling")
     assert "pod identity 'aws', which a GKE cluster does not offer; allowed: gcp" in message
+
+
+def test_a_scaled_deployment_that_starts_a_worker_before_keda_is_reported(
+    gke_dev: PlanResult,
+) -> None:
+    del _inputs(gke_dev, DEPLOYMENT, "gke-dev-batch-deployment")["spec"]["replicas"]
+    [(resource, message)] = _violations(gke_dev, "keda-scaling")
+    assert resource == "gke-dev-batch-deployment"
+    assert "starts with 1 pod(s) before KEDA scales it; allowed: replicas 0" in message
+
+
+def test_a_scaled_deployment_whose_updates_reset_the_count_is_reported(
+    gke_dev: PlanResult,
+) -> None:
+    gke_dev.recording.one(DEPLOYMENT, "gke-dev-batch-deployment").ignore_changes = ()
+    [(_, message)] = _violations(gke_dev, "keda-scaling")
+    assert "every update would reset the scaler's count" in message
+    assert "ignore_changes=['spec.replicas']" in message
 
 
 def test_a_second_scaler_of_the_same_workers_is_reported(gke_dev: PlanResult) -> None:
@@ -603,3 +627,20 @@ def test_workers_in_a_namespace_of_their_own_get_it_created_and_isolated(
     identity = policies["allow-workload-traffic"]["egress"][-1]
     assert identity["to"] == [{"ipBlock": {"cidr": "169.254.170.23/32"}}]  # EKS Pod Identity
     assert result.violations == []
+
+
+def test_a_scaled_manifest_applied_outside_pulumi_must_leave_replicas_out(
+    gke_dev: PlanResult,
+) -> None:
+    # kubectl apply re-sends whatever the manifest says: there, only leaving it out works.
+    deployment = gke_dev.recording.one(DEPLOYMENT, "gke-dev-batch-deployment")
+    deployment.dependencies = None
+    assert _violations(gke_dev, "keda-scaling") == [
+        (
+            "gke-dev-batch-deployment",
+            "Deployment spotproof/gke-dev-batch sets replicas although a ScaledObject scales "
+            "it: every apply would reset the scaler's count; leave replicas out",
+        )
+    ]
+    del deployment.inputs["spec"]["replicas"]
+    assert _violations(gke_dev, "keda-scaling") == []

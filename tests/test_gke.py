@@ -180,26 +180,33 @@ def test_trainer_may_write_objects_of_this_bucket_only(gke_dev: PlanResult) -> N
 
 
 @pytest.mark.parametrize(
-    ("resource_name", "allowed"),
+    ("resource_name", "list_prefix", "allowed"),
     [
-        ("objects/checkpoints/smoke/run-0123456789ab/step-00000050/part-0", True),
-        ("objects/checkpoints/smoke/run-0123456789ab/manifest-00000050.json", True),
-        ("", True),  # the bucket itself: listing, which a condition cannot narrow
-        ("objects/batch-results/item", False),
-        ("objects/checkpointsX/other", False),
-        ("objects/other-team/model.pt", False),
+        ("objects/checkpoints/smoke/run-0123456789ab/step-00000050/part-0", None, True),
+        ("objects/checkpoints/smoke/run-0123456789ab/manifest-00000050.json", None, True),
+        ("", "checkpoints/smoke/run-0123456789ab/", True),  # a listing under the prefix
+        ("", "checkpoints/", True),
+        ("", "", False),  # the bucket's root
+        ("", "checkpointsX/", False),
+        ("", "batch-results/", False),
+        ("", None, False),  # a call on the bucket that is no listing (its metadata)
+        ("objects/batch-results/item", None, False),
+        ("objects/checkpointsX/other", None, False),
+        ("objects/other-team/model.pt", None, False),
     ],
 )
-def test_trainer_reaches_only_objects_under_the_checkpoint_prefix(
-    gke_dev: PlanResult, resource_name: str, allowed: bool
+def test_trainer_reaches_and_lists_only_objects_under_the_checkpoint_prefix(
+    gke_dev: PlanResult, resource_name: str, list_prefix: str | None, allowed: bool
 ) -> None:
-    # The condition is CEL, evaluated here as IAM would against each call's resource.name.
+    # The condition is CEL, evaluated here as IAM would against each call's resource.name
+    # and, for a listing, its prefix.
     grant = gke_dev.recording.one(
         "gcp:storage/bucketIAMMember:BucketIAMMember", "gke-dev-checkpoints-trainer-objects"
     ).inputs
     bucket = "projects/_/buckets/spotproof-dev-gke-dev-checkpoints"
     name = f"{bucket}/{resource_name}" if resource_name else bucket
-    assert iam_condition_allows(grant["condition"]["expression"], name) is allowed
+    expression = grant["condition"]["expression"]
+    assert iam_condition_allows(expression, name, list_prefix=list_prefix) is allowed
 
 
 def test_kubernetes_service_account_impersonates_the_trainer_through_workload_identity(

@@ -5,20 +5,17 @@ each request is evaluated against the policy the stack renders, as IAM would."""
 from __future__ import annotations
 
 import json
-import time
 from urllib.parse import urlparse
 
 import pytest
 
 from spotproof.plan import PlanResult
 from spotproof.policy.aws_iam import Request, decide
-from spotproof.runtime import exit_codes
 from spotproof.runtime.storage.s3 import IAM_ACTIONS, iam_requests
 from spotproof.smoke.emulators import Bucket
-from spotproof.smoke.process import TrainerProcess
 from tests.fault_proxy import emulator_port, fault_proxy, through
 from tests.s3_iam import requests_of
-from tests.support import plan_of
+from tests.support import plan_of, two_trainer_runs
 
 TRAINER_POLICY = ("aws:iam/rolePolicy:RolePolicy", "eks-dev-checkpoints-trainer-checkpoints")
 
@@ -42,20 +39,7 @@ def trainer_traffic(emulators: dict[str, Bucket]) -> list[Request]:
     path = urlparse(_checkpoint_url(eks_dev)).path.strip("/")
     bucket = urlparse(_checkpoint_url(eks_dev)).netloc
     with fault_proxy(emulator_port("s3", emulator.env)) as proxy:
-        env = {
-            **through("s3", emulator.env, proxy),
-            "CHECKPOINT_URL": emulator.prefix(path),
-            "CHECKPOINT_INTERVAL": "5",
-            "TOTAL_STEPS": "40",
-            "STEP_SECONDS": "0.02",
-            "KEEP_CHECKPOINTS": "2",
-            "MODEL_MB": "1",
-            "CHECKPOINT_PART_KB": "64",
-        }
-        for _ in range(2):
-            run = TrainerProcess(env, time.monotonic())
-            run.finish(timeout=120)
-            assert run.popen.returncode == exit_codes.COMPLETED
+        two_trainer_runs(through("s3", emulator.env, proxy), emulator.prefix(path))
         seen = list(proxy.log)
     requests: list[Request] = []
     for method, where, _done in seen:

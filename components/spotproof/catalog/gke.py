@@ -304,3 +304,9 @@ def boot_disk_type(machine_type: str) -> str:
     """The boot disk type a node of ``machine_type`` can use: Hyperdisk Balanced where the
     series takes only Hyperdisk, Persistent Disk Balanced elsewhere."""
     return "hyperdisk-balanced" if machine_type.startswith(HYPERDISK_ONLY_SERIES) else "pd-balanced"
+
+
+LIST_PREFIX_ATTRIBUTE = "storage.googleapis.com/objectListPrefix"
+"""The IAM Conditions API attribute holding the ``prefix`` of a Cloud Storage list call
+(https://cloud.google.com/iam/docs/conditions-attribute-reference, "API attributes"): the
+one way a condition narrows a listing, which is a call on the bucket itself."""

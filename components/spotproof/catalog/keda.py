@@ -90,9 +90,15 @@ HPA_OWNERSHIP_REFUSED = True
 ScaledObject or by an HPA of its own (``scaledobject_webhook.go``), and the webhook fails
 open by default (``webhooks.failurePolicy: Ignore``): the plan checks both."""
 
-REPLICAS_LEFT_OUT = True
-"""A Deployment scaled by an autoscaler leaves ``spec.replicas`` out of its manifest, or
-every apply of the manifest resets the count the autoscaler set
-(https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/, "Migrating
-Deployments and StatefulSets to horizontal autoscaling"); KEDA scales through an HPA of
-its own."""
+REPLICAS_OWNED_BY_SCALER = "spec.replicas"
+"""A Deployment scaled by an autoscaler must not have its count reset by whoever applies
+its manifest (https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/,
+"Migrating Deployments and StatefulSets to horizontal autoscaling"): a manifest applied
+with ``kubectl`` leaves ``spec.replicas`` out. Left out, though, the API server defaults it
+to 1 (https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#replicas), so
+one worker, perhaps on a GPU node bought for it, runs before KEDA first scales the
+Deployment. A Pulumi program therefore creates it with ``replicas: 0`` and lists this path
+in ``ignore_changes``: pulumi-kubernetes (4.9.0 and later, server-side apply) then drops
+the field from every later apply once the scale subresource's manager owns it, or sends
+the live count back (``handleSSAIgnoreFields``, ``provider/pkg/await/await.go``), so an
+update never resets what KEDA set."""

@@ -44,8 +44,8 @@ class CheckpointBucket(pulumi.ComponentResource):
       public objects. GCS serves its APIs over TLS only, so there is no plain-HTTP path to
       deny.
     - The trainer's Google service account gets ``roles/storage.objectUser`` on this bucket
-      alone, conditioned on the checkpoint prefix: it reads, writes and deletes only
-      there (and may list the bucket, which a condition cannot narrow). The Kubernetes
+      alone, conditioned on the checkpoint prefix: it reads, writes, deletes and lists
+      only there (``gke.identity.under_prefix``). The Kubernetes
       service account impersonates it through Workload Identity: no key files anywhere.
     """
 

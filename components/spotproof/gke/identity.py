@@ -9,11 +9,14 @@ account names it in ``iam.gke.io/gcp-service-account``
 Grants on a bucket are narrowed to a key prefix with an IAM condition on
 ``resource.name``, which for an object is ``projects/_/buckets/BUCKET/objects/KEY``
 (https://cloud.google.com/iam/docs/conditions-resource-attributes#resource-name; conditions
-need uniform bucket-level access, which the checkpoint bucket enforces). Listing is checked
-against the bucket itself, not against object names, so a role that must list also needs
-``resource.name == "projects/_/buckets/BUCKET"``: that lets it list the whole bucket, the
-one thing a prefix condition cannot narrow; reading, writing and deleting stay under the
-prefix.
+need uniform bucket-level access, which the checkpoint bucket enforces). A listing is a
+call on the bucket itself (``resource.name == "projects/_/buckets/BUCKET"``), which a
+name condition cannot narrow; the request attribute
+``api.getAttribute("storage.googleapis.com/objectListPrefix", "")`` can, since it holds the
+``prefix`` of the list call (https://cloud.google.com/iam/docs/conditions-attribute-reference,
+"API attributes"). So a holder that must list may list only under its own prefix, and a
+listing of the bucket's root is refused: the runtime lists nothing else
+(``runtime.storage.gcs.GcsStore.check_reachable``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
+from spotproof.catalog import gke as gke_catalog
 from spotproof.kube.workload import ServiceAccountRef
 
 ANNOTATION = "iam.gke.io/gcp-service-account"
@@ -55,20 +59,23 @@ def objects_under(bucket: str, prefix: str) -> str:
     return f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}/")'
 
 
-def bucket_itself(bucket: str) -> str:
-    """The condition expression that matches calls on the bucket, such as listing."""
-    return f'resource.name == "projects/_/buckets/{bucket}"'
+def listings_under(bucket: str, prefix: str) -> str:
+    """The condition expression for listing ``bucket`` with a ``prefix`` under ``prefix/``."""
+    return (
+        f'(resource.name == "projects/_/buckets/{bucket}" && '
+        f'api.getAttribute("{gke_catalog.LIST_PREFIX_ATTRIBUTE}", "").startsWith("{prefix}/"))'
+    )
 
 
 def under_prefix(
     bucket: pulumi.Input[str], prefix: str, *, listing: bool
 ) -> pulumi.Output[dict[str, str]]:
     """A ``condition`` for a bucket grant: the objects under ``prefix/`` and, with
-    ``listing``, the bucket itself so that the holder may list."""
+    ``listing``, listings of the bucket under ``prefix/``."""
 
     def condition(name: str) -> dict[str, str]:
         if listing:
-            expression = f"{objects_under(name, prefix)} || {bucket_itself(name)}"
+            expression = f"{objects_under(name, prefix)} || {listings_under(name, prefix)}"
             return {"title": f"{prefix}/ and listing", "expression": expression}
         return {"title": f"{prefix}/", "expression": objects_under(name, prefix)}
 

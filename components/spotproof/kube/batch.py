@@ -10,7 +10,8 @@ unlike a training Job:
 - no PodDisruptionBudget and no ``do-not-disrupt`` / ``safe-to-evict: "false"``: evicting
   a worker costs at most its item in flight, and blocking the drain would only delay the
   hand-back until the node is gone;
-- no ``replicas`` when KEDA scales it (``catalog.keda.REPLICAS_LEFT_OUT``).
+- no worker before KEDA scales it: created at ``replicas: 0``, which Pulumi never sends
+  again (``catalog.keda.REPLICAS_OWNED_BY_SCALER``).
 
 What it does carry: the target's selector, tolerations and priority, the grace the
 preemption path honours, the worker identity (allowed to consume the queue and to write
@@ -142,7 +143,11 @@ class BatchWorkers(pulumi.ComponentResource):
             spec=pulumi.Output.all(queue.queue_url, queue.results_url).apply(
                 lambda urls: deployment_spec(args, labels, queue_url=urls[0], results_url=urls[1])
             ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[service_account]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[service_account],
+                ignore_changes=[keda.REPLICAS_OWNED_BY_SCALER] if args.autoscaled else None,
+            ),
         )
         self.deployment_name = deployment.metadata.apply(lambda m: m["name"])
         if args.autoscaled:
@@ -202,8 +207,8 @@ def deployment_spec(
             "spec": pod,
         },
     }
-    if not args.autoscaled:
-        spec["replicas"] = batch.min_workers
+    # With KEDA: none until it scales them (catalog.keda.REPLICAS_OWNED_BY_SCALER).
+    spec["replicas"] = 0 if args.autoscaled else batch.min_workers
     return spec
 
 

@@ -40,6 +40,8 @@ class Resource:
     protect: bool = False
     """Pulumi refuses to delete it (``protect=True``)."""
     replace_on_changes: tuple[str, ...] = ()
+    ignore_changes: tuple[str, ...] = ()
+    """Input paths Pulumi leaves to others after creating the resource (``ignore_changes``)."""
     dependencies: tuple[str, ...] | None = None
     """URNs of the custom resources Pulumi creates before this one (``depends_on``, a
     component standing for its children, and every resource whose output an input
@@ -96,6 +98,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     provider=request.provider or None,
                     protect=bool(request.protect),
                     replace_on_changes=tuple(request.replaceOnChanges),
+                    ignore_changes=tuple(request.ignoreChanges),
                     dependencies=tuple(request.dependencies),
                 )
             )

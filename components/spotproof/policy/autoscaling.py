@@ -7,8 +7,9 @@ it, and then it reports ``Ready=False`` on the object while the workers never st
 failures (``catalog.keda`` gives the sources):
 
 - KEDA is not installed (no KEDA chart in the stack);
-- the target Deployment is not in the stack, or sets ``replicas`` (re-applied over the
-  scaler's count on every update), or is scaled by a second ScaledObject or an HPA;
+- the target Deployment is not in the stack, or starts workers before KEDA scales it, or
+  has its count reset by every update (``catalog.keda.REPLICAS_OWNED_BY_SCALER``), or is
+  scaled by a second ScaledObject or an HPA;
 - the ``authenticationRef`` names no TriggerAuthentication in the namespace;
 - the pod identity is not the cloud's (``azure-queue`` accepts only ``azure-workload``),
   or KEDA's operator was not given that identity: the chart's ``podIdentity.gcp`` /
@@ -132,11 +133,33 @@ def _target(
             f"ScaledObject {namespace}/{_name_and_namespace(resource)[0]} targets Deployment "
             f"{namespace}/{name}, which this stack does not declare",
         )
-    elif "replicas" in (deployment.inputs.get("spec") or {}):
+    else:
+        yield from _replicas_left_to_scaler(deployment, f"{namespace}/{name}")
+
+
+def _replicas_left_to_scaler(deployment: PlannedResource, name: str) -> Iterator[tuple[str, str]]:
+    """A declared Deployment starts at 0 and leaves its count to the scaler; one applied
+    outside Pulumi (``spotproof check``) leaves ``replicas`` out."""
+    replicas = (deployment.inputs.get("spec") or {}).get("replicas")
+    if deployment.dependencies is None:
+        if replicas is not None:
+            yield (
+                deployment.name,
+                f"Deployment {name} sets replicas although a ScaledObject scales it: every "
+                "apply would reset the scaler's count; leave replicas out",
+            )
+        return
+    if replicas != 0:
         yield (
             deployment.name,
-            f"Deployment {namespace}/{name} sets replicas although a ScaledObject scales it: "
-            "every update would reset the scaler's count; leave replicas out",
+            f"Deployment {name} starts with {1 if replicas is None else replicas} pod(s) "
+            "before KEDA scales it; allowed: replicas 0",
+        )
+    if keda.REPLICAS_OWNED_BY_SCALER not in deployment.ignore_changes:
+        yield (
+            deployment.name,
+            f"Deployment {name}: every update would reset the scaler's count; allowed: "
+            f"ignore_changes=[{keda.REPLICAS_OWNED_BY_SCALER!r}]",
         )
 
 

@@ -24,6 +24,8 @@ class PlannedResource(Protocol):
     inputs: dict[str, Any]
     dependencies: tuple[str, ...] | None
     """URNs Pulumi creates first; None for an object applied outside the program."""
+    ignore_changes: tuple[str, ...]
+    """Input paths Pulumi sets at creation only and leaves to others afterwards."""
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ class _Planned:
     parent: str | None
     inputs: dict[str, Any]
     dependencies: tuple[str, ...]
+    ignore_changes: tuple[str, ...]
 
 
 def _resource_policy(rule: policy.ResourceRule) -> ResourceValidationPolicy:
@@ -52,6 +53,7 @@ def _stack_policy(rule: policy.StackRule) -> StackValidationPolicy:
                 r.parent.urn if r.parent is not None else None,
                 dict(r.props),
                 tuple(d.urn for d in r.dependencies),
+                tuple(r.opts.ignore_changes or ()) if r.opts is not None else (),
             )
             for r in args.resources
         ]

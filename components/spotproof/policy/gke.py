@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -27,6 +28,22 @@ OBJECT_REPLACING_ROLES = frozenset(
 )
 """Bucket roles that may delete or overwrite objects (storage.objects.delete)
 (https://cloud.google.com/storage/docs/access-control/iam-roles)."""
+OBJECT_LISTING_ROLES = frozenset(
+    {
+        "roles/storage.objectUser",
+        "roles/storage.objectViewer",
+        "roles/storage.objectAdmin",
+        "roles/storage.admin",
+        "roles/storage.legacyBucketReader",
+        "roles/storage.legacyBucketWriter",
+        "roles/storage.legacyBucketOwner",
+    }
+)
+"""Bucket roles that may list objects (storage.objects.list), same page."""
+_ADMITS_THE_BUCKET = re.compile(
+    r'resource\.name\s*==|resource\.name\.startsWith\("projects/_/buckets/[^/"]*/?"\)'
+)
+"""A condition clause that a call on the bucket itself (a listing) satisfies."""
 
 
 def system_pool_on_demand(inputs: Mapping[str, Any]) -> Iterator[str]:
@@ -183,6 +200,24 @@ def object_deletion_scoped(inputs: Mapping[str, Any]) -> Iterator[str]:
         )
 
 
+def object_listing_scoped(inputs: Mapping[str, Any]) -> Iterator[str]:
+    """A listing is a call on the bucket; only the list request's prefix, an API attribute
+    of IAM Conditions, narrows it (``spotproof.gke.identity``)."""
+    role = str(inputs.get("role", ""))
+    if role not in OBJECT_LISTING_ROLES:
+        return
+    expression = str((inputs.get("condition") or {}).get("expression") or "")
+    allowed = (
+        f'allowed: a condition admitting the bucket only with api.getAttribute("'
+        f'{gke_catalog.LIST_PREFIX_ATTRIBUTE}", "").startsWith("PREFIX/")'
+    )
+    if not expression or (
+        _ADMITS_THE_BUCKET.search(expression)
+        and gke_catalog.LIST_PREFIX_ATTRIBUTE not in expression
+    ):
+        yield f"{role} lets {inputs.get('member')} list every object in the bucket; {allowed}"
+
+
 RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ResourceRule(
         "gke-system-pool-on-demand",
@@ -240,6 +275,12 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         "Whoever may delete objects may do so under a prefix only.",
         BUCKET_IAM_MEMBER,
         object_deletion_scoped,
+    ),
+    ResourceRule(
+        "gcs-listing-scoped",
+        "Whoever may list objects may list under a prefix only.",
+        BUCKET_IAM_MEMBER,
+        object_listing_scoped,
     ),
     ResourceRule(
         "gcp-no-static-keys", "No service account keys.", SERVICE_ACCOUNT_KEY, no_static_keys

@@ -38,6 +38,23 @@ class GcsStore(ObjectStore):
                 self._bucket = storage.Client().bucket(self.bucket_name)
             return self._bucket
 
+    def check_reachable(self, bucket: str) -> None:
+        """One listing *within the store's prefix*, as every listing of the store: the
+        trainer's and the batch workers' grants admit a listing only when its prefix is
+        under theirs (``spotproof.gke.identity``), so a listing of the bucket's root would
+        fail the start of every pod on a real project (fake-gcs-server evaluates no IAM).
+        A missing bucket answers 404 whatever the prefix."""
+        from google.api_core import exceptions  # noqa: PLC0415
+
+        with self.calling("reaching the bucket"):
+            blobs = self.bucket().client.list_blobs(
+                bucket, prefix=f"{self.prefix}/" if self.prefix else None, max_results=1
+            )
+            try:
+                list(blobs)
+            except exceptions.NotFound:
+                raise FileNotFoundError(bucket) from None
+
     def put(self, key: str, data: bytes | memoryview, *, crc32c: str | None = None) -> None:
         with self.calling(f"writing {key}"):
             blob = self.bucket().blob(f"{self.prefix}/{key}" if self.prefix else key)
