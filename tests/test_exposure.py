@@ -4,13 +4,15 @@ cluster's own, and NetworkPolicy enforced on every cloud."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from spotproof.plan import PlanResult
+from spotproof.plan import PlanResult, run_plan
 from spotproof.spec import SpecError, fleet_from_config
-from tests.support import plan_of, stack_config
+from tests.support import stack_config
 
 GKE_CLUSTER = "gcp:container/cluster:Cluster"
 
@@ -145,8 +147,11 @@ def test_aks_api_server_answers_only_the_named_ranges(aks_dev: PlanResult) -> No
     assert cluster["networkProfile"]["networkPolicy"] == "cilium"
 
 
-def test_a_private_aks_cluster_has_no_public_api_server() -> None:
-    cluster = plan_of("aks-prod").recording.one(
-        "azure-native:containerservice:ManagedCluster", "aks-prod"
-    )
+def test_a_private_aks_cluster_has_no_public_api_server(
+    make_project: Callable[..., Path],
+) -> None:
+    config = stack_config("aks-prod")
+    config["spotproof:apiAccess"] = {"privateEndpoint": True}
+    plan = run_plan("aks-test", make_project(config, stack="aks-test"))
+    cluster = plan.recording.one("azure-native:containerservice:ManagedCluster", "aks-test")
     assert cluster.inputs["apiServerAccessProfile"] == {"enablePrivateCluster": True}

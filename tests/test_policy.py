@@ -31,6 +31,12 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         lambda i: i.pop("masterAuthorizedNetworksConfig"),
         "gke-api-restricted",
     ),
+    "GKE private endpoint without authorized networks": (
+        "gcp:container/cluster:Cluster",
+        "gke-prod",
+        lambda i: i.pop("masterAuthorizedNetworksConfig"),
+        "gke-api-restricted",
+    ),
     "GKE API authorized for 0.0.0.0/0": (
         "gcp:container/cluster:Cluster",
         "gke-dev",

@@ -310,3 +310,9 @@ LIST_PREFIX_ATTRIBUTE = "storage.googleapis.com/objectListPrefix"
 """The IAM Conditions API attribute holding the ``prefix`` of a Cloud Storage list call
 (https://cloud.google.com/iam/docs/conditions-attribute-reference, "API attributes"): the
 one way a condition narrows a listing, which is a call on the bucket itself."""
+
+
+DNS_ENDPOINT_SUFFIX = ".gke.goog"
+"""The domain of every control plane's DNS-based endpoint (``gke-<id>.<location>.gke.goog``),
+which serves a publicly trusted certificate rather than one of the cluster's CA
+(google-github-actions/get-gke-credentials writes its kubeconfig without one)."""

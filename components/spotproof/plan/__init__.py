@@ -26,7 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spotproof import fit
-from spotproof.plan import lifecycle, manifests, nodes, outcomes, pitfalls, workloads
+from spotproof.plan import (
+    lifecycle,
+    manifests,
+    nodes,
+    outcomes,
+    pitfalls,
+    reachability,
+    workloads,
+)
 from spotproof.plan.nodes import Pool
 from spotproof.plan.outcomes import Outcome
 from spotproof.plan.project import PlanInputError, Project, find_project
@@ -79,6 +87,7 @@ def check(spec: FleetSpec, recording: Recording) -> PlanResult:
     violations += workloads.check(recording, [pool.shape for pool in pools])
     violations += outcomes.check(found)
     violations += pitfalls.check(recording, found)
+    violations += reachability.check(spec.cloud, spec.api_access, recording)
     violations += lifecycle.check(
         recording,
         prefix=f"{spec.bucket.prefix}/",

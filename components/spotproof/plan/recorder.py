@@ -167,6 +167,13 @@ _OUTPUTS: dict[str, OutputFaker] = {
         "name": inputs.get("name", name),
         "endpoint": "203.0.113.10",
         "masterAuth": {"clusterCaCertificate": _FAKE_CA},
+        "controlPlaneEndpointsConfig": {
+            **inputs.get("controlPlaneEndpointsConfig", {}),
+            "dnsEndpointConfig": {
+                **(inputs.get("controlPlaneEndpointsConfig") or {}).get("dnsEndpointConfig", {}),
+                "endpoint": f"gke-0ff1ine.{inputs.get('location', cloud.region)}.gke.goog",
+            },
+        },
         "selfLink": f"https://container.googleapis.com/v1/projects/{cloud.project}/clusters/{name}",
     },
     "gcp:serviceaccount/account:Account": lambda name, inputs, cloud: {

@@ -38,9 +38,22 @@ def _open_ranges(cidrs: list[Any]) -> list[str]:
 
 
 def gke_api_restricted(inputs: Mapping[str, Any]) -> Iterator[str]:
-    if (inputs.get("privateClusterConfig") or {}).get("enablePrivateEndpoint"):
-        return
+    """A private endpoint needs the authorized-networks block too: without it the provider
+    sends ``enabled: false`` (terraform-provider-google
+    ``expandMasterAuthorizedNetworksConfig``) and GKE answers "Master authorized networks
+    must be enabled if private endpoint is enabled" (GoogleCloudPlatform/magic-modules#8338);
+    it also refuses Google Cloud's public ranges beside a private endpoint."""
     authorized = inputs.get("masterAuthorizedNetworksConfig")
+    if (inputs.get("privateClusterConfig") or {}).get("enablePrivateEndpoint"):
+        if authorized is None:
+            yield (
+                "a private endpoint without masterAuthorizedNetworksConfig is refused by GKE "
+                "at pulumi up (the provider sends it disabled); allowed: the block, with "
+                "gcpPublicCidrsAccessEnabled false"
+            )
+        elif authorized.get("gcpPublicCidrsAccessEnabled"):
+            yield "GKE refuses gcpPublicCidrsAccessEnabled beside a private endpoint"
+        return
     if not authorized:
         yield f"the API's public endpoint accepts every address; {FIX}"
         return

@@ -249,8 +249,17 @@ def _api_access(key: str, raw: Any) -> ApiAccess:
     access = ApiAccess(
         authorized_networks=networks,
         private_endpoint=obj.field(config_key(ApiAccess, "private_endpoint"), boolean, False),
+        runner_in_network=obj.field(config_key(ApiAccess, "runner_in_network"), boolean, False),
     )
     obj.finish()
+    if access.runner_in_network and not access.private_endpoint:
+        raise SpecError(
+            f"{key}.{config_key(ApiAccess, 'runner_in_network')}",
+            True,
+            "only says where pulumi up reaches a private endpoint from",
+            "runnerInNetwork with privateEndpoint: true; with authorizedNetworks, list the "
+            "runner's addresses there",
+        )
     if access.private_endpoint and networks:
         raise SpecError(
             networks_key,

@@ -319,8 +319,11 @@ class ApiAccess:
     names the networks that may use the public endpoint, or has no public endpoint.
 
     The Pulumi program creates Kubernetes objects through this endpoint, so the machine
-    that runs ``pulumi up`` (a laptop's VPN range, a CI runner's egress addresses) must be
-    among ``authorizedNetworks``, or inside the cluster's network with ``privateEndpoint``.
+    that runs ``pulumi up`` (a laptop's VPN range, a CI runner's egress addresses) must
+    reach it: from within ``authorizedNetworks``; with ``privateEndpoint`` on GKE from
+    anywhere, through the control plane's DNS endpoint, which Google authorizes by IAM; on
+    EKS and AKS only from inside the cluster's network (``runnerInNetwork``), which must then
+    exist before the run. ``spotproof plan`` refuses a stack whose runner could not reach it.
     """
 
     authorized_networks: tuple[str, ...] = setting("authorizedNetworks", None, ())
@@ -328,8 +331,13 @@ class ApiAccess:
     addresses or private ones, never ``0.0.0.0/0``. Required unless ``privateEndpoint``."""
     private_endpoint: bool = setting("privateEndpoint", boolean, False)
     """No public endpoint at all (GKE ``enablePrivateEndpoint``, EKS public access off, an
-    AKS private cluster): the API answers only inside the cluster's network. Excludes
-    ``authorizedNetworks``."""
+    AKS private cluster): the API answers only inside the cluster's network, and on GKE
+    through its DNS endpoint to identities IAM allows. Excludes ``authorizedNetworks``."""
+    runner_in_network: bool = setting("runnerInNetwork", boolean, False)
+    """``pulumi up`` runs inside the cluster's network (a CI runner in the VPC, a VPN into
+    it), which must therefore exist before the run: GKE ``network.existing``, EKS
+    ``network.subnets``. Only with ``privateEndpoint``; on GKE the Kubernetes provider then
+    uses the private IP endpoint instead of the DNS one."""
 
 
 class CloudFleet(Protocol):
