@@ -98,6 +98,39 @@ def test_the_shipped_examples_pass_against_gke_dev(capsys: pytest.CaptureFixture
             "[priority-class-exists] Job spotproof/llm-finetune: PriorityClass spotproof-nope "
             "does not exist",
         ),
+        (  # Pod Security "restricted": the Job is admitted and every pod refused
+            "            allowPrivilegeEscalation: false\n",
+            "",
+            "          securityContext:\n            capabilities",
+            "[pod-security] Job spotproof/llm-finetune: namespace spotproof enforces Pod "
+            'Security "restricted", which refuses every pod of it: allowPrivilegeEscalation '
+            "!= false (container trainer)",
+        ),
+        (
+            "        seccompProfile: {type: RuntimeDefault}\n",
+            "",
+            "          securityContext:\n            allowPrivilegeEscalation",
+            "[pod-security] Job spotproof/llm-finetune: namespace spotproof enforces Pod "
+            'Security "restricted", which refuses every pod of it: '
+            "seccompProfile unset, on the pod and on container trainer",
+        ),
+        (
+            "        runAsNonRoot: true\n",
+            "        runAsNonRoot: false\n",
+            "      securityContext:",
+            "[pod-security] Job spotproof/llm-finetune: namespace spotproof enforces Pod "
+            'Security "restricted", which refuses every pod of it: '
+            "runAsNonRoot=false (pod); runAsNonRoot != true "
+            "(container trainer)",
+        ),
+        (
+            "        - {name: scratch, emptyDir: {sizeLimit: 10Gi}}",
+            "        - {name: scratch, hostPath: {path: /tmp}}",
+            "      volumes:",
+            "[pod-security] Job spotproof/llm-finetune: namespace spotproof enforces Pod "
+            'Security "restricted", which refuses every pod of it: '
+            "restricted volume type hostPath (volume scratch)",
+        ),
         (  # a field the field guide's source material invented
             "  backoffLimit: 3 ",
             "  maxParallelism: 3 ",

@@ -258,6 +258,12 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         ),
         "gcs-listing-scoped",
     ),
+    "trainer pods refused by the namespace's Pod Security level": (
+        "kubernetes:batch/v1:Job",
+        "gke-dev-smoke-job",
+        lambda i: i["spec"]["template"]["spec"].pop("securityContext"),
+        "pod-security",
+    ),
     "bucket in another region": (
         "gcp:storage/bucket:Bucket",
         "gke-dev-checkpoints-bucket",

@@ -26,6 +26,7 @@ POD_KEYS: dict[str, tuple[str, ...]] = {
     "scale-up": ("{pod}.priorityClassName", "{pod}.nodeSelector", "{pod}.affinity"),
     "preemption-path": ("{pod}.terminationGracePeriodSeconds",),
     "gang-capacity": ("{pod}.containers",),
+    "pod-security": ("{pod}.securityContext", "{pod}.volumes", "{pod}.containers"),
 }
 """Rule -> keys it judges (``{pod}``: the pod spec; ``{job}``: the Job spec holding it);
 the first one written in the file is the line."""
@@ -43,7 +44,7 @@ MESSAGE_KEYS = (
     ("PriorityClass", "{pod}.priorityClassName"),
 )
 """Words in the message of a rule that judges several keys -> the key it is about."""
-_CONTAINER = re.compile(r"container (\S+)")
+_CONTAINER = re.compile(r"container ([^\s),;]+)")
 _UNEXPECTED = re.compile(r"'([^']+)' was unexpected")
 _ENV = re.compile(r"\(env (\S+)\)")
 
@@ -75,6 +76,11 @@ def line_of(document: Document, policy: str, message: str) -> int:
         return _first(document, OBJECT_KEYS[policy])
     part = _part(document, message)
     pod = pod_spec_path(document.obj, part)
+    if policy == "pod-security":
+        # The first reason decides the line.
+        message = message.rsplit(": ", maxsplit=1)[-1].split("; ", maxsplit=1)[0]
+        if "(volume " in message or message.startswith("hostPath volume"):
+            return _first(document, (f"{pod}.volumes", pod))
     container = _CONTAINER.search(message)
     if container:
         names = [c.get("name") for c in document.value(f"{pod}.containers") or []]
@@ -87,6 +93,8 @@ def line_of(document: Document, policy: str, message: str) -> int:
                 return document.line_of(f"{where}.env[{index}]")
             if "(volumeMount " in message:
                 return document.line_of(f"{where}.volumeMounts")
+            if policy == "pod-security":
+                return _first(document, (f"{where}.securityContext", where))
             return _first(document, (f"{where}.resources.limits", f"{where}.resources"))
     if policy == "scheduling-fit":
         ranked = sorted(FIT_WORDS, key=lambda pair: -message.count(pair[0]))

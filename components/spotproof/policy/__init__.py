@@ -11,7 +11,8 @@ its cluster's region, a Job against the PriorityClasses it uses). One module per
 ``gke``, ``eks``, ``aks``, ``karpenter`` for NodePools on any cloud, ``kubernetes`` for the
 objects every cloud renders, and
 ``disruption`` for PodDisruptionBudgets, ``work_queues`` for batch queues and their
-consumers on every cloud, ``autoscaling`` for KEDA's ScaledObjects.
+consumers on every cloud, ``autoscaling`` for KEDA's ScaledObjects, ``pod_security`` for
+what Pod Security admission refuses.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from spotproof.policy import (
     karpenter,
     kubernetes,
     network_policies,
+    pod_security,
     storage_access,
     work_queues,
 )
@@ -62,6 +64,7 @@ STACK_RULES: tuple[StackRule, ...] = (
     *storage_access.STACK_RULES,
     *network_policies.STACK_RULES,
     *identity_readiness.STACK_RULES,
+    *pod_security.STACK_RULES,
 )
 
 
