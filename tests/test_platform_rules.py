@@ -10,6 +10,7 @@ import pytest
 from spotproof import plan as spotproof_plan
 from spotproof.plan import PlanResult
 from spotproof.policy import Violation
+from tests.support import plan_of
 
 JOB = "kubernetes:batch/v1:Job"
 GKE_POOL = "gcp:container/nodePool:NodePool"
@@ -244,6 +245,58 @@ def test_gcs_rule_purging_later_than_noncurrent_days_is_caught(gke_dev: PlanResu
     violation = _only(_recheck(gke_dev), "bucket-lifecycle")
 
     assert "is purged after 30 days, not within noncurrentDays (3)" in violation.message
+
+
+AZURE_LIFECYCLE = "azure-native:storage:ManagementPolicy"
+AZURE_BLOB_SERVICE = "azure-native:storage:BlobServiceProperties"
+
+
+def _azure_rule(plan: PlanResult) -> dict[str, Any]:
+    [rule] = _of(plan, AZURE_LIFECYCLE, "checkpoints-lifecycle")["policy"]["rules"]
+    return rule["definition"]["actions"]
+
+
+def test_azure_previous_versions_aged_from_their_first_write_are_purged_late() -> None:
+    # The rule as first written: N days, which Azure counts from the key's first write.
+    aks_prod = plan_of("aks-prod")
+    _azure_rule(aks_prod)["version"]["delete"]["daysAfterCreationGreaterThan"] = 14
+
+    violation = _only(_recheck(aks_prod), "bucket-lifecycle")
+
+    assert violation.resource == "aks-prod-checkpoints-container"
+    assert "is purged after 26 days, not within noncurrentDays (14)" in violation.message
+    assert "a previous version's age counts from its first write" in violation.message
+
+
+def test_azure_without_soft_delete_purges_a_deleted_checkpoint_at_once(
+    aks_dev: PlanResult,
+) -> None:
+    _of(aks_dev, AZURE_BLOB_SERVICE, "checkpoints-blob-service")["deleteRetentionPolicy"] = {
+        "enabled": False
+    }
+
+    violation = _only(_recheck(aks_dev), "bucket-lifecycle")
+
+    assert "is purged after 0 days, before noncurrentDays (3) have passed" in violation.message
+
+
+def test_azure_rule_deleting_current_blobs_expires_kept_checkpoints(aks_dev: PlanResult) -> None:
+    _azure_rule(aks_dev)["baseBlob"] = {"delete": {"daysAfterModificationGreaterThan": 30}}
+
+    violation = _only(_recheck(aks_dev), "bucket-lifecycle")
+
+    assert "expires kept checkpoint" in violation.message
+
+
+def test_azure_rule_for_another_container_never_purges(aks_dev: PlanResult) -> None:
+    [rule] = _of(aks_dev, AZURE_LIFECYCLE, "checkpoints-lifecycle")["policy"]["rules"]
+    rule["definition"]["filters"]["prefixMatch"] = ["other/"]
+
+    violation = _only(_recheck(aks_dev), "bucket-lifecycle")
+
+    assert "the data of deleted checkpoint" in violation.message and "never purged" in (
+        violation.message
+    )
 
 
 # --- GKE's own add-ons and the system pool ---------------------------------------------

@@ -10,8 +10,15 @@ Facts this relies on:
   minimum, hence ``TLS1_2``.
 - Versioning and soft delete live on ``BlobServiceProperties`` named ``default`` (the
   only name the API takes); lifecycle rules on the ``ManagementPolicy`` named ``default``.
-  A previous version's age counts from when it became previous
-  (https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-overview).
+- A deleted checkpoint stays recoverable for ``noncurrentDays``, then is gone. Azure's
+  lifecycle cannot count from the deletion: a previous version's
+  ``daysAfterCreationGreaterThan`` counts from the version's creation, its key's first
+  write (https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-overview,
+  "action run conditions"), so a rule of N days would purge an old checkpoint the day
+  after its deletion and keep a young one up to N days after. Instead previous versions
+  are deleted at the first daily run (0 days), and blob soft delete, which takes what a
+  lifecycle rule deletes (.../lifecycle-management-policy-delete), keeps them
+  recoverable for ``noncurrentDays``; ``spotproof.plan.lifecycle`` replays both.
 - Workload identity: a user-assigned identity the trainer's service account federates to
   (``spotproof.aks.identity``).
 - ``Storage Blob Data Contributor`` (role ``ba92f5b4-2d11-453d-a403-e96b0029c9fe``,
@@ -125,11 +132,8 @@ class CheckpointBucket(pulumi.ComponentResource):
                                 "prefix_match": [f"{CONTAINER}/"],
                             },
                             "actions": {
-                                "version": {
-                                    "delete": {
-                                        "days_after_creation_greater_than": settings.noncurrent_days
-                                    }
-                                }
+                                # Soft delete keeps them for noncurrentDays (above).
+                                "version": {"delete": {"days_after_creation_greater_than": 0}}
                             },
                         },
                     }

@@ -5,8 +5,9 @@ committed steps beyond the newest ``keep``. In a versioned bucket a delete keeps
 as a noncurrent version (S3 also leaves a delete marker), so only the lifecycle rules ever
 free it. Two things must hold for any rule set a stack renders:
 
-1. a deleted checkpoint's data is gone within the bucket's ``noncurrentDays`` (plus the
-   day the lifecycle run may take), delete markers included;
+1. a deleted checkpoint's data stays recoverable for the bucket's ``noncurrentDays`` and
+   is gone soon after (within the day the lifecycle run may take), delete markers
+   included;
 2. the newest ``keep`` committed checkpoints are never expired, however long training
    pauses (a Job queued for weeks must still resume).
 
@@ -37,6 +38,22 @@ GCS (https://cloud.google.com/storage/docs/lifecycle):
 - ``Delete`` on a live version of a versioned bucket makes it noncurrent; on a noncurrent
   one removes it; there are no delete markers;
 - actions run asynchronously, typically within a day of the condition being met.
+
+Azure Blob Storage (https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-overview,
+"Rules" and "action run conditions"; .../lifecycle-management-policy-delete;
+.../storage-blob-soft-delete):
+
+- with versioning on, deleting a blob makes its current version a previous version;
+- ``baseBlob.delete`` acts on current versions (``daysAfterModificationGreaterThan`` or
+  ``daysAfterCreationGreaterThan`` days), ``version.delete`` on previous versions, whose
+  ``daysAfterCreationGreaterThan`` counts from the version's *creation*, which for a
+  checkpoint key written once is its first write, not the day it became previous: a
+  checkpoint older than N days is deleted at the first run after it is;
+- a rule applies to blobs whose ``container/name`` starts with one of its ``prefixMatch``
+  entries (none: all), of the ``blobTypes`` it lists;
+- with blob soft delete (``deleteRetentionPolicy``), what a lifecycle rule deletes is
+  soft-deleted, recoverable for the retention's days, then gone for good;
+- the policy runs once a day.
 """
 
 from __future__ import annotations
@@ -66,6 +83,9 @@ class Version:
     delete_marker: bool = False
     removed: int | None = None
     """Day the lifecycle removed it for good (None while it exists)."""
+    soft_deleted: int | None = None
+    """Azure: day a rule deleted it into soft delete, where it stays recoverable until
+    :attr:`removed`."""
 
     @property
     def live(self) -> bool:
@@ -93,6 +113,11 @@ class Bucket:
 
 Rules = Callable[[Bucket, int], None]
 """Applies one day's lifecycle run to the bucket."""
+AZURE_LATE_FIX = (
+    "a previous version's age counts from its first write, so delete previous versions at "
+    "the first run (version.delete.daysAfterCreationGreaterThan 0) and keep them "
+    "recoverable with blob soft delete (deleteRetentionPolicy) for {days} days"
+)
 
 
 # --- S3 ------------------------------------------------------------------------------
@@ -254,6 +279,64 @@ def gcs_delete(bucket: Bucket, key: str, day: int) -> None:
             version.noncurrent_since = day
 
 
+# --- Azure Blob ------------------------------------------------------------------------
+
+
+def _azure_applies(rule: Mapping[str, Any], container: str, key: str) -> bool:
+    """Enabled, a lifecycle rule, for block blobs, with a prefix covering ``container/key``;
+    a blob index tag filter never matches, as the runtime tags no blob."""
+    if not rule.get("enabled", True) or rule.get("type", "Lifecycle") != "Lifecycle":
+        return False
+    filters = (rule.get("definition") or {}).get("filters") or {}
+    if filters.get("blobIndexMatch") or "blockBlob" not in (filters.get("blobTypes") or []):
+        return False
+    prefixes = filters.get("prefixMatch") or [""]
+    return any(f"{container}/{key}".startswith(str(prefix)) for prefix in prefixes)
+
+
+def _older_than(day: int, since: int, days: Any) -> bool:
+    return days is not None and day - since > int(days)
+
+
+def azure_rules(
+    rules: list[Mapping[str, Any]], container: str, soft_delete_days: int | None
+) -> Rules:
+    """``soft_delete_days``: the blob service's delete retention; None when it is off."""
+
+    def delete(version: Version, day: int) -> None:
+        if soft_delete_days is None:
+            version.removed = day
+        else:
+            version.soft_deleted = day
+            version.removed = day + soft_delete_days
+
+    def run(bucket: Bucket, day: int) -> None:
+        for key, versions in bucket.versions.items():
+            for rule in (r for r in rules if _azure_applies(r, container, key)):
+                actions = (rule.get("definition") or {}).get("actions") or {}
+                current = ((actions.get("baseBlob") or {}).get("delete")) or {}
+                previous = ((actions.get("version") or {}).get("delete")) or {}
+                for version in (v for v in versions if v.removed is None and not v.soft_deleted):
+                    if version.noncurrent_since is None:
+                        age = current.get("daysAfterCreationGreaterThan")
+                        modified = current.get("daysAfterModificationGreaterThan")
+                        if _older_than(day, version.created, age) or _older_than(
+                            day, version.created, modified
+                        ):
+                            version.noncurrent_since = day
+                    elif _older_than(
+                        day, version.created, previous.get("daysAfterCreationGreaterThan")
+                    ):
+                        delete(version, day)
+
+    return run
+
+
+def azure_delete(bucket: Bucket, key: str, day: int) -> None:
+    """Deleting a blob with versioning on makes its current version a previous one."""
+    gcs_delete(bucket, key, day)
+
+
 # --- the runtime's history, replayed ---------------------------------------------------
 
 
@@ -264,6 +347,7 @@ def simulate(
     prefix: str,
     keep: int,
     retention_days: int,
+    late_fix: str = "expire noncurrent versions {days} days after they become noncurrent",
 ) -> list[Finding]:
     """Replay a run that commits one checkpoint a day for :data:`TRAINING_DAYS` days,
     keeping the newest ``keep``, then pauses for :data:`PAUSE_DAYS`; report what the
@@ -311,14 +395,22 @@ def simulate(
                     _purge_fix(what),
                 ),
             ]
+        if freed - day < retention_days:
+            return [
+                *findings,
+                Finding(
+                    f"deleted checkpoint {key} is purged after {freed - day} days, before "
+                    f"noncurrentDays ({retention_days}) have passed",
+                    f"keep deleted data recoverable for {retention_days} days",
+                ),
+            ]
         if freed - day > retention_days + RUN_LATENESS_DAYS:
             return [
                 *findings,
                 Finding(
                     f"deleted checkpoint {key} is purged after {freed - day} days, "
                     f"not within noncurrentDays ({retention_days})",
-                    f"expire noncurrent versions {retention_days} days after they become "
-                    "noncurrent",
+                    late_fix.format(days=retention_days),
                 ),
             ]
     return findings
@@ -339,6 +431,10 @@ def _purge_fix(what: str) -> str:
 GCS_BUCKET = "gcp:storage/bucket:Bucket"
 S3_BUCKET = "aws:s3/bucket:Bucket"
 S3_LIFECYCLE = "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration"
+AZURE_ACCOUNT = "azure-native:storage:StorageAccount"
+AZURE_LIFECYCLE = "azure-native:storage:ManagementPolicy"
+AZURE_BLOB_SERVICE = "azure-native:storage:BlobServiceProperties"
+AZURE_CONTAINER = "azure-native:storage:BlobContainer"
 LIFECYCLE_POLICY = "bucket-lifecycle"
 
 
@@ -349,10 +445,10 @@ def check(recording: Recording, *, prefix: str, keep: int, retention_days: int) 
     checkpoints it keeps, ``retention_days`` the bucket's ``noncurrentDays``.
     """
     violations = []
-    cases: list[tuple[str, Rules, Callable[[Bucket, str, int], None]]] = []
+    cases: list[tuple[str, Rules, Callable[[Bucket, str, int], None], str | None]] = []
     for bucket in recording.of_type(GCS_BUCKET):
         rules = bucket.inputs.get("lifecycleRules") or []
-        cases.append((bucket.name, gcs_rules(rules), gcs_delete))
+        cases.append((bucket.name, gcs_rules(rules), gcs_delete, None))
     for bucket in recording.of_type(S3_BUCKET):
         name = bucket.inputs.get("bucket")
         rules = [
@@ -361,12 +457,46 @@ def check(recording: Recording, *, prefix: str, keep: int, retention_days: int) 
             if config.inputs.get("bucket") == name
             for rule in config.inputs.get("rules") or []
         ]
-        cases.append((bucket.name, s3_rules(rules), s3_delete))
-    for resource, rules, delete in cases:
+        cases.append((bucket.name, s3_rules(rules), s3_delete, None))
+    for account in recording.of_type(AZURE_ACCOUNT):
+        cases += _azure_cases(recording, account.inputs.get("accountName"))
+    for resource, rules, delete, late_fix in cases:
+        fix = {"late_fix": late_fix} if late_fix else {}
         for finding in simulate(
-            rules, delete, prefix=prefix, keep=keep, retention_days=retention_days
+            rules, delete, prefix=prefix, keep=keep, retention_days=retention_days, **fix
         ):
             violations.append(
                 Violation(LIFECYCLE_POLICY, resource, f"{finding.problem}; fix: {finding.fix}")
             )
     return violations
+
+
+def _azure_cases(
+    recording: Recording, account: Any
+) -> list[tuple[str, Rules, Callable[[Bucket, str, int], None], str | None]]:
+    """One case per container of ``account``, under its lifecycle policy and soft delete."""
+
+    def of(type_: str) -> list[Any]:
+        return [r for r in recording.of_type(type_) if r.inputs.get("accountName") == account]
+
+    rules = [
+        rule
+        for policy in of(AZURE_LIFECYCLE)
+        for rule in ((policy.inputs.get("policy") or {}).get("rules") or [])
+    ]
+    retention = next(
+        ((service.inputs.get("deleteRetentionPolicy") or {}) for service in of(AZURE_BLOB_SERVICE)),
+        {},
+    )
+    soft_delete = (
+        int(retention["days"]) if retention.get("enabled") and retention.get("days") else None
+    )
+    return [
+        (
+            container.name,
+            azure_rules(rules, str(container.inputs.get("containerName")), soft_delete),
+            azure_delete,
+            AZURE_LATE_FIX,
+        )
+        for container in of(AZURE_CONTAINER)
+    ]
