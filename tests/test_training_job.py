@@ -17,6 +17,7 @@ from spotproof.kube.training import Launcher, Trainer
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
 from spotproof.matrix import Work, choose
 from spotproof.plan import run_plan
+from spotproof.runtime.launcher import LAUNCH_SCRIPT
 from spotproof.spec import PoolClass, Taint
 from spotproof.testing import Recording, record
 from tests.support import REPO, run_cli, stack_config
@@ -277,18 +278,30 @@ def test_reclaims_never_match_the_configuration_error_rule(message: str) -> None
 def test_torchrun_meets_on_rank_zeros_pod_with_a_fixed_gang_and_no_restarts_of_its_own() -> None:
     spec = _gang()
     assert spec["network"] == {"enableDNSHostnames": True}
-    command = _gang_pod(spec)["containers"][0]["command"]
-    assert command[:8] == [
+    container = _gang_pod(spec)["containers"][0]
+    command = container["command"]
+    # Through the launch script, so a rank stopped by SIGTERM exits 143, not torchrun's 1.
+    assert command[:4] == ["/bin/sh", "-c", LAUNCH_SCRIPT, "spotproof-launch"]
+    # The static rendezvous: rank 0's pod hosts it; no guess from its names against DNS.
+    assert command[4:12] == [
         "torchrun",
         "--nnodes=4",
         "--nproc-per-node=1",
-        "--rdzv-backend=c10d",
-        "--rdzv-endpoint=llm-finetune-workers-0-0.llm-finetune:29400",
-        "--rdzv-id=llm-finetune",
+        "--node-rank=$(NODE_RANK)",
+        "--master-addr=llm-finetune-workers-0-0.llm-finetune",
+        "--master-port=29500",
         "--max-restarts=0",
         "--no-python",
     ]
-    assert command[8:] == list(TRAINER.command)
+    assert command[12:] == list(TRAINER.command)
+    assert {
+        "name": "NODE_RANK",
+        "valueFrom": {
+            "fieldRef": {
+                "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+            }
+        },
+    } in container["env"]
 
 
 def test_without_a_launcher_each_pod_gets_its_rank_and_rank_zeros_address() -> None:

@@ -28,8 +28,12 @@ makes a reclaim cost nothing from the failure budget, while crashes still count:
 The rendezvous: the controller creates a headless Service named after the JobSet and gives
 each pod a hostname (``catalog.jobset.pod_hostname``), so every rank reaches rank 0's pod
 at ``<jobset>-<job>-0-0.<jobset>``. torchrun runs there with a fixed ``--nnodes``, the
-``c10d`` rendezvous on that host, and ``--max-restarts=0``: a lost node cannot come back
-inside a pod, so every restart is the JobSet's, of the whole gang.
+``static`` rendezvous hosted by node rank 0 (the pod's completion index), and
+``--max-restarts=0``: a lost node cannot come back inside a pod, so every restart is the
+JobSet's, of the whole gang. It is started through ``runtime.launcher.LAUNCH_SCRIPT``, so a
+rank stopped by SIGTERM exits ``PREEMPTED`` (torchrun itself would exit 1, which a
+reclaim that adds no ``DisruptionTarget`` could not be told from a crash by);
+``runtime.launcher`` says why each of these matters.
 """
 
 from __future__ import annotations
@@ -38,12 +42,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from spotproof.catalog import jobset
-from spotproof.runtime import exit_codes
+from spotproof.runtime import exit_codes, launcher
 
 WORKERS = "workers"
 """The replicated Job's name: pods are ``<jobset>-workers-<0>-<rank>``."""
-RENDEZVOUS_PORT = 29400
-"""torchrun's default port for ``--rdzv-endpoint`` (torch ``distributed/run.py``)."""
 MASTER_PORT = 29500
 """Where rank 0 listens when the trainer forms the process group itself."""
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
@@ -96,19 +98,26 @@ def rendezvous_host(name: str) -> str:
     return f"{jobset.pod_hostname(name, WORKERS, 0, 0)}.{name}"
 
 
+NODE_RANK = "NODE_RANK"
+"""The pod's completion index, for torchrun's ``--node-rank`` (expanded by the kubelet)."""
+
+
 def torchrun(name: str, nodes: int, processes_per_node: int) -> list[str]:
-    """torchrun's arguments for one pod of the gang (torch ``distributed/run.py``); the
-    trainer's own command follows, run as an executable (``--no-python``)."""
-    return [
-        "torchrun",
-        f"--nnodes={nodes}",
-        f"--nproc-per-node={processes_per_node}",
-        "--rdzv-backend=c10d",
-        f"--rdzv-endpoint={rendezvous_host(name)}:{RENDEZVOUS_PORT}",
-        f"--rdzv-id={name}",
-        "--max-restarts=0",
-        "--no-python",
-    ]
+    """torchrun for one pod of the gang, started through the launch script; the trainer's
+    own command follows."""
+    return launcher.wrapped(
+        launcher.torchrun(
+            nodes=nodes,
+            processes_per_node=processes_per_node,
+            node_rank=f"$({NODE_RANK})",
+            master_addr=rendezvous_host(name),
+        )
+    )
+
+
+def torchrun_environment() -> list[dict[str, Any]]:
+    """What torchrun's command line reads: the pod's node rank."""
+    return [{"name": NODE_RANK, "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}}]
 
 
 def gang_environment(name: str, nodes: int) -> list[dict[str, Any]]:

@@ -54,7 +54,8 @@ class Launcher(StrEnum):
 
     TORCHRUN = "torchrun"
     """torchrun runs the command once per GPU and sets ``RANK``, ``WORLD_SIZE`` and the rest
-    after its ``c10d`` rendezvous on rank 0's pod."""
+    after its static rendezvous on rank 0's pod, started through spotproof's launch script
+    so that a rank stopped by SIGTERM exits 143 (``spotproof.runtime.launcher``)."""
     NONE = "none"
     """The command itself, one process per pod, given ``RANK`` (the pod's index),
     ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` to form its process group."""
@@ -300,6 +301,7 @@ class TrainingJob(pulumi.ComponentResource):
                 per_node = max(trainer.gpus, 1)
                 command = (*jobset.torchrun(job_name, args.nodes, per_node), *trainer.command)
                 trainer = dataclasses.replace(trainer, command=command)
+                env += jobset.torchrun_environment()
             elif args.nodes > 1:
                 env += jobset.gang_environment(job_name, args.nodes)
             return job_spec(

@@ -33,6 +33,7 @@ from spotproof.plan import (
     outcomes,
     pitfalls,
     reachability,
+    reclaims,
     workloads,
 )
 from spotproof.plan.nodes import Pool
@@ -87,6 +88,7 @@ def check(spec: FleetSpec, recording: Recording) -> PlanResult:
     violations += workloads.check(recording, [pool.shape for pool in pools])
     violations += outcomes.check(found)
     violations += pitfalls.check(recording, found)
+    violations += reclaims.check(recording, found)
     violations += reachability.check(spec.cloud, spec.api_access, recording)
     violations += lifecycle.check(
         recording,

@@ -37,12 +37,21 @@ set, Azure/karpenter-provider-azure ``pkg/cloudprovider/cloudprovider.go``).
 
 GKE flex-start nodes are not reclaimed early; they live at most ``maxRunDuration``. The
 plan reports that bound rather than a notice.
+
+How each path ends the pod decides what its Job sees (:class:`Ending`): the graceful
+node shutdown, an eviction and the pod garbage collector add the ``DisruptionTarget``
+condition (https://kubernetes.io/docs/concepts/workloads/pods/disruptions/#pod-disruption-conditions:
+reasons ``TerminationByKubelet``, ``EvictionByEvictionAPI``, ``DeletionByPodGC``), but
+Karpenter's deletion at ``terminationGracePeriod`` is a plain DELETE, which adds none
+(kubernetes-sigs/karpenter ``terminator.go``, ``DeleteExpiringPods``): there the Job has
+only the container's exit code (``plan.reclaims``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from spotproof.catalog import INTERRUPTION_DELIVERY_SECONDS, PREEMPTION_NOTICE_SECONDS, Cloud
@@ -56,6 +65,30 @@ GKE_SPOT_VM_SECONDS = 30
 DEFAULT_GRACE_SECONDS = 30
 """``terminationGracePeriodSeconds`` when a pod does not set it."""
 POLICY = "preemption-path"
+
+
+class Ending(StrEnum):
+    """How a reclaim ends a pod, named by the ``DisruptionTarget`` reason it adds."""
+
+    KUBELET_SHUTDOWN = "TerminationByKubelet"
+    """The kubelet's graceful node shutdown: SIGTERM, the condition, the exit code."""
+    EVICTION = "EvictionByEvictionAPI"
+    """A drain's eviction: SIGTERM, the condition, the exit code."""
+    DELETE = "plain delete"
+    """A DELETE of the pod: SIGTERM and the exit code, no condition."""
+    NODE_GONE = "DeletionByPodGC"
+    """The node vanished first: the pod garbage collector marks the pod Failed with the
+    condition; no container exit code is ever recorded."""
+
+    @property
+    def condition(self) -> bool:
+        """Whether the pod carries ``DisruptionTarget``."""
+        return self is not Ending.DELETE
+
+    @property
+    def exits(self) -> bool:
+        """Whether the Job sees the container's exit code."""
+        return self is not Ending.NODE_GONE
 
 
 @dataclass(frozen=True)
@@ -75,6 +108,8 @@ class PreemptionPath:
     declared_grace: int
     steps: tuple[str, ...]
     """What happens, in order, in words."""
+    ending: Ending
+    """How the pod ends on this path."""
 
     fix: str = ""
     """What would repair a broken path."""
@@ -117,6 +152,7 @@ def _gke_spot(workload: str, pools: tuple[str, ...], pod: Mapping[str, Any]) -> 
             f"SIGTERM at {start} s with {grace:g} s grace (declared {declared} s)",
             f"node gone at {GKE_SPOT_VM_SECONDS} s",
         ),
+        Ending.KUBELET_SHUTDOWN,
         f"set terminationGracePeriodSeconds to at most {share} and save within it",
     )
 
@@ -139,7 +175,16 @@ def _aks_spot(
             f"node gone at {notice} s",
         ]
         return PreemptionPath(
-            workload, "AKS spot", pools, notice, None, 0, declared, tuple(steps), fix
+            workload,
+            "AKS spot",
+            pools,
+            notice,
+            None,
+            0,
+            declared,
+            tuple(steps),
+            Ending.NODE_GONE,
+            fix,
         )
     grace = min(declared, notice)
     steps += [
@@ -147,7 +192,7 @@ def _aks_spot(
         f"node gone at {notice} s",
     ]
     return PreemptionPath(
-        workload, "AKS spot", pools, notice, 0, grace, declared, tuple(steps), fix
+        workload, "AKS spot", pools, notice, 0, grace, declared, tuple(steps), Ending.EVICTION, fix
     )
 
 
@@ -178,6 +223,7 @@ def _karpenter_spot(
         f"{budget}s and the pod's terminationGracePeriodSeconds to at most {budget}"
     )
     sigterm: float | None
+    ending = Ending.EVICTION
     if not holders:
         sigterm = drain
         steps.append("the eviction goes through at once")
@@ -190,17 +236,28 @@ def _karpenter_spot(
     else:
         bound = max(b for b in bounds if b is not None)
         sigterm = drain + max(0, bound - declared)
+        ending = Ending.DELETE
+        late = sigterm >= notice
         steps.append(
             f"{' and '.join(holders)} hold the eviction until terminationGracePeriod "
             f"{bound}s deletes the pod at {sigterm:g} s"
+            + (", after the instance is gone" if late else " (a plain delete: no DisruptionTarget)")
         )
-        if sigterm >= notice:
-            steps[-1] += ", after the instance is gone"
+        if late:
             sigterm = None
     if sigterm is None:
         steps.append(f"node gone at {notice} s")
         return PreemptionPath(
-            workload, capacity, names, notice, None, 0, declared, tuple(steps), fix
+            workload,
+            capacity,
+            names,
+            notice,
+            None,
+            0,
+            declared,
+            tuple(steps),
+            Ending.NODE_GONE,
+            fix,
         )
     grace = min(declared, notice - sigterm)
     steps += [
@@ -208,7 +265,7 @@ def _karpenter_spot(
         f"node gone at {notice} s",
     ]
     return PreemptionPath(
-        workload, capacity, names, notice, sigterm, grace, declared, tuple(steps), fix
+        workload, capacity, names, notice, sigterm, grace, declared, tuple(steps), ending, fix
     )
 
 
