@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from spotproof.runtime import exit_codes
+from spotproof.runtime.launcher import Launcher
+from spotproof.smoke import multinode
 from spotproof.smoke.multinode import SCENARIOS, run_gang_smoke
 from spotproof.smoke.records import SmokeConfig, SmokeReport
 from tests.support import REPO, run_cli
@@ -77,9 +79,22 @@ def test_a_gang_rehearses_a_stacks_preemption_path(
     )
     assert (code, err) == (0, ""), out
     assert "store: file" in out and "gang of 2 ranks over gloo" in out
+    # By default each rank starts as TrainingJob's pods do: the launch script, torchrun.
+    assert "each started by torchrun, through the launch script" in out
+    assert "kill one rank at step" in out and "every rank exited [143, -9]" in out
     assert "SIGTERM at 0 s with 15 s grace" in out
     assert "final checkpoint" in out and "of 7.5 s grace" in out
     assert "PASSED" in out
+
+
+def test_without_the_launch_script_torchrun_leaves_every_reclaimed_rank_looking_crashed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The real torchrun, as the container's first process: it exits 1 after SIGTERM.
+    monkeypatch.setattr(multinode.launcher, "wrapped", list)
+    config = SmokeConfig(store="file", total_steps=100, interval=20, model_mb=1)
+    report = run_gang_smoke(config, nodes=2, progress=lambda _: None, started_by=Launcher.TORCHRUN)
+    assert "preempt one rank: ranks exited [1, 1], expected [143, 143]" in report.failures
 
 
 def test_a_path_that_sends_no_sigterm_fails_the_gang() -> None:

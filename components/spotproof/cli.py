@@ -134,6 +134,13 @@ def _parser() -> argparse.ArgumentParser:
         "preempted, one rank killed and every rank preempted, restarting the gang each time",
     )
     smoke.add_argument(
+        "--launcher",
+        choices=("torchrun", "none"),
+        default="torchrun",
+        help="with --nodes: start each rank as TrainingJob's pods do, through the launch "
+        "script and torchrun (default), or the trainer alone (Launcher.NONE)",
+    )
+    smoke.add_argument(
         "--batch",
         action="store_true",
         help="queue-fed batch workers instead of the trainer: every item must end with "

@@ -23,7 +23,6 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 import pulumi
@@ -38,6 +37,7 @@ from spotproof.kube.baseline import MANAGED_BY
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
 from spotproof.matrix import WORK_LABEL, Work
 from spotproof.runtime import exit_codes
+from spotproof.runtime.launcher import Launcher
 from spotproof.spec import PoolClass
 
 TRAINER_CONTAINER = "trainer"
@@ -47,18 +47,6 @@ DEFAULT_GRACE_SECONDS = 30
 NOT_AWAITED = {SKIP_AWAIT_ANNOTATION: "true"}
 """On every Job and JobSet spotproof renders: ``pulumi up`` returns once the run is
 submitted instead of failing when the run outlasts the provider's wait for completion."""
-
-
-class Launcher(StrEnum):
-    """How each pod of a multi-node run starts the trainer."""
-
-    TORCHRUN = "torchrun"
-    """torchrun runs the command once per GPU and sets ``RANK``, ``WORLD_SIZE`` and the rest
-    after its static rendezvous on rank 0's pod, started through spotproof's launch script
-    so that a rank stopped by SIGTERM exits 143 (``spotproof.runtime.launcher``)."""
-    NONE = "none"
-    """The command itself, one process per pod, given ``RANK`` (the pod's index),
-    ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` to form its process group."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -33,8 +33,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from enum import StrEnum
 
 from spotproof.runtime import exit_codes
+
+
+class Launcher(StrEnum):
+    """How each pod of a multi-node run starts the trainer."""
+
+    TORCHRUN = "torchrun"
+    """torchrun runs the command once per GPU and sets ``RANK``, ``WORLD_SIZE`` and the rest
+    after its static rendezvous on rank 0's pod, started through :data:`LAUNCH_SCRIPT`."""
+    NONE = "none"
+    """The command itself, one process per pod, given ``RANK`` (the pod's index),
+    ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` to form its process group."""
+
 
 LAUNCHER_NAME = "spotproof-launch"
 """``$0`` of :data:`LAUNCH_SCRIPT`, which is how a rendered command is recognised."""

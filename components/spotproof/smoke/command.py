@@ -24,6 +24,7 @@ from spotproof.cli import (
     MAX_NODES,
 )
 from spotproof.plan import PlanInputError, run_plan
+from spotproof.runtime.launcher import Launcher
 from spotproof.smoke import BATCH_ROWS
 from spotproof.smoke.batch import BatchConfig, run_batch_smoke
 from spotproof.smoke.emulators import EmulatorError
@@ -81,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
                 # does; the stack's one-pod Job policy does not apply to it.
                 progress(f"gang of {args.nodes}: restarts as a JobSet's failure policy gives")
                 config = dataclasses.replace(config, job=None)
-            report = run_gang_smoke(config, args.nodes, progress=progress)
+            report = run_gang_smoke(
+                config, args.nodes, progress=progress, started_by=Launcher(args.launcher)
+            )
         else:
             report = run_smoke(config, progress=progress)
     except EmulatorError as error:

@@ -23,6 +23,13 @@ A rank stopped by a peer that exits before the teardown fails the run: on a clus
 Job could fail before the disrupted rank's and spend a restart from the JobSet's budget
 for crashes (``spotproof.runtime.gang``, "Stopping because of a peer").
 
+With ``launcher=torchrun`` each rank is started as a pod of a TrainingJob gang starts it:
+the launch script, then torchrun with the static rendezvous on rank 0 (``runtime.launcher``),
+then the trainer as torchrun's worker; the harness then sends SIGTERM to the script alone,
+as the kubelet signals PID 1, and a kill takes every process of the rank. Ranks torn down
+after a peer's loss then exit ``PREEMPTED`` too: the script turns any failed stop after a
+SIGTERM into 143, and the JobSet acts on the first Job to fail, not on these.
+
 The run passes only if the restarted gang ends with the digest of a gang of the same size
 that was never interrupted, no preemption loses a step, every restart resumes from the
 newest committed step, and a kill loses at most a checkpoint interval plus the upload in
@@ -33,10 +40,12 @@ from __future__ import annotations
 
 import random
 import signal
+import sys
 import time
 
-from spotproof.runtime import exit_codes
+from spotproof.runtime import exit_codes, launcher
 from spotproof.runtime.checkpoint import CheckpointStore
+from spotproof.runtime.launcher import Launcher
 from spotproof.smoke.emulators import Bucket, emulated, free_port
 from spotproof.smoke.process import TrainerProcess
 from spotproof.smoke.records import (
@@ -58,23 +67,26 @@ LEAVE_SECONDS = 30.0
 class _Gang:
     """One start of the gang: ``nodes`` trainer processes meeting on a fresh port."""
 
-    def __init__(self, env: dict[str, str], nodes: int, origin: float, index: int) -> None:
-        port = str(free_port())
+    def __init__(
+        self,
+        env: dict[str, str],
+        nodes: int,
+        origin: float,
+        index: int,
+        started_by: Launcher = Launcher.NONE,
+    ) -> None:
+        port = free_port()
         self.ranks = [
             TrainerProcess(
-                {
-                    **env,
-                    "RANK": str(rank),
-                    "WORLD_SIZE": str(nodes),
-                    "MASTER_ADDR": "127.0.0.1",
-                    "MASTER_PORT": port,
-                },
+                {**env, **_rank_env(started_by, nodes, rank, port)},
                 origin,
                 index=index * nodes + rank,
+                argv=_rank_argv(started_by, nodes, rank, port),
             )
             for rank in range(nodes)
         ]
         self.index = index
+        self.started_by = started_by
 
     def resumed(self) -> list[int]:
         steps = []
@@ -93,22 +105,59 @@ class _Gang:
         return max(rank.last_step for rank in self.ranks)
 
 
-def run_gang_smoke(config: SmokeConfig, nodes: int, progress: Progress = print) -> SmokeReport:
+def _rank_env(started_by: Launcher, nodes: int, rank: int, port: int) -> dict[str, str]:
+    """What a JobSet's pod gives the trainer itself; torchrun sets these for its workers."""
+    if started_by is Launcher.TORCHRUN:
+        return {}
+    return {
+        "RANK": str(rank),
+        "WORLD_SIZE": str(nodes),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }
+
+
+def _rank_argv(started_by: Launcher, nodes: int, rank: int, port: int) -> list[str] | None:
+    """The command of rank ``rank``'s pod, as TrainingJob renders it (``kube.jobset``), with
+    the rendezvous on loopback and this interpreter's torchrun and trainer."""
+    if started_by is Launcher.NONE:
+        return None
+    torchrun = launcher.torchrun(
+        nodes=nodes,
+        processes_per_node=1,
+        node_rank=str(rank),
+        master_addr="127.0.0.1",
+        master_port=port,
+        executable=(sys.executable, "-m", "torch.distributed.run"),
+    )
+    return launcher.wrapped([*torchrun, sys.executable, "-m", "spotproof.smoke.train"])
+
+
+def run_gang_smoke(
+    config: SmokeConfig,
+    nodes: int,
+    progress: Progress = print,
+    started_by: Launcher = Launcher.NONE,
+) -> SmokeReport:
     """The reference gang, then the interrupted one; see the module docstring."""
     if nodes < 2:
         raise ValueError(f"nodes = {nodes}: a gang needs at least 2")
     report = SmokeReport(config)
     with emulated(config.store) as bucket:
-        progress(f"store: {config.store} ({bucket.url}); gang of {nodes} ranks over gloo")
+        how = "torchrun, through the launch script" if started_by is Launcher.TORCHRUN else "itself"
+        progress(
+            f"store: {config.store} ({bucket.url}); gang of {nodes} ranks over gloo, "
+            f"each started by {how}"
+        )
         progress("reference gang (never interrupted)")
         started = time.monotonic()
-        reference = _Gang(trainer_env(config, bucket, "reference"), nodes, started, 0)
+        reference = _Gang(trainer_env(config, bucket, "reference"), nodes, started, 0, started_by)
         reference.resumed()
         report.reference_digest = _complete(reference, report)
         report.reference_seconds = time.monotonic() - started
         report.reference = attempt_of(reference.ranks[0])
         progress(f"  done in {report.reference_seconds:.1f} s, digest {report.reference_digest}")
-        _interrupted(config, bucket, nodes, report, progress)
+        _interrupted(config, bucket, nodes, report, progress, started_by=started_by)
     if report.digest is not None and report.digest != report.reference_digest:
         report.failures.append(
             f"digest {report.digest} differs from reference {report.reference_digest}"
@@ -117,7 +166,13 @@ def run_gang_smoke(config: SmokeConfig, nodes: int, progress: Progress = print) 
 
 
 def _interrupted(
-    config: SmokeConfig, bucket: Bucket, nodes: int, report: SmokeReport, progress: Progress
+    config: SmokeConfig,
+    bucket: Bucket,
+    nodes: int,
+    report: SmokeReport,
+    progress: Progress,
+    *,
+    started_by: Launcher,
 ) -> None:
     progress(f"interrupted gang: {' -> '.join(SCENARIOS)}")
     env = trainer_env(config, bucket, "interrupted")
@@ -125,7 +180,7 @@ def _interrupted(
         observer = CheckpointStore(env["CHECKPOINT_URL"])
     schedule = random.Random(config.schedule_seed)
     origin = time.monotonic()
-    gang = _Gang(env, nodes, origin, 0)
+    gang = _Gang(env, nodes, origin, 0, started_by)
     gangs = [gang]
     resumed = _agreed(gang, report)
     for scenario in SCENARIOS:
@@ -144,12 +199,12 @@ def _interrupted(
         codes = _interrupt(gang, scenario, config, record)
         newest = observer.committed_steps()
         record.newest_committed = newest[-1] if newest else None
-        gang = _Gang(env, nodes, origin, gang.index + 1)
+        gang = _Gang(env, nodes, origin, gang.index + 1, started_by)
         gangs.append(gang)
         resumed = _agreed(gang, report)
         record.resumed_from = resumed
         record.steps_lost = max(0, record.at_step - resumed)
-        _judge(scenario, codes, record, config, report)
+        _judge(scenario, codes, record, config, report, started_by=started_by)
         report.interruptions.append(record)
         progress(
             f"  {scenario} at step {record.at_step}: every rank exited {codes}, "
@@ -248,9 +303,16 @@ def _judge(
     record: Interruption,
     config: SmokeConfig,
     report: SmokeReport,
+    *,
+    started_by: Launcher,
 ) -> None:
     if scenario == "kill one rank":
-        expected = [exit_codes.PEER_LOST] * (len(codes) - 1) + [-signal.SIGKILL]
+        # Torn down, a rank that stopped with its peer exits PEER_LOST; under torchrun the
+        # launch script reports that stop after SIGTERM as PREEMPTED.
+        torn_down = (
+            exit_codes.PREEMPTED if started_by is Launcher.TORCHRUN else exit_codes.PEER_LOST
+        )
+        expected = [torn_down] * (len(codes) - 1) + [-signal.SIGKILL]
         # The newest checkpoint is at most an interval old, plus the interval trained while
         # it uploaded when the kill caught the upload in flight.
         record.max_steps_lost = 2 * config.interval

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -9,8 +10,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 Event = dict[str, Any]
@@ -18,8 +20,11 @@ Event = dict[str, Any]
 
 @dataclass
 class TrainerProcess:
-    """``python -m <module>`` (the trainer by default) with ``env``; times are seconds
-    since ``origin``."""
+    """``python -m <module>`` (the trainer by default), or ``argv`` (the trainer as a pod
+    would start it: through torchrun, say), with ``env``; times are seconds since
+    ``origin``. Like a container, it is the whole tree of processes it starts: a SIGTERM
+    goes to its first process alone, as the kubelet sends it to PID 1, and a SIGKILL takes
+    every descendant too, as when the node vanishes."""
 
     env: Mapping[str, str]
     origin: float
@@ -27,12 +32,13 @@ class TrainerProcess:
     events: list[tuple[float, Event]] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)
     module: str = "spotproof.smoke.train"
+    argv: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         self._changed = threading.Condition()
         self.started = self.now()
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", self.module],
+            list(self.argv) if self.argv else [sys.executable, "-m", self.module],
             env={**os.environ, **self.env},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -109,8 +115,13 @@ class TrainerProcess:
         return f"trainer {self.index} last said {said}{stderr}"
 
     def send(self, signum: signal.Signals) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signum)
+        if self.popen.poll() is not None:
+            return
+        if signum == signal.SIGKILL:
+            for pid in descendants(self.popen.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        self.popen.send_signal(signum)
 
     def finish(self, timeout: float | None = None) -> int | None:
         """Wait for exit; None if still running after ``timeout``."""
@@ -124,6 +135,22 @@ class TrainerProcess:
         return code
 
     ended: float | None = None
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (children first), from ``/proc``: what a container's
+    cgroup holds besides its first process, sessions of their own included."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, frontier = [], [pid]
+    while frontier:
+        children = [c for p in frontier for c in parents.get(p, [])]
+        found += children
+        frontier = children
+    return found
 
 
 def container_exit_code(returncode: int | None) -> int | None:
