@@ -171,3 +171,21 @@ def test_the_jobset_restarts_free_only_on_the_reclaim_rule() -> None:
         == "RestartJobSetAndIgnoreMaxRestarts"
     )
     assert jobset_action(failure_policy, "BackoffLimitExceeded", "") == "RestartJobSet"
+
+
+def test_the_plan_warns_that_an_aks_node_auto_provisioning_drain_is_not_assured() -> None:
+    plan = plan_of("aks-prod")
+    [warning] = [w for w in plan.warnings if w.key == "spotproof:autoProvisionedPools"]
+    assert warning.message.startswith(
+        "Job spotproof/spotproof-smoke on AKS spot (Karpenter): AKS documents no drain of a "
+        "node auto-provisioning spot VM on its Preempt event"
+    )
+    assert "karpenter-provider-azure v1.13.0" in warning.message
+    assert warning.message.endswith("losing at most CHECKPOINT_INTERVAL=100 steps")
+    assert plan.exit_code == 0  # a warning: nothing in the stack could assure it
+
+
+def test_agent_pools_and_eks_promise_their_drains_without_a_caveat() -> None:
+    for stack in ("aks-dev", "eks-dev"):
+        assert not [w for w in plan_of(stack).warnings if "not assured" in w.message.lower()]
+        assert all(not p.caveat for o in plan_of(stack).outcomes for p in o.paths)

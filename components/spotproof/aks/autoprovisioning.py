@@ -12,10 +12,12 @@ auto-provisioning (managed Karpenter) fills with GPU VMs.
   names, all with one GPU count, so the GPU ``limits`` mean a known number of nodes.
 - **Weights.** The NodePool with the highest ``weight`` that fits wins
   (``articles/aks/node-auto-provisioning-node-pools.md``): spot above on-demand.
-- **Preemption.** A spot eviction is announced 30 s ahead (Scheduled Events ``Preempt``);
-  Karpenter's repair policy replaces a node with ``PreemptionScheduled=True`` at once
-  (``pkg/cloudprovider/cloudprovider.go`` ``RepairPolicies``), draining it. The template's
-  ``terminationGracePeriod`` bounds that drain to the notice, as on EKS.
+- **Preemption.** A spot eviction is announced 30 s ahead (Scheduled Events ``Preempt``).
+  Whether anything drains the node is not assured (``plan.preemption.AKS_NAP_DRAIN_CAVEAT``:
+  Karpenter's repair of ``PreemptionScheduled`` nodes needs v1.13.0 and a feature gate
+  off by default); where Karpenter drains, the template's ``terminationGracePeriod``
+  bounds it to the notice, as on EKS, and elsewhere the periodic checkpoints bound the
+  loss.
 - **Disruption.** ``WhenEmpty`` consolidation never moves a busy GPU node.
 """
 

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import runpy
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from spotproof import fit
 from spotproof.plan import (
@@ -32,6 +34,7 @@ from spotproof.plan import (
     nodes,
     outcomes,
     pitfalls,
+    preemption,
     reachability,
     reclaims,
     workloads,
@@ -96,7 +99,30 @@ def check(spec: FleetSpec, recording: Recording) -> PlanResult:
         keep=DEFAULT_KEEP,
         retention_days=spec.bucket.noncurrent_days,
     )
-    return PlanResult(spec, recording, pools, found, violations, skipped, advice.warnings(spec))
+    warnings = [*advice.warnings(spec), *_unassured_paths(found)]
+    return PlanResult(spec, recording, pools, found, violations, skipped, warnings)
+
+
+def _unassured_paths(found: list[Outcome]) -> list[SpecWarning]:
+    """A warning per workload whose reclaim may not take the path the plan checked."""
+    return [
+        SpecWarning(
+            preemption.CAVEAT_KEYS.get(path.capacity, "spotproof:cloud"),
+            f"{outcome.workload.label} on {path.capacity}: {path.caveat}"
+            + _loss_bound(outcome.workload.pod_spec),
+        )
+        for outcome in found
+        for path in outcome.paths
+        if path.caveat
+    ]
+
+
+def _loss_bound(pod_spec: Mapping[str, Any]) -> str:
+    for container in pod_spec.get("containers") or []:
+        for variable in container.get("env") or []:
+            if variable.get("name") == "CHECKPOINT_INTERVAL":
+                return f", losing at most CHECKPOINT_INTERVAL={variable.get('value')} steps"
+    return ", losing what it trained since"
 
 
 def run_program(project: Project, config: StackConfig, spec: FleetSpec) -> Recording:

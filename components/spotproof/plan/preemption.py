@@ -31,9 +31,11 @@ AKS cordons and drains the node on ``Preempt``, best effort): the drain evicts, 
 PodDisruptionBudget allowing no disruption holds SIGTERM back, and nothing ends that wait
 before the VM is gone. Without one the pod gets SIGTERM at once, with up to 30 s.
 
-AKS node auto-provisioning is Karpenter: the same path as EKS, with AKS's 30 s notice and
-no queue to cross (Karpenter repairs a node whose ``PreemptionScheduled`` condition is
-set, Azure/karpenter-provider-azure ``pkg/cloudprovider/cloudprovider.go``).
+AKS node auto-provisioning is Karpenter: once Karpenter drains, the same path as EKS, with
+AKS's 30 s notice and no queue to cross. Whether anything drains is not assured
+(:data:`AKS_NAP_DRAIN_CAVEAT`), so the plan shows the path Karpenter would take and warns
+that a reclaim may instead end the pod with the node, the run resuming from its last
+periodic checkpoint.
 
 GKE flex-start nodes are not reclaimed early; they live at most ``maxRunDuration``. The
 plan reports that bound rather than a notice.
@@ -65,6 +67,20 @@ GKE_SPOT_VM_SECONDS = 30
 DEFAULT_GRACE_SECONDS = 30
 """``terminationGracePeriodSeconds`` when a pod does not set it."""
 POLICY = "preemption-path"
+AKS_NAP_DRAIN_CAVEAT = (
+    "AKS documents no drain of a node auto-provisioning spot VM on its Preempt event: node "
+    "auto-drain covers scale-set agent pools only (MicrosoftDocs/azure-aks-docs "
+    "articles/aks/node-auto-drain.md), and Karpenter repairs a node whose "
+    "PreemptionScheduled condition is set only from karpenter-provider-azure v1.13.0 and "
+    "only with its NodeRepair feature gate, off by default (pkg/cloudprovider/cloudprovider.go "
+    "RepairPolicies; kubernetes-sigs/karpenter pkg/operator/options), which AKS does not say "
+    "it turns on. Without that repair the VM is gone 30 s after the notice without a SIGTERM, "
+    "the pod garbage collector ends the pod, and the run resumes from its last periodic "
+    "checkpoint"
+)
+"""Why the drain of an AKS node auto-provisioning spot node is not assured (sources above)."""
+CAVEAT_KEYS = {"AKS spot (Karpenter)": "spotproof:autoProvisionedPools"}
+"""The stack config key each capacity with a caveat comes from."""
 
 
 class Ending(StrEnum):
@@ -113,6 +129,9 @@ class PreemptionPath:
 
     fix: str = ""
     """What would repair a broken path."""
+    caveat: str = ""
+    """What may keep the reclaim from taking this path at all; the plan warns about it,
+    at :data:`CAVEAT_KEYS` of the capacity."""
 
     @property
     def problems(self) -> list[str]:
@@ -128,7 +147,8 @@ class PreemptionPath:
         return []
 
     def line(self) -> str:
-        return f"{self.capacity} ({', '.join(self.pools)}): {'; '.join(self.steps)}"
+        text = f"{self.capacity} ({', '.join(self.pools)}): {'; '.join(self.steps)}"
+        return f"{text} (if Karpenter drains at all: not assured)" if self.caveat else text
 
 
 def _gke_spot(workload: str, pools: tuple[str, ...], pod: Mapping[str, Any]) -> PreemptionPath:
@@ -264,8 +284,19 @@ def _karpenter_spot(
         f"SIGTERM at {sigterm:g} s with {grace:g} s grace (declared {declared} s)",
         f"node gone at {notice} s",
     ]
+    caveat = AKS_NAP_DRAIN_CAVEAT if cloud is Cloud.AKS else ""
     return PreemptionPath(
-        workload, capacity, names, notice, sigterm, grace, declared, tuple(steps), ending, fix
+        workload,
+        capacity,
+        names,
+        notice,
+        sigterm,
+        grace,
+        declared,
+        tuple(steps),
+        ending,
+        fix,
+        caveat,
     )
 
 
