@@ -103,7 +103,9 @@ def aks_agent_pool(inputs: Inputs) -> fit.NodeShape:
         taints.append(PLATFORM_SPOT_TAINT)
     labels = {
         **_labels(inputs.get("nodeLabels")),
-        **aks_catalog.injected_labels(name, str(inputs.get("mode") or "User"), spot=spot),
+        **aks_catalog.injected_labels(
+            name, str(inputs.get("mode") or "User"), spot=spot, gpu=size is not None
+        ),
     }
     if inputs.get("vmSize"):
         labels[aks_catalog.INSTANCE_TYPE_LABEL] = str(inputs["vmSize"])
@@ -173,6 +175,7 @@ def _aks_instance_labels(node_pool: Inputs) -> tuple[dict[str, list[str]], int]:
         aks_catalog.SKU_NAME_LABEL: names,
         aks_catalog.INSTANCE_TYPE_LABEL: names,
         aks_catalog.SKU_GPU_COUNT_LABEL: [str(s.gpus) for s in sizes],
+        aks_catalog.SKU_GPU_MANUFACTURER_LABEL: [aks_catalog.NVIDIA] if sizes else [],
     }, max((s.gpus for s in sizes), default=0)
 
 

@@ -27,18 +27,20 @@ import pulumi
 import pulumi_azure_native as azure
 import pulumi_kubernetes as k8s
 
+from spotproof import scheduling
 from spotproof.aks.autoprovisioning import AutoProvisionedPools, AutoProvisionedPoolsArgs
 from spotproof.aks.bucket import CONTAINER, CheckpointBucket, CheckpointBucketArgs
-from spotproof.aks.pools import GpuAgentPools, GpuAgentPoolsArgs, system_pool_profile
+from spotproof.aks.pools import GpuAgentPools, GpuAgentPoolsArgs, system_pool_profile, taints_of
 from spotproof.aks.work_queue import WorkQueue, WorkQueueArgs
 from spotproof.catalog import Cloud
 from spotproof.kube import ClusterBaseline
 from spotproof.kube.batch import WorkQueueBinding, worker_account
 from spotproof.kube.connect import batch_autoscaler, connect, trainer_service_account
+from spotproof.kube.device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginArgs
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
-from spotproof.spec import ApiAccess, Capacity, FleetSpec, PoolClass
-from spotproof.spec.aks import PLATFORM_SPOT_TAINT, AksFleet
+from spotproof.spec import ApiAccess, Capacity, FleetSpec, PoolClass, Taint
+from spotproof.spec.aks import PLATFORM_SPOT_TAINT, AksFleet, GpuDriver
 
 
 @dataclass
@@ -209,6 +211,14 @@ class HybridCluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
             )
             nap_names = nap.pool_names
+        advertised = gpu_node_taints(aks)
+        if advertised:
+            # AKS installs the driver only: without the plugin no node offers nvidia.com/gpu.
+            NvidiaDevicePlugin(
+                f"{name}-device-plugin",
+                NvidiaDevicePluginArgs(provider=self.provider, taints=advertised),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
+            )
         self.pool_names = ["system", *self.gpu_pools.pool_names, *nap_names]
         self.register_outputs(
             {
@@ -236,6 +246,20 @@ class HybridCluster(pulumi.ComponentResource):
             platform_taints=[PLATFORM_SPOT_TAINT] if spot_agent_pools else [],
             max_grace_seconds=reclaim_grace(Cloud.AKS, target),
         )
+
+
+def gpu_node_taints(aks: AksFleet) -> list[Taint]:
+    """Every taint of the GPU nodes whose driver AKS installs (``gpuDriver: Install``):
+    the nodes NVIDIA's device plugin must run on. Pools with ``gpuDriver: None`` are the
+    GPU Operator's, which brings its own plugin."""
+    taints: list[Taint] = []
+    for pool in aks.gpu_pools:
+        if pool.gpu_driver is GpuDriver.INSTALL:
+            taints += taints_of(pool)
+    for pool in aks.auto_provisioned_pools:
+        if pool.gpu_driver is GpuDriver.INSTALL:
+            taints += [*scheduling.contract(pool.pool_class).taints, *pool.extra_taints]
+    return list(dict.fromkeys(taints))
 
 
 def api_server_access(access: ApiAccess) -> dict[str, Any]:

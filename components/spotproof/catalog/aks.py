@@ -73,10 +73,21 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 (karpenter-provider-azure ``pkg/providers/instancetype/instancetype.go``)."""
 
 
-def injected_labels(pool_name: str, mode: str, *, spot: bool) -> dict[str, str]:
-    """Labels AKS puts on an agent pool's nodes: the pool, ``system``/``user``, and
-    ``spot`` on spot pools. Modelled, never declared: the prefix is AKS's own."""
+ACCELERATOR_LABEL = "kubernetes.azure.com/accelerator"
+"""On agent pool nodes of an NVIDIA GPU size, value ``nvidia`` (``articles/aks/use-labels.md``)."""
+SKU_GPU_MANUFACTURER_LABEL = "karpenter.azure.com/sku-gpu-manufacturer"
+"""On node auto-provisioning nodes of a GPU size, ``nvidia`` for NVIDIA's
+(karpenter-provider-azure ``pkg/apis/v1beta1/labels.go``, ``instancetype.go``)."""
+NVIDIA = "nvidia"
+
+
+def injected_labels(pool_name: str, mode: str, *, spot: bool, gpu: bool = False) -> dict[str, str]:
+    """Labels AKS puts on an agent pool's nodes: the pool, ``system``/``user``, ``spot`` on
+    spot pools, the accelerator on NVIDIA GPU sizes (the only GPU sizes AKS supports).
+    Modelled, never declared: the prefix is AKS's own."""
     labels = {AGENT_POOL_LABEL: pool_name, MODE_LABEL: mode.lower()}
     if spot:
         labels[SCALE_SET_PRIORITY_LABEL] = SPOT_PRIORITY
+    if gpu:
+        labels[ACCELERATOR_LABEL] = NVIDIA
     return labels

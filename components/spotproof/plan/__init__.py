@@ -29,6 +29,7 @@ from typing import Any
 
 from spotproof import fit
 from spotproof.plan import (
+    gpu_advertising,
     lifecycle,
     manifests,
     nodes,
@@ -84,9 +85,10 @@ class PlanResult:
 
 def check(spec: FleetSpec, recording: Recording) -> PlanResult:
     """Every check over a recording; tests mutate a recording and call this again."""
-    pools = nodes.pools(recording)
+    pools, unadvertised = gpu_advertising.advertised(recording, nodes.pools(recording))
     found = outcomes.outcomes(recording, pools)
     violations, skipped = manifests.validate(recording, spec.kubernetes_version)
+    violations += unadvertised
     violations += evaluate(recording.resources)
     violations += workloads.check(recording, [pool.shape for pool in pools])
     violations += outcomes.check(found)
