@@ -58,8 +58,19 @@ def test_an_unpublished_jobset_version_is_refused_in_one_line() -> None:
         fleet_from_config("gke-dev", config)
     assert str(raised.value) == (
         "spotproof:jobset.version = '0.8.1': not a published JobSet chart version (quote it in "
-        "YAML); allowed: 0.9.0 to 0.12.0, e.g. 0.12.0"
+        "YAML); allowed: 0.10.1 to 0.12.0, e.g. 0.12.0"
     )
+
+
+def test_a_jobset_whose_crd_lacks_the_message_patterns_is_refused_saying_why() -> None:
+    config = {**stack_config("gke-dev"), "spotproof:jobset": {"version": "0.10.0"}}
+    with pytest.raises(SpecError) as raised:
+        fleet_from_config("gke-dev", config)
+    assert str(raised.value).startswith(
+        "spotproof:jobset.version = '0.10.0': its CRD has no "
+        "failurePolicy.rules[].onJobFailureMessagePatterns"
+    )
+    assert str(raised.value).endswith("allowed: 0.10.1 to 0.12.0, e.g. 0.12.0")
 
 
 # --- the JobSet API, offline ----------------------------------------------------------------

@@ -375,3 +375,14 @@ def test_unknown_fields_and_the_deprecated_api_are_refused() -> None:
     assert kueue_objects.errors(old) == [
         "apiVersion: 'kueue.x-k8s.io/v1beta1' not checked (use kueue.x-k8s.io/v1beta2)"
     ]
+
+
+def test_a_kueue_that_does_not_serve_v1beta2_is_refused_saying_why() -> None:
+    config = {**stack_config("gke-prod"), "spotproof:kueue": {"version": "0.14.8"}}
+    with pytest.raises(SpecError) as raised:
+        fleet_from_config("gke-prod", config)
+    assert str(raised.value) == (
+        "spotproof:kueue.version = '0.14.8': serves kueue.x-k8s.io/v1beta1 only, and "
+        "spotproof's queue objects are v1beta2, first served in 0.15.0: every one of them "
+        "would be refused; allowed: 0.15.0 to 0.19.2, e.g. 0.19.2"
+    )

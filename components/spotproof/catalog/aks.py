@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from spotproof.catalog.versions import Introduced
+
 
 @dataclass(frozen=True)
 class GpuVmSize:
@@ -79,6 +81,30 @@ SKU_GPU_MANUFACTURER_LABEL = "karpenter.azure.com/sku-gpu-manufacturer"
 """On node auto-provisioning nodes of a GPU size, ``nvidia`` for NVIDIA's
 (karpenter-provider-azure ``pkg/apis/v1beta1/labels.go``, ``instancetype.go``)."""
 NVIDIA = "nvidia"
+
+
+NAP_KARPENTER_VERSION = "1.14.0"
+"""The karpenter-provider-azure release AKS node auto-provisioning runs, which AKS manages:
+the AKS release of 2026-07-17 moved it to v1.14.0 (Azure/AKS ``CHANGELOG.md``)."""
+
+NAP_INTRODUCED: tuple[Introduced, ...] = (
+    Introduced("AKSNodeClass", "spec.gpu", "1.12.0"),
+    Introduced("AKSNodeClass", "spec.imageFamily", "1.6.2", "Ubuntu"),
+    Introduced("AKSNodeClass", "spec.imageFamily", "1.6.3", "Ubuntu2404"),
+    Introduced("AKSNodeClass", "spec.fipsMode", "1.6.2"),
+    Introduced("AKSNodeClass", "spec.security", "1.6.5"),
+    Introduced("AKSNodeClass", "spec.localDNS", "1.6.7"),
+    Introduced("AKSNodeClass", "spec.artifactStreaming", "1.10.0"),
+    Introduced("AKSNodeClass", "spec.linuxOSConfig", "1.10.0"),
+    Introduced("NodePool", "spec.template.spec.requirements[].operator", "1.10.0", "Gte"),
+    Introduced("NodePool", "spec.template.spec.requirements[].operator", "1.10.0", "Lte"),
+    Introduced("NodePool", "spec.disruption.consolidationPolicy", "1.14.0", "Balanced"),
+)
+"""What AKS node auto-provisioning's CRDs accept only from some release on
+(Azure/karpenter-provider-azure ``pkg/apis/crds/karpenter.azure.com_aksnodeclasses.yaml`` and
+``karpenter.sh_nodepools.yaml`` at each tag; ``karpenter.azure.com/v1beta1`` itself from
+v1.4.0). ``gpu.mode`` needs v1.12.0: below it the field is pruned and ``None`` would be
+ignored, the driver installed anyway."""
 
 
 def injected_labels(pool_name: str, mode: str, *, spot: bool, gpu: bool = False) -> dict[str, str]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from spotproof.catalog.versions import Introduced
+
 
 @dataclass(frozen=True)
 class GpuFamily:
@@ -96,6 +98,19 @@ at ``oci://public.ecr.aws/karpenter`` with the same version by the release workf
 ``v1.*`` tags of aws/karpenter-provider-aws up to 1.14.1 (repository snapshot of
 2026-08-21, commit 1d927085; patch numbers run without gaps in every minor line), and
 1.15.0, released 2026-10-10 (https://karpenter.sh/v1.15/upgrading/)."""
+
+
+KARPENTER_INTRODUCED: tuple[Introduced, ...] = (
+    Introduced("NodePool", "spec.template.spec.requirements[].operator", "1.9.0", "Gte"),
+    Introduced("NodePool", "spec.template.spec.requirements[].operator", "1.9.0", "Lte"),
+    Introduced("NodePool", "spec.replicas", "1.8.0"),
+    Introduced("NodePool", "spec.disruption.consolidationPolicy", "1.14.0", "Balanced"),
+    Introduced("EC2NodeClass", "spec.capacityReservationSelectorTerms", "1.3.0"),
+)
+"""What Karpenter's v1 CRDs accept only from some release on (aws/karpenter-provider-aws
+``pkg/apis/crds/karpenter.sh_nodepools.yaml`` and ``karpenter.k8s.aws_ec2nodeclasses.yaml``
+at each ``v1.*`` tag up to v1.14.1; every field spotproof renders is there from v1.0.0).
+1.15.0 was not in the snapshot read; its CRDs are taken to accept all of this."""
 
 
 # Zone codes of the regions spotproof knows, from the public dataset jsonmaur/aws-regions

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from spotproof.catalog.versions import Introduced
+
 CHART = "oci://registry.k8s.io/jobset/charts/jobset"
 """``charts/jobset/README.md``: ``helm install ... oci://registry.k8s.io/jobset/charts/jobset
 --version 0.12.0``; there is no ``latest`` tag, so a version is always given."""
@@ -16,17 +18,35 @@ NAMESPACE = "jobset-system"
 (``site/content/en/docs/installation/_index.md``)."""
 
 VERSIONS: tuple[str, ...] = (
-    "0.9.0",
-    "0.9.1",
-    "0.10.0",
     "0.10.1",
     "0.11.0",
     "0.11.1",
     "0.12.0",
 )
 """Chart versions: the release tags without their ``v`` (``hack/helm-chart-package.sh``
-packages ``--version "${GIT_TAG/#v/}"``). The script first appears at v0.9.0; v0.8.x
-shipped a chart versioned 0.7.3, so earlier tags are left out."""
+packages ``--version "${GIT_TAG/#v/}"``), from the first whose chart's CRD has
+``failurePolicy.rules[].onJobFailureMessagePatterns`` (:data:`REFUSED`)."""
+
+REFUSED: dict[str, str] = {
+    version: (
+        "its CRD has no failurePolicy.rules[].onJobFailureMessagePatterns (the CRD gains it "
+        "in 0.10.0, the chart in 0.10.1): the API server prunes it, and the rule meant for a "
+        "configuration error then fails the whole gang on every reclaim"
+    )
+    for version in ("0.9.0", "0.9.1", "0.10.0")
+}
+"""Published charts spotproof's gangs cannot run on (each tag's
+``config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml`` and
+``charts/jobset/crds/``; the 0.10.0 chart's CRD was stale, fixed by #1048 in 0.10.1)."""
+
+INTRODUCED: tuple[Introduced, ...] = (
+    Introduced("JobSet", "spec.failurePolicy.restartStrategy", "0.11.0", "InPlaceRestart"),
+    Introduced("JobSet", "spec.failurePolicy.rules[].action", "0.12.0", "RestartJob"),
+    Introduced(
+        "JobSet", "spec.failurePolicy.rules[].action", "0.12.0", "RestartJobAndIgnoreMaxRestarts"
+    ),
+)
+"""What the CRD accepts only from some release of :data:`VERSIONS` on (``catalog.versions``)."""
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 KIND = "JobSet"

@@ -7,6 +7,8 @@ file it comes from. Nothing here imports Pulumi or a cloud SDK.
 
 from __future__ import annotations
 
+from spotproof.catalog.versions import Introduced
+
 CHART = "keda"
 REPOSITORY = "https://kedacore.github.io/charts"
 """``helm repo add kedacore https://kedacore.github.io/charts``; chart ``kedacore/keda``
@@ -33,6 +35,13 @@ VERSIONS: tuple[str, ...] = (
 identity with ``identityOwner`` unset means KEDA's own credentials (kedacore/keda#5061),
 to 2.20.2, the latest release (tag of 2026-07-31). 2.20 is tested on Kubernetes
 1.33-1.35 (docs ``operate/cluster.md``)."""
+
+INTRODUCED: tuple[Introduced, ...] = (
+    Introduced("ScaledObject", "spec.fallback.behavior", "2.20.0", "scalingModifiers"),
+)
+"""What the CRDs accept only from some release of :data:`VERSIONS` on (``config/crd/bases/``
+at each tag; the chart's copies match): every field spotproof renders, and every other the
+plan checks, is there from 2.17.0 to 2.20.2 (``catalog.versions``)."""
 
 API_VERSION = "keda.sh/v1alpha1"
 SCALED_OBJECT = "ScaledObject"

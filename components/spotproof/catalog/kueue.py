@@ -6,6 +6,8 @@ each with the file it comes from. Nothing here imports Pulumi or a cloud SDK.
 
 from __future__ import annotations
 
+from spotproof.catalog.versions import Introduced
+
 CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 """``charts/kueue/README.md``: ``helm install kueue oci://registry.k8s.io/kueue/charts/kueue
 --version="0.19.2" --namespace=kueue-system``."""
@@ -17,7 +19,6 @@ def _patches(minor: int, last: int) -> tuple[str, ...]:
 
 
 VERSIONS: tuple[str, ...] = (
-    *_patches(14, 8),
     *_patches(15, 8),
     *_patches(16, 9),
     *_patches(17, 8),
@@ -25,14 +26,30 @@ VERSIONS: tuple[str, ...] = (
     *_patches(19, 2),
 )
 """Chart versions (the release tags without their ``v``: ``hack/helm-chart-package.sh``)
-from 0.14.0, the first release with the ProvisioningRequest admission check GA and always
-on (``site/content/en/docs/concepts/admission_check/provisioning_request.md``), to 0.19.2.
-The patch numbers of each minor line run without gaps in the repository's tags."""
+from 0.15.0, the first that serves :data:`API_VERSION`, to 0.19.2. The ProvisioningRequest
+admission check is GA and always on from 0.14
+(``site/content/en/docs/concepts/admission_check/provisioning_request.md``). The patch
+numbers of each minor line run without gaps in the repository's tags."""
+
+REFUSED: dict[str, str] = {
+    version: (
+        "serves kueue.x-k8s.io/v1beta1 only, and spotproof's queue objects are v1beta2, "
+        "first served in 0.15.0: every one of them would be refused"
+    )
+    for version in _patches(14, 8)
+}
+"""Published charts without v1beta2 (each tag's ``config/components/crd/bases/``)."""
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
-"""Served and the storage version since 0.15 (``config/components/crd/bases/``); v1beta1 is
-still served but deprecated. In v1beta2 a ClusterQueue names its checks only under
-``admissionChecksStrategy.admissionChecks`` (``apis/kueue/v1beta2/clusterqueue_types.go``)."""
+"""Served from 0.15.0 and the storage version from 0.16.0 (``config/components/crd/bases/``);
+v1beta1 is still served but deprecated. In v1beta2 a ClusterQueue names its checks only
+under ``admissionChecksStrategy.admissionChecks`` (``apis/kueue/v1beta2/clusterqueue_types.go``)."""
+
+INTRODUCED: tuple[Introduced, ...] = (
+    Introduced("ClusterQueue", "spec.concurrentAdmissionPolicy", "0.18.0"),
+)
+"""What v1beta2 accepts only from some release of :data:`VERSIONS` on: every other field
+the plan checks is there from 0.15.0 to 0.19.2 (``catalog.versions``)."""
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 """On a Job or JobSet: the LocalQueue it is submitted to (``QueueLabel``,

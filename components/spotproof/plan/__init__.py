@@ -29,6 +29,7 @@ from typing import Any
 
 from spotproof import fit
 from spotproof.plan import (
+    controller_versions,
     gpu_advertising,
     lifecycle,
     manifests,
@@ -89,6 +90,7 @@ def check(spec: FleetSpec, recording: Recording) -> PlanResult:
     found = outcomes.outcomes(recording, pools)
     violations, skipped = manifests.validate(recording, spec.kubernetes_version)
     violations += unadvertised
+    violations += controller_versions.check(spec, recording)
     violations += evaluate(recording.resources)
     violations += workloads.check(recording, [pool.shape for pool in pools])
     violations += outcomes.check(found)

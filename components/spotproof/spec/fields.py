@@ -204,11 +204,18 @@ def choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
     return parse
 
 
-def published(versions: tuple[str, ...], what: str) -> Callable[[str, Any], str]:
+def published(
+    versions: tuple[str, ...], what: str, refused: Mapping[str, str] | None = None
+) -> Callable[[str, Any], str]:
     """One of a chart's published ``versions`` (oldest first): an unpublished one fails
-    ``pulumi up`` at the chart pull."""
+    ``pulumi up`` at the chart pull. ``refused`` maps published versions that cannot carry
+    what spotproof renders to why."""
 
     def parse(key: str, raw: Any) -> str:
+        if refused and isinstance(raw, str) and raw in refused:
+            raise SpecError(
+                key, raw, refused[raw], f"{versions[0]} to {versions[-1]}, e.g. {versions[-1]}"
+            )
         if raw not in versions:
             raise SpecError(
                 key,

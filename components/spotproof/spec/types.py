@@ -217,7 +217,9 @@ class JobSetSpec:
 
     enabled: bool = setting("enabled", boolean, True)
     """Off for a cluster that has JobSet already, or runs no multi-node training."""
-    version: str = setting("version", published(jobset.VERSIONS, "JobSet"), jobset.VERSIONS[-1])
+    version: str = setting(
+        "version", published(jobset.VERSIONS, "JobSet", jobset.REFUSED), jobset.VERSIONS[-1]
+    )
     """Helm chart version, pinned; one of ``catalog.jobset.VERSIONS``."""
 
 
@@ -230,7 +232,9 @@ class KueueSpec:
     enabled: bool = setting("enabled", boolean, True)
     """Default: on where the stack has a queued pool. Off leaves that pool without a way to
     get nodes from spotproof's components (the plan says so for each workload aimed at it)."""
-    version: str = setting("version", published(kueue.VERSIONS, "Kueue"), kueue.VERSIONS[-1])
+    version: str = setting(
+        "version", published(kueue.VERSIONS, "Kueue", kueue.REFUSED), kueue.VERSIONS[-1]
+    )
     """Helm chart version, pinned; one of ``catalog.kueue.VERSIONS``."""
 
 
