@@ -363,7 +363,7 @@ def test_the_installed_cli_names_its_version(gcp_venv: Venv) -> None:
 
 
 EKS_STACK = {
-    "spotproof:apiAccess": {"privateEndpoint": True},
+    "spotproof:apiAccess": {"authorizedNetworks": ["198.51.100.0/24"]},
     "spotproof:karpenter": {"version": "1.6.3"},
     "spotproof:gpuPools": [
         {"name": "gpu-spot", "instanceFamilies": ["g6", "g5"], "gpuLimit": 8},
