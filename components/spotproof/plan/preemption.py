@@ -189,22 +189,12 @@ def _aks_spot(
         f"{notice}"
     )
     if blocking_budgets:
-        steps += [
+        steps.append(
             f"PodDisruptionBudget {', '.join(blocking_budgets)} holds the eviction and nothing "
-            "ends the wait",
-            f"node gone at {notice} s",
-        ]
-        return PreemptionPath(
-            workload,
-            "AKS spot",
-            pools,
-            notice,
-            None,
-            0,
-            declared,
-            tuple(steps),
-            Ending.NODE_GONE,
-            fix,
+            "ends the wait"
+        )
+        return _node_gone_first(
+            workload, "AKS spot", pools, notice=notice, declared=declared, steps=steps, fix=fix
         )
     grace = min(declared, notice)
     steps += [
@@ -213,6 +203,31 @@ def _aks_spot(
     ]
     return PreemptionPath(
         workload, "AKS spot", pools, notice, 0, grace, declared, tuple(steps), Ending.EVICTION, fix
+    )
+
+
+def _node_gone_first(
+    workload: str,
+    capacity: str,
+    pools: tuple[str, ...],
+    *,
+    notice: int,
+    declared: int,
+    steps: list[str],
+    fix: str,
+) -> PreemptionPath:
+    """A path on which the node goes before anything sends SIGTERM."""
+    return PreemptionPath(
+        workload,
+        capacity,
+        pools,
+        notice,
+        sigterm_at=None,
+        grace_seconds=0,
+        declared_grace=declared,
+        steps=(*steps, f"node gone at {notice} s"),
+        ending=Ending.NODE_GONE,
+        fix=fix,
     )
 
 
@@ -266,18 +281,8 @@ def _karpenter_spot(
         if late:
             sigterm = None
     if sigterm is None:
-        steps.append(f"node gone at {notice} s")
-        return PreemptionPath(
-            workload,
-            capacity,
-            names,
-            notice,
-            None,
-            0,
-            declared,
-            tuple(steps),
-            Ending.NODE_GONE,
-            fix,
+        return _node_gone_first(
+            workload, capacity, names, notice=notice, declared=declared, steps=steps, fix=fix
         )
     grace = min(declared, notice - sigterm)
     steps += [
