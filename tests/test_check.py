@@ -155,6 +155,25 @@ def test_each_broken_job_fails_at_the_line_of_its_key(
     assert f"{path}:{line}: {finding}" in out, out
 
 
+def test_a_gang_meeting_at_c10d_on_a_name_only_dns_settles_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, line = _broken(
+        tmp_path,
+        GANG,
+        "                    - --master-port=29500\n",
+        "                    - --rdzv-backend=c10d\n"
+        "                    - --rdzv-endpoint=llm-pretrain-workers-0-0.llm-pretrain:29400\n",
+        at="                  command:",
+    )
+    code, out, _ = _check(capsys, str(path), "--stack", "gke-dev")
+    assert code == 1
+    assert (
+        f"{path}:{line}: [rendezvous-host] JobSet spotproof/llm-pretrain/workers: container "
+        "trainer meets at torchrun's c10d rendezvous on llm-pretrain-workers-0-0.llm-pretrain"
+    ) in out
+
+
 def test_a_gang_larger_than_its_pools_can_hold_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

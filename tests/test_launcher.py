@@ -14,7 +14,12 @@ from pathlib import Path
 import pytest
 
 from spotproof.runtime import exit_codes
-from spotproof.runtime.launcher import exit_after_sigterm, torchrun, wrapped
+from spotproof.runtime.launcher import (
+    exit_after_sigterm,
+    racing_rendezvous_host,
+    torchrun,
+    wrapped,
+)
 
 WORKER = textwrap.dedent(
     """
@@ -65,6 +70,10 @@ def _stop_when_started(process: subprocess.Popen[str]) -> str:
     for line in process.stdout:
         seen.append(line)
         if "worker started" in line:
+            # torchrun keeps its workers only once start_processes has returned
+            # (local_elastic_agent.py: self._pcontext = start_processes(...)); a SIGTERM in
+            # between leaves the worker running on its own. Give it that moment.
+            time.sleep(2)
             process.send_signal(signal.SIGTERM)  # the kubelet signals PID 1 only
             break
         assert time.monotonic() < deadline, "".join(seen)
@@ -78,7 +87,7 @@ def test_a_sigterm_reaches_the_worker_and_leaves_1_from_torchrun_143_through_the
 ) -> None:
     process = _launch(tmp_path, "wait", through_script=through_script)
     output = _stop_when_started(process)
-    assert "worker got SIGTERM" in output
+    assert "worker got SIGTERM" in output, output
     expected = exit_codes.PREEMPTED if through_script else 1
     assert process.returncode == expected, output
 
@@ -98,3 +107,38 @@ def test_the_plan_reads_each_launchers_exit_after_sigterm() -> None:
     assert exit_after_sigterm(["python3", "-m", "torch.distributed.run", "x.py"]) == 1
     assert exit_after_sigterm(wrapped(command)) == exit_codes.PREEMPTED
     assert exit_after_sigterm(["python", "-m", "spotproof.smoke.train"]) == exit_codes.PREEMPTED
+
+
+@pytest.mark.parametrize(
+    ("command", "host"),
+    [
+        (
+            ["torchrun", "--rdzv-backend=c10d", "--rdzv-endpoint=job-w-0-0.job:29400", "t.py"],
+            "job-w-0-0.job",
+        ),
+        (
+            ["torchrun", "--rdzv_backend", "c10d", "--rdzv_endpoint", "job-w-0-0.job", "t.py"],
+            "job-w-0-0.job",
+        ),
+        # What the pod's /etc/hosts or an address settles without DNS, or is_host given:
+        (
+            ["torchrun", "--rdzv-backend=c10d", "--rdzv-endpoint=j-0.j.ml.svc.cluster.local:29400"],
+            None,
+        ),
+        (["torchrun", "--rdzv-backend=c10d", "--rdzv-endpoint=10.0.0.5:29400"], None),
+        (
+            ["torchrun", "--rdzv-backend=c10d", "--rdzv-endpoint=j-0.j:1", "--rdzv-conf=is_host=1"],
+            None,
+        ),
+        # The static rendezvous, as TrainingJob renders it, even through the script:
+        (
+            wrapped(torchrun(nodes=2, processes_per_node=1, node_rank="0", master_addr="j-0.j")),
+            None,
+        ),
+        (wrapped(["torchrun", "--rdzv-backend=c10d", "--rdzv-endpoint=j-0.j:1"]), "j-0.j"),
+    ],
+)
+def test_a_c10d_rendezvous_only_dns_can_settle_is_found(
+    command: list[str], host: str | None
+) -> None:
+    assert racing_rendezvous_host(command) == host

@@ -95,6 +95,8 @@ def line_of(document: Document, policy: str, message: str) -> int:
                 return document.line_of(f"{where}.volumeMounts")
             if policy == "pod-security":
                 return _first(document, (f"{where}.securityContext", where))
+            if policy == "rendezvous-host":
+                return _first(document, (f"{where}.command", f"{where}.args", where))
             return _first(document, (f"{where}.resources.limits", f"{where}.resources"))
     if policy == "scheduling-fit":
         ranked = sorted(FIT_WORDS, key=lambda pair: -message.count(pair[0]))

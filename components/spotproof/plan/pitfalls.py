@@ -25,7 +25,10 @@ Checked for every workload of a plan, and so for every manifest ``spotproof chec
   evicts one pod of a gang restarts all of it, so a budget must allow no eviction of any
   of its pods (``minAvailable`` equal to its pods), as the field guide's pitfall 7 asks.
   Not on AKS, where a spot agent pool's reclaim drain would wait on that budget until the
-  VM is gone (``plan.preemption`` reports a budget there instead).
+  VM is gone (``plan.preemption`` reports a budget there instead);
+- ``rendezvous-host``: torchrun's ``c10d`` rendezvous on a name only cluster DNS resolves
+  leaves every rank waiting for a store nobody hosts while the record is late, and the
+  gang exits 1 (``runtime.launcher``, "The rendezvous").
 """
 
 from __future__ import annotations
@@ -40,12 +43,14 @@ from spotproof.plan.recorder import Recording
 from spotproof.plan.scaleup import BUILTIN_PRIORITIES, PRIORITY_CLASS
 from spotproof.policy import Violation
 from spotproof.policy.kubernetes import cloud_of
+from spotproof.runtime import launcher
 
 PRIORITY_CLASS_POLICY = "priority-class-exists"
 GPU_LIMIT_POLICY = "gpu-limit"
 EPHEMERAL_CHECKPOINT_POLICY = "checkpoint-on-ephemeral-storage"
 GANG_RESTART_POLICY = "gang-restart"
 GANG_BUDGET_POLICY = "gang-budget"
+RENDEZVOUS_POLICY = "rendezvous-host"
 GANG_KINDS = frozenset({"Job", jobset.KIND})
 _CHECKPOINT_WORDS = ("CHECKPOINT", "CKPT")
 _EPHEMERAL_SOURCES = ("emptyDir", "hostPath")
@@ -75,6 +80,10 @@ def check(recording: Recording, found: list[Outcome]) -> list[Violation]:
         violations += [
             Violation(GPU_LIMIT_POLICY, workload.resource, f"{workload.label}: {problem}")
             for problem in _gpu_limits(workload.pod_spec)
+        ]
+        violations += [
+            Violation(RENDEZVOUS_POLICY, workload.resource, f"{workload.label}: {problem}")
+            for problem in _rendezvous(workload.pod_spec)
         ]
         if outcome.system:
             continue
@@ -125,6 +134,21 @@ def _gpu_limits(pod_spec: Mapping[str, Any]) -> Iterator[str]:
                 f"container {container.get('name')} requests {requested} "
                 f"{scheduling.GPU_RESOURCE} but limits {limited or 'none'}; the API server "
                 "refuses the pod (extended resources need limits equal to requests)"
+            )
+
+
+def _rendezvous(pod_spec: Mapping[str, Any]) -> Iterator[str]:
+    for container in podtemplates.containers(pod_spec):
+        command = [*(container.get("command") or []), *(container.get("args") or [])]
+        host = launcher.racing_rendezvous_host(command)
+        if host:
+            yield (
+                f"container {container.get('name')} meets at torchrun's c10d rendezvous on "
+                f"{host}, which rank 0 takes for itself only once cluster DNS resolves it "
+                "(torch _matches_machine_hostname; pytorch/elastic#165): while the record is "
+                "late no rank hosts the store and every rank exits 1; fix: the static "
+                "rendezvous (--node-rank from the completion index and --master-addr, as "
+                "TrainingJob renders it), the service's full name, or --rdzv-conf is_host=..."
             )
 
 

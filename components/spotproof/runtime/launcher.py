@@ -31,6 +31,7 @@ starts a gang (kubernetes-sigs/jobset ``site/static/examples/pytorch/cnn-mnist``
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Sequence
 from enum import StrEnum
@@ -123,6 +124,40 @@ def is_torchrun(command: Sequence[str]) -> bool:
     return any(
         command[i] == "-m" and command[i + 1] in TORCHRUN_MODULES for i in range(len(command) - 1)
     ) and os.path.basename(command[0]).startswith("python")
+
+
+def _flag(command: Sequence[str], *names: str) -> str | None:
+    """The value of a flag given as ``--name=value`` or ``--name value``."""
+    for index, word in enumerate(command):
+        for name in names:
+            if word.startswith(f"{name}="):
+                return word.split("=", 1)[1]
+            if word == name and index + 1 < len(command):
+                return command[index + 1]
+    return None
+
+
+def racing_rendezvous_host(command: Sequence[str]) -> str | None:
+    """The endpoint host of torchrun's ``c10d`` rendezvous when only cluster DNS can tell
+    rank 0 it is that host (module docstring): a name, neither an address nor a service's
+    full name (``....svc....``, which the kubelet writes into the pod's ``/etc/hosts``), and
+    no ``is_host`` given; None otherwise."""
+    inner = list(command[4:]) if is_wrapped(command) else list(command)
+    if not is_torchrun(inner):
+        return None
+    if _flag(inner, "--rdzv-backend", "--rdzv_backend") != "c10d":
+        return None
+    if "is_host=" in (_flag(inner, "--rdzv-conf", "--rdzv_conf") or ""):
+        return None
+    endpoint = _flag(inner, "--rdzv-endpoint", "--rdzv_endpoint") or ""
+    host = endpoint.rsplit(":", 1)[0] if endpoint.count(":") == 1 else endpoint
+    if not host or host == "localhost" or ".svc." in f"{host}.":
+        return None
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    return None
 
 
 def exit_after_sigterm(command: Sequence[str]) -> int:
