@@ -9,7 +9,9 @@ labels the platform gives them, whoever created the node: an agent pool's
 ``kubernetes.azure.com/accelerator`` or node auto-provisioning's
 ``karpenter.azure.com/sku-gpu-manufacturer``. Its namespace enforces the Pod Security
 level ``privileged``, the only one that admits the kubelet's socket directory as a
-``hostPath``; the container itself escalates nothing and drops every capability.
+``hostPath``; the container itself escalates nothing and drops every capability. It runs
+as root, as NVIDIA's manifests do: the socket it creates goes into the kubelet's root-owned
+directory.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ def pod_spec(args: NvidiaDevicePluginArgs) -> dict[str, Any]:
             }
         },
         "automountServiceAccountToken": False,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [
             {
                 "name": NAME,
@@ -71,7 +74,10 @@ def pod_spec(args: NvidiaDevicePluginArgs) -> dict[str, Any]:
                     "allowPrivilegeEscalation": False,
                     "capabilities": {"drop": ["ALL"]},
                 },
-                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
+                "resources": {
+                    "requests": {"cpu": "10m", "memory": "64Mi"},
+                    "limits": {"memory": "256Mi"},
+                },
                 "volumeMounts": [{"name": "device-plugins", "mountPath": nvidia.SOCKET_DIRECTORY}],
             }
         ],
