@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from spotproof.runtime.batch.queues import Lease, WorkItem, decode, encode
+from spotproof.runtime.batch.queues import Lease, WorkItem, encode, lease_of
 
 MAX_PER_CALL = 32
 POISON_SUFFIX = "-poison"
@@ -63,7 +63,7 @@ class AzureQueue:
                 self.client.delete_message(message.id, message.pop_receipt)
                 continue
             handle = {"id": message.id, "pop_receipt": message.pop_receipt}
-            leases.append(Lease(decode(message.content), message.dequeue_count, handle))
+            leases.append(lease_of(message.content, message.dequeue_count, handle, message.id))
         return leases
 
     def _visibility(self, leases: Sequence[Lease], seconds: int) -> None:

@@ -19,7 +19,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from spotproof.runtime.batch.queues import Lease, WorkItem, decode, encode
+from spotproof.runtime.batch.queues import Lease, WorkItem, encode, lease_of
 
 MAX_ACK_DEADLINE = 600
 MIN_ACK_DEADLINE = 10
@@ -65,7 +65,7 @@ class PubSubQueue:
         except exceptions.DeadlineExceeded:
             return []
         leases = [
-            Lease(decode(r.message.data), max(r.delivery_attempt, 1), r.ack_id)
+            lease_of(r.message.data, max(r.delivery_attempt, 1), r.ack_id, r.message.message_id)
             for r in answer.received_messages
         ]
         if leases and _deadline(lease_seconds) != MIN_ACK_DEADLINE:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from spotproof.runtime.batch.queues import Lease, WorkItem, decode, encode
+from spotproof.runtime.batch.queues import Lease, WorkItem, encode, lease_of
 
 MAX_PER_CALL = 10
 WAIT_SECONDS = 1
@@ -48,10 +48,11 @@ class SqsQueue:
             MessageSystemAttributeNames=["ApproximateReceiveCount"],
         )
         return [
-            Lease(
-                decode(message["Body"]),
+            lease_of(
+                message["Body"],
                 int(message.get("Attributes", {}).get("ApproximateReceiveCount", 1)),
                 message["ReceiptHandle"],
+                message.get("MessageId", "?"),
             )
             for message in answer.get("Messages", [])
         ]

@@ -47,6 +47,9 @@ class WorkerReport:
     """Acknowledgements refused (the item comes back, its result already stored)."""
     dead_lettered: int = 0
     """Failures on an item's last allowed delivery: the queue dead-letters it."""
+    rejected: int = 0
+    """Deliveries of messages that are no work item: handed back untouched, so that the
+    queue dead-letters them alone (``queues.Lease.rejected``)."""
     exit_code: int = exit_codes.COMPLETED
     durations: list[float] = field(default_factory=list)
 
@@ -60,6 +63,7 @@ class WorkerReport:
             "failed": self.failed,
             "ack_failed": self.ack_failed,
             "dead_lettered": self.dead_lettered,
+            "rejected": self.rejected,
         }
 
     def summary(self) -> dict[str, Any]:
@@ -149,6 +153,10 @@ class _Worker:
                     break
                 continue
             idle_since = None
+            self.reject([lease for lease in leases if lease.rejected])
+            leases = [lease for lease in leases if not lease.rejected]
+            if not leases:
+                continue
             with held.lock:
                 if held.stopping:  # SIGTERM came during the pull: these were never started
                     self.queue.release(leases)
@@ -165,6 +173,27 @@ class _Worker:
         report.exit_code = exit_codes.PREEMPTED if self.guard.preempted else exit_codes.COMPLETED
         self.events(report.summary())
         return report
+
+    def reject(self, leases: list[Lease]) -> None:
+        """Hand messages that are no work item back untouched: each goes to the queue's
+        dead-letter path on its own deliveries, taking no good item with it."""
+        if not leases:
+            return
+        with self.held.lock:
+            self.queue.release(leases)
+        for lease in leases:
+            last = self.max_deliveries is not None and lease.attempt >= self.max_deliveries
+            self.report.rejected += 1
+            self.report.dead_lettered += last
+            self.events(
+                {
+                    "event": "rejected",
+                    "message": lease.item.id,
+                    "attempt": lease.attempt,
+                    "dead_lettered": last,
+                    "reason": lease.rejected,
+                }
+            )
 
     def work(self, lease: Lease) -> None:
         item, report = lease.item, self.report
