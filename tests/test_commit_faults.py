@@ -154,10 +154,10 @@ class _Scripted:
             raise outcome
         self._store.put_if_absent(key, data)  # type: ignore[attr-defined]
 
-    def get(self, key: str) -> bytes:
+    def get(self, key: str, *, limit: int | None = None) -> bytes:
         if key.startswith("manifests/") and isinstance(self.get_result, BaseException):
             raise self.get_result
-        return self._store.get(key)  # type: ignore[attr-defined]
+        return self._store.get(key, limit=limit)  # type: ignore[attr-defined]
 
 
 def _scripted(tmp_path: Path, puts: list[BaseException | None], get: object = None) -> tuple:

@@ -192,6 +192,9 @@ class CountingReads:
         self.reads.append((key, offset, len(buffer)))
         return self.store.read_into(key, buffer, offset)
 
+    def sizes_under(self, prefix: str) -> dict[str, int]:
+        return self.store.sizes_under(prefix)
+
 
 def _load(bucket: Bucket, blobs: dict[str, bytes], threads: int) -> tuple[Any, CountingReads]:
     store = CheckpointStore(bucket.url, part_bytes=3 * MiB, parallelism=threads)

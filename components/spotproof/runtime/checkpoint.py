@@ -35,6 +35,7 @@ nothing across objects is. The protocol relies on exactly that and nothing more.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 import threading
@@ -47,9 +48,12 @@ from spotproof.runtime import transfer
 from spotproof.runtime.failures import Failure
 from spotproof.runtime.manifest import (
     DEFAULT_KEEP,
+    MAX_MANIFEST_BYTES,
     Manifest,
     ManifestError,
     Part,
+    check_metadata,
+    check_name,
     manifest_key,
     read_commit,
     step_prefix,
@@ -107,8 +111,8 @@ class Checkpoint:
 
 
 def new_writer_id() -> str:
-    host = socket.gethostname().split(".")[0][:24] or "host"
-    return f"{host}-{os.getpid()}-{secrets.token_hex(4)}"
+    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname().split(".")[0])[:24].strip("-")
+    return f"{host or 'host'}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
 class CheckpointStore:
@@ -138,7 +142,7 @@ class CheckpointStore:
         self.keep = keep
         self.part_bytes = part_bytes
         self.parallelism = parallelism
-        self.writer_id = writer_id or new_writer_id()
+        self.writer_id = check_name("writer_id", writer_id or new_writer_id())
         self.commit_attempts = commit_attempts
         self.commit_backoff = commit_backoff
 
@@ -159,6 +163,9 @@ class CheckpointStore:
         With ``prune``, retention runs after the commit (see :meth:`prune`); the result's
         ``seconds`` end at the commit either way."""
         started = time.monotonic()
+        for name in blobs:
+            check_name("blob", name)
+        metadata = check_metadata(metadata or {})
         total = sum(len(b) for b in blobs.values())
         if self.store.exists(manifest_key(step)):
             return SaveResult(step, False, 0.0, 0, "step already committed")
@@ -166,7 +173,7 @@ class CheckpointStore:
         prefix = f"{step_prefix(step)}/{self.writer_id}"
         try:
             parts = self._upload(step, blobs, cancel)
-            outcome = self._finish(step, parts, dict(metadata or {}), cancel)
+            outcome = self._finish(step, parts, metadata, cancel)
         except SaveCancelled:
             self.store.delete_prefix(prefix)
             raise
@@ -230,8 +237,8 @@ class CheckpointStore:
                 return True
             except AlreadyExists:
                 try:
-                    return self.store.get(key) == manifest
-                except (StorageError, FileNotFoundError) as error:
+                    return self.store.get(key, limit=MAX_MANIFEST_BYTES) == manifest
+                except (StorageError, FileNotFoundError, ValueError) as error:
                     failure = StorageError(f"reading back {key} failed: {error}")
             except StorageError as error:
                 failure = error
@@ -267,7 +274,7 @@ class CheckpointStore:
     def _load(self, step: int, skipped: tuple[str, ...]) -> Checkpoint:
         """This process's part of ``step``: the whole checkpoint, or its rank's shard of a
         gang's (``spotproof.runtime.gang``); :class:`GangMismatch` when neither fits."""
-        commit = read_commit(self.store.get(manifest_key(step)))
+        commit = read_commit(self.store.get(manifest_key(step), limit=MAX_MANIFEST_BYTES))
         if commit.step != step:
             raise ValueError(f"manifest names step {commit.step}")
         manifest = commit.shard_for(self.rank, self.world_size)

@@ -66,6 +66,7 @@ from typing import Any
 from spotproof.runtime.checkpoint import SUPERSEDED, Checkpoint, CheckpointStore
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.manifest import (
+    MAX_MANIFEST_BYTES,
     GangManifest,
     GangMismatch,
     Manifest,
@@ -76,7 +77,7 @@ from spotproof.runtime.manifest import (
     shard_key,
     step_prefix,
 )
-from spotproof.runtime.storage import StorageError
+from spotproof.runtime.storage import StorageError, Unreadable
 from spotproof.runtime.transfer import SaveCancelled
 
 __all__ = [
@@ -209,8 +210,9 @@ class GangCheckpointStore(CheckpointStore):
     def _recorded_shard(self, step: int, rank: int) -> Manifest | None:
         writer = _writer(self.gang, rank)
         try:
-            shard = Manifest.decode(self.store.get(shard_key(step, writer)))
-        except (FileNotFoundError, ManifestError):
+            recorded = self.store.get(shard_key(step, writer), limit=MAX_MANIFEST_BYTES)
+            shard = Manifest.decode(recorded)
+        except (FileNotFoundError, ManifestError, Unreadable):
             return None  # not written yet, or caught mid-write on a store without atomic PUT
         if shard.step != step or shard.writer != writer:
             return None
@@ -222,7 +224,7 @@ class GangCheckpointStore(CheckpointStore):
         for delay in _polls(deadline):
             try:
                 commit = self._committed(step)
-            except (ManifestError, StorageError) as error:
+            except (ManifestError, StorageError, Unreadable) as error:
                 return f"the manifest of step {step} cannot be read: {error}"
             if commit is not None:
                 return "" if self._lists_us(commit) else SUPERSEDED
@@ -234,7 +236,7 @@ class GangCheckpointStore(CheckpointStore):
 
     def _committed(self, step: int) -> GangManifest | None:
         try:
-            return read_commit(self.store.get(manifest_key(step)))
+            return read_commit(self.store.get(manifest_key(step), limit=MAX_MANIFEST_BYTES))
         except FileNotFoundError:
             return None
 

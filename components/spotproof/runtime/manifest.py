@@ -24,8 +24,9 @@ that rank's writer, plus the world size::
 
 A manifest is trusted only after :func:`Manifest.decode` has checked its structure: an
 object of the known format, whole numbers where numbers belong (a float size is refused),
-every part at the key :func:`part_key` gives its step, writer, blob and index (so two
-parts cannot swap places), part indexes of each blob contiguous from 0 with
+writer ids and blob names that match :data:`NAME`, every part at the key :func:`part_key`
+gives its step, writer, blob and index (so two parts cannot swap places and none can point
+outside its writer's prefix), part indexes of each blob contiguous from 0 with
 no repeats, and part sizes adding up to the blob's size. Anything else raises
 :class:`ManifestError` and the loader skips that step, so a reordered, truncated or
 zero-filled blob can never be assembled from it. Format 1 manifests (no blob sizes) still
@@ -50,6 +51,13 @@ FORMAT_VERSION = 3
 GANG_FORMAT = 4
 READABLE_FORMATS = (1, 2, 3)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+"""What a writer id or a blob name may be: one path segment that stays where it is put
+(no ``/``, no ``..``, nothing hidden), short enough for every store's key limit."""
+MAX_MANIFEST_BYTES = 64 * 2**20
+"""The most a manifest may hold. A part's entry takes about 150 bytes, so this names some
+400,000 parts (25 TiB of state in 64 MiB parts); a loader reads no more than this of an
+object in a manifest's place (a ``/dev/zero`` there would otherwise fill memory)."""
 _CHECKSUM = {1: "sha256", 2: "sha256", 3: "crc32c"}
 """The checksum field of a part, per manifest format."""
 
@@ -131,7 +139,7 @@ class Manifest:
             "parts": [part.encode() for part in self.parts],
             "metadata": dict(self.metadata),
         }
-        return json.dumps(body, sort_keys=True).encode()
+        return _bounded(json.dumps(body, sort_keys=True).encode())
 
     @classmethod
     def decode(cls, data: bytes) -> Manifest:
@@ -180,7 +188,7 @@ class GangManifest:
                 for shard in self.shards
             ],
         }
-        return json.dumps(body, sort_keys=True).encode()
+        return _bounded(json.dumps(body, sort_keys=True).encode())
 
     def shard_for(self, rank: int, world_size: int) -> Manifest:
         """What ``rank`` of a gang of ``world_size`` loads; raises :class:`GangMismatch`
@@ -228,11 +236,47 @@ def read_commit(data: bytes) -> GangManifest:
     return GangManifest(step, created, tuple(decoded), replicated, metadata)
 
 
+def check_name(what: str, name: object) -> str:
+    """``name`` when it is a valid writer id or blob name; :class:`ManifestError` if not."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise ManifestError(
+            f"{what} {name!r:.80} is not a name: 1-128 letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def check_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` as a manifest carries it; :class:`ManifestError` before any upload when
+    it is not JSON or would take more than half of what a manifest may hold."""
+    try:
+        encoded = json.dumps(dict(metadata), sort_keys=True)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise ManifestError(f"metadata is not JSON: {error}") from None
+    if len(encoded) > MAX_MANIFEST_BYTES // 2:
+        raise ManifestError(
+            f"metadata takes {len(encoded)} bytes as JSON; at most "
+            f"{MAX_MANIFEST_BYTES // 2} fit in a manifest"
+        )
+    return dict(metadata)
+
+
+def _bounded(encoded: bytes) -> bytes:
+    if len(encoded) > MAX_MANIFEST_BYTES:
+        raise ManifestError(
+            f"the manifest would take {len(encoded)} bytes, more than the "
+            f"{MAX_MANIFEST_BYTES} a loader reads: save less metadata or larger parts"
+        )
+    return encoded
+
+
 def _object(data: bytes) -> dict[str, Any]:
     try:
         body = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ManifestError(f"not JSON ({error})") from None
+    except RecursionError:
+        raise ManifestError("not a manifest: JSON nested too deeply to read") from None
     if not isinstance(body, dict):
         raise ManifestError(f"not a JSON object but {type(body).__name__}")
     return body
@@ -256,9 +300,7 @@ def _metadata(body: Mapping[str, Any]) -> dict[str, Any]:
 
 def _manifest(body: Mapping[str, Any], step: int, format_version: int) -> Manifest:
     """One writer's parts (a whole manifest, or a rank's shard of a gang's), checked."""
-    writer = body.get("writer")
-    if not isinstance(writer, str) or not writer or "/" in writer:
-        raise ManifestError(f"writer {writer!r} is not a writer id")
+    writer = check_name("writer", body.get("writer"))
     raw_parts = body.get("parts")
     if not isinstance(raw_parts, list):
         raise ManifestError("parts is not a list")
@@ -283,8 +325,7 @@ def _part(raw: Any, step: int, writer: str, checksum: str) -> Part:
     where = f"part {raw.get('key')!r}: "
     index, size = _whole(raw, "index", where), _whole(raw, "size", where)
     key, blob, digest = raw["key"], raw["blob"], raw[checksum]
-    if not isinstance(blob, str) or not blob:
-        raise ManifestError(f"{where}blob {blob!r} is not a name")
+    check_name(f"{where}blob", blob)
     if key != part_key(step, writer, blob, index):
         raise ManifestError(f"{where}is not where part {index} of {blob!r} belongs")
     pattern = CRC32C_HEX if checksum == "crc32c" else _SHA256

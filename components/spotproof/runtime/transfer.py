@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from spotproof.runtime.failures import Failure
 from spotproof.runtime.integrity import crc32c_hex
-from spotproof.runtime.manifest import Manifest, Part, part_key
+from spotproof.runtime.manifest import Manifest, Part, part_key, step_prefix
 from spotproof.runtime.storage import ObjectStore, StorageError
 
 MiB = 1 << 20
@@ -142,8 +142,11 @@ def download(
     """Every blob of ``manifest``, read into one buffer each and verified part by part.
 
     Raises ``ValueError`` naming the part when one is short or fails its checksum, and
-    ``FileNotFoundError`` when one is missing: the caller then skips the checkpoint.
+    ``FileNotFoundError`` when one is missing: the caller then skips the checkpoint. The
+    sizes the manifest claims are checked against a listing of the writer's prefix before
+    any buffer is allocated, so memory follows the bytes really stored, not the claims.
     """
+    _check_stored(store, manifest)
     ordered = sorted(manifest.parts, key=lambda p: (p.blob, p.index))
     offsets: dict[Part, int] = {}
     sizes: dict[str, int] = {}
@@ -181,3 +184,14 @@ def download(
         for _ in pool.map(read, ranges):
             pass
     return blobs
+
+
+def _check_stored(store: ObjectStore, manifest: Manifest) -> None:
+    """Every part of ``manifest`` is listed under its writer's prefix, at least as large
+    as the manifest says."""
+    stored = store.sizes_under(f"{step_prefix(manifest.step)}/{manifest.writer}")
+    for part in manifest.parts:
+        if part.key not in stored:
+            raise FileNotFoundError(part.key)
+        if stored[part.key] < part.size:
+            raise ValueError(f"{part.key}: {stored[part.key]} bytes, manifest says {part.size}")

@@ -37,6 +37,7 @@ from spotproof.runtime.storage.errors import (
     AlreadyExists,
     StorageError,
     StorageURLError,
+    Unreadable,
     failed,
 )
 from spotproof.runtime.storage.gcs import GcsStore
@@ -49,6 +50,7 @@ __all__ = [
     "ObjectStore",
     "StorageError",
     "StorageURLError",
+    "Unreadable",
     "open_store",
 ]
 

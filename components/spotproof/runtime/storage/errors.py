@@ -21,6 +21,12 @@ class AlreadyExists(Exception):
     """A create-only write found the object already there."""
 
 
+class Unreadable(ValueError):
+    """An object a checkpoint must not be read from: a key outside the store, a link or a
+    special file where an object belongs, or more bytes than its format allows. A loader
+    skips the checkpoint that names it, as it skips a corrupt one."""
+
+
 def failed(url: str, what: str, error: BaseException) -> StorageError:
     """``error`` from an SDK as one line: the kind of failure, then the SDK's own words."""
     failure = classify(error)

@@ -19,7 +19,7 @@ import threading
 from typing import Any
 
 from spotproof.runtime.integrity import header_value
-from spotproof.runtime.storage.objects import ObjectStore
+from spotproof.runtime.storage.objects import ObjectStore, confined
 
 
 class GcsStore(ObjectStore):
@@ -57,7 +57,8 @@ class GcsStore(ObjectStore):
 
     def put(self, key: str, data: bytes | memoryview, *, crc32c: str | None = None) -> None:
         with self.calling(f"writing {key}"):
-            blob = self.bucket().blob(f"{self.prefix}/{key}" if self.prefix else key)
+            name = confined(key)
+            blob = self.bucket().blob(f"{self.prefix}/{name}" if self.prefix else name)
             if crc32c:
                 blob.crc32c = header_value(crc32c)
             # checksum=None: the library would compute its own CRC32C over a copy; ours is

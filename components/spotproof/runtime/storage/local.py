@@ -12,25 +12,63 @@ fsync() on a file descriptor for the directory is also needed."). So:
   and refused when the name exists) and its directory fsynced.
 
 Reads go straight into the caller's buffer with ``preadv``.
+
+Every key stays under the root (``objects.confined``), and every file is opened through
+:meth:`LocalStore._open`: the directory it is in must resolve to the root or below it, the
+file itself must not be a symbolic link (``O_NOFOLLOW``), and what is opened must be a
+regular file, checked on the open descriptor (``fstat``) so it cannot be swapped after the
+check. ``O_NONBLOCK`` makes a FIFO fail that check instead of blocking the open forever.
+Anything else is :class:`Unreadable`, which a loader skips like a corrupt checkpoint.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
-from spotproof.runtime.storage.errors import AlreadyExists, failed
-from spotproof.runtime.storage.objects import ObjectStore
+from spotproof.runtime.storage.errors import AlreadyExists, Unreadable, failed
+from spotproof.runtime.storage.objects import ObjectStore, within
+
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_REFUSED = {errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.ENOTDIR, errno.ENAMETOOLONG}
+"""What ``open`` answers for a link (ELOOP under O_NOFOLLOW), a FIFO without a reader
+(ENXIO), a directory or a name too long: not a file this store wrote."""
 
 
 class LocalStore(ObjectStore):
+    def _inside(self, directory: Path) -> Path:
+        """``directory``, when it resolves to the root or below it."""
+        root = os.path.realpath(self.root)
+        real = os.path.realpath(directory)
+        if real != root and not real.startswith(root + os.sep):
+            raise Unreadable(f"{directory} resolves to {real}, outside the store's root")
+        return directory
+
+    def _open(self, key: str, flags: int) -> int:
+        """A descriptor of the regular file at ``key``; :class:`Unreadable` for anything
+        else, ``FileNotFoundError`` when nothing is there."""
+        path = Path(self.path(key))
+        self._inside(path.parent)
+        try:
+            descriptor = os.open(path, flags, 0o644)
+        except OSError as error:
+            if error.errno in _REFUSED:
+                raise Unreadable(f"{key}: not a regular file ({error.strerror})") from None
+            raise
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            raise Unreadable(f"{key}: not a regular file")
+        return descriptor
+
     def put(self, key: str, data: bytes | memoryview, *, crc32c: str | None = None) -> None:
         path = Path(self.path(key))
         with self.calling(f"writing {key}"):
             path.parent.mkdir(parents=True, exist_ok=True)
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            descriptor = self._open(key, _WRITE)
             try:
                 _write_all(descriptor, memoryview(data).cast("B"))
                 os.fsync(descriptor)
@@ -39,7 +77,7 @@ class LocalStore(ObjectStore):
 
     def read_into(self, key: str, buffer: memoryview, offset: int = 0) -> int:
         with self.calling(f"reading {key}"):
-            descriptor = os.open(self.path(key), os.O_RDONLY)
+            descriptor = self._open(key, _READ)
             try:
                 filled = 0
                 while filled < len(buffer):  # one call moves at most ~2 GiB on Linux
@@ -50,6 +88,20 @@ class LocalStore(ObjectStore):
                 return filled
             finally:
                 os.close(descriptor)
+
+    def get(self, key: str, *, limit: int | None = None) -> bytes:
+        """In 1 MiB reads, so a ``limit`` costs memory only as far as the file goes."""
+        with self.calling(f"reading {key}"), os.fdopen(self._open(key, _READ), "rb") as file:
+            chunks = []
+            count = 0
+            while limit is None or count <= limit:
+                chunk = file.read(1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                count += len(chunk)
+        data = b"".join(chunks)
+        return data if limit is None else within(key, data, limit)
 
     def make_durable(self, prefix: str) -> None:
         with self.calling(f"syncing {prefix}"):
@@ -65,6 +117,7 @@ class LocalStore(ObjectStore):
         path = Path(self.path(key))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            self._inside(path.parent)
             descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
             try:
                 with os.fdopen(descriptor, "wb") as file:
@@ -77,6 +130,8 @@ class LocalStore(ObjectStore):
             _fsync_directory(path.parent)
         except FileExistsError:
             raise AlreadyExists(key) from None
+        except Unreadable:
+            raise
         except Exception as error:
             raise failed(self.url, f"creating {key}", error) from error
 

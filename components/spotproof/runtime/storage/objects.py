@@ -17,7 +17,29 @@ from typing import Any
 import fsspec
 
 from spotproof.runtime.failures import Failure, classify
-from spotproof.runtime.storage.errors import AlreadyExists, StorageError, failed
+from spotproof.runtime.storage.errors import (
+    AlreadyExists,
+    StorageError,
+    Unreadable,
+    failed,
+)
+
+
+def confined(key: str) -> str:
+    """``key`` when it names something under the store's root: relative, no empty, ``.``
+    or ``..`` segment, no NUL. Object stores take such names literally, but a file system
+    resolves them, and a key that leaves the root there reads or writes outside it."""
+    segments = key.rstrip("/").split("/") if key.rstrip("/") else []
+    if "\0" in key or key.startswith("/") or any(s in ("", ".", "..") for s in segments):
+        raise Unreadable(f"key {key!r:.120} leaves the store's root")
+    return key
+
+
+def within(key: str, data: bytes, limit: int) -> bytes:
+    """``data`` read from ``key``, unless there was more of it than ``limit`` bytes."""
+    if len(data) > limit:
+        raise Unreadable(f"{key}: more than the {limit} bytes it may hold")
+    return data
 
 
 @contextlib.contextmanager
@@ -40,14 +62,14 @@ class ObjectStore:
         self.root = root.rstrip("/")
 
     def path(self, key: str) -> str:
-        return f"{self.root}/{key}"
+        return f"{self.root}/{confined(key)}"
 
     @contextlib.contextmanager
     def calling(self, what: str) -> Iterator[None]:
         """Turns any SDK failure inside the block into one :class:`StorageError` line."""
         try:
             yield
-        except (AlreadyExists, FileNotFoundError):
+        except (AlreadyExists, FileNotFoundError, Unreadable):
             raise
         except Exception as error:
             raise failed(self.url, what, error) from error
@@ -97,9 +119,34 @@ class ObjectStore:
                 raise AlreadyExists(key) from None
             raise failed(self.url, f"creating {key}", error) from error
 
-    def get(self, key: str) -> bytes:
+    def get(self, key: str, *, limit: int | None = None) -> bytes:
+        """The whole of ``key``; with ``limit``, :class:`Unreadable` if it holds more than
+        ``limit`` bytes, and never more than ``limit + 1`` read (one ranged request)."""
         with self.calling(f"reading {key}"):
-            return bytes(self.fs.cat_file(self.path(key)))
+            if limit is None:
+                return bytes(self.fs.cat_file(self.path(key)))
+            data = bytes(self.fs.cat_file(self.path(key), start=0, end=limit + 1))
+        return within(key, data, limit)
+
+    def sizes_under(self, prefix: str) -> dict[str, int]:
+        """Every object under ``prefix`` (keys relative to the root) and its size, from one
+        fresh full listing: what a loader checks a manifest's size claims against before it
+        allocates for them. Not :meth:`list`'s names at one level: moto names a prefix whose
+        objects are all deleted in a versioned bucket (only delete markers left), where S3
+        lists common prefixes of current objects only (seaweedfs#10416 compares AWS and
+        Ceph)."""
+        path = self.path(prefix)
+        with self.calling(f"listing {prefix}"):
+            self.fs.invalidate_cache(path)
+            try:
+                found = self.fs.find(path, detail=True)
+            except FileNotFoundError:
+                return {}
+        return {
+            self._relative(name): int(info.get("size") or 0)
+            for name, info in found.items()
+            if info.get("type") != "directory"
+        }
 
     def exists(self, key: str) -> bool:
         with self.calling(f"checking {key}"):
@@ -125,19 +172,8 @@ class ObjectStore:
 
     def keys_under(self, prefix: str) -> list[str]:
         """Every object under ``prefix`` (keys relative to the root), from a fresh full
-        listing. Not :meth:`list`'s names at one level: moto names a prefix whose objects
-        are all deleted in a versioned bucket (only delete markers left), where S3 lists
-        common prefixes of current objects only (seaweedfs#10416 compares AWS and Ceph)."""
-        path = self.path(prefix)
-        with self.calling(f"listing {prefix}"):
-            self.fs.invalidate_cache(path)
-            try:
-                found = self.fs.find(path, detail=True)
-            except FileNotFoundError:
-                return []
-        return [
-            self._relative(name) for name, info in found.items() if info.get("type") != "directory"
-        ]
+        listing: :meth:`sizes_under`'s keys."""
+        return list(self.sizes_under(prefix))
 
     DELETE_PASSES = 3
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from spotproof.runtime.integrity import header_value
 from spotproof.runtime.storage import deadlines
-from spotproof.runtime.storage.objects import ObjectStore, past_end_reads_nothing
+from spotproof.runtime.storage.objects import ObjectStore, confined, past_end_reads_nothing
 
 _READ_CHUNK = 1 << 20
 
@@ -84,6 +84,7 @@ class S3Store(ObjectStore):
         return settings
 
     def _key(self, key: str) -> str:
+        key = confined(key)
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def exists(self, key: str) -> bool:
