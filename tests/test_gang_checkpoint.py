@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from spotproof.runtime.checkpoint import CheckpointStore
+from spotproof.runtime.checkpoint import Checkpoint, CheckpointStore, RestoreError
 from spotproof.runtime.gang import GangCheckpointStore, GangMismatch
 from spotproof.runtime.manifest import manifest_key, read_commit, shard_key
 from spotproof.smoke.emulators import Bucket, free_port
@@ -61,10 +61,12 @@ def _save_all(stores: list[GangCheckpointStore], step: int) -> list[Any]:
         return [f.result() for f in futures]
 
 
-def _load_all(stores: list[GangCheckpointStore]) -> list[Any]:
+def _load_all(stores: list[GangCheckpointStore], restore: Any = None) -> list[Any]:
     reduction = MinReduction(len(stores))
     with ThreadPoolExecutor(len(stores)) as pool:
-        futures = [pool.submit(s.load_latest, None, reduction.agree(s.rank)) for s in stores]
+        futures = [
+            pool.submit(s.load_latest, None, reduction.agree(s.rank), restore) for s in stores
+        ]
         return [f.result() for f in futures]
 
 
@@ -116,6 +118,26 @@ def test_ranks_fall_back_together_when_one_shard_of_the_newest_step_is_corrupt(
 
     assert [c.step for c in loaded] == [10, 10]  # rank 0's step 20 verified, yet it follows
     assert bytes(loaded[0].blobs["model"]) == _state(0, 10)["model"]
+
+
+def test_ranks_fall_back_together_when_one_rank_cannot_restore_the_newest_step(
+    tmp_path: Any,
+) -> None:
+    gang = _gang(f"file://{tmp_path}", 2)
+    _save_all(gang, 10)
+    _save_all(gang, 20)
+    restored: list[tuple[int, int]] = []
+
+    def restore(checkpoint: Checkpoint) -> None:
+        rank = int(bytes(checkpoint.blobs["model"]).split()[1])
+        if (rank, checkpoint.step) == (1, 20):
+            raise RestoreError("rank 1 cannot take step 20")
+        restored.append((rank, checkpoint.step))
+
+    loaded = _load_all(gang, restore)
+
+    assert [c.step for c in loaded] == [10, 10]
+    assert sorted(restored) == [(0, 10), (0, 20), (1, 10)]  # the last restore is the step
 
 
 def test_a_gang_with_nothing_committed_starts_fresh_together(tmp_path: Any) -> None:

@@ -274,3 +274,13 @@ def test_a_deeply_nested_manifest_is_skipped_not_a_recursion_error(bucket: Bucke
 
     assert loaded is not None and loaded.step == 1
     assert "nested too deeply" in loaded.skipped[0]
+
+
+@pytest.mark.parametrize("name", ["٣٣٣٣٣٣٣٣٣٣٣٣.json", "9" * 200 + ".json", "00000000002.json"])
+def test_a_name_under_manifests_that_no_step_has_is_not_a_commit(tmp_path: Path, name: str) -> None:
+    root = tmp_path / "store"
+    store = _with_good_step(root)
+    (root / "manifests" / name).write_bytes(b"{}")
+
+    assert store.committed_steps() == [1]
+    assert _loads_the_good_step(store) == ()

@@ -10,12 +10,15 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from spotproof.runtime import exit_codes
 from spotproof.runtime.checkpoint import CheckpointStore
-from spotproof.runtime.manifest import Manifest
+from spotproof.runtime.manifest import GangManifest, Manifest, manifest_key
+from spotproof.runtime.torch_state import StateBuffer
+from spotproof.smoke.distributed import Solo
 from spotproof.smoke.process import TrainerProcess
-from spotproof.smoke.train import ConfigError, TrainConfig, usable_cpus
+from spotproof.smoke.train import ConfigError, TrainConfig, build, usable_cpus
 
 
 def _env(url: str, **overrides: object) -> dict[str, str]:
@@ -127,6 +130,61 @@ def test_corrupt_newest_checkpoint_is_skipped_and_the_previous_one_resumed(
     assert second.first("skipped")["step"] == newest  # type: ignore[index]
     assert second.first("resumed")["step"] == newest - 10  # type: ignore[index]
     assert second.first("done")["digest"] == reference_digest  # type: ignore[index]
+
+
+IDENTITY = {"seed": 7, "model_mb": 1.0}
+"""The run identity of ``_env``'s runs, as their checkpoints record it."""
+
+
+def test_a_newest_checkpoint_that_verifies_but_does_not_restore_is_skipped(
+    url: str, reference_digest: str
+) -> None:
+    _run(_env(url, TOTAL_STEPS=30))
+    CheckpointStore(url).save(40, {"skeleton": b"not a skeleton", "tensors": b""}, IDENTITY)
+
+    second = _run(_env(url))
+
+    assert second.first("skipped")["step"] == 40  # type: ignore[index]
+    assert "the skeleton is unreadable" in second.first("skipped")["reason"]  # type: ignore[index]
+    assert second.first("resumed")["step"] == 30  # type: ignore[index]
+    assert second.first("done")["digest"] == reference_digest  # type: ignore[index]
+
+
+def _half_restorable_state() -> dict[str, bytes | memoryview]:
+    """A model of the run's shape with other weights, and an optimizer over only some of
+    its parameters: a restore loads the weights, then fails at the optimizer."""
+    config = TrainConfig(
+        checkpoint_url="file:///unused", interval=10, total_steps=60, seed=99, model_mb=1
+    )
+    model, _, _ = build(config, Solo())
+    optimizer = torch.optim.AdamW(list(model.parameters())[:2], lr=1e-3)
+    model(torch.randn(2, model[0].in_features)).sum().backward()
+    optimizer.step()
+    return StateBuffer().capture(model, optimizer, 10)
+
+
+def test_when_no_checkpoint_restores_training_starts_afresh_from_the_built_model(
+    url: str, reference_digest: str
+) -> None:
+    CheckpointStore(url).save(10, _half_restorable_state())  # no identity: an older release's
+
+    process = _run(_env(url))
+
+    assert "does not fit this model" in process.first("skipped")["reason"]  # type: ignore[index]
+    assert process.first("resumed")["step"] == 0  # type: ignore[index]
+    assert process.first("done")["digest"] == reference_digest  # type: ignore[index]
+
+
+def test_a_gang_checkpoint_this_process_cannot_split_fails_in_one_line(url: str) -> None:
+    shards = tuple(Manifest(20, f"g1-rank{rank:05d}", 1.0, ()) for rank in range(2))
+    store = CheckpointStore(url).store
+    store.put_if_absent(manifest_key(20), GangManifest(20, 1.0, shards).encode())
+
+    done = _trainer_exit(_env(url))
+
+    assert done.returncode == exit_codes.BAD_CONFIG
+    assert done.stderr.count("\n") == 1
+    assert "step 20 was checkpointed by 2 ranks and this gang has 1" in done.stderr
 
 
 def test_rerun_of_a_finished_job_completes_at_once_with_the_same_digest(

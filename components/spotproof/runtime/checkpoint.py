@@ -22,7 +22,10 @@ A checkpoint of step ``S`` written by writer ``W`` (one process: host, pid, rand
    the manifest may have landed after all, and retention collects it if not.
 3. **Load.** Manifests are read newest first; the first one that passes the structural
    checks of :meth:`Manifest.decode` and whose parts all exist with the listed size and
-   CRC32C is loaded. Anything else is skipped (and reported), never loaded.
+   CRC32C is loaded. Anything else is skipped (and reported), never loaded. A caller that
+   passes ``restore`` has the last word: a checkpoint that verifies but that it cannot
+   take (:class:`RestoreError`: a blob missing from it, state of another model shape) is
+   skipped as well, so one bad save costs the steps since the one before, not the run.
 4. **Retention.** After a commit, committed steps beyond the newest ``keep`` are deleted
    manifest first, then payload, so a reader never finds a manifest without its parts
    because of us. Uncommitted payload of steps older than the oldest kept step is deleted
@@ -65,6 +68,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointStore",
     "CommitFailed",
+    "RestoreError",
     "SaveCancelled",
     "SaveResult",
     "manifest_key",
@@ -78,8 +82,22 @@ DEFAULT_COMMIT_BACKOFF = 0.2
 """Seconds before the second commit attempt; doubled for each one after."""
 
 
+_STEP = re.compile(r"[0-9]{12,18}")
+"""A step as :func:`manifest_key` and :func:`step_prefix` spell it (ASCII digits, zero
+padded); any other name under ``manifests/`` or ``steps/`` is none of ours."""
+
+
 class CommitFailed(StorageError):
     """The manifest could not be written, and the store did not say it already exists."""
+
+
+class RestoreError(ValueError):
+    """A checkpoint that verifies, which the training state cannot take; raised by a
+    ``restore`` callback of :meth:`CheckpointStore.load_latest` to have it skipped."""
+
+
+Restore = Callable[["Checkpoint"], None]
+"""Applies a verified checkpoint to the training state, or raises :class:`RestoreError`."""
 
 
 @dataclass(frozen=True)
@@ -251,25 +269,38 @@ class CheckpointStore:
 
     def committed_steps(self) -> list[int]:
         """Steps that have a manifest, oldest first (not yet verified)."""
-        steps = []
-        for key in self.store.list("manifests"):
-            name = key.rsplit("/", 1)[-1]
-            if name.endswith(".json") and name[:-5].isdigit():
-                steps.append(int(name[:-5]))
-        return sorted(steps)
+        names = (key.rsplit("/", 1)[-1] for key in self.store.list("manifests"))
+        return sorted(
+            int(name[:-5])
+            for name in names
+            if name.endswith(".json") and _STEP.fullmatch(name[:-5])
+        )
 
-    def load_latest(self, on_skip: Callable[[int, str], None] | None = None) -> Checkpoint | None:
-        """The newest checkpoint whose every part verifies; None when there is none."""
+    def load_latest(
+        self,
+        on_skip: Callable[[int, str], None] | None = None,
+        restore: Restore | None = None,
+    ) -> Checkpoint | None:
+        """The newest checkpoint whose every part verifies, and that ``restore`` (when
+        given) took without :class:`RestoreError`; None when there is none."""
         skipped: list[str] = []
         for step in reversed(self.committed_steps()):
             try:
-                return self._load(step, tuple(skipped))
+                return self._load_and_restore(step, tuple(skipped), restore)
             except (ManifestError, ValueError, MemoryError, FileNotFoundError) as error:
                 reason = f"step {step}: {error}"
                 skipped.append(reason)
                 if on_skip:
                     on_skip(step, str(error))
         return None
+
+    def _load_and_restore(
+        self, step: int, skipped: tuple[str, ...], restore: Restore | None
+    ) -> Checkpoint:
+        checkpoint = self._load(step, skipped)
+        if restore is not None:
+            restore(checkpoint)
+        return checkpoint
 
     def _load(self, step: int, skipped: tuple[str, ...]) -> Checkpoint:
         """This process's part of ``step``: the whole checkpoint, or its rank's shard of a
@@ -297,6 +328,6 @@ class CheckpointStore:
             oldest_kept = kept[0]
             for name in self.store.list("steps"):
                 leaf = name.rstrip("/").rsplit("/", 1)[-1]
-                if leaf.isdigit() and int(leaf) < oldest_kept and int(leaf) not in committed:
+                if _STEP.fullmatch(leaf) and int(leaf) < oldest_kept and int(leaf) not in committed:
                     self.store.delete_prefix(step_prefix(int(leaf)))
         return doomed

@@ -63,7 +63,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from spotproof.runtime.checkpoint import SUPERSEDED, Checkpoint, CheckpointStore
+from spotproof.runtime.checkpoint import SUPERSEDED, Checkpoint, CheckpointStore, Restore
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.manifest import (
     MAX_MANIFEST_BYTES,
@@ -253,10 +253,12 @@ class GangCheckpointStore(CheckpointStore):
         self,
         on_skip: Callable[[int, str], None] | None = None,
         agree: Agree | None = None,
+        restore: Restore | None = None,
     ) -> Checkpoint | None:
-        """The newest step every rank's shard verifies for, as this rank's shard; None when
-        there is none. ``agree`` is the gang's min-reduction; every rank must call this.
-        A gang of one needs none."""
+        """The newest step every rank's shard verifies for (and every rank's ``restore``
+        took), as this rank's shard; None when there is none. ``agree`` is the gang's
+        min-reduction; every rank must call this. A gang of one needs none. The checkpoint
+        returned is the last one ``restore`` was given."""
         if agree is None:
             if self.world_size > 1:
                 raise ValueError("a gang of more than one rank must agree on the step to load")
@@ -266,7 +268,7 @@ class GangCheckpointStore(CheckpointStore):
         bound: int | None = None
         while True:
             if loaded is None or bound is None or loaded.step > bound:
-                loaded = self._newest_verified(bound, failed, on_skip)
+                loaded = self._newest_verified(bound, failed, on_skip, restore)
             agreed = agree(loaded.step if loaded is not None else -1)
             if agreed == bound:
                 return loaded if agreed >= 0 else None
@@ -277,13 +279,14 @@ class GangCheckpointStore(CheckpointStore):
         bound: int | None,
         failed: set[int],
         on_skip: Callable[[int, str], None] | None,
+        restore: Restore | None,
     ) -> Checkpoint | None:
         skipped: list[str] = []
         for step in reversed(self.committed_steps()):
             if (bound is not None and step > bound) or step in failed:
                 continue
             try:
-                return self._load(step, tuple(skipped))
+                return self._load_and_restore(step, tuple(skipped), restore)
             except (ManifestError, ValueError, MemoryError, FileNotFoundError) as error:
                 failed.add(step)
                 skipped.append(f"step {step}: {error}")

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import ctypes
 import io
+import math
 import random
 from collections.abc import Mapping
 from typing import Any
 
 import torch
+
+from spotproof.runtime.checkpoint import RestoreError
 
 TENSOR_KEY = "__spotproof_tensor__"
 
@@ -132,34 +135,102 @@ def byte_view(tensor: torch.Tensor) -> memoryview:
 def restore(
     model: torch.nn.Module, optimizer: torch.optim.Optimizer, blobs: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """Load state captured by :meth:`StateBuffer.capture`; returns it (``step``, ``extra``)."""
-    # weights_only: a checkpoint is data; loading one must never run code from the bucket.
-    header = torch.load(io.BytesIO(bytes(blobs["skeleton"])), weights_only=True)
+    """Load state captured by :meth:`StateBuffer.capture`; returns it (``step``, ``extra``).
+
+    Raises :class:`RestoreError` (one line) for blobs that are not such state or do not fit
+    ``model`` and ``optimizer``: a checkpoint verifies against its own manifest, which says
+    nothing about the model it was taken from. Restoring stops at the first error, with the
+    model perhaps already partly loaded: restore another checkpoint or rebuild it."""
+    state = _decode(blobs)
+    try:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        _check_optimizer_state(optimizer)
+        torch.set_rng_state(state["torch_rng"].clone())
+        random.setstate(state["python_rng"])
+        if "cuda_rng" in state and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+    except (RuntimeError, TypeError, ValueError, KeyError, IndexError) as error:
+        raise RestoreError(f"the state does not fit this model: {_first_line(error)}") from None
+    return state
+
+
+def _decode(blobs: Mapping[str, Any]) -> dict[str, Any]:
+    """The state in ``blobs``, every tensor a view of the ``tensors`` blob at the offset,
+    dtype and shape its layout entry gives, each checked to lie inside the blob."""
+    for name in ("skeleton", "tensors"):
+        if name not in blobs:
+            raise RestoreError(f"no {name!r} blob: not state saved by StateBuffer.capture")
+    try:
+        # weights_only: a checkpoint is data; loading one must never run code from the bucket.
+        header = torch.load(io.BytesIO(bytes(blobs["skeleton"])), weights_only=True)
+    except Exception as error:  # torch.load raises what its pickle and zip layers raise
+        raise RestoreError(f"the skeleton is unreadable: {_first_line(error)}") from None
+    if not isinstance(header, dict) or not isinstance(header.get("layout"), list):
+        raise RestoreError("the skeleton has no tensor layout")
     data = blobs["tensors"]
-    flat = (
-        torch.frombuffer(data, dtype=torch.uint8)
-        if len(data)
-        else torch.empty(0, dtype=torch.uint8)
-    )
-    tensors = [
-        flat[offset : offset + size].view(getattr(torch, dtype)).reshape(shape)
-        for offset, size, dtype, shape in header["layout"]
-    ]
+    flat = torch.frombuffer(data, dtype=torch.uint8) if len(data) else torch.empty(0)
+    tensors = [_tensor(flat, entry) for entry in header["layout"]]
 
     def fill(value: Any) -> Any:
         if isinstance(value, dict):
             if set(value) == {TENSOR_KEY}:
-                return tensors[value[TENSOR_KEY]]
+                index = value[TENSOR_KEY]
+                if not isinstance(index, int) or not 0 <= index < len(tensors):
+                    raise RestoreError(f"the skeleton names tensor {index!r}, not in its layout")
+                return tensors[index]
             return {k: fill(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return type(value)(fill(v) for v in value)
         return value
 
-    state = fill(header["skeleton"])
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    torch.set_rng_state(state["torch_rng"].clone())
-    random.setstate(state["python_rng"])
-    if "cuda_rng" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda_rng"])
+    state = fill(header.get("skeleton"))
+    if not isinstance(state, dict) or not {"step", "model", "optimizer", "torch_rng"} <= set(state):
+        raise RestoreError("the skeleton is not a training state (step, model, optimizer)")
+    step = state["step"]
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise RestoreError(f"the skeleton's step {step!r} is not a whole number >= 0")
     return state
+
+
+def _tensor(flat: torch.Tensor, entry: Any) -> torch.Tensor:
+    """The tensor a layout entry ``(offset, size, dtype, shape)`` describes."""
+    try:
+        offset, size, dtype_name, shape = entry
+        dtype = getattr(torch, dtype_name)
+        if not isinstance(dtype, torch.dtype) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0
+            for n in (offset, size, *shape)
+        ):
+            raise ValueError("not whole numbers and a dtype")
+        if size != math.prod(shape) * dtype.itemsize or offset + size > flat.numel():
+            raise ValueError(f"{size} bytes at {offset} of {flat.numel()}")
+        return flat[offset : offset + size].view(dtype).reshape(shape)
+    except (TypeError, ValueError, AttributeError, RuntimeError) as error:
+        raise RestoreError(f"layout entry {entry!r:.80}: {_first_line(error)}") from None
+
+
+ELEMENTWISE_STATE = frozenset(
+    {"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "square_avg", "sum"}
+)
+"""Optimizer state that has its parameter's shape (Adam, AdamW, SGD, RMSprop, Adagrad);
+factored state such as Adafactor's row and column variances does not."""
+
+
+def _check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
+    """Element-wise optimizer state has its parameter's shape: ``load_state_dict`` checks
+    group sizes, not tensor shapes, and a mismatch would otherwise surface at the next
+    step, as a crash of training."""
+    for group in optimizer.param_groups:
+        for parameter in group["params"]:
+            for name, value in optimizer.state.get(parameter, {}).items():
+                if name in ELEMENTWISE_STATE and value.shape != parameter.shape:
+                    raise ValueError(
+                        f"optimizer state {name!r} has shape {tuple(value.shape)}, "
+                        f"its parameter {tuple(parameter.shape)}"
+                    )
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:300]

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 import torch
 import torch.distributed as dist
 
-from spotproof.runtime.checkpoint import Checkpoint, CheckpointStore
+from spotproof.runtime.checkpoint import Checkpoint, CheckpointStore, Restore
 from spotproof.runtime.gang import GangCheckpointStore, new_gang_id
 from spotproof.smoke import BATCH_ROWS
 
@@ -53,9 +53,9 @@ class Solo:
         return None
 
     def latest(
-        self, store: CheckpointStore, on_skip: Callable[[int, str], None]
+        self, store: CheckpointStore, on_skip: Callable[[int, str], None], restore: Restore
     ) -> Checkpoint | None:
-        return store.load_latest(on_skip=on_skip)
+        return store.load_latest(on_skip=on_skip, restore=restore)
 
     def rows(self, batch: torch.Tensor) -> torch.Tensor:
         return batch
@@ -137,10 +137,10 @@ class Gang(Solo):
         torch.manual_seed(seed * 1_009 + self.rank + 1)
 
     def latest(
-        self, store: CheckpointStore, on_skip: Callable[[int, str], None]
+        self, store: CheckpointStore, on_skip: Callable[[int, str], None], restore: Restore
     ) -> Checkpoint | None:
         assert isinstance(store, GangCheckpointStore)
-        return store.load_latest(on_skip=on_skip, agree=self.agree)
+        return store.load_latest(on_skip=on_skip, agree=self.agree, restore=restore)
 
     def rows(self, batch: torch.Tensor) -> torch.Tensor:
         return batch[self.rank :: self.world_size]

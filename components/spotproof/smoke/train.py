@@ -59,10 +59,10 @@ import torch
 
 from spotproof.runtime import exit_codes, torch_state
 from spotproof.runtime.async_save import AsyncCheckpointer
-from spotproof.runtime.checkpoint import Checkpoint, SaveCancelled, SaveResult
+from spotproof.runtime.checkpoint import Checkpoint, CheckpointStore, SaveCancelled, SaveResult
 from spotproof.runtime.gang import PEER_WAIT_SECONDS, await_teardown
 from spotproof.runtime.guard import PreemptionGuard
-from spotproof.runtime.manifest import DEFAULT_KEEP
+from spotproof.runtime.manifest import DEFAULT_KEEP, GangMismatch
 from spotproof.runtime.storage import StorageError, StorageURLError, deadlines
 from spotproof.runtime.transfer import MAX_PART
 from spotproof.smoke import BATCH_ROWS
@@ -81,8 +81,10 @@ FINAL_SAVE_MARGIN = 0.5
 """Seconds of the grace period kept back from the final save: to report and exit."""
 
 
-class ConfigError(ValueError):
-    pass
+class ConfigError(Exception):
+    """A configuration this run must not go on with: exit 2 with one line. Not a
+    ``ValueError``: raised while a checkpoint is restored (another run's checkpoint), it
+    must stop the run, not have the checkpoint skipped for an older one."""
 
 
 @dataclass(frozen=True)
@@ -260,20 +262,40 @@ def train(config: TrainConfig, env: Mapping[str, str]) -> int:
         return code
 
 
+def _resume(
+    config: TrainConfig, gang: Solo, store: CheckpointStore
+) -> tuple[torch.nn.Module, torch.nn.Module, torch.optim.Optimizer, int]:
+    """The model, this rank's part of it, its optimizer and the step to go on from: the
+    newest checkpoint that verifies and restores, or a fresh start when none does. A
+    checkpoint of another run stops the run (:class:`ConfigError`), as does one that this
+    gang's shape cannot load."""
+    model, owned, optimizer = build(config, gang)
+    step, restores = 0, 0
+
+    def take(checkpoint: Checkpoint) -> None:
+        nonlocal step, restores
+        check_same_run(config, checkpoint)
+        restores, step = restores + 1, 0
+        step = torch_state.restore(owned, optimizer, checkpoint.blobs)["step"]
+
+    try:
+        latest = gang.latest(store, lambda s, why: emit("skipped", step=s, reason=why), take)
+    except GangMismatch as error:
+        raise ConfigError(str(error)) from None
+    if latest is not None:
+        gang.share_parameters(model)
+    elif restores:  # each restore that failed may have left part of its state behind
+        model, owned, optimizer = build(config, gang)
+    return model, owned, optimizer, step
+
+
 def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
     torch.set_num_threads(config.threads)
     torch.use_deterministic_algorithms(True)
     part_bytes = config.part_kb * 1024 if config.part_kb else None
     store = gang.store(config.checkpoint_url, keep=config.keep, part_bytes=part_bytes)
-    model, owned, optimizer = build(config, gang)
+    model, owned, optimizer, step = _resume(config, gang, store)
     width = model[0].in_features
-
-    step = 0
-    latest = gang.latest(store, lambda s, why: emit("skipped", step=s, reason=why))
-    if latest is not None:
-        check_same_run(config, latest)
-        step = torch_state.restore(owned, optimizer, latest.blobs)["step"]
-        gang.share_parameters(model)
     emit("resumed", step=step, writer=store.writer_id, rank=gang.rank)
 
     received: dict[str, float] = {}
