@@ -9,6 +9,8 @@ from typing import Any
 
 from spotproof.runtime.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpoint import CheckpointStore, SaveResult
+from spotproof.runtime.failures import Failure
+from spotproof.runtime.storage import StorageError
 from spotproof.smoke.emulators import Bucket
 
 
@@ -121,3 +123,58 @@ def test_a_final_save_leaves_retention_to_the_next_periodic_save(bucket: Bucket)
     saver.save_async(30, lambda: _payload(30), {})
     saver.wait()
     assert store.committed_steps() == [30]
+
+
+class FailingRetention:
+    """Deleting old checkpoints fails with a store error, as a listing fault would."""
+
+    def __init__(self, checkpoints: CheckpointStore) -> None:
+        self.delete_prefix = checkpoints.store.delete_prefix
+        self.failing = True
+
+        def delete_prefix(prefix: str) -> None:
+            if self.failing:
+                raise StorageError(f"listing {prefix}: SlowDown", Failure.SERVER)
+            self.delete_prefix(prefix)
+
+        checkpoints.store.delete_prefix = delete_prefix  # type: ignore[method-assign]
+
+
+def test_a_retention_failure_after_a_commit_is_reported_not_a_failed_save(
+    tmp_path: Path,
+) -> None:
+    checkpoints = CheckpointStore(f"file://{tmp_path}", keep=1)
+    checkpoints.save(1, {"state": b"one"})
+    fault = FailingRetention(checkpoints)
+
+    result = checkpoints.save(2, {"state": b"two"})
+
+    assert result.committed
+    assert "retention failed, to be retried after the next commit" in result.retention
+    assert "SlowDown" in result.retention
+    assert checkpoints.committed_steps() == [2]  # the manifest went first; payload stayed
+    assert checkpoints.store.keys_under("steps/000000000001")
+    fault.failing = False
+    assert checkpoints.save(3, {"state": b"three"}).retention == ""
+    assert not checkpoints.store.keys_under("steps/000000000001")
+
+
+def test_a_periodic_saves_failed_retention_reaches_its_callback_not_the_next_wait(
+    tmp_path: Path,
+) -> None:
+    checkpoints = CheckpointStore(f"file://{tmp_path}", keep=1)
+    checkpoints.save(1, {"state": b"one"})
+    FailingRetention(checkpoints)
+    reported: list[tuple[int, str]] = []
+    saver = AsyncCheckpointer(
+        checkpoints, on_retention_failed=lambda step, why: reported.append((step, why))
+    )
+
+    saver.save_async(2, lambda: {"state": b"two"}, {})
+    saver.wait()
+    saver.save_async(3, lambda: {"state": b"three"}, {})
+    result = saver.wait()
+
+    assert result is not None and result.committed and result.step == 3
+    assert [step for step, _ in reported] == [2, 3]
+    assert "SlowDown" in reported[0][1]

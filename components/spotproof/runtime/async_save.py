@@ -20,7 +20,8 @@ that the slowest so far says cannot end before it, stops between parts once it h
 rather than be killed mid-upload, and says so.
 Retention runs after a periodic commit has been reported, and not at all after a final
 one: deleting old checkpoints is no work for the grace period (the next process's first
-periodic save catches up).
+periodic save catches up). A retention that fails is reported to ``on_retention_failed``
+and never fails the save it follows.
 """
 
 from __future__ import annotations
@@ -56,12 +57,16 @@ class AsyncCheckpointer:
         store: CheckpointStore,
         on_start: Callable[[int, str], None] | None = None,
         on_done: Callable[[SaveResult, str], None] | None = None,
+        on_retention_failed: Callable[[int, str], None] | None = None,
     ) -> None:
         """``on_start(step, kind)`` fires when the upload begins and ``on_done(result, kind)``
-        once a save has committed or been refused; ``kind`` is "periodic" or "final"."""
+        once a save has committed or been refused; ``kind`` is "periodic" or "final".
+        ``on_retention_failed(step, reason)`` when retention after the commit of ``step``
+        failed (the commit stands)."""
         self.store = store
         self.on_start = on_start
         self.on_done = on_done
+        self.on_retention_failed = on_retention_failed
         self._in_flight: _InFlight | None = None
 
     def save_async(self, step: int, capture: Capture, metadata: Mapping[str, Any]) -> None:
@@ -147,6 +152,9 @@ class AsyncCheckpointer:
             if self.on_done:
                 self.on_done(job.result, kind)
             if kind == "periodic" and result.committed:
-                self.store.prune()  # after reporting the commit; a final save skips it
+                # After reporting the commit; a final save skips it.
+                retention = self.store.prune_after_commit()
+                if retention and self.on_retention_failed:
+                    self.on_retention_failed(job.step, retention)
         except BaseException as error:  # surfaced by wait()/save_final() in the caller's thread
             job.error = error

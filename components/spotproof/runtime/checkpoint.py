@@ -29,7 +29,9 @@ A checkpoint of step ``S`` written by writer ``W`` (one process: host, pid, rand
 4. **Retention.** After a commit, committed steps beyond the newest ``keep`` are deleted
    manifest first, then payload, so a reader never finds a manifest without its parts
    because of us. Uncommitted payload of steps older than the oldest kept step is deleted
-   too: no manifest can make it the newest checkpoint any more.
+   too: no manifest can make it the newest checkpoint any more. A commit is a commit: a
+   store failure during retention is reported beside it (``SaveResult.retention``), not
+   as a failed save, and the next retention deletes what this one left.
 
 Single-object PUTs are atomic on GCS, S3 and Azure, and ``link()`` is atomic locally;
 nothing across objects is. The protocol relies on exactly that and nothing more.
@@ -44,7 +46,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from spotproof.runtime import transfer
@@ -112,6 +114,9 @@ class SaveResult:
     """Training time spent waiting for the previous upload before this save's capture."""
     capture_seconds: float = 0.0
     """Training time spent copying the state out (device to host) for this save."""
+    retention: str = ""
+    """Why retention after this commit failed ("" when it ran, or was not asked for). The
+    commit stands: a failed retention only leaves old checkpoints for the next one."""
 
     @property
     def blocked_seconds(self) -> float:
@@ -200,7 +205,7 @@ class CheckpointStore:
         committed = outcome == ""
         result = SaveResult(step, committed, time.monotonic() - started, total, outcome)
         if committed and prune:
-            self.prune()
+            result = replace(result, retention=self.prune_after_commit())
         return result
 
     def _finish(
@@ -314,6 +319,14 @@ class CheckpointStore:
         return Checkpoint(step, blobs, manifest.metadata, skipped)
 
     # --- retention ---------------------------------------------------------------------
+
+    def prune_after_commit(self) -> str:
+        """:meth:`prune`, with a store failure returned as its one line ("" when none)."""
+        try:
+            self.prune()
+        except (StorageError, FileNotFoundError) as error:
+            return f"retention failed, to be retried after the next commit: {error}"
+        return ""
 
     def prune(self) -> list[int]:
         """Delete committed steps beyond the newest ``keep`` (manifest first), and

@@ -303,6 +303,7 @@ def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
         store,
         on_start=lambda s, kind: emit("saving", step=s, kind=kind),
         on_done=lambda result, kind: _report(result, kind, received.get("at")),
+        on_retention_failed=lambda s, why: emit("retention_failed", step=s, reason=why),
     )
     buffer = torch_state.StateBuffer()
 
