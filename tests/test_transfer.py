@@ -240,3 +240,51 @@ def test_a_corrupt_byte_in_a_later_range_fails_its_part(bucket: Bucket) -> None:
     plan = transfer.TransferPlan(part_bytes=8 * MiB, threads=4)
     with pytest.raises(ValueError, match=f"{part.key}: crc32c mismatch"):
         transfer.download(store.store, manifest, plan)
+
+
+class DamagedOnTheWire(CountingReads):
+    """The first ``damaged`` reads of every part arrive with one byte flipped (or cut
+    short): what a flaky network does to bytes that are whole in the store."""
+
+    def __init__(self, store: ObjectStore, damaged: int, *, short: bool = False) -> None:
+        super().__init__(store)
+        self.damaged, self.short = damaged, short
+        self.seen: dict[str, int] = {}
+
+    def read_into(self, key: str, buffer: memoryview, offset: int = 0) -> int:
+        count = super().read_into(key, buffer, offset)
+        self.seen[key] = self.seen.get(key, 0) + 1
+        if self.seen[key] > self.damaged or not count:
+            return count
+        if self.short:
+            return count - 1
+        buffer[count - 1] ^= 0xFF
+        return count
+
+
+def _saved(bucket: Bucket) -> tuple[Manifest, ObjectStore, dict[str, bytes]]:
+    blobs = {"state": bytes(range(256)) * 4096 * 3, "meta": b"m" * 10}
+    store = CheckpointStore(bucket.url, part_bytes=1 * MiB, parallelism=2)
+    store.save(1, blobs)
+    return Manifest.decode(store.store.get(manifest_key(1))), store.store, blobs
+
+
+@pytest.mark.parametrize("short", [False, True], ids=["flipped byte", "short read"])
+def test_a_part_damaged_on_the_wire_is_read_again_not_given_up(bucket: Bucket, short: bool) -> None:
+    manifest, store, blobs = _saved(bucket)
+    wire = DamagedOnTheWire(store, damaged=transfer.READ_ATTEMPTS - 1, short=short)
+    plan = transfer.TransferPlan(part_bytes=1 * MiB, threads=2)
+
+    loaded = transfer.download(wire, manifest, plan)  # type: ignore[arg-type]
+
+    assert loaded == blobs
+    assert set(wire.seen.values()) == {transfer.READ_ATTEMPTS}
+
+
+def test_a_part_damaged_on_every_read_fails_after_the_last_attempt(bucket: Bucket) -> None:
+    manifest, store, _ = _saved(bucket)
+    wire = DamagedOnTheWire(store, damaged=transfer.READ_ATTEMPTS)
+    plan = transfer.TransferPlan(part_bytes=1 * MiB, threads=2)
+
+    with pytest.raises(ValueError, match=f"crc32c mismatch in {transfer.READ_ATTEMPTS} reads"):
+        transfer.download(wire, manifest, plan)  # type: ignore[arg-type]

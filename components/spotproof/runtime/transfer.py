@@ -35,6 +35,8 @@ from spotproof.runtime.storage import ObjectStore, StorageError
 MiB = 1 << 20
 MIN_PART, MAX_PART = 4 * MiB, 64 * MiB
 MIN_RANGE = 1 * MiB
+READ_ATTEMPTS = 3
+"""Reads of a part before a short read or a checksum mismatch counts as the stored bytes'."""
 _TRANSIENT = (Failure.UNREACHABLE, Failure.SERVER, Failure.OTHER)
 
 
@@ -141,7 +143,11 @@ def download(
 ) -> dict[str, bytearray]:
     """Every blob of ``manifest``, read into one buffer each and verified part by part.
 
-    Raises ``ValueError`` naming the part when one is short or fails its checksum, and
+    A part that arrives short or fails its checksum is read again, whole, up to
+    :data:`READ_ATTEMPTS` reads in all: bytes damaged on the way (a flaky NIC, a proxy) are
+    not a damaged checkpoint, and falling back to an older step for them would lose work.
+    Raises ``ValueError`` naming the part when it is short or fails its checksum every time,
+    and
     ``FileNotFoundError`` when one is missing: the caller then skips the checkpoint. The
     sizes the manifest claims are checked against a listing of the writer's prefix before
     any buffer is allocated, so memory follows the bytes really stored, not the claims.
@@ -169,16 +175,24 @@ def download(
     def read(job: tuple[Part, int]) -> None:
         part, start = job
         view = views[part][start : start + span[part]]
-        count = store.read_into(part.key, view, start)
-        if count != len(view):
-            raise ValueError(f"{part.key}: {start + count} bytes, manifest says {part.size}")
+        for attempt in range(READ_ATTEMPTS):
+            count = store.read_into(part.key, view, start)
+            if count == len(view):
+                break
+            if attempt == READ_ATTEMPTS - 1:
+                raise ValueError(f"{part.key}: {start + count} bytes, manifest says {part.size}")
         with lock:
             pending[part] -= 1
             complete = pending[part] == 0
-        if complete:
+        if complete:  # every range of the part is in: no other thread writes its view now
             problem = part.mismatch(views[part])
+            for _ in range(READ_ATTEMPTS - 1):
+                if not problem:
+                    break
+                count = store.read_into(part.key, views[part], 0)
+                problem = part.mismatch(views[part][:count])
             if problem:
-                raise ValueError(f"{part.key}: {problem}")
+                raise ValueError(f"{part.key}: {problem} in {READ_ATTEMPTS} reads")
 
     with ThreadPoolExecutor(transfer.threads, thread_name_prefix="ckpt-download") as pool:
         for _ in pool.map(read, ranges):
