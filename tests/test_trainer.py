@@ -200,11 +200,11 @@ def test_rerun_of_a_finished_job_completes_at_once_with_the_same_digest(
     ("env", "says"),
     [
         ({"CHECKPOINT_URL": ""}, "CHECKPOINT_URL is required"),
-        ({"TOTAL_STEPS": "lots"}, "TOTAL_STEPS='lots': not an int; allowed 1 to"),
+        ({"TOTAL_STEPS": "lots"}, "TOTAL_STEPS='lots': not a whole number; allowed 1 to"),
         ({"CHECKPOINT_INTERVAL": "0"}, "CHECKPOINT_INTERVAL='0': allowed 1 to"),
         ({"CHECKPOINT_URL": "my-bucket/ckpt"}, "unsupported scheme '(none)'"),
         ({"SEED": str(2**64)}, f"SEED='{2**64}': allowed 0 to {2**32 - 1}"),
-        ({"MODEL_MB": "nan"}, "MODEL_MB='nan': allowed 0.01 to 65536"),
+        ({"MODEL_MB": "nan"}, "MODEL_MB='nan': not a number; allowed 0.01 to 65536"),
         ({"CHECKPOINT_URL": "file:///proc/spotproof/ckpt"}, "cannot create directory"),
     ],
 )
@@ -229,6 +229,13 @@ def _trainer_exit(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
         text=True,
         check=False,
     )
+
+
+def test_credentials_in_a_checkpoint_url_are_refused_and_never_printed(url: str) -> None:
+    done = _trainer_exit(_env("s3://AKIAEXAMPLE:wJalrXUtnFEMI@bucket/ckpt"))
+    assert done.returncode == exit_codes.BAD_CONFIG
+    assert done.stderr.count("\n") == 1 and "credentials in a URL are refused" in done.stderr
+    assert "wJalrXUtnFEMI" not in done.stderr and "AKIAEXAMPLE" not in done.stderr
 
 
 def test_a_checkpoint_url_under_a_file_fails_in_one_line(tmp_path: Path) -> None:
@@ -274,13 +281,20 @@ def test_unreachable_store_exits_for_a_retry_in_one_line(url: str) -> None:
     ("variable", "value", "says"),
     [
         ("SEED", "-1", "SEED='-1': allowed 0 to 4294967295"),
-        ("MODEL_MB", "inf", "MODEL_MB='inf': allowed 0.01 to 65536"),
-        ("STEP_SECONDS", "nan", "STEP_SECONDS='nan': allowed 0 to 86400"),
-        ("GRACE_SECONDS", "-inf", "GRACE_SECONDS='-inf': allowed 1 to 86400"),
+        ("MODEL_MB", "inf", "MODEL_MB='inf': not a number; allowed 0.01 to 65536"),
+        ("MODEL_MB", "1e999", "MODEL_MB='1e999': allowed 0.01 to 65536"),
+        ("STEP_SECONDS", "nan", "STEP_SECONDS='nan': not a number; allowed 0 to 86400"),
+        ("GRACE_SECONDS", "-inf", "GRACE_SECONDS='-inf': not a number; allowed 1 to 86400"),
         ("TRAIN_THREADS", "100000", "TRAIN_THREADS='100000': allowed 1 to"),
         ("TRAIN_THREADS", "0", "TRAIN_THREADS='0': allowed 1 to"),
         ("KEEP_CHECKPOINTS", "0", "KEEP_CHECKPOINTS='0': allowed 1 to 1000"),
-        ("CHECKPOINT_PART_KB", "1e3", "CHECKPOINT_PART_KB='1e3': not an int"),
+        ("CHECKPOINT_PART_KB", "1e3", "CHECKPOINT_PART_KB='1e3': not a whole number"),
+        ("SEED", "٣", "SEED='٣': not a whole number; allowed 0 to 4294967295"),
+        ("TOTAL_STEPS", "1_000", "TOTAL_STEPS='1_000': not a whole number"),
+        ("KEEP_CHECKPOINTS", " 5 ", "KEEP_CHECKPOINTS=' 5 ': not a whole number"),
+        ("TOTAL_STEPS", "9" * 5000, "TOTAL_STEPS='99999"),
+        ("WORLD_SIZE", "-1", "WORLD_SIZE='-1': allowed 1 to 16"),
+        ("RENDEZVOUS_SECONDS", "0", "RENDEZVOUS_SECONDS='0': allowed 10 to 86400"),
         ("CHECKPOINT_PART_KB", "65537", "CHECKPOINT_PART_KB='65537': allowed 0 to 65536"),
         ("EMIT_STEPS", "yes", "EMIT_STEPS='yes': allowed 0 or 1"),
         ("PEER_WAIT_SECONDS", "1e9", "PEER_WAIT_SECONDS='1e9': allowed 0 to 86400"),
@@ -297,3 +311,52 @@ def test_each_variable_is_refused_outside_its_range_naming_the_range(
 def test_train_threads_may_use_every_cpu_the_process_may_run_on(url: str) -> None:
     cpus = str(usable_cpus())
     assert TrainConfig.from_env(_env(url, TRAIN_THREADS=cpus)).threads == int(cpus)
+
+
+@pytest.mark.parametrize(
+    ("gang", "says"),
+    [
+        ({"WORLD_SIZE": "2", "RANK": "2"}, "RANK='2': allowed 0 to 1"),
+        ({"WORLD_SIZE": "2", "RANK": "0"}, "MASTER_ADDR is required"),
+        (
+            {"WORLD_SIZE": "2", "MASTER_ADDR": "rank 0!", "MASTER_PORT": "1"},
+            "MASTER_ADDR='rank 0!'",
+        ),
+        ({"WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "0"}, "MASTER_PORT='0'"),
+        ({"WORLD_SIZE": "3"}, "WORLD_SIZE=3: must divide the batch of 16 rows"),
+    ],
+)
+def test_a_gang_that_cannot_assemble_is_refused_at_once_in_one_line(
+    url: str, gang: dict[str, str], says: str
+) -> None:
+    started = time.monotonic()
+    done = _trainer_exit({**_env(url), **gang})
+    assert done.returncode == exit_codes.BAD_CONFIG
+    assert done.stderr.count("\n") == 1 and says in done.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_a_rank_whose_peers_never_come_leaves_after_the_rendezvous_timeout(url: str) -> None:
+    from spotproof.smoke.emulators import free_port  # noqa: PLC0415
+
+    gang = {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1"}
+    env = _env(url, **gang, MASTER_PORT=free_port(), RENDEZVOUS_SECONDS=10)
+    started = time.monotonic()
+    done = _trainer_exit(env | {"PEER_WAIT_SECONDS": "0"})
+    assert done.returncode == exit_codes.PEER_LOST, done.stderr
+    assert "did not assemble at 127.0.0.1" in done.stderr and "within 10 s" in done.stderr
+    assert time.monotonic() - started < 60
+
+
+def test_sigterm_while_the_gang_assembles_leaves_at_once_preempted(url: str) -> None:
+    from spotproof.smoke.emulators import free_port  # noqa: PLC0415
+
+    gang = {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1"}
+    process = TrainerProcess(_env(url, **gang, MASTER_PORT=free_port()), time.monotonic())
+    time.sleep(3)  # torch imported, rank 0 serving the store and waiting for rank 1
+    process.send(signal.SIGTERM)
+    sent = time.monotonic()
+    code = process.finish(timeout=30)
+    assert code == exit_codes.PREEMPTED
+    assert time.monotonic() - sent < 10
+    assert process.first("preempted")["step"] == 0  # type: ignore[index]

@@ -53,6 +53,9 @@ _S3_DENIED = {
     "AllAccessDisabled",
 }
 _S3_NOT_FOUND = {"NoSuchBucket", "NoSuchKey", "404"}
+_SQS_NOT_FOUND = {"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"}
+"""SQS's error code for a missing queue: the first in its query protocol, the second in
+its JSON protocol (botocore's sqs service model, ``QueueDoesNotExist``'s ``error.code``)."""
 _S3_PAST_END = {"InvalidRange"}
 
 
@@ -97,7 +100,7 @@ def _botocore(error: BaseException) -> Failure | None:
             return Failure.EXISTS
         if code in _S3_DENIED:
             return Failure.DENIED
-        if code in _S3_NOT_FOUND:
+        if code in _S3_NOT_FOUND or code in _SQS_NOT_FOUND:
             return Failure.NOT_FOUND
         if code in _S3_PAST_END:
             return Failure.PAST_END

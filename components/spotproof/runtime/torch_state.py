@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from spotproof.runtime.checkpoint import RestoreError
+from spotproof.runtime.messages import first_line
 
 TENSOR_KEY = "__spotproof_tensor__"
 
@@ -151,7 +152,7 @@ def restore(
         if "cuda_rng" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
     except (RuntimeError, TypeError, ValueError, KeyError, IndexError) as error:
-        raise RestoreError(f"the state does not fit this model: {_first_line(error)}") from None
+        raise RestoreError(f"the state does not fit this model: {first_line(error)}") from None
     return state
 
 
@@ -165,7 +166,7 @@ def _decode(blobs: Mapping[str, Any]) -> dict[str, Any]:
         # weights_only: a checkpoint is data; loading one must never run code from the bucket.
         header = torch.load(io.BytesIO(bytes(blobs["skeleton"])), weights_only=True)
     except Exception as error:  # torch.load raises what its pickle and zip layers raise
-        raise RestoreError(f"the skeleton is unreadable: {_first_line(error)}") from None
+        raise RestoreError(f"the skeleton is unreadable: {first_line(error)}") from None
     if not isinstance(header, dict) or not isinstance(header.get("layout"), list):
         raise RestoreError("the skeleton has no tensor layout")
     data = blobs["tensors"]
@@ -207,7 +208,7 @@ def _tensor(flat: torch.Tensor, entry: Any) -> torch.Tensor:
             raise ValueError(f"{size} bytes at {offset} of {flat.numel()}")
         return flat[offset : offset + size].view(dtype).reshape(shape)
     except (TypeError, ValueError, AttributeError, RuntimeError) as error:
-        raise RestoreError(f"layout entry {entry!r:.80}: {_first_line(error)}") from None
+        raise RestoreError(f"layout entry {entry!r:.80}: {first_line(error)}") from None
 
 
 ELEMENTWISE_STATE = frozenset(
@@ -229,8 +230,3 @@ def _check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
                         f"optimizer state {name!r} has shape {tuple(value.shape)}, "
                         f"its parameter {tuple(parameter.shape)}"
                     )
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"[:300]

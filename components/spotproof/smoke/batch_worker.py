@@ -7,19 +7,28 @@ a plain loop over the items.
 
 Configuration (environment):
 
-================== ========================================================== =========
-QUEUE_URL          the work queue (``sqs://``, ``pubsub://``, ``azqueue://``)   required
-RESULTS_URL        where results go (file://, s3://, gs://, az://)              required
-GRACE_SECONDS      budget from SIGTERM to SIGKILL                               15
-ITEM_SECONDS       time each item takes                                          0.05
-LEASE_SECONDS      how long a pulled item stays hidden, extended while held      10
-BATCH_SIZE         items pulled at a time                                        4
-STOP_WHEN_IDLE     exit 0 after the queue has been empty this long (seconds)     (never)
-STOP_AFTER_STORED  SIGSTOP itself once its Nth result is stored, before the ack  (never)
-RESULTS_TABLE      also UPSERT results into this table (sqlite:///, postgresql://) (none)
-MAX_DELIVERIES     the queue's dead-letter limit, to count dead-lettered items     (unknown)
-PROGRESS_SECONDS   how often a ``progress`` line gives the counts                  30
-================== ========================================================== =========
+================== =================================================== ========= =============
+QUEUE_URL          the work queue (``sqs://``, ``pubsub://``,           required
+                   ``azqueue://``)
+RESULTS_URL        where results go (file://, s3://, gs://, az://)      required
+GRACE_SECONDS      budget from SIGTERM to SIGKILL                       15        1 to 86400
+ITEM_SECONDS       time each item takes                                 0.05      0 to 86400
+LEASE_SECONDS      whole seconds a pulled item stays hidden, extended   10        1 to 43200
+                   while held (SQS's visibility timeout ends at 43200)
+BATCH_SIZE         items pulled at a time                               4         1 to 1000
+STOP_WHEN_IDLE     exit 0 after the queue has been empty this long      (never)   0 to 86400
+STOP_AFTER_STORED  SIGSTOP itself once its Nth result is stored,        (never)   1 to 10^9
+                   before the ack
+RESULTS_TABLE      also UPSERT results into this table (sqlite:///,     (none)
+                   postgresql://)
+MAX_DELIVERIES     the queue's dead-letter limit, to count dead-        (unknown) 1 to 1000
+                   lettered items
+PROGRESS_SECONDS   how often a ``progress`` line gives the counts       30        1 to 86400
+================== =================================================== ========= =============
+
+Numbers are read strictly (``spotproof.runtime.variables``): a value outside its range,
+or one that is not a plain number (a fraction where whole seconds are meant), stops the
+worker before it starts, with exit 2 and one line naming it.
 
 Output: one JSON object per line (``done``, ``already_done``, ``duplicate``,
 ``handed_back``, ``summary``...). Exit codes: ``spotproof.runtime.exit_codes``.
@@ -39,10 +48,17 @@ from spotproof.runtime import exit_codes
 from spotproof.runtime.batch import ResultStore, WorkItem, open_queue, run_worker
 from spotproof.runtime.batch.queues import QueueURLError
 from spotproof.runtime.batch.table import TableUnavailable, TableURLError, open_table
+from spotproof.runtime.failures import Failure, classify
 from spotproof.runtime.guard import PreemptionGuard
+from spotproof.runtime.messages import first_line, redacted
 from spotproof.runtime.storage import StorageError, StorageURLError, open_store
+from spotproof.runtime.variables import ConfigError, Variables
 
 ROUNDS = 1000
+MAX_SECONDS = 86400
+MAX_LEASE_SECONDS = 43200
+"""SQS's largest visibility timeout (Pub/Sub's ack deadline stops at 600 and is clamped
+there by ``pubsub``; Azure's visibility timeout goes to 7 days)."""
 
 
 def result_of(item: WorkItem) -> bytes:
@@ -53,43 +69,35 @@ def result_of(item: WorkItem) -> bytes:
     return f"{item.id}:{digest.hex()}".encode()
 
 
-def _number(name: str, default: float | None) -> float | None:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    value = float(raw)
-    if not value >= 0 or value == float("inf"):
-        raise ValueError(f"{name}={raw!r}; allowed: a finite number of 0 or more")
-    return value
-
-
 def main() -> int:
     def emit(event: dict[str, Any]) -> None:
         print(json.dumps(event), flush=True)
 
+    read = Variables(os.environ)
+    queue_url = ""
     try:
-        queue_url, results_url = os.environ["QUEUE_URL"], os.environ["RESULTS_URL"]
-        grace = _number("GRACE_SECONDS", 15.0) or 15.0
-        item_seconds = _number("ITEM_SECONDS", 0.05) or 0.0
-        lease = int(_number("LEASE_SECONDS", 10) or 10)
-        batch = max(1, int(_number("BATCH_SIZE", 4) or 4))
-        idle = _number("STOP_WHEN_IDLE", None)
-        stop_after = int(_number("STOP_AFTER_STORED", 0) or 0)
-        deliveries = _number("MAX_DELIVERIES", None)
-        progress = _number("PROGRESS_SECONDS", 30.0) or 30.0
+        queue_url = read.required("QUEUE_URL", "an sqs://, pubsub:// or azqueue:// URL")
+        results_url = read.required("RESULTS_URL", "a file://, s3://, gs:// or az:// URL")
+        grace = read.number("GRACE_SECONDS", 15.0, 1, MAX_SECONDS)
+        item_seconds = read.number("ITEM_SECONDS", 0.05, 0, MAX_SECONDS)
+        lease = read.whole("LEASE_SECONDS", 10, 1, MAX_LEASE_SECONDS)
+        batch = read.whole("BATCH_SIZE", 4, 1, 1000)
+        idle = read.optional_number("STOP_WHEN_IDLE", 0, MAX_SECONDS)
+        stop_after = read.optional_whole("STOP_AFTER_STORED", 1, 10**9) or 0
+        deliveries = read.optional_whole("MAX_DELIVERIES", 1, 1000)
+        progress = read.number("PROGRESS_SECONDS", 30.0, 1, MAX_SECONDS)
+        table_url = read.text("RESULTS_TABLE")
         queue = open_queue(queue_url)
         results = ResultStore(open_store(results_url))
-        table_url = os.environ.get("RESULTS_TABLE")
         table = open_table(table_url) if table_url else None
-    except KeyError as missing:
-        print(f"batch worker: {missing.args[0]} is required", file=sys.stderr)
-        return exit_codes.BAD_CONFIG
-    except (ValueError, QueueURLError, StorageURLError, TableURLError) as error:
-        print(f"batch worker: {error}", file=sys.stderr)
+    except (ConfigError, QueueURLError, StorageURLError, TableURLError) as error:
+        print(f"batch worker: {redacted(str(error))}", file=sys.stderr)
         return exit_codes.BAD_CONFIG
     except (StorageError, TableUnavailable) as error:
-        print(f"batch worker: {error}", file=sys.stderr)
+        print(f"batch worker: {redacted(str(error))}", file=sys.stderr)
         return exit_codes.STORAGE_UNAVAILABLE
+    except Exception as error:
+        return _queue_failed(queue_url, error)
 
     stored = 0
 
@@ -107,20 +115,37 @@ def main() -> int:
 
     emit({"event": "started", "pid": os.getpid()})
     with PreemptionGuard(grace) as guard:
-        report = run_worker(
-            queue,
-            results,
-            process,
-            guard=guard,
-            batch_size=batch,
-            lease_seconds=lease,
-            stop_when_idle=idle,
-            table=table,
-            max_deliveries=int(deliveries) if deliveries else None,
-            progress_seconds=progress,
-            events=events,
-        )
+        try:
+            report = run_worker(
+                queue,
+                results,
+                process,
+                guard=guard,
+                batch_size=batch,
+                lease_seconds=lease,
+                stop_when_idle=idle,
+                table=table,
+                max_deliveries=deliveries,
+                progress_seconds=progress,
+                events=events,
+            )
+        except Exception as error:
+            return _queue_failed(queue_url, error)
     return report.exit_code
+
+
+def _queue_failed(queue_url: str, error: Exception) -> int:
+    """An SDK's failure to reach the queue, as one line and an exit code: a queue that
+    does not exist fails the worker for good (2); anything else may pass (1: the
+    Deployment restarts it). An error no SDK raised is a bug, and keeps its traceback."""
+    failure = classify(error)
+    if failure is Failure.OTHER:
+        raise error
+    what = "does not exist" if failure is Failure.NOT_FOUND else failure.value
+    print(
+        f"batch worker: queue {redacted(queue_url)}: {what}: {first_line(error)}", file=sys.stderr
+    )
+    return exit_codes.BAD_CONFIG if failure is Failure.NOT_FOUND else exit_codes.STORAGE_UNAVAILABLE
 
 
 if __name__ == "__main__":

@@ -21,7 +21,12 @@ warning surfaces in the others as a failed collective (:class:`PeerLost`).
 from __future__ import annotations
 
 import contextlib
+import datetime
 import hashlib
+import ipaddress
+import re
+import threading
+import time
 from collections.abc import Callable, Mapping
 
 import torch
@@ -29,11 +34,83 @@ import torch.distributed as dist
 
 from spotproof.runtime.checkpoint import Checkpoint, CheckpointStore, Restore
 from spotproof.runtime.gang import GangCheckpointStore, new_gang_id
+from spotproof.runtime.guard import PreemptionGuard
+from spotproof.runtime.variables import ConfigError, Variables
 from spotproof.smoke import BATCH_ROWS
 
 
 class PeerLost(RuntimeError):
-    """A collective failed: another rank of the gang is gone."""
+    """A collective failed: another rank of the gang is gone (or never came)."""
+
+
+class RendezvousInterrupted(Exception):
+    """SIGTERM arrived while the gang was still assembling: nothing to save, leave now."""
+
+
+RENDEZVOUS_SECONDS = 600.0
+"""How long ranks wait for each other at start-up by default (``RENDEZVOUS_SECONDS``).
+torch's own default is 30 minutes; peers of a gang start within seconds of each other
+once placed, but placing a pod can take minutes (a node scaled up for it)."""
+_HOST = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?"
+)
+"""A DNS name as RFC 1123 spells one."""
+
+
+def gang_from(read: Variables) -> tuple[int, int, str, int]:
+    """``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``, each checked;
+    :class:`ConfigError` names the first that is wrong."""
+    size = read.whole("WORLD_SIZE", 1, 1, BATCH_ROWS)
+    if BATCH_ROWS % size:
+        raise ConfigError(f"WORLD_SIZE={size}: must divide the batch of {BATCH_ROWS} rows")
+    rank = read.whole("RANK", 0, 0, size - 1)
+    if size == 1:
+        return rank, size, "", 0
+    address = read.required("MASTER_ADDR", "the host name or address of rank 0")
+    if not _HOST.fullmatch(address):
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            raise ConfigError(
+                f"MASTER_ADDR={address!r:.80}: not a host name or an IP address"
+            ) from None
+    port = read.whole("MASTER_PORT", None, 1, 65535)
+    return rank, size, address, port
+
+
+def _rendezvous(rank: int, size: int, seconds: float, guard: PreemptionGuard, where: str) -> None:
+    """Join the gang's process group, waiting at most ``seconds`` for the others, and
+    not at all once SIGTERM has come. ``init_process_group`` blocks in C++, where no Python
+    signal handler runs, so it runs in a thread the main one watches. Raises
+    :class:`PeerLost` when the gang does not assemble in time, and
+    :class:`RendezvousInterrupted` on SIGTERM (the thread is left behind: the process
+    exits next, with ``os._exit``)."""
+    failure: list[BaseException] = []
+    done = threading.Event()
+
+    def join() -> None:
+        try:
+            timeout = datetime.timedelta(seconds=seconds)
+            dist.init_process_group("gloo", rank=rank, world_size=size, timeout=timeout)
+        except Exception as error:  # torch raises store, socket and backend errors here
+            failure.append(error)
+        finally:
+            done.set()
+
+    threading.Thread(target=join, name="rendezvous", daemon=True).start()
+    deadline = time.monotonic() + seconds + 5  # torch's own timeout ends it first
+    while not done.wait(0.05):
+        if guard.preempted:
+            raise RendezvousInterrupted(f"rank {rank}: SIGTERM before the gang assembled")
+        if time.monotonic() > deadline:
+            break
+    if failure or not done.is_set():
+        why = str(failure[0]).strip().splitlines()[0][:200] if failure else "no answer"
+        raise PeerLost(
+            f"rank {rank}: the gang of {size} did not assemble at {where} within "
+            f"{seconds:g} s (RENDEZVOUS_SECONDS): {why}"
+        )
 
 
 class Solo:
@@ -88,22 +165,23 @@ class Gang(Solo):
     """Each parameter's owning rank, set by :meth:`owned`."""
 
     def __init__(self, rank: int, world_size: int) -> None:
+        """Rank ``rank`` of a process group already joined (:meth:`from_env`)."""
         self.rank, self.world_size = rank, world_size
-        dist.init_process_group("gloo", rank=rank, world_size=world_size)
         gang = [new_gang_id() if rank == 0 else None]
         self._collective(dist.broadcast_object_list, gang, src=0)
         self.gang_id = str(gang[0])
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Solo:
-        """A gang when ``WORLD_SIZE`` is over 1, else :class:`Solo`; ``ValueError`` when
-        the gang cannot split a batch."""
-        size = int(env.get("WORLD_SIZE") or 1)
-        if size <= 1:
+    def from_env(
+        cls, env: Mapping[str, str], guard: PreemptionGuard, rendezvous_seconds: float
+    ) -> Solo:
+        """A gang when ``WORLD_SIZE`` is over 1, assembled (see :func:`_rendezvous`), else
+        :class:`Solo`; :class:`ConfigError` for a variable that cannot describe one."""
+        rank, size, address, port = gang_from(Variables(env))
+        if size == 1:
             return Solo()
-        if BATCH_ROWS % size:
-            raise ValueError(f"WORLD_SIZE={size}: must divide the batch of {BATCH_ROWS} rows")
-        return cls(int(env.get("RANK") or 0), size)
+        _rendezvous(rank, size, rendezvous_seconds, guard, f"{address}:{port}")
+        return cls(rank, size)
 
     def store(self, url: str, **options: object) -> CheckpointStore:
         return GangCheckpointStore(

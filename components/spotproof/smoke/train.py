@@ -23,12 +23,14 @@ TRAIN_THREADS       torch intra-op threads                                 1    
                                                                                    it may use
 PEER_WAIT_SECONDS   a rank stopped by a peer waits this long to be torn    600     0 to 86400
                     down
+RENDEZVOUS_SECONDS  ranks wait this long for each other at start-up;       600     10 to 86400
+                    then exit PEER_LOST (a SIGTERM ends the wait at once)
 STORAGE_STARTUP_    opening the store may take this long; then exit       60      1 to 3600
 SECONDS             STORAGE_UNAVAILABLE for a retry (each call is bounded
                     too: ``spotproof.runtime.storage.deadlines``)
-WORLD_SIZE, RANK,   a gang of ranks over torch.distributed (gloo), as      1
-MASTER_ADDR/PORT    torchrun and a JobSet set them
-                    (``spotproof.smoke.distributed``)
+WORLD_SIZE, RANK,   a gang of ranks over torch.distributed (gloo), as      1       WORLD_SIZE
+MASTER_ADDR/PORT    torchrun and a JobSet set them                                 divides 16,
+                    (``spotproof.smoke.distributed``)                              RANK below it
 =================== ====================================================== ======= ===========
 
 SEED and MODEL_MB define the run: they are recorded in every checkpoint's manifest, and a
@@ -63,10 +65,19 @@ from spotproof.runtime.checkpoint import Checkpoint, CheckpointStore, SaveCancel
 from spotproof.runtime.gang import PEER_WAIT_SECONDS, await_teardown
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.manifest import DEFAULT_KEEP, GangMismatch
+from spotproof.runtime.messages import redacted
 from spotproof.runtime.storage import StorageError, StorageURLError, deadlines
 from spotproof.runtime.transfer import MAX_PART
+from spotproof.runtime.variables import ConfigError, Variables
 from spotproof.smoke import BATCH_ROWS
-from spotproof.smoke.distributed import Gang, PeerLost, Solo
+from spotproof.smoke.distributed import (
+    RENDEZVOUS_SECONDS,
+    Gang,
+    PeerLost,
+    RendezvousInterrupted,
+    Solo,
+    gang_from,
+)
 
 DEPTH = 4
 BYTES_PER_PARAMETER = 12  # fp32 weight + AdamW's two moments
@@ -79,12 +90,6 @@ MAX_SECONDS = 86400
 MAX_KEEP = 1000
 FINAL_SAVE_MARGIN = 0.5
 """Seconds of the grace period kept back from the final save: to report and exit."""
-
-
-class ConfigError(Exception):
-    """A configuration this run must not go on with: exit 2 with one line. Not a
-    ``ValueError``: raised while a checkpoint is restored (another run's checkpoint), it
-    must stop the run, not have the checkpoint skipped for an older one."""
 
 
 @dataclass(frozen=True)
@@ -102,52 +107,34 @@ class TrainConfig:
     emit_steps: bool = False
     threads: int = 1
     peer_wait_seconds: float = PEER_WAIT_SECONDS
+    rendezvous_seconds: float = RENDEZVOUS_SECONDS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TrainConfig:
         """The configuration from ``env``; :class:`ConfigError` names the first variable
         that is missing, malformed or out of its range, and the range."""
 
-        def number(name: str, default: float | None, kind: type, low: float, high: float) -> Any:
-            raw = env.get(name)
-            if raw is None or raw == "":
-                if default is None:
-                    raise ConfigError(f"{name} is required ({kind.__name__}, {low} to {high})")
-                return default
-            try:
-                value = kind(raw)
-            except ValueError:
-                raise ConfigError(
-                    f"{name}={raw!r}: not a{'n' if kind is int else ''} "
-                    f"{kind.__name__}; allowed {low} to {high}"
-                ) from None
-            # nan compares false with everything, so the range test alone would let it in.
-            if not math.isfinite(value) or not low <= value <= high:
-                raise ConfigError(f"{name}={raw!r}: allowed {low} to {high}")
-            return value
-
-        url = env.get("CHECKPOINT_URL") or ""
-        if not url:
-            raise ConfigError("CHECKPOINT_URL is required (file://, s3://, gs:// or az:// URL)")
-        emit_steps = env.get("EMIT_STEPS") or "0"
-        if emit_steps not in ("0", "1"):
-            raise ConfigError(f"EMIT_STEPS={emit_steps!r}: allowed 0 or 1")
+        read = Variables(env)
         config = cls(
-            checkpoint_url=url,
-            interval=number("CHECKPOINT_INTERVAL", None, int, 1, MAX_STEPS),
-            total_steps=number("TOTAL_STEPS", None, int, 1, MAX_STEPS),
-            seed=number("SEED", 0, int, 0, MAX_SEED),
-            model_mb=number("MODEL_MB", 16, float, 0.01, MAX_MODEL_MB),
-            grace_seconds=number("GRACE_SECONDS", 15, float, 1, MAX_SECONDS),
-            step_seconds=number("STEP_SECONDS", 0, float, 0, MAX_SECONDS),
-            keep=number("KEEP_CHECKPOINTS", DEFAULT_KEEP, int, 1, MAX_KEEP),
-            part_kb=number("CHECKPOINT_PART_KB", 0, int, 0, MAX_PART // 1024) or None,
-            emit_steps=emit_steps == "1",
-            threads=number("TRAIN_THREADS", 1, int, 1, usable_cpus()),
-            peer_wait_seconds=number("PEER_WAIT_SECONDS", PEER_WAIT_SECONDS, float, 0, MAX_SECONDS),
+            checkpoint_url=read.required("CHECKPOINT_URL", "a file://, s3://, gs:// or az:// URL"),
+            interval=read.whole("CHECKPOINT_INTERVAL", None, 1, MAX_STEPS),
+            total_steps=read.whole("TOTAL_STEPS", None, 1, MAX_STEPS),
+            seed=read.whole("SEED", 0, 0, MAX_SEED),
+            model_mb=read.number("MODEL_MB", 16, 0.01, MAX_MODEL_MB),
+            grace_seconds=read.number("GRACE_SECONDS", 15, 1, MAX_SECONDS),
+            step_seconds=read.number("STEP_SECONDS", 0, 0, MAX_SECONDS),
+            keep=read.whole("KEEP_CHECKPOINTS", DEFAULT_KEEP, 1, MAX_KEEP),
+            part_kb=read.whole("CHECKPOINT_PART_KB", 0, 0, MAX_PART // 1024) or None,
+            emit_steps=read.choice("EMIT_STEPS", "0", ("0", "1")) == "1",
+            threads=read.whole("TRAIN_THREADS", 1, 1, usable_cpus()),
+            peer_wait_seconds=read.number("PEER_WAIT_SECONDS", PEER_WAIT_SECONDS, 0, MAX_SECONDS),
+            rendezvous_seconds=read.number(
+                "RENDEZVOUS_SECONDS", RENDEZVOUS_SECONDS, 10, MAX_SECONDS
+            ),
         )
         # Read by the storage layer itself (runtime.storage.deadlines); only checked here.
-        number(deadlines.STARTUP_VARIABLE, deadlines.STARTUP_SECONDS, float, 1, 3600)
+        read.number(deadlines.STARTUP_VARIABLE, deadlines.STARTUP_SECONDS, 1, 3600)
+        gang_from(read)  # read again where the gang assembles
         return config
 
     def run_identity(self) -> dict[str, Any]:
@@ -240,17 +227,15 @@ def train(config: TrainConfig, env: Mapping[str, str]) -> int:
     # still end in an orderly PREEMPTED exit, not the default handler's kill.
     with PreemptionGuard(config.grace_seconds) as guard:
         try:
-            gang = Gang.from_env(env)
-        except ValueError as error:
-            raise ConfigError(str(error)) from None
-        try:
-            code = _train(config, guard, gang)
+            code = _join_and_train(config, guard, env)
+        except RendezvousInterrupted:
+            signal_name = guard.signal_received.name if guard.signal_received else "SIGTERM"
+            emit("preempted", step=0, signal=signal_name, grace_left=round(guard.remaining(), 3))
+            code = exit_codes.PREEMPTED  # nothing trained, nothing to save
         except PeerLost as error:
             emit("peer_lost", reason=str(error))
             print(f"spotproof.smoke.train: {error}", file=sys.stderr)
             code = exit_codes.PEER_LOST
-        finally:
-            gang.close()
         stopped_by_peer = code == exit_codes.PEER_LOST or (
             code == exit_codes.PREEMPTED and not guard.preempted
         )
@@ -260,6 +245,14 @@ def train(config: TrainConfig, env: Mapping[str, str]) -> int:
             if not await_teardown(guard, config.peer_wait_seconds):
                 return exit_codes.PEER_LOST
         return code
+
+
+def _join_and_train(config: TrainConfig, guard: PreemptionGuard, env: Mapping[str, str]) -> int:
+    gang = Gang.from_env(env, guard, config.rendezvous_seconds)
+    try:
+        return _train(config, guard, gang)
+    finally:
+        gang.close()
 
 
 def _resume(
@@ -391,10 +384,10 @@ def main() -> int:
         config = TrainConfig.from_env(os.environ)
         return train(config, os.environ)
     except (ConfigError, StorageURLError) as error:
-        print(f"spotproof.smoke.train: {error}", file=sys.stderr)
+        print(f"spotproof.smoke.train: {redacted(str(error))}", file=sys.stderr)
         return exit_codes.BAD_CONFIG
     except StorageError as error:
-        print(f"spotproof.smoke.train: {error}", file=sys.stderr)
+        print(f"spotproof.smoke.train: {redacted(str(error))}", file=sys.stderr)
         return exit_codes.STORAGE_UNAVAILABLE
 
 

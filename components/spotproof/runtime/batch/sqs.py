@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from spotproof.runtime.batch.queues import Lease, WorkItem, encode, lease_of
+from spotproof.runtime.batch.queues import Lease, QueueURLError, WorkItem, encode, lease_of
 
 MAX_PER_CALL = 10
 WAIT_SECONDS = 1
@@ -25,8 +25,15 @@ WAIT_SECONDS = 1
 class SqsQueue:
     def __init__(self, name: str, client: Any = None) -> None:
         import boto3  # noqa: PLC0415
+        from botocore.exceptions import NoRegionError  # noqa: PLC0415
 
-        self.client = client or boto3.client("sqs")
+        try:
+            self.client = client or boto3.client("sqs")
+        except NoRegionError:
+            raise QueueURLError(
+                f"queue sqs://{name}: no AWS region; set AWS_REGION (IRSA and EKS Pod "
+                "Identity set it for a pod)"
+            ) from None
         self.url = self.client.get_queue_url(QueueName=name)["QueueUrl"]
 
     def publish(self, items: Sequence[WorkItem]) -> None:

@@ -32,17 +32,26 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlparse
 
+from spotproof.runtime.messages import redacted
+
 DEFAULT_TABLE = "spotproof_results"
 TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 """Lower-case SQL identifiers up to PostgreSQL's 63 bytes: safe unquoted in both."""
 ALLOWED = "sqlite:///PATH or postgresql://USER@HOST[:PORT]/DATABASE"
 
 
-class TableURLError(ValueError):
+class _Redacted:
+    """A message with the URL's credentials taken out (``runtime.messages``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redacted(message))  # type: ignore[call-arg]
+
+
+class TableURLError(_Redacted, ValueError):
     """A table URL or name this module cannot use; the message names what is allowed."""
 
 
-class TableUnavailable(RuntimeError):
+class TableUnavailable(_Redacted, RuntimeError):
     """The database did not accept the connection (down, refused, bad credentials)."""
 
 

@@ -23,9 +23,13 @@ from spotproof.runtime import exit_codes
 from spotproof.runtime.batch.queues import Lease, WorkItem, WorkQueue
 from spotproof.runtime.batch.results import ResultStore
 from spotproof.runtime.batch.table import ResultTable
+from spotproof.runtime.failures import Failure, classify
 from spotproof.runtime.guard import PreemptionGuard
 
 Events = Callable[[dict[str, Any]], None]
+PULL_ATTEMPTS = 4
+PULL_BACKOFF_SECONDS = 1.0
+"""Pause before the second pull attempt; doubled before each one after."""
 FINISH_MARGIN_SECONDS = 1.0
 """Grace kept back after the item in flight, for its result write and acknowledgement."""
 
@@ -146,7 +150,7 @@ class _Worker:
         held, report = self.held, self.report
         idle_since: float | None = None
         while not self.guard.preempted:
-            leases = self.queue.pull(batch_size, self.lease_seconds)
+            leases = self.pull(batch_size)
             if not leases:
                 idle_since = idle_since or time.monotonic()
                 if stop_when_idle is not None and time.monotonic() - idle_since >= stop_when_idle:
@@ -173,6 +177,20 @@ class _Worker:
         report.exit_code = exit_codes.PREEMPTED if self.guard.preempted else exit_codes.COMPLETED
         self.events(report.summary())
         return report
+
+    def pull(self, batch_size: int) -> list[Lease]:
+        """A pull, tried again after a transient failure (no answer, a server error) up
+        to :data:`PULL_ATTEMPTS` times, with growing pauses; then the failure is raised."""
+        for attempt in range(PULL_ATTEMPTS):
+            try:
+                return self.queue.pull(batch_size, self.lease_seconds)
+            except Exception as error:
+                transient = classify(error) in (Failure.UNREACHABLE, Failure.SERVER)
+                if not transient or attempt == PULL_ATTEMPTS - 1 or self.guard.preempted:
+                    raise
+                self.events({"event": "pull_failed", "error": type(error).__name__})
+                self.guard.wait(PULL_BACKOFF_SECONDS * 2**attempt)
+        return []
 
     def reject(self, leases: list[Lease]) -> None:
         """Hand messages that are no work item back untouched: each goes to the queue's

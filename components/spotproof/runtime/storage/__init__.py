@@ -85,6 +85,11 @@ def open_store(url: str, **storage_options: Any) -> ObjectStore:
         raise StorageURLError(
             f"checkpoint URL {url!r}: unsupported scheme {scheme!r}; allowed: {ALLOWED}"
         )
+    if "@" in parsed.netloc:
+        raise StorageURLError(
+            f"checkpoint URL {url!r}: credentials in a URL are refused (they end up in "
+            "logs); give them the SDK's way: workload identity, or its environment variables"
+        )
     protocol = SCHEMES[parsed.scheme]
     root = _local_root(url) if protocol == "file" else _bucket_root(url)
     fs = _filesystem(url, protocol, storage_options)

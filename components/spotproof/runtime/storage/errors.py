@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from spotproof.runtime.failures import Failure, classify
+from spotproof.runtime.messages import redacted
 
 
 class StorageError(RuntimeError):
     """The store cannot be used: bad URL, no credentials, unreachable, or a failed call."""
 
     def __init__(self, message: str, failure: Failure = Failure.OTHER) -> None:
-        super().__init__(message)
+        super().__init__(redacted(message))  # URLs and SDK errors may carry credentials
         self.failure = failure
 
 
