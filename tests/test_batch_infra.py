@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from spotproof import policy
+from spotproof.catalog.aks import BLOB_ACTION, CHANGING_ACTIONS
 from spotproof.plan import PlanResult, keda_objects, run_plan
 from spotproof.plan.recorder import Resource
 from spotproof.spec import SpecError, fleet_from_config
@@ -186,9 +187,7 @@ def test_the_eks_worker_role_consumes_one_queue_and_never_deletes_results(
     assert by_sid["ReadCreateResults"]["Resource"] == (
         "arn:aws:s3:::spotproof-eks-dev-checkpoints-usw2/results/*"
     )
-    assert by_sid["ListResultsPrefix"]["Condition"] == {
-        "StringLike": {"s3:prefix": ["results", "results/*"]}
-    }
+    assert by_sid["ListResultsPrefix"]["Condition"] == {"StringLike": {"s3:prefix": ["results/*"]}}
     associations = {
         (a["namespace"], a["serviceAccount"]): a["roleArn"]
         for a in _all(eks_dev, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
@@ -496,12 +495,25 @@ def test_a_worker_role_that_may_delete_results_is_reported(eks_dev: PlanResult) 
     assert "may delete objects" in message
 
 
-def test_an_aks_worker_writing_anywhere_in_the_container_is_reported(aks_dev: PlanResult) -> None:
+def test_an_aks_worker_reaching_anywhere_in_the_container_is_reported(aks_dev: PlanResult) -> None:
     _inputs(
         aks_dev, "azure-native:authorization:RoleAssignment", "aks-dev-work-worker-writes-results"
     ).pop("condition")
     [(_, message)] = _violations(aks_dev, "queue-consumer-scope")
-    assert "may write anywhere in the container" in message
+    assert "may reach the whole container" in message
+
+
+def test_an_aks_worker_confined_for_writes_but_not_for_reads_is_reported(
+    aks_dev: PlanResult,
+) -> None:
+    role = _inputs(
+        aks_dev, "azure-native:authorization:RoleAssignment", "aks-dev-work-worker-writes-results"
+    )
+    changes = " AND ".join(f"!(ActionMatches{{'{BLOB_ACTION}/{a}'}})" for a in CHANGING_ACTIONS)
+    path = f"@Resource[{BLOB_ACTION}:path] StringStartsWith 'results/'"
+    role["condition"] = f"(({changes}) OR ({path}))"  # reads and listings left open
+    [(_, message)] = _violations(aks_dev, "queue-consumer-scope")
+    assert "may reach the whole container" in message
 
 
 # --- the spec ------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from spotproof.runtime import transfer
 from spotproof.runtime.checkpoint import CheckpointStore, SaveCancelled
 from spotproof.runtime.manifest import Manifest
 from spotproof.smoke.emulators import Bucket
@@ -68,7 +69,7 @@ def test_flipped_byte_in_a_committed_part_falls_back_to_the_previous_step(bucket
     loaded = store.load_latest(on_skip=lambda step, why: skipped.append((step, why)))
 
     assert loaded is not None and loaded.step == 10 and loaded.blobs == previous
-    assert skipped == [(20, f"{part.key}: crc32c mismatch")]
+    assert skipped == [(20, f"{part.key}: crc32c mismatch in {transfer.READ_ATTEMPTS} reads")]
 
 
 def test_truncated_missing_or_garbled_checkpoints_are_skipped(bucket: Bucket) -> None:

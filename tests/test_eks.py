@@ -10,6 +10,7 @@ from spotproof.eks import iam_documents
 from spotproof.kube.smoke import run_prefix
 from spotproof.plan import PlanResult, run_plan
 from spotproof.plan.recorder import OFFLINE_ACCOUNT
+from spotproof.policy.aws_iam import Request, decide
 from tests.support import stack_config
 
 ROLE = "aws:iam/role:Role"
@@ -393,7 +394,7 @@ def test_smoke_job_service_account_may_read_and_write_only_the_checkpoint_prefix
     assert objects["Resource"] == f"{bucket}/checkpoints/*"
     listing = _statement(document, "ListCheckpointPrefix")
     assert listing["Resource"] == bucket
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["checkpoints", "checkpoints/*"]}}
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["checkpoints/*"]}}
     trust = _document(_one(eks_dev, ROLE, "checkpoints-trainer"), "assumeRolePolicy")
     assert (
         trust["Statement"][0]["Condition"]["StringEquals"][
@@ -401,6 +402,28 @@ def test_smoke_job_service_account_may_read_and_write_only_the_checkpoint_prefix
         ]
         == "spotproof-trainer"
     )
+
+
+def test_the_trainer_may_not_list_a_sibling_prefix_that_starts_with_its_name() -> None:
+    bucket = "arn:aws:s3:::b"
+    document = iam_documents.checkpoint_access(bucket, "checkpoints", None)
+
+    def listing(prefix: str) -> str:
+        return decide([document], Request("s3:ListBucket", bucket, {"s3:prefix": prefix}))
+
+    assert listing("checkpoints/smoke/") == "allowed"
+    assert listing("checkpoints-other/") == "implicitly denied"
+    assert listing("checkpoints") == "implicitly denied"
+
+
+def test_the_trainer_is_granted_no_multipart_action_the_runtime_never_calls() -> None:
+    document = iam_documents.checkpoint_access("arn:aws:s3:::b", "checkpoints", None)
+    actions = {a for st in document["Statement"] for a in _listed(st["Action"])}
+    assert actions == {"s3:ListBucket", "s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
+
+
+def _listed(action: str | list[str]) -> list[str]:
+    return [action] if isinstance(action, str) else action
 
 
 def test_smoke_job_uses_the_aws_notice_less_delivery_time_and_accepts_the_fallback(

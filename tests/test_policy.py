@@ -166,6 +166,12 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         lambda i: i.update(allowSharedKeyAccess=True),
         "aks-storage-hardened",
     ),
+    "AKS trainer role on the whole container": (
+        "azure-native:authorization:RoleAssignment",
+        "aks-dev-checkpoints-trainer-writes-container",
+        lambda i: i.pop("condition"),
+        "aks-role-scoped-to-container",
+    ),
     "AKS trainer role on the whole storage account": (
         "azure-native:authorization:RoleAssignment",
         "aks-dev-checkpoints-trainer-writes-container",
@@ -354,9 +360,7 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         "aws:iam/rolePolicy:RolePolicy",
         "eks-dev-checkpoints-trainer-checkpoints",
         lambda i: i.update(
-            policy=i["policy"].replace(
-                '"s3:prefix": ["checkpoints", "checkpoints/*"]', '"s3:prefix": "x"'
-            )
+            policy=i["policy"].replace('"s3:prefix": ["checkpoints/*"]', '"s3:prefix": "x"')
         ),
         "s3-checkpoint-access",
     ),

@@ -22,8 +22,11 @@ Facts this relies on:
 - Workload identity: a user-assigned identity the trainer's service account federates to
   (``spotproof.aks.identity``).
 - ``Storage Blob Data Contributor`` (role ``ba92f5b4-2d11-453d-a403-e96b0029c9fe``,
-  Azure built-in roles) scoped to the container alone. Role assignments take up to ten
-  minutes to apply, so the first run right after ``pulumi up`` may be refused.
+  Azure built-in roles) scoped to the container, with a condition that confines it to
+  ``bucket.prefix`` (``spotproof.catalog.aks.blobs_under``), as GKE's and EKS's grants
+  are: the trainer cannot read or delete the batch workers' results. Role assignments
+  take up to ten minutes to apply, so the first run right after ``pulumi up`` may be
+  refused.
 """
 
 from __future__ import annotations
@@ -39,12 +42,12 @@ from spotproof.aks.identity import (
     federated_identity,
     role_definition,
 )
+from spotproof.catalog.aks import BLOB_DATA_CONTRIBUTOR, blobs_under
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
 from spotproof.spec import BucketSpec
 
 CONTAINER = "spotproof"
 """The container checkpoints go in; ``az://spotproof/<prefix>``."""
-BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 ACCOUNT_ENV = "AZURE_STORAGE_ACCOUNT_NAME"
 """Names the storage account for the runtime's ``az://`` store."""
 
@@ -161,6 +164,8 @@ class CheckpointBucket(pulumi.ComponentResource):
             principal_type=azure.authorization.PrincipalType.SERVICE_PRINCIPAL,
             role_definition_id=role_definition(subscription, BLOB_DATA_CONTRIBUTOR),
             scope=container.id,
+            condition=blobs_under(settings.prefix),
+            condition_version="2.0",
             opts=child,
         )
 

@@ -12,10 +12,10 @@ Facts this relies on:
   ``queues/messages/write``, which "Storage Queue Data Message Processor" lacks, so the
   worker gets "Storage Queue Data Contributor" on the work queue alone; "Storage Queue Data
   Message Sender" on the poison queue alone; "Storage Blob Data Contributor" on the
-  container with a condition that admits writes and deletes only under the results prefix
-  (attribute-based access control, ``@Resource[...blobs:path] StringStartsWith``: the
-  path is relative to the container, ``storage-auth-abac-attributes``). Azure has no
-  create-only role: the runtime's writes are create-only (``If-None-Match: *``).
+  container with a condition that confines reads, listings and changes to the results
+  prefix (``spotproof.catalog.aks.blobs_under``), so a worker cannot read checkpoints.
+  Azure has no create-only role: the runtime's writes are create-only
+  (``If-None-Match: *``).
 - KEDA's ``azure-queue`` scaler accepts only the ``azure-workload`` identity, which is the
   KEDA operator's own: a user-assigned identity federated with ``keda/keda-operator``,
   named in the chart's ``podIdentity.azureWorkload`` values, with "Storage Queue Data
@@ -39,6 +39,7 @@ from spotproof.aks.identity import (
     role_definition,
 )
 from spotproof.catalog import keda
+from spotproof.catalog.aks import BLOB_DATA_CONTRIBUTOR, blobs_under
 from spotproof.kube.batch import QueueScaler, WorkQueueBinding
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
 from spotproof.runtime.batch.azure_queue import POISON_SUFFIX
@@ -47,19 +48,6 @@ from spotproof.spec import BatchSpec
 QUEUE_DATA_CONTRIBUTOR = "974c5e8b-45b9-4653-ba55-5f855dd0fb88"
 QUEUE_MESSAGE_SENDER = "c6a89b2d-59bc-44d0-9896-0f6e12d7b80a"
 QUEUE_DATA_READER = "19e7f393-937e-4f77-808e-94535e297925"
-BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
-BLOB_ACTION = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
-PATH_LIMITED_ACTIONS = ("write", "add/action", "delete", "move/action")
-"""Every data action of Storage Blob Data Contributor that changes a blob."""
-
-
-def writes_only_under(prefix: str) -> str:
-    """A role-assignment condition (version 2.0): a blob action that changes a blob is
-    allowed only under ``prefix/``; reads and listings are left as the role grants them."""
-    changes = " AND ".join(
-        f"!(ActionMatches{{'{BLOB_ACTION}/{action}'}})" for action in PATH_LIMITED_ACTIONS
-    )
-    return f"(({changes}) OR (@Resource[{BLOB_ACTION}:path] StringStartsWith '{prefix}/'))"
 
 
 @dataclass
@@ -130,7 +118,7 @@ class WorkQueue(pulumi.ComponentResource):
                 "writes-results",
                 BLOB_DATA_CONTRIBUTOR,
                 args.container_id,
-                writes_only_under(batch.results_prefix),
+                blobs_under(batch.results_prefix),
             ),
         )
         for verb, definition, scope, condition in grants:

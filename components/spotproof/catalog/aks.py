@@ -117,3 +117,49 @@ def injected_labels(pool_name: str, mode: str, *, spot: bool, gpu: bool = False)
     if gpu:
         labels[ACCELERATOR_LABEL] = NVIDIA
     return labels
+
+
+# --- blob roles and the condition that confines them ------------------------------------
+
+BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+"""Storage Blob Data Contributor (Azure built-in roles, storage)."""
+BLOB_ACTION = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+CHANGING_ACTIONS = ("write", "add/action", "delete", "move/action")
+"""Every data action of Storage Blob Data Contributor that changes a blob."""
+_CONFINED_TO = re.compile(r"@Resource\[[^\]]+:path\] StringStartsWith '([^']*)/'")
+
+
+def blobs_under(prefix: str) -> str:
+    """The role-assignment condition (version 2.0) that confines Storage Blob Data
+    Contributor to ``prefix/`` of its container: reads, listings and changes alike.
+
+    Azure has no blob role narrower than a container; a condition narrows one to a path.
+    The clauses follow Microsoft's examples "Read or list blobs in named containers with a
+    path" and "Write blobs in named containers with a path" (MicrosoftDocs/azure-docs
+    ``articles/storage/blobs/storage-auth-abac-examples.md``): reading a blob is
+    ``blobs/read``, judged by the blob's ``path`` (relative to the container); listing is
+    the same action with the suboperation ``Blob.List``, which names no blob and is judged
+    by the request's ``prefix`` (``storage-auth-abac-attributes.md``, "Blob prefix"); each
+    action that changes a blob is judged by its path. A listing of the container's root
+    (prefix "") is refused, so the runtime checks reachability inside its prefix."""
+    path = f"@Resource[{BLOB_ACTION}:path] StringStartsWith '{prefix}/'"
+    listed = f"@Request[{BLOB_ACTION}:prefix] StringStartsWith '{prefix}/'"
+    read = f"ActionMatches{{'{BLOB_ACTION}/read'}}"
+    changes = " AND ".join(
+        f"!(ActionMatches{{'{BLOB_ACTION}/{action}'}})" for action in CHANGING_ACTIONS
+    )
+    return (
+        f"((!({read} AND NOT SubOperationMatches{{'Blob.List'}})) OR ({path}))"
+        f" AND ((!({read} AND SubOperationMatches{{'Blob.List'}})) OR ({listed}))"
+        f" AND (({changes}) OR ({path}))"
+    )
+
+
+def confined_prefix(condition: str, version: object) -> str | None:
+    """The prefix ``condition`` confines a blob role to, when it is exactly
+    :func:`blobs_under` of one (version 2.0); None for anything else."""
+    found = set(_CONFINED_TO.findall(condition))
+    if version != "2.0" or len(found) != 1:
+        return None
+    prefix = found.pop()
+    return prefix if prefix and condition == blobs_under(prefix) else None

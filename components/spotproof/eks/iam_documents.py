@@ -350,8 +350,13 @@ def _bucket_key(kms_key: str | None) -> list[Document]:
 def checkpoint_access(bucket_arn: str, prefix: str, kms_key: str | None) -> Document:
     """Read and write under ``prefix/`` of one bucket, and nothing else.
 
-    Listing is limited to the prefix too (``s3:prefix``), so a trainer cannot even see
-    other keys. Deletes are allowed because retention prunes old checkpoints.
+    Listing is limited to the prefix too (``s3:prefix`` like ``prefix/*``; a bare
+    ``prefix`` would admit a listing of ``prefix-other/`` as well, since S3 matches a
+    listing's prefix as the start of a key), so a trainer cannot even see other keys.
+    Deletes are allowed because retention prunes old checkpoints. No multipart actions:
+    parts and manifests are single PUTs of at most 64 MiB (``runtime.transfer``,
+    ``runtime.manifest.MAX_MANIFEST_BYTES``), below where s3fs would start a multipart
+    upload.
     """
     statements: list[Document] = [
         {
@@ -359,18 +364,12 @@ def checkpoint_access(bucket_arn: str, prefix: str, kms_key: str | None) -> Docu
             "Effect": "Allow",
             "Action": "s3:ListBucket",
             "Resource": bucket_arn,
-            "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}},
+            "Condition": {"StringLike": {"s3:prefix": [f"{prefix}/*"]}},
         },
         {
             "Sid": "ReadWriteCheckpoints",
             "Effect": "Allow",
-            "Action": [
-                "s3:GetObject",
-                "s3:PutObject",
-                "s3:DeleteObject",
-                "s3:AbortMultipartUpload",
-                "s3:ListMultipartUploadParts",
-            ],
+            "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
             "Resource": f"{bucket_arn}/{prefix}/*",
         },
     ]
@@ -414,7 +413,7 @@ def batch_worker_access(
             "Effect": "Allow",
             "Action": "s3:ListBucket",
             "Resource": bucket_arn,
-            "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}},
+            "Condition": {"StringLike": {"s3:prefix": [f"{prefix}/*"]}},
         },
         {
             "Sid": "ReadCreateResults",

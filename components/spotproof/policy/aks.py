@@ -8,6 +8,7 @@ from typing import Any
 
 from spotproof import pool_shapes, scheduling
 from spotproof.catalog import Cloud
+from spotproof.catalog.aks import BLOB_DATA_CONTRIBUTOR, confined_prefix
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
 from spotproof.spec.aks import PLATFORM_SPOT_TAINT
 from spotproof.spec.types import PoolClass
@@ -16,7 +17,6 @@ AGENT_POOL = pool_shapes.AKS_AGENT_POOL
 CLUSTER = pool_shapes.AKS_CLUSTER
 STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
-BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 
 
 def agent_pool(inputs: Mapping[str, Any]) -> Iterator[str]:
@@ -71,7 +71,8 @@ def storage_account(inputs: Mapping[str, Any]) -> Iterator[str]:
 
 
 def role_scoped_to_container(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
-    """The trainer's data role applies to its container, never the account or wider."""
+    """A blob data role applies to one container, never the account or wider, and to one
+    prefix of it (``catalog.aks.blobs_under``), as GKE's and EKS's grants do."""
     for role in (r for r in resources if r.type == ROLE_ASSIGNMENT):
         if not str(role.inputs.get("roleDefinitionId", "")).endswith(BLOB_DATA_CONTRIBUTOR):
             continue
@@ -80,6 +81,14 @@ def role_scoped_to_container(resources: list[PlannedResource]) -> Iterator[tuple
             yield (
                 role.name,
                 f"Storage Blob Data Contributor scoped to {scope or '(none)'}, not a container",
+            )
+        condition = str(role.inputs.get("condition") or "")
+        if confined_prefix(condition, role.inputs.get("conditionVersion")) is None:
+            yield (
+                role.name,
+                "Storage Blob Data Contributor without the version 2.0 condition that "
+                "confines it to one prefix: it may read, list and delete every blob of the "
+                "container; allowed: spotproof.catalog.aks.blobs_under(prefix)",
             )
 
 
@@ -104,7 +113,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
 STACK_RULES: tuple[StackRule, ...] = (
     StackRule(
         "aks-role-scoped-to-container",
-        "The trainer may write its container only.",
+        "A blob data role reaches one prefix of one container only.",
         role_scoped_to_container,
     ),
 )

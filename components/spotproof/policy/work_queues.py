@@ -23,6 +23,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from spotproof.catalog.aks import BLOB_DATA_CONTRIBUTOR, confined_prefix
 from spotproof.policy.base import PlannedResource, StackRule
 
 # --- GCP Pub/Sub ---------------------------------------------------------------------------
@@ -252,7 +253,6 @@ STORAGE_QUEUE = "azure-native:storage:Queue"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 POISON_SUFFIX = "-poison"
 QUEUE_DATA_CONTRIBUTOR = "974c5e8b-45b9-4653-ba55-5f855dd0fb88"
-BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 
 
 def storage_queues_have_poison_queues(
@@ -292,11 +292,12 @@ def storage_queue_consumers_scoped(resources: list[PlannedResource]) -> Iterator
             )
         role = str(assignment.inputs.get("roleDefinitionId", ""))
         condition = str(assignment.inputs.get("condition") or "")
-        if role.endswith(BLOB_DATA_CONTRIBUTOR) and "blobs:path] StringStartsWith" not in condition:
+        version = assignment.inputs.get("conditionVersion")
+        if role.endswith(BLOB_DATA_CONTRIBUTOR) and not confined_prefix(condition, version):
             yield (
                 assignment.name,
-                "queue consumer may write anywhere in the container; allowed: a condition "
-                "limiting writes to its results prefix (blobs:path StringStartsWith)",
+                "queue consumer may reach the whole container; allowed: a condition "
+                "confining it to its results prefix (spotproof.catalog.aks.blobs_under)",
             )
 
 

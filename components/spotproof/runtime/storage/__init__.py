@@ -1,9 +1,10 @@
 """Object storage behind one interface: ``file://``, ``s3://``, ``gs://``, ``az://``.
 
-- ``objects``: :class:`ObjectStore` over fsspec, used as it is for Azure (adlfs), and for
-  the small objects and names of every store;
-- ``azure``: the adlfs options for ``az://``: a connection string, or an account with a
-  Microsoft Entra token credential (workload identity on AKS);
+- ``objects``: :class:`ObjectStore` over fsspec, for the small objects and names of every
+  store and all of Azure's (adlfs);
+- ``azure``: the adlfs options for ``az://`` (a connection string, or an account with a
+  Microsoft Entra token credential: workload identity on AKS), and a reachability check
+  that stays inside the store's prefix;
 - ``local``: a directory, with explicit durability and no copies;
 - ``s3``: checkpoint parts through botocore's synchronous client, checksummed;
 - ``gcs``: checkpoint parts through google-cloud-storage, checksummed;
@@ -32,7 +33,7 @@ import fsspec
 
 from spotproof.runtime.failures import Failure
 from spotproof.runtime.storage import deadlines
-from spotproof.runtime.storage.azure import adlfs_options
+from spotproof.runtime.storage.azure import AzureStore, adlfs_options
 from spotproof.runtime.storage.errors import (
     AlreadyExists,
     StorageError,
@@ -96,7 +97,7 @@ def open_store(url: str, **storage_options: Any) -> ObjectStore:
     if protocol == "file":
         _usable_directory(url, Path(root))
         return LocalStore(url, fs, root)
-    kinds = {"s3": S3Store, "gcs": GcsStore}
+    kinds = {"s3": S3Store, "gcs": GcsStore, "abfs": AzureStore}
     store = kinds.get(protocol, ObjectStore)(url, fs, root)
     try:
         deadlines.within(

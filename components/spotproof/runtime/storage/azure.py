@@ -1,4 +1,5 @@
-"""Azure Blob Storage (``az://``, adlfs): which credentials the store signs in with.
+"""Azure Blob Storage (``az://``, adlfs): which credentials the store signs in with, and
+a reachability check that stays inside the store's prefix (:class:`AzureStore`).
 
 Read from the environment, in this order:
 
@@ -22,7 +23,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import fsspec.asyn
+
 from spotproof.runtime.storage.errors import StorageURLError
+from spotproof.runtime.storage.objects import ObjectStore
 
 CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
 ACCOUNT_NAME = "AZURE_STORAGE_ACCOUNT_NAME"
@@ -71,3 +75,31 @@ def _token_credential(url: str) -> Any:
         client_id=os.environ["AZURE_CLIENT_ID"],
         token_file_path=token_file,
     )
+
+
+class AzureStore(ObjectStore):
+    def check_reachable(self, bucket: str) -> None:
+        """One listing *within the store's prefix*, as every listing of the store: the
+        trainer's and the batch workers' role assignments admit a listing only under
+        their prefix (``spotproof.catalog.aks.blobs_under``), so a listing of the
+        container's root would fail the start of every pod (Azurite evaluates no
+        conditions). adlfs cannot tell a missing container from an empty prefix (its
+        ``find`` answers ``[]`` for both), so the container client asks: a missing one
+        answers ``ContainerNotFound``."""
+        _, _, prefix = self.root.partition("/")
+
+        async def first_page() -> None:
+            container = self.fs.service_client.get_container_client(bucket)
+            blobs = container.list_blobs(
+                name_starts_with=f"{prefix}/" if prefix else None, results_per_page=1
+            )
+            async for _ in blobs:
+                break
+
+        from azure.core.exceptions import ResourceNotFoundError  # noqa: PLC0415
+
+        with self.calling("reaching the bucket"):
+            try:
+                fsspec.asyn.sync(self.fs.loop, first_page)
+            except ResourceNotFoundError:
+                raise FileNotFoundError(bucket) from None
