@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from spotproof.spec import SpecError, fleet_from_config
 from spotproof.spec.fields import ConfigObject
 from tests.support import run_cli, stack_config
 
-STACKS = ("gke-dev", "gke-prod", "eks-dev", "eks-prod")
+STACKS = ("gke-dev", "gke-prod", "eks-dev", "eks-prod", "aks-dev", "aks-prod")
 WRONG_VALUES: tuple[Any, ...] = (
     "",
     "bad value",
@@ -29,13 +30,19 @@ WRONG_VALUES: tuple[Any, ...] = (
     -1,
     0,
     10**12,
+    10**5000,
+    -(10**40),
     1.5,
+    1e308,
     float("nan"),
     True,
     [],
     [1, "two"],
+    [{"name": "x"}],
     {},
     {"unknown": 1},
+    {"name": [1]},
+    "y" * 100_000,
 )
 Path_ = tuple[str | int, ...]
 
@@ -131,6 +138,12 @@ BAD_CONFIG_NAMED_BY_THE_ISSUE: list[tuple[str, Path_, Any, str]] = [
     ("gke-dev", ("spotproof:smokeTest", "namespace"), "spotproof\n", "namespace"),
     ("gke-dev", ("spotproof:gpuPools", 0, "name"), "l4-spot\n", "name"),
     ("eks-dev", ("spotproof:karpenter", "version"), "1.99.0", "version"),
+    ("gke-dev", ("spotproof:smokeTest", "totalSteps"), 10**13, "totalSteps"),
+    ("gke-dev", ("spotproof:checkpointBucket", "prefix"), "p" * 100_000, "prefix"),
+    ("gke-dev", ("spotproof:checkpointBucket", "prefix"), "a//b", "prefix"),
+    ("gke-dev", ("spotproof:smokeTest", "namespace"), "default", "namespace"),
+    ("aks-dev", ("spotproof:gpuPools", 0, "vmSize"), ["Standard_NC4as_T4_v3"], "vmSize"),
+    ("eks-dev", ("spotproof:gpuPools", 0, "instanceFamilies"), [{"g5": 1}], "instanceFamilies"),
 ]
 
 
@@ -165,3 +178,34 @@ def test_stack_file_that_is_not_utf8_exits_2_in_one_line(
 
     assert code == 2
     assert err.count("\n") == 1 and "not UTF-8" in err
+
+
+# --- stack files nobody should write, and someone will --------------------------------
+
+BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+)
+HOSTILE_STACK_FILES = {
+    "deep nesting": "config:\n  spotproof:x: " + "[" * 900 + "]" * 900 + "\n",
+    "a 5,000-digit integer": "config:\n  spotproof:x: " + "9" * 5000 + "\n",
+    "billion laughs": "config:\n  spotproof:x:\n"
+    + "".join("    " + line + "\n" for line in BILLION_LAUGHS.splitlines()),
+    "a million-item list": "config:\n  spotproof:x:\n" + "    - 1\n" * 1_000_000,
+    "a duplicate key": "config:\n  spotproof:cloud: gke\n  spotproof:cloud: eks\n",
+    "a python tag": "config:\n  spotproof:x: !!python/object/apply:os.system [true]\n",
+}
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE_STACK_FILES))
+def test_a_hostile_stack_file_exits_2_in_one_line_within_seconds(
+    kind: str, make_project: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_project(stack_config("gke-dev"), stack="gke-dev")
+    (root / "stacks" / "Pulumi.gke-dev.yaml").write_text(HOSTILE_STACK_FILES[kind])
+    started = time.monotonic()
+
+    code, _, err = run_cli(capsys, "plan", "--stack", "gke-dev", "--project-dir", str(root))
+
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err and "Pulumi.gke-dev.yaml" in err
+    assert time.monotonic() - started < 20

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from spotproof import fit, scheduling
+from spotproof import fit, node_resources, scheduling
 from spotproof.catalog import Cloud
 from spotproof.catalog import labels as platform_labels
 from spotproof.spec import PoolClass, Taint, TaintEffect
@@ -151,3 +151,59 @@ def test_effect_spellings_per_api() -> None:
     taint = Taint("CriticalAddonsOnly", "true", TaintEffect.NO_SCHEDULE)
     assert scheduling.cloud_effect(taint.effect) == "NO_SCHEDULE"
     assert scheduling.aks_taint(taint) == "CriticalAddonsOnly=true:NoSchedule"
+
+
+# --- CPU and memory against what a node allocates -------------------------------------
+
+G2_NODE = fit.NodeShape(
+    pool="l4-spot",
+    labels=SPOT_NODE.labels,
+    taints=SPOT_NODE.taints,
+    gpus=1,
+    spot=True,
+    allocatable=node_resources.gke(8, 32),  # g2-standard-8
+)
+
+
+def _requesting(**requests: str) -> dict:
+    pod = _pod(scheduling.placement(PoolClass.SPOT_GPU))
+    pod["containers"][0]["resources"]["requests"] = requests
+    return pod
+
+
+def test_gke_keeps_part_of_a_node_for_itself_by_its_documented_tiers() -> None:
+    # 8 vCPUs: 6% + 1% + 2 x 0.5% + 4 x 0.25% of a core = 90 millicores kept.
+    # 32 GiB: 25% of 4 + 20% of 4 + 10% of 8 + 6% of 16 GiB = 3.56 GiB, and 100 MiB.
+    assert node_resources.gke(8, 32) == node_resources.Allocatable(
+        7910, int(32 * 2**30 - 3.56 * 2**30 - 100 * 2**20)
+    )
+
+
+def test_a_pod_asking_for_more_cpu_than_the_node_allocates_does_not_fit() -> None:
+    assert fit.misfits(_requesting(cpu="1000"), G2_NODE) == [
+        "requests 1000 CPU, node's allocatable CPU is 7.91"
+    ]
+
+
+def test_a_pod_asking_for_all_of_a_nodes_cores_does_not_fit_its_allocatable_share() -> None:
+    assert fit.misfits(_requesting(cpu="8"), G2_NODE) != []
+    assert fit.misfits(_requesting(cpu="7500m"), G2_NODE) == []
+
+
+def test_a_pod_asking_for_more_memory_than_the_node_allocates_does_not_fit() -> None:
+    [reason] = fit.misfits(_requesting(memory="100Ti"), G2_NODE)
+    assert reason.startswith("requests 102400.0 GiB of memory, node's allocatable memory is 28.")
+
+
+def test_init_containers_count_by_their_largest_not_their_sum() -> None:
+    pod = _requesting(cpu="2")
+    pod["initContainers"] = [
+        {"name": f"i{n}", "resources": {"requests": {"cpu": "6"}}} for n in (1, 2)
+    ]
+    assert fit.pod_request(pod, "cpu") == 6
+    assert fit.misfits(pod, G2_NODE) == []
+
+
+def test_an_aks_size_bounds_cpu_by_the_vcpus_in_its_name() -> None:
+    assert node_resources.aks("Standard_NC24ads_A100_v4").cpu_millis == 24_000
+    assert node_resources.aks("custom").cpu_millis is None

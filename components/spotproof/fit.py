@@ -2,7 +2,8 @@
 
 The inverse of :mod:`spotproof.scheduling`: where the contract builds taints, selectors
 and affinity, this reads them back from what a stack rendered (taints tolerated,
-nodeSelector and required node affinity satisfied, GPUs present) so that a hand-edited
+nodeSelector and required node affinity satisfied, GPUs present, CPU and memory requests
+within what a node allocates) so that a hand-edited
 manifest or a mutated pool is caught. ``spotproof plan`` and the policy rules both use it.
 """
 
@@ -12,7 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spotproof import quantity
 from spotproof.catalog import Cloud
+from spotproof.node_resources import Allocatable
 from spotproof.scheduling import GPU_RESOURCE, PLATFORM_PRIORITY, system_taint
 from spotproof.spec import Taint, TaintEffect
 
@@ -31,6 +34,9 @@ class NodeShape:
     choices: Mapping[str, frozenset[str]] = field(default_factory=dict)
     """Labels whose value the provisioner picks per node to suit the pod (Karpenter:
     instance type, family, zone, ...): a pod asking for any one of these values fits."""
+    allocatable: Allocatable = field(default_factory=Allocatable)
+    """CPU and memory a node offers pods, where the plan knows them
+    (``spotproof.node_resources``)."""
 
     @property
     def reclaimable(self) -> bool:
@@ -79,11 +85,44 @@ def gpu_request(pod_spec: Mapping[str, Any]) -> int:
     def gpus(container: Mapping[str, Any]) -> int:
         resources = container.get("resources") or {}
         limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
-        return int(float(limits.get(GPU_RESOURCE, requests.get(GPU_RESOURCE, 0))))
+        return int(quantity.amount_or_zero(limits.get(GPU_RESOURCE, requests.get(GPU_RESOURCE))))
 
     regular = sum(gpus(c) for c in pod_spec.get("containers") or [])
     init = max((gpus(c) for c in pod_spec.get("initContainers") or []), default=0)
     return max(regular, init)
+
+
+def pod_request(pod_spec: Mapping[str, Any], resource: str) -> float:
+    """What the pod requests of ``resource`` (``cpu`` in cores, ``memory`` in bytes): the
+    larger of its containers' sum and its largest init container, as the scheduler counts
+    it. A container that sets only a limit requests that much (the API defaults requests
+    to limits); a value that is no quantity counts as nothing (the schema checks say so)."""
+
+    def requested(container: Mapping[str, Any]) -> float:
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        return quantity.amount_or_zero(requests.get(resource, limits.get(resource)))
+
+    regular = sum(requested(c) for c in pod_spec.get("containers") or [])
+    init = max((requested(c) for c in pod_spec.get("initContainers") or []), default=0.0)
+    return max(regular, init)
+
+
+def _resource_misfits(pod_spec: Mapping[str, Any], node: NodeShape) -> list[str]:
+    offered = node.allocatable
+    reasons = []
+    cpu = pod_request(pod_spec, "cpu")
+    if offered.cpu_millis is not None and cpu * 1000 > offered.cpu_millis:
+        reasons.append(
+            f"requests {cpu:g} CPU, node's {offered.basis} CPU is {offered.cpu_millis / 1000:g}"
+        )
+    memory = pod_request(pod_spec, "memory")
+    if offered.memory_bytes is not None and memory > offered.memory_bytes:
+        reasons.append(
+            f"requests {memory / 2**30:.1f} GiB of memory, node's {offered.basis} memory is "
+            f"{offered.memory_bytes / 2**30:.1f} GiB"
+        )
+    return reasons
 
 
 def misfits(pod_spec: Mapping[str, Any], node: NodeShape) -> list[str]:
@@ -108,7 +147,7 @@ def misfits(pod_spec: Mapping[str, Any], node: NodeShape) -> list[str]:
     needed = gpu_request(pod_spec)
     if needed > node.gpus:
         reasons.append(f"needs {needed} {GPU_RESOURCE}, node has {node.gpus}")
-    return reasons
+    return reasons + _resource_misfits(pod_spec, node)
 
 
 SYSTEM_NAMESPACES = frozenset({"kube-system", "gke-managed-system", "karpenter"})

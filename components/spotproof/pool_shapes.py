@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from spotproof import fit, scheduling
+from spotproof import fit, node_resources, scheduling
 from spotproof.catalog import aks as aks_catalog
 from spotproof.catalog import eks as eks_catalog
+from spotproof.catalog import gke as gke_catalog
 from spotproof.catalog import labels as platform_labels
+from spotproof.catalog.gke import CatalogError
 from spotproof.spec.aks import PLATFORM_SPOT_TAINT
 from spotproof.spec.types import Taint
 
@@ -63,7 +65,16 @@ def gke_node_pool(inputs: Inputs) -> fit.NodeShape:
         gpus=gpus,
         spot=spot,
         flex_start=flex_start,
+        allocatable=_gke_allocatable(str(config.get("machineType") or "")),
     )
+
+
+def _gke_allocatable(machine_type: str) -> node_resources.Allocatable:
+    try:
+        cpus, memory_gb = gke_catalog.machine_resources(machine_type)
+    except CatalogError:
+        return node_resources.Allocatable()  # a machine type the catalog does not size
+    return node_resources.gke(cpus, memory_gb)
 
 
 def eks_node_group(inputs: Inputs) -> fit.NodeShape:
@@ -110,7 +121,12 @@ def aks_agent_pool(inputs: Inputs) -> fit.NodeShape:
     if inputs.get("vmSize"):
         labels[aks_catalog.INSTANCE_TYPE_LABEL] = str(inputs["vmSize"])
     return fit.NodeShape(
-        pool=name, labels=labels, taints=tuple(taints), gpus=size.gpus if size else 0, spot=spot
+        pool=name,
+        labels=labels,
+        taints=tuple(taints),
+        gpus=size.gpus if size else 0,
+        spot=spot,
+        allocatable=node_resources.aks(str(inputs.get("vmSize") or "")),
     )
 
 

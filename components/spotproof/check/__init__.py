@@ -8,6 +8,10 @@ fit, scale-up, the preemption path, gang capacity, queue admission and the pitfa
 at the line of the key it is about (``locate``). Without a stack only what needs no
 cluster runs: schemas, the Job rules, GPU limits.
 
+An object the API server would refuse (a field of the wrong type, an unknown field, a
+missing required one) is reported for that alone: the other checks judge only objects the
+API would accept, so a list where an object belongs is a finding, never a crash.
+
 Exit codes as ``plan``: 0 nothing found, 1 findings, 2 bad input.
 """
 
@@ -83,14 +87,20 @@ def _resource(document: Document) -> Resource:
 def check(documents: list[Document], planned: PlanResult | None) -> CheckResult:
     """The findings about ``documents``, checked against ``planned`` when given."""
     mine = [_resource(d) for d in documents]
+    version = planned.spec.kubernetes_version if planned else DEFAULT_KUBERNETES_VERSION
+    violations, _ = manifests.validate(Recording("", "", mine), version)
+    refused = {v.resource for v in violations}
+    judged = [r for r in mine if r.name not in refused]
     if planned is not None:
         stack = planned.recording
-        recording = Recording(stack.stack, stack.project, [*stack.resources, *mine])
-        violations = check_plan(planned.spec, recording).violations
+        recording = Recording(stack.stack, stack.project, [*stack.resources, *judged])
+        violations += [
+            v
+            for v in check_plan(planned.spec, recording).violations
+            if not (v.policy == manifests.SCHEMA_POLICY and v.resource in refused)
+        ]
     else:
-        recording = Recording("", "", mine)
-        violations, _ = manifests.validate(recording, DEFAULT_KUBERNETES_VERSION)
-        violations += [v for v in evaluate(mine) if v.policy not in NEEDS_THE_STACK]
+        violations += [v for v in evaluate(judged) if v.policy not in NEEDS_THE_STACK]
     by_name = {d.name: d for d in documents}
     findings = sorted(
         {

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from spotproof import bounded_yaml
+
 _STEP = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
 
 
@@ -88,35 +90,68 @@ def _index(node: yaml.Node, path: tuple[str | int, ...], lines: dict) -> None:
             _index(value, child, lines)
 
 
+def without_nulls(value: Any) -> Any:
+    """``value`` with every null field left out, as the API server reads one: unset."""
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(item) for item in value]
+    return value
+
+
+def null_item(value: Any, path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
+    """Where ``value`` holds a list with a null item, if anywhere: the API server would
+    decode it as an empty object (a toleration that tolerates everything, say)."""
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+        if any(item is None for item in value):
+            return (*path, value.index(None))
+    else:
+        return None
+    for key, item in items:
+        found = null_item(item, (*path, key))
+        if found is not None:
+            return found
+    return None
+
+
 def load(path: Path) -> list[Document]:
     """The objects of one manifest file; :class:`CheckInputError` if it is unreadable, not
     YAML, or holds something that is not a Kubernetes object."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        reason = getattr(error, "strerror", None) or "not UTF-8 text"
-        raise CheckInputError(f"{path}: cannot read ({reason})") from None
+        nodes = bounded_yaml.compose(
+            bounded_yaml.read(path, bounded_yaml.MANIFESTS), path, bounded_yaml.MANIFESTS
+        )
+    except bounded_yaml.YamlLimitError as error:
+        raise CheckInputError(str(error)) from None
     documents = []
-    try:
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        problem = getattr(error, "problem", None) or "invalid YAML"
-        raise CheckInputError(f"{where}: not valid YAML ({problem})") from None
     for node in nodes:
         if node is None:
             continue
         line = node.start_mark.line + 1
-        obj = yaml.SafeLoader("").construct_document(node)
+        try:
+            obj = bounded_yaml.construct(node, path)
+        except bounded_yaml.YamlLimitError as error:
+            raise CheckInputError(str(error)) from None
         if obj is None:
             continue
-        if not isinstance(obj, dict) or not obj.get("apiVersion") or not obj.get("kind"):
+        if not isinstance(obj, dict) or not all(
+            isinstance(obj.get(field), str) and obj[field] for field in ("apiVersion", "kind")
+        ):
             raise CheckInputError(
                 f"{path}:{line}: not a Kubernetes object (allowed: a mapping with apiVersion "
-                "and kind)"
+                "and kind, both strings)"
             )
         lines: dict[tuple[str | int, ...], int] = {}
         _index(node, (), lines)
-        documents.append(Document(path, len(documents), line, obj, lines))
+        null = null_item(obj)
+        if null is not None:
+            where = ".".join(map(str, null))
+            raise CheckInputError(
+                f"{path}:{lines.get(null, line)}: {where} is null; allowed: an item, or "
+                "leave it out"
+            )
+        documents.append(Document(path, len(documents), line, without_nulls(obj), lines))
     return documents

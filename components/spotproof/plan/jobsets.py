@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from spotproof.catalog import jobset
+from spotproof.plan import shapes
 
 SPEC_FIELDS = frozenset(
     {
@@ -36,6 +37,49 @@ RULE_FIELDS = frozenset(
 RESTART_STRATEGIES = frozenset({"Recreate", "BlockingRecreate"})
 """``InPlaceRestart`` needs an alpha feature gate, off by default."""
 
+JOBSET_SHAPE: dict[str, shapes.Shape] = {
+    "metadata": shapes.METADATA,
+    "spec": {
+        "replicatedJobs": [
+            {
+                "name": str,
+                "groupName": str,
+                "replicas": int,
+                "template": {
+                    "metadata": shapes.OBJECT,
+                    "spec": {
+                        "completions": int,
+                        "parallelism": int,
+                        "completionMode": str,
+                        "template": shapes.OBJECT,
+                    },
+                },
+                "dependsOn": [shapes.OBJECT],
+            }
+        ],
+        "network": {"enableDNSHostnames": bool, "subdomain": str, "publishNotReadyAddresses": bool},
+        "failurePolicy": {
+            "maxRestarts": int,
+            "restartStrategy": str,
+            "rules": [
+                {
+                    "name": str,
+                    "action": str,
+                    "onJobFailureReasons": [str],
+                    "onJobFailureMessagePatterns": [str],
+                    "targetReplicatedJobs": [str],
+                }
+            ],
+        },
+        "successPolicy": {"operator": str, "targetReplicatedJobs": [str]},
+        "startupPolicy": shapes.OBJECT,
+        "suspend": bool,
+        "managedBy": str,
+        "ttlSecondsAfterFinished": int,
+    },
+}
+"""The types of the JobSet fields these checks read (``jobset_types.go``)."""
+
 JobValidator = Callable[[dict[str, Any]], list[str]]
 """Schema errors of a ``batch/v1`` Job object, each ``path: message``."""
 
@@ -45,8 +89,10 @@ def is_jobset(obj: Mapping[str, Any]) -> bool:
 
 
 def errors(obj: Mapping[str, Any], validate_job: JobValidator) -> list[str]:
-    """Every reason the API server would refuse ``obj``, each ``path: message``."""
-    return list(_errors(obj, validate_job))
+    """Every reason the API server would refuse ``obj``, each ``path: message``; only the
+    fields' types when those are wrong (the other checks read the fields)."""
+    wrong_types = list(shapes.errors(obj, JOBSET_SHAPE))
+    return wrong_types or list(_errors(obj, validate_job))
 
 
 def unknown_fields(path: str, value: Any, known: frozenset[str]) -> Iterator[str]:

@@ -9,6 +9,7 @@ from typing import Any
 import kubernetes_validate
 import yaml
 
+from spotproof import podtemplates, quantity
 from spotproof.plan import jobsets, karpenter, keda_objects, kueue_objects
 from spotproof.plan.recorder import Recording, Resource, reveal
 from spotproof.policy import Violation
@@ -37,7 +38,8 @@ def manifest(resource: Resource) -> dict[str, Any]:
 
 
 def describe(obj: dict[str, Any]) -> str:
-    metadata = obj.get("metadata") or {}
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
     namespace = f"{metadata['namespace']}/" if metadata.get("namespace") else ""
     return f"{obj.get('kind')}/{namespace}{metadata.get('name')}"
 
@@ -120,6 +122,7 @@ def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violat
                 errors = keda_objects.errors(obj)
             else:
                 errors = schema_errors(obj, kubernetes_version)
+            errors += quantity_errors(obj) if not errors else []
             violations += [
                 Violation(SCHEMA_POLICY, resource.name, f"{describe(obj)}: {error}")
                 for error in errors
@@ -134,6 +137,24 @@ def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violat
                 )
             )
     return violations, skipped
+
+
+def quantity_errors(obj: dict[str, Any]) -> list[str]:
+    """Resource requests and limits that are no Kubernetes quantity: the OpenAPI schema
+    types them int-or-string, and the API server parses the string."""
+    found = []
+    for template in podtemplates.pod_templates(obj):
+        part = f"{template.part}: " if template.part else ""
+        for group in ("initContainers", "containers"):
+            for index, container in enumerate(template.spec.get(group) or []):
+                resources = container.get("resources") or {}
+                for kind in ("requests", "limits"):
+                    for name, value in (resources.get(kind) or {}).items():
+                        try:
+                            quantity.parse(value)
+                        except ValueError as error:
+                            found.append(f"{part}{group}[{index}].resources.{kind}.{name}: {error}")
+    return found
 
 
 def schema_errors(obj: dict[str, Any], kubernetes_version: str) -> list[str]:

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from spotproof import bounded_yaml
 from spotproof.plan.sources import Location
 
 CONFIG_TYPES = ("string", "integer", "boolean", "array", "object")
@@ -229,21 +230,13 @@ def _is_integer_text(text: str) -> bool:
 
 
 def read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
-    """A YAML file's value and its node tree (for line numbers); one-line errors."""
+    """A YAML file's value and its node tree (for line numbers), read within the bounds of
+    a stack file (``spotproof.bounded_yaml``); one-line errors."""
     try:
-        source = path.read_text(encoding="utf-8")
-        return yaml.safe_load(source), yaml.compose(source, Loader=yaml.SafeLoader)
-    except OSError as error:
-        raise PlanInputError(f"{path}: cannot read: {error.strerror}") from None
-    except UnicodeDecodeError as error:
-        raise PlanInputError(
-            f"{path}: not UTF-8 (byte {error.object[error.start]:#04x} at offset "
-            f"{error.start}); Pulumi reads stack files as UTF-8"
-        ) from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        line = mark.line + 1 if mark else 1
-        raise PlanInputError(f"{path}:{line}: not valid YAML", Location(path, line)) from None
+        values, nodes = bounded_yaml.load(path, bounded_yaml.STACK_FILE)
+    except bounded_yaml.YamlLimitError as error:
+        raise PlanInputError(str(error), Location(path, error.line)) from None
+    return (values[0], nodes[0]) if nodes else (None, None)
 
 
 def _mapping_items(node: yaml.Node | None) -> dict[str, tuple[yaml.Node, yaml.Node]]:

@@ -69,7 +69,7 @@ from spotproof.runtime.messages import redacted
 from spotproof.runtime.storage import StorageError, StorageURLError, deadlines
 from spotproof.runtime.transfer import MAX_PART
 from spotproof.runtime.variables import ConfigError, Variables
-from spotproof.smoke import BATCH_ROWS
+from spotproof.smoke import BATCH_ROWS, MAX_STEPS
 from spotproof.smoke.distributed import (
     RENDEZVOUS_SECONDS,
     Gang,
@@ -85,7 +85,6 @@ BYTES_PER_PARAMETER = 12  # fp32 weight + AdamW's two moments
 # data seed is SEED * 1_000_003 + step, which a 32-bit SEED keeps inside torch's 64 bits.
 MAX_SEED = 2**32 - 1
 MAX_MODEL_MB = 65536
-MAX_STEPS = 10**12
 MAX_SECONDS = 86400
 MAX_KEEP = 1000
 FINAL_SAVE_MARGIN = 0.5

@@ -76,7 +76,7 @@ def _vm_size(key: str, raw: Any) -> str:
 
 
 def _gpu_vm_size(key: str, raw: Any) -> str:
-    if raw not in aks_catalog.GPU_VM_SIZES:
+    if not isinstance(raw, str) or raw not in aks_catalog.GPU_VM_SIZES:
         raise SpecError(key, raw, "unknown GPU VM size", ", ".join(aks_catalog.GPU_VM_SIZES))
     return str(raw)
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud, jobset, keda, kueue
+from spotproof.smoke import MAX_STEPS
 from spotproof.spec import aks, eks, gke
 from spotproof.spec.errors import SpecError
 from spotproof.spec.fields import (
@@ -104,7 +105,7 @@ def _smoke_test(
                 ", ".join(c.value for c in pool_classes) or "add a GPU pool first",
             )
         interval_key = config_key(SmokeTest, "checkpoint_interval")
-        interval = obj.field(interval_key, integer(1), SmokeTest.checkpoint_interval)
+        interval = obj.field(interval_key, integer(1, MAX_STEPS), SmokeTest.checkpoint_interval)
         # No longer than the preemption path delivers: a longer grace is cut short.
         grace = GRACE_PERIOD_SECONDS[cloud]
         smoke = SmokeTest(
@@ -117,13 +118,16 @@ def _smoke_test(
                     config_key(SmokeTest, "gpus"), integer(1, pool_classes[target]), SmokeTest.gpus
                 ),
                 total_steps=obj.field(
-                    config_key(SmokeTest, "total_steps"), integer(interval), SmokeTest.total_steps
+                    config_key(SmokeTest, "total_steps"),
+                    integer(interval, MAX_STEPS),
+                    SmokeTest.total_steps,
                 ),
                 grace_period_seconds=obj.field(
                     config_key(SmokeTest, "grace_period_seconds"), integer(1, grace), grace
                 ),
             )
         )
+        check_workload_namespace(f"{key}.namespace", smoke.namespace)
         obj.finish()
         return smoke
 
@@ -196,13 +200,7 @@ def _batch(
                 f"below minWorkers ({batch.min_workers})",
                 f"{batch.min_workers} or more",
             )
-        if batch.namespace in SYSTEM_NAMESPACES or batch.namespace.startswith("kube-"):
-            raise SpecError(
-                f"{key}.namespace",
-                batch.namespace,
-                "belongs to the platform or an add-on, whose namespace its own release owns",
-                "a namespace for workloads, e.g. spotproof",
-            )
+        check_workload_namespace(f"{key}.namespace", batch.namespace)
         results = batch.results_prefix
         if _overlaps(results, checkpoints):
             raise SpecError(
@@ -221,7 +219,20 @@ def _batch(
 SYSTEM_NAMESPACES = frozenset(
     {"default", keda.NAMESPACE, jobset.NAMESPACE, kueue.NAMESPACE, "gke-managed-system"}
 )
-"""Namespaces batch workers may not use: the add-ons' (each chart's own) and default."""
+"""Namespaces no workload of the stack may use: the add-ons' (each chart's own) and
+default (which the stack's Pod Security labels and NetworkPolicies would then govern for
+everything else in it)."""
+
+
+def check_workload_namespace(key: str, namespace: str) -> None:
+    """The smoke Job and the batch workers get a namespace of their own."""
+    if namespace in SYSTEM_NAMESPACES or namespace.startswith("kube-"):
+        raise SpecError(
+            key,
+            namespace,
+            "belongs to the platform or an add-on, whose namespace its own release owns",
+            "a namespace for workloads, e.g. spotproof",
+        )
 
 
 def _overlaps(one: str, other: str) -> bool:

@@ -258,7 +258,7 @@ def _karpenter(key: str, raw: Any) -> KarpenterSpec:
 def _families(key: str, raw: Any) -> tuple[str, ...]:
     families = []
     for family_key, family in items(key, raw):
-        if family not in eks_catalog.FAMILIES:
+        if not isinstance(family, str) or family not in eks_catalog.FAMILIES:
             raise SpecError(
                 family_key, family, "unknown GPU instance family", ", ".join(eks_catalog.FAMILIES)
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -22,6 +23,10 @@ class SpecError(ValueError):
 
 
 def _shown(value: Any, limit: int = 80) -> str:
-    """The value as written in the message: its repr (one line), cut short if long."""
+    """The value as written in the message: its repr (one line), cut short if long. An
+    integer too long to print (CPython refuses over 4,300 digits) is described instead."""
+    if isinstance(value, int) and value.bit_length() > 4 * limit:
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        return f"an integer of about {digits} digits"
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 3]}..."

@@ -162,7 +162,8 @@ def decode(raw: Any) -> Any:
 def integer(minimum: int | None = None, maximum: int | None = None) -> Callable[[str, Any], int]:
     def parse(key: str, raw: Any) -> int:
         value = raw
-        whole_text = isinstance(raw, str) and re.fullmatch(r"-?[0-9]+", raw.strip())
+        # Digits bounded: int() refuses over 4,300 of them, and no setting needs 30.
+        whole_text = isinstance(raw, str) and re.fullmatch(r"-?[0-9]{1,30}", raw.strip())
         if whole_text or (isinstance(raw, float) and raw.is_integer()):
             value = int(raw)
         allowed = "a whole number" + (f" >= {minimum}" if minimum is not None else "")

@@ -88,7 +88,15 @@ def taints(key: str, raw: Any) -> tuple[Taint, ...]:
 
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
-_PREFIX = re.compile(r"^[a-z0-9][a-z0-9/_-]*[a-z0-9]$")
+_PREFIX = re.compile(r"^(?=.{2,256}$)(?!.*//)[a-z0-9][a-z0-9/_-]*[a-z0-9]$")
+"""A key prefix: lower-case segments joined by single slashes, at most 256 characters.
+Object keys end at 1,024 bytes (S3 and GCS object names, Azure blob names), and the
+runtime's keys below a prefix take some 200 of them; an empty segment is a key the
+runtime refuses."""
+
+
+def _key_prefix(example: str) -> Any:
+    return text(_PREFIX, f"a key prefix like {example} (2-256 of a-z 0-9 / _ -)")
 
 
 def _on_demand(key: str, raw: Any) -> Capacity:
@@ -168,7 +176,7 @@ class BucketSpec:
     location: str
     """Must equal the cluster's region: cross-region checkpoint traffic is slow and billed
     (config ``location``, default the region)."""
-    prefix: str = setting("prefix", text(_PREFIX, "a key prefix like checkpoints"), "checkpoints")
+    prefix: str = setting("prefix", _key_prefix("checkpoints"), "checkpoints")
     """Key prefix under which jobs write; the workload identity is scoped to it."""
     noncurrent_days: int = setting("noncurrentDays", integer(1, 3650), 7)
     """Days a deleted or overwritten object stays recoverable (as a noncurrent version)
@@ -294,9 +302,7 @@ class BatchSpec:
     message only until the source queue's retention ends, counted from the first enqueue,
     so the dead-letter queue keeps 14 days, the most SQS allows (SQS developer guide,
     "Setting-up dead-letter queue retention")."""
-    results_prefix: str = setting(
-        "resultsPrefix", text(_PREFIX, "a key prefix like results"), "results"
-    )
+    results_prefix: str = setting("resultsPrefix", _key_prefix("results"), "results")
     """Where results go in the stack's bucket; the worker identity may write only there,
     so it must not overlap the checkpoint prefix."""
     grace_period_seconds: int | None = setting("gracePeriodSeconds", None, None)

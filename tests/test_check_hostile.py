@@ -1,0 +1,151 @@
+"""``spotproof check`` on manifests nobody should write, and someone will: every answer is
+findings or one line with exit 2, within seconds, never a traceback or a hang.
+
+The generated corpus takes every key of the shipped examples and puts a value of each
+wrong shape there: a null, a list, a list holding null, an object, a number, a string, a
+boolean. Without a stack every case runs; against a stack (a whole plan per case) each
+key gets one of the values in turn, so the corpus stays within seconds."""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from spotproof.check import CheckInputError, check, load_all
+from tests.support import REPO, plan_of, run_cli
+
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+WRONG_SHAPES: tuple[Any, ...] = (None, [], ["x"], [None], {}, {"a": 1}, 7, "text", True, -1)
+
+LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+)
+JOB_HEAD = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, namespace: spotproof}\n"
+HOSTILE_FILES = {
+    "billion laughs": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n"
+    + "".join(f"  {line}\n" for line in LAUGHS.splitlines()),
+    "10,000 documents": "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n" * 10_000,
+    "a python tag": JOB_HEAD + "spec: !!python/object/apply:os.system [true]\n",
+    "kind as a list": "apiVersion: v1\nkind: [Pod]\nmetadata: {name: x}\n",
+    "metadata as a string": "apiVersion: v1\nkind: Pod\nmetadata: just a name\n",
+    "containers as a number": JOB_HEAD + "spec: {template: {spec: {containers: 3}}}\n",
+    "a null toleration": JOB_HEAD + "spec:\n  template:\n    spec:\n      tolerations: [null]\n"
+    "      containers: [{name: c, image: i}]\n",
+    "a duplicate key": JOB_HEAD + "spec: {backoffLimit: 1, backoffLimit: 2}\n",
+    "deep nesting": JOB_HEAD + "spec: " + "[" * 500 + "]" * 500 + "\n",
+    "a 5,000-digit number": JOB_HEAD + "spec: {backoffLimit: " + "9" * 5000 + "}\n",
+}
+
+
+def _check_cli(capsys: pytest.CaptureFixture[str], path: Path, *extra: str) -> tuple[int, str, str]:
+    started = time.monotonic()
+    code, out, err = run_cli(capsys, "check", str(path), *extra, "--project-dir", str(REPO))
+    assert time.monotonic() - started < 20, "took too long"
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE_FILES))
+def test_a_hostile_manifest_file_is_findings_or_one_line(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "hostile.yaml"
+    path.write_text(HOSTILE_FILES[kind])
+    code, _, err = _check_cli(capsys, path)
+    assert code in (1, 2)
+    if code == 2:
+        assert err.count("\n") == 1 and str(path) in err
+
+
+def test_a_fifo_given_as_a_manifest_is_refused_without_blocking(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    code, _, err = _check_cli(capsys, fifo)
+    assert code == 2 and "not a regular file" in err
+
+
+def test_dev_zero_given_as_a_manifest_is_refused_without_reading_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = _check_cli(capsys, Path("/dev/zero"))
+    assert code == 2 and "not a regular file" in err
+
+
+def test_a_huge_manifest_file_is_refused_by_its_size(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "huge.yaml"
+    with open(path, "wb") as sparse:
+        sparse.truncate(64 * 2**20)
+    code, _, err = _check_cli(capsys, path)
+    assert code == 2 and "larger than" in err
+
+
+def test_a_field_of_the_wrong_type_is_a_schema_finding_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(HOSTILE_FILES["containers as a number"])
+    code, out, _ = _check_cli(capsys, path, "--stack", "gke-dev")
+    assert code == 1
+    assert "[kubernetes-schema]" in out and "containers" in out and "not of type" in out
+
+
+# --- the generated corpus ---------------------------------------------------------------
+
+
+def _mutants() -> Iterator[tuple[str, dict[str, Any]]]:
+    """(label, object) for every key of every example with every wrong shape."""
+    for example in EXAMPLES:
+        for document in load_all([example]):
+            for key_path in document.lines:
+                for value in WRONG_SHAPES:
+                    mutated = copy.deepcopy(document.obj)
+                    parent = mutated
+                    for step in key_path[:-1]:
+                        parent = parent[step]
+                    parent[key_path[-1]] = value
+                    yield f"{example.name}:{'.'.join(map(str, key_path))}={value!r}", mutated
+
+
+def _judged(tmp_path: Path, obj: dict[str, Any], planned: Any) -> None:
+    path = tmp_path / "mutant.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    try:
+        documents = load_all([path])
+    except CheckInputError as error:
+        assert "\n" not in str(error)
+        return
+    check(documents, planned)
+
+
+def test_every_key_with_every_wrong_shape_is_checked_without_a_stack(tmp_path: Path) -> None:
+    crashed = []
+    for label, obj in _mutants():
+        try:
+            _judged(tmp_path, obj, None)
+        except Exception as error:
+            crashed.append(f"{label}: {type(error).__name__}: {error}")
+    assert crashed == []
+
+
+def test_every_key_with_a_wrong_shape_is_checked_against_a_stack(tmp_path: Path) -> None:
+    planned = plan_of("gke-dev")
+    crashed = []
+    for index, (label, obj) in enumerate(_mutants()):
+        if index % len(WRONG_SHAPES) != (index // len(WRONG_SHAPES)) % len(WRONG_SHAPES):
+            continue  # one shape per key, rotating
+        try:
+            _judged(tmp_path, obj, planned)
+        except Exception as error:
+            crashed.append(f"{label}: {type(error).__name__}: {error}")
+    assert crashed == []
