@@ -117,11 +117,17 @@ class TrainerProcess:
     def send(self, signum: signal.Signals) -> None:
         if self.popen.poll() is not None:
             return
-        if signum == signal.SIGKILL:
-            for pid in descendants(self.popen.pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+        if signum != signal.SIGKILL:
+            self.popen.send_signal(signum)
+            return
+        # Found before the first process dies (its orphans are then re-parented), killed
+        # after it: the first process must not outlive a child it waits for, or a launch
+        # script reports the child's death (exit 137) instead of dying with it (-9).
+        below = descendants(self.popen.pid)
         self.popen.send_signal(signum)
+        for pid in below:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     def finish(self, timeout: float | None = None) -> int | None:
         """Wait for exit; None if still running after ``timeout``."""
