@@ -80,3 +80,9 @@ def two_trainer_runs(env: dict[str, str], checkpoint_url: str) -> None:
         )
         run.finish(timeout=120)
         assert run.popen.returncode == exit_codes.COMPLETED
+
+
+BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+)
+"""Nine levels of nine aliases each: a few lines that stand for 9^9 values once expanded."""

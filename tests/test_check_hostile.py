@@ -19,18 +19,15 @@ import pytest
 import yaml
 
 from spotproof.check import CheckInputError, check, load_all
-from tests.support import REPO, plan_of, run_cli
+from tests.support import BILLION_LAUGHS, REPO, plan_of, run_cli
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 WRONG_SHAPES: tuple[Any, ...] = (None, [], ["x"], [None], {}, {"a": 1}, 7, "text", True, -1)
 
-LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
-    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
-)
 JOB_HEAD = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, namespace: spotproof}\n"
 HOSTILE_FILES = {
     "billion laughs": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n"
-    + "".join(f"  {line}\n" for line in LAUGHS.splitlines()),
+    + "".join(f"  {line}\n" for line in BILLION_LAUGHS.splitlines()),
     "10,000 documents": "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n" * 10_000,
     "a python tag": JOB_HEAD + "spec: !!python/object/apply:os.system [true]\n",
     "kind as a list": "apiVersion: v1\nkind: [Pod]\nmetadata: {name: x}\n",

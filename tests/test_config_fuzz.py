@@ -18,7 +18,7 @@ import pytest
 
 from spotproof.spec import SpecError, fleet_from_config
 from spotproof.spec.fields import ConfigObject
-from tests.support import run_cli, stack_config
+from tests.support import BILLION_LAUGHS, run_cli, stack_config
 
 STACKS = ("gke-dev", "gke-prod", "eks-dev", "eks-prod", "aks-dev", "aks-prod")
 WRONG_VALUES: tuple[Any, ...] = (
@@ -182,9 +182,6 @@ def test_stack_file_that_is_not_utf8_exits_2_in_one_line(
 
 # --- stack files nobody should write, and someone will --------------------------------
 
-BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
-    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
-)
 HOSTILE_STACK_FILES = {
     "deep nesting": "config:\n  spotproof:x: " + "[" * 900 + "]" * 900 + "\n",
     "a 5,000-digit integer": "config:\n  spotproof:x: " + "9" * 5000 + "\n",

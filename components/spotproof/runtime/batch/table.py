@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlparse
 
-from spotproof.runtime.messages import redacted
+from spotproof.runtime.messages import first_line, redacted
 
 DEFAULT_TABLE = "spotproof_results"
 TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -153,7 +153,6 @@ def open_table(url: str, table: str = DEFAULT_TABLE) -> ResultTable:
         try:
             connection = psycopg.connect(url, connect_timeout=10)
         except psycopg.Error as error:
-            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            raise TableUnavailable(f"result table {url!r}: {first_line}") from None
+            raise TableUnavailable(f"result table {url!r}: {first_line(error)}") from None
         return ResultTable(connection, POSTGRESQL, table)
     raise TableURLError(f"result table URL {url!r} not supported; allowed: {ALLOWED}")
