@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import tracemalloc
 from collections.abc import Iterator
@@ -146,6 +147,19 @@ def test_a_writer_directory_linked_outside_the_store_is_not_read(tmp_path: Path)
     skipped = _loads_the_good_step(store)
 
     assert "outside the store's root" in skipped[0]
+
+
+def test_a_save_creates_no_directory_through_a_link_out_of_the_store(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    root = tmp_path / "store"
+    store = _with_good_step(root)
+    shutil.rmtree(root / "steps")
+    (root / "steps").symlink_to(tmp_path / "elsewhere")
+
+    with pytest.raises(Unreadable, match="outside the store's root"):
+        store.save(2, GOOD)
+
+    assert list((tmp_path / "elsewhere").iterdir()) == []
 
 
 def test_a_save_does_not_write_through_a_link_out_of_the_store(tmp_path: Path) -> None:

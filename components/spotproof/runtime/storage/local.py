@@ -48,6 +48,15 @@ class LocalStore(ObjectStore):
             raise Unreadable(f"{directory} resolves to {real}, outside the store's root")
         return directory
 
+    def _make_parent(self, path: Path) -> None:
+        """Create ``path``'s directory, once its nearest existing ancestor is inside the
+        root: ``mkdir`` follows links, and must not create directories elsewhere."""
+        existing = path.parent
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        self._inside(existing)
+        path.parent.mkdir(parents=True, exist_ok=True)
+
     def _open(self, key: str, flags: int) -> int:
         """A descriptor of the regular file at ``key``; :class:`Unreadable` for anything
         else, ``FileNotFoundError`` when nothing is there."""
@@ -67,7 +76,7 @@ class LocalStore(ObjectStore):
     def put(self, key: str, data: bytes | memoryview, *, crc32c: str | None = None) -> None:
         path = Path(self.path(key))
         with self.calling(f"writing {key}"):
-            path.parent.mkdir(parents=True, exist_ok=True)
+            self._make_parent(path)
             descriptor = self._open(key, _WRITE)
             try:
                 _write_all(descriptor, memoryview(data).cast("B"))
@@ -116,7 +125,7 @@ class LocalStore(ObjectStore):
     def put_if_absent(self, key: str, data: bytes) -> None:
         path = Path(self.path(key))
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            self._make_parent(path)
             self._inside(path.parent)
             descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
             try:
