@@ -450,6 +450,58 @@ def test_azure_install_plans_a_user_aks_project_with_node_auto_provisioning(
     }
 
 
+def test_a_gcp_install_planning_an_aks_stack_names_the_azure_extra_in_one_line(
+    gcp_venv: Venv, tmp_path: Path
+) -> None:
+    root = _user_project(
+        tmp_path / "acme",
+        AKS_PROJECT_CONFIG,
+        "aks-staging",
+        {
+            "spotproof:apiAccess": {"authorizedNetworks": ["198.51.100.0/24"]},
+            "spotproof:gpuPools": [
+                {"name": "spott4", "vmSize": "Standard_NC8as_T4_v3", "maxNodes": 2}
+            ],
+            "acme-ml:alertsWebhook": {"secure": CIPHERTEXT},
+        },
+    )
+    done = gcp_venv.spotproof("plan", "--stack", "aks-staging", cwd=root)
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        "spotproof plan: the Python module 'pulumi_azure_native' is missing; "
+        "install spotproof[azure]\n"
+    )
+
+
+CLOUD_EXTRA = "the extra of your cloud: spotproof[gcp], spotproof[aws] or spotproof[azure]"
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (
+            ["plan", "--stack", "gke-dev"],
+            f"spotproof plan: the Python module 'pulumi' is missing; install {CLOUD_EXTRA}",
+        ),
+        (
+            ["check", "job.yaml"],
+            f"spotproof check: the Python module 'yaml' is missing; install {CLOUD_EXTRA}",
+        ),
+        (
+            ["smoke"],
+            "spotproof smoke: the Python module 'pulumi' is missing; install spotproof[smoke]",
+        ),
+    ],
+    ids=["plan", "check", "smoke"],
+)
+def test_a_bare_install_names_the_extra_each_command_needs_in_one_line(
+    runtime_venv: Venv, tmp_path: Path, command: list[str], expected: str
+) -> None:
+    (tmp_path / "job.yaml").write_text("kind: Job\n")
+    done = runtime_venv.spotproof(*command, cwd=tmp_path)
+    assert (done.code, done.out, done.err) == (2, "", expected + "\n")
+
+
 @pytest.mark.parametrize("venv", ["gcp_venv", "aws_venv", "azure_venv", "policy_venv"])
 def test_every_install_is_free_of_dependency_conflicts(
     venv: str, request: pytest.FixtureRequest

@@ -271,8 +271,10 @@ def _plan_stack(stack: str, args: argparse.Namespace, several: bool) -> _Planned
         for note in config.notes:
             print(f"spotproof plan: note: {note}", file=sys.stderr)
         result = plan(project, config)
-    except (PlanInputError, SpecError) as error:
+    except (PlanInputError, SpecError, ModuleNotFoundError) as error:
         prefix = f"spotproof plan: {stack}: " if several else "spotproof plan: "
+        if isinstance(error, ModuleNotFoundError):
+            error = PlanInputError(_not_installed(error))
         print(f"{prefix}{error}", file=sys.stderr)
         if fmt == "github":
             where = _error_location(error, config)
@@ -324,6 +326,16 @@ def _plan_stack(stack: str, args: argparse.Namespace, several: bool) -> _Planned
     return _Planned(stack, code, document, report.markdown(result))
 
 
+def _not_installed(error: ModuleNotFoundError) -> str:
+    """What a stack needs installed: an extra of ours, or a module its own program imports."""
+    from spotproof.extras import missing_extra  # noqa: PLC0415
+
+    line = missing_extra(error, "plan")
+    if line:
+        return line.removeprefix("spotproof plan: ")
+    return f"the program imports {error.name!r}, which is not installed in this environment"
+
+
 def _error_location(error: Exception, config: StackConfig | None) -> Location | None:
     """Where a bad input was written: the key a spec error names, the line a file error
     names, else nothing (an error with no file, such as an unknown stack)."""
@@ -355,6 +367,19 @@ def _redact(value: Any) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except ModuleNotFoundError as error:
+        from spotproof.extras import missing_extra  # noqa: PLC0415
+
+        line = missing_extra(error, args.command)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "plan":
         return _plan(args)
     if args.command == "check":

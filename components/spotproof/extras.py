@@ -1,0 +1,66 @@
+"""Which optional extra installs which import, so that a command run without it says so.
+
+The bare package is the training runtime; ``plan``, ``check``, ``smoke`` and each cloud's
+components need an extra (``pyproject.toml`` lists them). A missing one surfaces as a
+:class:`ModuleNotFoundError` deep in an import chain; :func:`missing_extra` turns it into
+the one line a user can act on.
+"""
+
+from __future__ import annotations
+
+PACKAGE_EXTRAS: dict[str, str] = {
+    # Pulumi components and `plan`/`check`: the core, then one extra per cloud provider.
+    "pulumi": "iac",
+    "pulumi_kubernetes": "iac",
+    "yaml": "iac",
+    "kubernetes_validate": "iac",
+    "pulumi_gcp": "gcp",
+    "pulumi_aws": "aws",
+    "pulumi_azure_native": "azure",
+    "pulumi_policy": "policy",
+    # The runtime's torch integration and its stores.
+    "torch": "train",
+    "gcsfs": "gcs",
+    "google.cloud.storage": "gcs",
+    "s3fs": "s3",
+    "botocore": "s3",
+    "adlfs": "azure-blob",
+    # Queue-fed batch workers, one queue per cloud, and the result table.
+    "google.cloud.pubsub_v1": "batch-gcp",
+    "boto3": "batch-aws",
+    "azure.storage.queue": "batch-azure",
+    "azure.identity": "batch-azure",
+    "psycopg": "batch-sql",
+    # The local rehearsal: emulators and the timeline picture.
+    "moto": "smoke",
+    "gcs_server": "smoke",
+    "matplotlib": "smoke",
+}
+
+
+def extra_for(module: str) -> str | None:
+    """The extra that installs ``module`` (a dotted import name), if it is one of ours."""
+    parts = module.split(".")
+    for length in range(len(parts), 0, -1):
+        extra = PACKAGE_EXTRAS.get(".".join(parts[:length]))
+        if extra:
+            return extra
+    return None
+
+
+def missing_extra(error: ModuleNotFoundError, command: str) -> str | None:
+    """One line saying which extra ``command`` needs, or None when the missing module is
+    not one an extra of ours installs (the user's own program imported it)."""
+    module = error.name or ""
+    extra = extra_for(module)
+    if extra is None:
+        return None
+    if command == "smoke":
+        # The rehearsal runs every store and queue: its extra holds them all.
+        extra = "smoke"
+    if extra == "iac":
+        # Every cloud's extra brings the components' core; the user knows their cloud.
+        install = "the extra of your cloud: spotproof[gcp], spotproof[aws] or spotproof[azure]"
+    else:
+        install = f"spotproof[{extra}]"
+    return f"spotproof {command}: the Python module {module!r} is missing; install {install}"
