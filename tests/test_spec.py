@@ -257,6 +257,40 @@ def test_bad_config_exits_2_with_one_line_naming_key_and_allowed_values(
     assert "allowed:" in err
 
 
+def test_a_misspelt_key_is_named_with_the_key_it_meant_before_that_key_is_missed() -> None:
+    config = stack_config("gke-dev")
+    pool = config["spotproof:gpuPools"][0]
+    pool["maxNode"] = pool.pop("maxNodes")
+    with pytest.raises(SpecError) as raised:
+        fleet_from_config("gke-dev", config)
+    assert str(raised.value).startswith(
+        "spotproof:gpuPools[0].maxNode = 4: unknown field (did you mean maxNodes?); allowed: "
+    )
+
+
+def test_a_misspelt_key_is_reported_before_any_value_of_its_object_is_judged() -> None:
+    config = stack_config("gke-dev")
+    config["spotproof:gpuPools"][0].update(machineType="g2-standard-7", zonse=["us-central1-a"])
+    with pytest.raises(SpecError, match=r"\.zonse = .*did you mean zones\?"):
+        fleet_from_config("gke-dev", config)
+
+
+def test_a_misspelt_top_level_key_is_reported_before_the_settings_it_leaves_unset() -> None:
+    config = stack_config("gke-dev")
+    config["spotproof:smokeTets"] = config.pop("spotproof:smokeTest")
+    config["spotproof:gpuPools"] = []  # the smoke test's target would now be refused
+    with pytest.raises(SpecError, match=r"^spotproof:smokeTets = .*did you mean smokeTest\?"):
+        fleet_from_config("gke-dev", config)
+
+
+def test_an_unknown_key_unlike_any_is_refused_listing_what_is_allowed() -> None:
+    config = stack_config("gke-dev")
+    config["spotproof:gpuPools"][0]["owner"] = "vision"
+    with pytest.raises(SpecError) as raised:
+        fleet_from_config("gke-dev", config)
+    assert "owner = 'vision': unknown field; allowed: capacity, diskGb," in str(raised.value)
+
+
 def test_spec_error_names_key_value_and_allowed() -> None:
     error = SpecError("spotproof:x", 3, "too many", "1 or 2")
     assert str(error) == "spotproof:x = 3: too many; allowed: 1 or 2"

@@ -219,7 +219,7 @@ def _gpu_count(obj: ConfigObject, sizes: tuple[str, ...], sizes_key: str) -> int
 
 
 def _agent_pool(key: str, raw: Any) -> GpuAgentPool:
-    obj = ConfigObject(key, raw)
+    obj = ConfigObject(key, raw, fields_of=GpuAgentPool)
     size_key = config_key(GpuAgentPool, "vm_size")
     size = obj.field(size_key, _gpu_vm_size)
     values = read_settings(
@@ -246,7 +246,7 @@ def _sizes(key: str, raw: Any) -> tuple[str, ...]:
 
 
 def _auto_provisioned_pool(key: str, raw: Any) -> AutoProvisionedPool:
-    obj = ConfigObject(key, raw)
+    obj = ConfigObject(key, raw, fields_of=AutoProvisionedPool)
     sizes_key = config_key(AutoProvisionedPool, "vm_sizes")
     sizes = obj.field(sizes_key, _sizes)
     gpus = _gpu_count(obj, sizes, sizes_key)

@@ -29,6 +29,7 @@ from spotproof.spec.fields import (
     items,
     read_object,
     read_settings,
+    setting_keys,
     text,
 )
 from spotproof.spec.shared import DNS_LABEL, CloudConfig, check_node_range, dns_label
@@ -46,6 +47,25 @@ from spotproof.spec.types import (
 )
 
 NAMESPACE = "spotproof"
+TOP_LEVEL_KEYS = {
+    "cloud",
+    "environment",
+    "kubernetesVersion",
+    "protect",
+    "apiAccess",
+    "systemPool",
+    "checkpointBucket",
+    "smokeTest",
+    "jobset",
+    "kueue",
+    "batch",
+    "keda",
+    *setting_keys(gke.GkeFleet),
+    *setting_keys(eks.EksFleet),
+    *setting_keys(aks.AksFleet),
+}
+"""Every key of the ``spotproof`` namespace, on any cloud: one close to these but not
+among them is a misspelling, reported before any value is judged."""
 CLOUDS: dict[Cloud, CloudConfig] = {
     Cloud.GKE: gke.CONFIG,
     Cloud.EKS: eks.CONFIG,
@@ -57,7 +77,7 @@ KUBERNETES_VERSIONS = tuple(f"1.{minor}" for minor in range(31, 38))
 
 def _system_pool(cls: type[SystemPool]) -> Callable[[str, Any], SystemPool]:
     def parse(key: str, raw: Any) -> SystemPool:
-        obj = ConfigObject(key, raw)
+        obj = ConfigObject(key, raw, fields_of=cls)
         values = read_settings(cls, obj)
         check_node_range(obj, values["min_nodes"], values["max_nodes"])
         obj.finish()
@@ -68,7 +88,7 @@ def _system_pool(cls: type[SystemPool]) -> Callable[[str, Any], SystemPool]:
 
 def _bucket(cloud: CloudConfig, default_name: str, region: str) -> Callable[[str, Any], BucketSpec]:
     def parse(key: str, raw: Any) -> BucketSpec:
-        obj = ConfigObject(key, raw)
+        obj = ConfigObject(key, raw, fields_of=BucketSpec)
         name = obj.field("name", text(), default_name)
         if not cloud.bucket_name_ok(name):
             raise SpecError(f"{key}.name", name, "not a valid bucket name", cloud.bucket_rule)
@@ -91,7 +111,7 @@ def _smoke_test(
     """``pool_classes`` maps each class that has pools to its largest GPUs-per-node."""
 
     def parse(key: str, raw: Any) -> SmokeTest | None:
-        obj = ConfigObject(key, raw)
+        obj = ConfigObject(key, raw, fields_of=SmokeTest)
         if not obj.field("enabled", boolean, True):
             return None
         targets = tuple(c.value for c in PoolClass if c is not PoolClass.SYSTEM)
@@ -165,7 +185,7 @@ def _batch(
     way); ``checkpoints``: the checkpoint prefix the results must stay out of."""
 
     def parse(key: str, raw: Any) -> BatchSpec:
-        obj = ConfigObject(key, raw)
+        obj = ConfigObject(key, raw, fields_of=BatchSpec)
         targets = tuple(c.value for c in PoolClass if c is not PoolClass.SYSTEM)
         target_key = config_key(BatchSpec, "target")
         target = PoolClass(obj.field(target_key, choice(targets), BatchSpec.target.value))
@@ -369,6 +389,7 @@ def fleet_from_config(
         {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{NAMESPACE}:")},
         separator=":",
     )
+    top.refuse_misspelt(TOP_LEVEL_KEYS)
     cloud = Cloud(top.field("cloud", choice(tuple(c.value for c in CLOUDS))))
     reader = CLOUDS[cloud]
     section, region = reader.read_section(top, config)

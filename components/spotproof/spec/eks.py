@@ -195,7 +195,7 @@ def _zone(region: str) -> Callable[[str, Any], str]:
 
 def _subnet(region: str) -> Callable[[str, Any], Subnet]:
     def parse(key: str, raw: Any) -> Subnet:
-        obj = ConfigObject(key, raw)
+        obj = ConfigObject(key, raw, fields_of=Subnet)
         subnet = Subnet(
             **read_settings(Subnet, obj, zone=obj.field(config_key(Subnet, "zone"), _zone(region)))
         )
@@ -271,7 +271,7 @@ def _families(key: str, raw: Any) -> tuple[str, ...]:
 
 
 def _pool(key: str, raw: Any) -> KarpenterPool:
-    obj = ConfigObject(key, raw)
+    obj = ConfigObject(key, raw, fields_of=KarpenterPool)
     families = obj.field(config_key(KarpenterPool, "instance_families"), _families)
     gpus_key = config_key(KarpenterPool, "gpus_per_node")
     gpus = obj.field(gpus_key, integer(1, 16), KarpenterPool.gpus_per_node)

@@ -13,12 +13,13 @@ so no reader restates a key, a range or a default.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from spotproof.spec.errors import SpecError
 
@@ -27,6 +28,10 @@ LABEL_KEY = re.compile(
 )
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 RESERVED_LABEL_PREFIXES = ("spotproof.dev/", "cloud.google.com/", "kubernetes.io/", "k8s.io/")
+
+MISSPELT = 0.8
+"""How alike (difflib's ratio) an unknown key and an accepted one are when the first is
+taken for a misspelling of the second: ``maxNode``/``maxNodes`` is 0.93."""
 
 T = TypeVar("T")
 E = TypeVar("E", bound=StrEnum)
@@ -74,6 +79,15 @@ def config_key(cls: type, name: str) -> str:
     return setting_of(cls, name).key
 
 
+def setting_keys(cls: type) -> set[str]:
+    """Every config key the fields of ``cls`` are read from."""
+    return {
+        spec_field.metadata["setting"].key
+        for spec_field in dataclasses.fields(cls)
+        if "setting" in spec_field.metadata
+    }
+
+
 def default_of(cls: type, name: str) -> Any:
     for spec_field in dataclasses.fields(cls):
         if spec_field.name == name:
@@ -89,6 +103,7 @@ def read_settings(cls: type, obj: ConfigObject, **given: Any) -> dict[str, Any]:
     ``given`` are values the caller already has (read with a context-dependent reader, or
     not from config at all); they are not read again and are visible to derived defaults.
     Fields without a reader and not given are left out, for the type's reader to add."""
+    obj.refuse_misspelt(setting_keys(cls))
     values = dict(given)
     for spec_field in dataclasses.fields(cls):
         found = spec_field.metadata.get("setting")
@@ -105,7 +120,7 @@ def read_settings(cls: type, obj: ConfigObject, **given: Any) -> dict[str, Any]:
 
 def read_object(cls: type[T], key: str, raw: Any, **given: Any) -> T:
     """An instance of ``cls`` whose fields all come from settings (or ``given``)."""
-    obj = ConfigObject(key, raw)
+    obj = ConfigObject(key, raw, fields_of=cls)
     value = cls(**read_settings(cls, obj, **given))
     obj.finish()
     return value
@@ -114,12 +129,18 @@ def read_object(cls: type[T], key: str, raw: Any, **given: Any) -> T:
 class ConfigObject:
     """One config object being read; remembers which keys were read to reject the rest."""
 
-    def __init__(self, key: str, raw: Any, separator: str = ".") -> None:
+    def __init__(
+        self, key: str, raw: Any, separator: str = ".", fields_of: type | None = None
+    ) -> None:
+        """``fields_of``: the spec type read from this object, whose keys are checked for
+        misspellings at once, before any field is read by hand."""
         raw = decode(raw)
         if not isinstance(raw, Mapping):
             raise SpecError(key, raw, "expected an object", "a mapping of field names to values")
         self.key, self.raw, self.known = key, raw, set[str]()
         self.separator = separator  # ":" between a config namespace and its keys
+        if fields_of is not None:
+            self.refuse_misspelt(setting_keys(fields_of))
 
     def key_of(self, name: str) -> str:
         return f"{self.key}{self.separator}{name}"
@@ -138,15 +159,32 @@ class ConfigObject:
         self.known.add(name)
         return parse(self.key_of(name), self.raw.get(name) or {})
 
+    def refuse_misspelt(self, accepted: Iterable[str]) -> None:
+        """Before any value is judged: a key that is not accepted but is close to an
+        accepted key the object lacks is a misspelling, and reported as one. Otherwise
+        ``maxNode: 4`` would surface as ``maxNodes`` being required, or as a default
+        that another field then contradicts."""
+        accepted = set(accepted)
+        absent = sorted(accepted - set(self.raw))
+        for name in self.raw:
+            if name in accepted or name in self.known:
+                continue
+            close = difflib.get_close_matches(str(name), absent, n=1, cutoff=MISSPELT)
+            if close:
+                self._unknown(name, sorted(accepted | self.known), close[0])
+
     def finish(self) -> None:
         for name in self.raw:
             if name not in self.known:
-                raise SpecError(
-                    self.key_of(name),
-                    self.raw[name],
-                    "unknown field",
-                    ", ".join(sorted(self.known)),
-                )
+                unread = sorted(self.known - set(self.raw))
+                close = difflib.get_close_matches(str(name), unread, n=1, cutoff=MISSPELT)
+                self._unknown(name, sorted(self.known), close[0] if close else None)
+
+    def _unknown(self, name: Any, accepted: list[str], meant: str | None) -> NoReturn:
+        hint = f" (did you mean {meant}?)" if meant else ""
+        raise SpecError(
+            self.key_of(name), self.raw[name], f"unknown field{hint}", ", ".join(accepted)
+        )
 
 
 def decode(raw: Any) -> Any:

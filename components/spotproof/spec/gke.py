@@ -254,7 +254,7 @@ def _flex_start(region: str) -> Callable[[str, Any], FlexStartPool]:
 
 def _pool_reader(cls: type[GkeMachinePool], region: str) -> Callable[[str, Any], Any]:
     def parse(key: str, raw: Any) -> Any:
-        obj = ConfigObject(key, raw)
+        obj = ConfigObject(key, raw, fields_of=cls)
         shape = _gpu(obj)
         values = read_settings(
             cls,
@@ -274,7 +274,7 @@ def _pool_reader(cls: type[GkeMachinePool], region: str) -> Callable[[str, Any],
 
 
 def _autoprovisioning(key: str, raw: Any) -> Autoprovisioning:
-    obj = ConfigObject(key, raw)
+    obj = ConfigObject(key, raw, fields_of=Autoprovisioning)
     values = read_settings(Autoprovisioning, obj)
     limits_key = config_key(Autoprovisioning, "gpu_limits")
     limits_raw = decode(obj.field(limits_key, lambda _k, v: v, {}))

@@ -92,7 +92,7 @@ _CREATED_RANGES = ("cidr", "pods_cidr", "services_cidr")
 def read_network(key: str, raw: Any, region: str) -> GkeNetwork:
     """``spotproof:network`` of a GKE stack: either ``existing`` or the created network's
     ranges, never both."""
-    obj = ConfigObject(key, raw)
+    obj = ConfigObject(key, raw, fields_of=GkeNetwork)
     existing_key = config_key(GkeNetwork, "existing")
     existing = obj.field(existing_key, lambda k, v: _existing(k, v, region), None)
     if existing is not None:
@@ -115,7 +115,7 @@ def read_network(key: str, raw: Any, region: str) -> GkeNetwork:
 
 
 def _existing(key: str, raw: Any, region: str) -> ExistingNetwork:
-    obj = ConfigObject(key, raw)
+    obj = ConfigObject(key, raw, fields_of=ExistingNetwork)
     existing = ExistingNetwork(**read_settings(ExistingNetwork, obj))
     obj.finish()
     network = NETWORK.fullmatch(existing.network)
