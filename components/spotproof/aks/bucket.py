@@ -42,9 +42,11 @@ from spotproof.aks.identity import (
     federated_identity,
     role_definition,
 )
+from spotproof.catalog import Cloud
 from spotproof.catalog.aks import BLOB_DATA_CONTRIBUTOR, blobs_under
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
 from spotproof.spec import BucketSpec
+from spotproof.spec.config import judge_bucket
 
 CONTAINER = "spotproof"
 """The container checkpoints go in; ``az://spotproof/<prefix>``."""
@@ -66,6 +68,9 @@ class CheckpointBucketArgs:
     """Names the identity (``<stack>-trainer``) and tags what is created."""
     protect: bool = False
     """Refuse to delete the storage account."""
+
+    def __post_init__(self) -> None:
+        judge_bucket(Cloud.AKS, self.bucket, self.location, "CheckpointBucketArgs.bucket")
 
 
 class CheckpointBucket(pulumi.ComponentResource):

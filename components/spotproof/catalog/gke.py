@@ -273,6 +273,13 @@ _ACCELERATOR_ZONES: dict[str, tuple[str, ...]] = {
 """Zones offering each accelerator (P4 and P100 are not tabled: name their zones)."""
 
 
+def region_of_location(location: str) -> str:
+    """The region of a cluster location: a region (``us-central1``) or, for a zonal
+    cluster, a zone (``us-central1-a``)."""
+    head, _, tail = location.rpartition("-")
+    return head if len(tail) == 1 and tail.isalpha() and head else location
+
+
 def region_zones(region: str) -> tuple[str, ...] | None:
     """Zones of ``region``; None when the catalog does not know the region."""
     zones = tuple(z for z in _REGION_ZONES if z.rsplit("-", 1)[0] == region)

@@ -8,10 +8,12 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from spotproof.catalog import Cloud
 from spotproof.eks import iam_documents
 from spotproof.eks.roles import pod_identity_role
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
 from spotproof.spec import BucketSpec
+from spotproof.spec.config import judge_bucket
 
 
 @dataclass
@@ -27,6 +29,9 @@ class CheckpointBucketArgs:
     """Names the trainer role (``<stack>-trainer``) and tags what is created."""
     protect: bool = False
     """Refuse to delete the bucket (and keep its objects on ``destroy``)."""
+
+    def __post_init__(self) -> None:
+        judge_bucket(Cloud.EKS, self.bucket, self.region, "CheckpointBucketArgs.bucket")
 
 
 class CheckpointBucket(pulumi.ComponentResource):

@@ -7,10 +7,12 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from spotproof.catalog import Cloud
 from spotproof.gke.identity import annotations, bind_workload_identity, under_prefix
 from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
 from spotproof.spec import BucketSpec
+from spotproof.spec.config import judge_bucket
 
 OBJECT_ROLE = "roles/storage.objectUser"
 """Read, write, list and delete objects; no say over the bucket's own settings or IAM.
@@ -29,6 +31,9 @@ class CheckpointBucketArgs:
     """Names the trainer's Google service account and labels the bucket."""
     protect: bool = False
     """Refuse to delete the bucket (and keep its objects on ``destroy``)."""
+
+    def __post_init__(self) -> None:
+        judge_bucket(Cloud.GKE, self.bucket, None, "CheckpointBucketArgs.bucket")
 
 
 class CheckpointBucket(pulumi.ComponentResource):

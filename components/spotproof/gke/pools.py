@@ -19,7 +19,7 @@ import pulumi_gcp as gcp
 from spotproof import scheduling
 from spotproof.catalog import Cloud
 from spotproof.catalog import gke as gke_catalog
-from spotproof.spec import PoolClass, SystemPool, Taint
+from spotproof.spec import PoolClass, SpecError, SystemPool, Taint
 from spotproof.spec.gke import FlexStartPool, GkeGpuPool
 
 CLOUD_PLATFORM_SCOPE = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -41,6 +41,24 @@ class GpuNodePoolsArgs:
     flex_start: FlexStartPool | None = None
     ready: Sequence[pulumi.Resource] = ()
     """What must exist before a node boots: the node account's role grants."""
+
+    def __post_init__(self) -> None:
+        # A pool built in a program was judged in the region of its own zones; a location
+        # known now (not an Output) must be that region, or the pool fails to create.
+        if not isinstance(self.location, str):
+            return
+        region = gke_catalog.region_of_location(self.location)
+        named = [(f"pools[{i}]", pool) for i, pool in enumerate(self.pools)]
+        named += [("flex_start", self.flex_start)] if self.flex_start else []
+        for where, pool in named:
+            for index, zone in enumerate(pool.zones):
+                if not zone.startswith(f"{region}-"):
+                    raise SpecError(
+                        f"GpuNodePoolsArgs.{where}.zones[{index}]",
+                        zone,
+                        f"not a zone of the cluster's region {region}",
+                        f"{region}-a, {region}-b, ...",
+                    )
 
 
 @dataclass(frozen=True)

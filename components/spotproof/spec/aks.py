@@ -119,6 +119,10 @@ class GpuAgentPool(CapacityPool):
     """OS disk; CUDA images are large."""
     gpu_driver: GpuDriver = setting("gpuDriver", enumeration(GpuDriver), GpuDriver.INSTALL)
 
+    @classmethod
+    def judge(cls, key: str, raw: Any) -> GpuAgentPool:
+        return _agent_pool(key, raw)
+
 
 @dataclass(frozen=True, kw_only=True)
 class AutoProvisionedPool(CapacityPool):
@@ -150,6 +154,10 @@ class AutoProvisionedPool(CapacityPool):
     gpu_driver: GpuDriver = setting("gpuDriver", enumeration(GpuDriver), GpuDriver.INSTALL)
     expire_after_hours: int = setting("expireAfterHours", integer(1, 8760), 720)
     """Nodes are replaced after this long, picking up new node images."""
+
+    @classmethod
+    def judge(cls, key: str, raw: Any) -> AutoProvisionedPool:
+        return _auto_provisioned_pool(key, raw)
 
 
 @dataclass(frozen=True)

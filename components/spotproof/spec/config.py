@@ -27,12 +27,13 @@ from spotproof.spec.fields import (
     config_key,
     integer,
     items,
+    judged,
     read_object,
     read_settings,
     setting_keys,
     text,
 )
-from spotproof.spec.shared import DNS_LABEL, CloudConfig, check_node_range, dns_label
+from spotproof.spec.shared import DNS_LABEL, CloudConfig, dns_label
 from spotproof.spec.types import (
     ApiAccess,
     BatchSpec,
@@ -43,7 +44,7 @@ from spotproof.spec.types import (
     KueueSpec,
     PoolClass,
     SmokeTest,
-    SystemPool,
+    system_pool,
 )
 
 NAMESPACE = "spotproof"
@@ -73,17 +74,6 @@ CLOUDS: dict[Cloud, CloudConfig] = {
 }
 KUBERNETES_VERSIONS = tuple(f"1.{minor}" for minor in range(31, 38))
 """Minor versions with GA podFailurePolicy (1.31+) that kubernetes-validate has schemas for."""
-
-
-def _system_pool(cls: type[SystemPool]) -> Callable[[str, Any], SystemPool]:
-    def parse(key: str, raw: Any) -> SystemPool:
-        obj = ConfigObject(key, raw, fields_of=cls)
-        values = read_settings(cls, obj)
-        check_node_range(obj, values["min_nodes"], values["max_nodes"])
-        obj.finish()
-        return cls(**values)
-
-    return parse
 
 
 def _bucket(cloud: CloudConfig, default_name: str, region: str) -> Callable[[str, Any], BucketSpec]:
@@ -368,6 +358,23 @@ def fleet_from_config(
     fleet is infrastructure shape, never a secret; a secret key the spec reads is refused
     without showing its value, since its value may be only a stand-in offline.
     """
+    with judged():  # the readers judge every value once; construction need not again
+        return _fleet(stack, config, secret_keys)
+
+
+def judge_bucket(cloud: Cloud, bucket: BucketSpec, region: str | None, key: str) -> None:
+    """What a cloud's ``CheckpointBucket`` adds to a bucket built in a program: that
+    cloud's naming rule, and the region when the component knows it."""
+    rules = CLOUDS[cloud]
+    if not rules.bucket_name_ok(bucket.name):
+        raise SpecError(f"{key}.name", bucket.name, "not a valid bucket name", rules.bucket_rule)
+    if region is not None and bucket.location.lower() != region.lower():
+        raise SpecError(
+            f"{key}.location", bucket.location, f"differs from the cluster region {region}", region
+        )
+
+
+def _fleet(stack: str, config: Mapping[str, Any], secret_keys: Iterable[str]) -> FleetSpec:
     for key in sorted(secret_keys):
         if key.startswith(f"{NAMESPACE}:") or key in _CLOUD_KEYS:
             raise SpecError(
@@ -427,7 +434,7 @@ def fleet_from_config(
             "kubernetesVersion", _kubernetes_version, FleetSpec.kubernetes_version
         ),
         protect=top.field("protect", boolean, environment == "prod"),
-        system_pool=top.section("systemPool", _system_pool(section.system_pool_type)),
+        system_pool=top.section("systemPool", system_pool(section.system_pool_type)),
         bucket=bucket,
         smoke_test=top.section("smokeTest", _smoke_test(cloud, pool_classes)),
         jobset=top.section("jobset", _jobset),

@@ -13,6 +13,7 @@ from spotproof.catalog import eks as eks_catalog
 from spotproof.spec.addresses import private_range
 from spotproof.spec.errors import SpecError
 from spotproof.spec.fields import (
+    Checked,
     ConfigObject,
     boolean,
     config_key,
@@ -91,7 +92,7 @@ class NetworkSpec:
 
 
 @dataclass(frozen=True)
-class KarpenterSpec:
+class KarpenterSpec(Checked):
     """The Karpenter installation."""
 
     version: str = setting("version", published(eks_catalog.KARPENTER_VERSIONS, "Karpenter v1"))
@@ -148,6 +149,10 @@ class KarpenterPool(CapacityPool):
     """Data volume for container images; CUDA images are large."""
     expire_after_hours: int = setting("expireAfterHours", integer(1, 8760), 720)
     """Nodes are replaced after this long, picking up new AMIs."""
+
+    @classmethod
+    def judge(cls, key: str, raw: Any) -> KarpenterPool:
+        return _pool(key, raw)
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,10 @@ import difflib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import Enum, StrEnum
 from typing import Any, NoReturn, TypeVar
 
 from spotproof.spec.errors import SpecError
@@ -311,3 +313,97 @@ def labels(key: str, raw: Any) -> dict[str, str]:
     for label_key, value in raw.items():
         check_label(f"{key}.{label_key}", str(label_key), str(value))
     return {str(k): str(v) for k, v in raw.items()}
+
+
+# --- spec types built directly in a program ---------------------------------------------
+
+_JUDGED = ContextVar("spotproof_spec_judged", default=False)
+
+
+@contextmanager
+def judged() -> Iterator[None]:
+    """Within it, spec types are being built by a config reader that has already judged
+    their values, so they are not judged again on construction."""
+    token = _JUDGED.set(True)
+    try:
+        yield
+    finally:
+        _JUDGED.reset(token)
+
+
+class Checked:
+    """A spec type that judges itself when a program builds it directly.
+
+    Its values are written back as the stack config that would give them (fields left at
+    their default are left out, as a stack would leave them out) and read by the type's
+    own config reader, :meth:`judge`: a typed value is refused exactly as the same value in
+    a stack file is, with the same message, and the instance then holds what config
+    reading would have given (``max_nodes="4"`` becomes ``4``). Keys in the message are
+    the Python field names (``GkeGpuPool.max_nodes``)."""
+
+    @classmethod
+    def judge(cls, key: str, raw: Mapping[str, Any]) -> Any:
+        """The config reader of this type: returns the instance ``raw`` describes."""
+        return read_object(cls, key, raw)
+
+    def __post_init__(self) -> None:
+        if _JUDGED.get():
+            return
+        cls = type(self)
+        with judged():
+            try:
+                read = cls.judge(cls.__name__, as_config(self))
+            except SpecError as error:
+                raise SpecError(
+                    python_key(cls, error.key), error.value, error.problem, error.allowed
+                ) from None
+        for spec_field in dataclasses.fields(self):  # type: ignore[arg-type]
+            object.__setattr__(self, spec_field.name, getattr(read, spec_field.name))
+
+
+def as_config(value: Any) -> Any:
+    """``value`` as stack config would spell it."""
+    if hasattr(value, "config_text"):
+        return value.config_text()
+    if isinstance(value, Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        spelt = {}
+        for spec_field in dataclasses.fields(value):
+            found = spec_field.metadata.get("setting")
+            given = getattr(value, spec_field.name)
+            if found is None or _is_default(value, spec_field, given):
+                continue
+            spelt[found.key] = as_config(given)
+        return spelt
+    if isinstance(value, list | tuple):
+        return [as_config(item) for item in value]
+    if isinstance(value, Mapping):
+        return {key: as_config(item) for key, item in value.items()}
+    return value
+
+
+def _is_default(instance: Any, spec_field: dataclasses.Field[Any], given: Any) -> bool:
+    if spec_field.default is not MISSING:
+        default = spec_field.default
+    elif spec_field.default_factory is not MISSING:
+        default = spec_field.default_factory()
+    else:
+        return False
+    try:
+        return bool(given == default) and type(given) is type(default)
+    except Exception:  # a value whose == raises is not the default
+        return False
+
+
+def python_key(cls: type, key: str) -> str:
+    """``GkeGpuPool.maxNodes[0]`` as the program wrote it: ``GkeGpuPool.max_nodes[0]``."""
+    names = {
+        spec_field.metadata["setting"].key: spec_field.name
+        for spec_field in dataclasses.fields(cls)
+        if "setting" in spec_field.metadata
+    }
+    match = re.fullmatch(rf"{re.escape(cls.__name__)}\.([A-Za-z0-9]+)(.*)", key)
+    if not match or match.group(1) not in names:
+        return key
+    return f"{cls.__name__}.{names[match.group(1)]}{match.group(2)}"

@@ -14,6 +14,7 @@ from spotproof.catalog import Cloud
 from spotproof.catalog import gke as gke_catalog
 from spotproof.spec.errors import SpecError
 from spotproof.spec.fields import (
+    Checked,
     ConfigObject,
     boolean,
     config_key,
@@ -52,7 +53,7 @@ class GkeSystemPool(SystemPool):
 
 
 @dataclass(frozen=True)
-class GkeMachinePool:
+class GkeMachinePool(Checked):
     """What every GKE GPU pool declares: one machine type and the GPUs it carries."""
 
     name: str = setting("name", dns_label(40))
@@ -68,6 +69,14 @@ class GkeMachinePool:
     """Zones to spread over; default every zone of the region that offers the GPU."""
     disk_gb: int = setting("diskGb", integer(50, 65536), 200)
     """Boot disk; GPU images with CUDA are large."""
+
+    @classmethod
+    def judge(cls, key: str, raw: Any) -> GkeMachinePool:
+        # Built in a program, a pool names its zones; their region is the one to judge
+        # them in (the component that places the pool checks it is the cluster's).
+        zones = raw.get("zones") or [""]
+        region = zones[0].rsplit("-", 1)[0] if isinstance(zones[0], str) else ""
+        return _pool_reader(cls, region)(key, raw)
 
 
 @dataclass(frozen=True)
@@ -96,7 +105,7 @@ class FlexStartPool(GkeMachinePool):
 
 
 @dataclass(frozen=True)
-class Autoprovisioning:
+class Autoprovisioning(Checked):
     """Node auto-provisioning: lets the cluster create pools for pods nothing else fits.
 
     GKE applies its limits to the *whole cluster*, the declared pools included, so each
@@ -115,6 +124,10 @@ class Autoprovisioning:
     """Cluster-wide GPU ceiling per accelerator name, e.g. ``{"nvidia-l4": 8}``; an
     accelerator the declared pools use defaults to what they need at their maximum.
     Auto-provisioning creates GPU nodes only of the accelerators listed."""
+
+    @classmethod
+    def judge(cls, key: str, raw: Any) -> Autoprovisioning:
+        return _autoprovisioning(key, raw)
 
 
 NAP_HEADROOM_CPU = 64

@@ -11,6 +11,7 @@ field, together with its config key, reader (which states the allowed range) and
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol
@@ -18,6 +19,8 @@ from typing import Any, ClassVar, Protocol
 from spotproof.catalog import Cloud, jobset, keda, kueue
 from spotproof.spec.errors import SpecError
 from spotproof.spec.fields import (
+    Checked,
+    ConfigObject,
     boolean,
     check_label,
     dns_label,
@@ -26,6 +29,7 @@ from spotproof.spec.fields import (
     items,
     labels,
     published,
+    read_settings,
     setting,
     text,
 )
@@ -67,9 +71,17 @@ def capacity_class(capacity: Capacity) -> PoolClass:
 
 @dataclass(frozen=True)
 class Taint:
+    """A node taint. Not judged on its own (the scheduling contract's taints use reserved
+    prefixes); a pool judges its ``extra_taints`` as the stack's ``extraTaints``."""
+
     key: str
     value: str
     effect: TaintEffect = TaintEffect.NO_SCHEDULE
+
+    def config_text(self) -> str:
+        """As stack config writes a taint: ``key=value:Effect``."""
+        effect = self.effect.value if isinstance(self.effect, TaintEffect) else self.effect
+        return f"{self.key}={self.value}:{effect}"
 
 
 def taint(key: str, raw: Any) -> Taint:
@@ -108,7 +120,7 @@ def _on_demand(key: str, raw: Any) -> Capacity:
 
 
 @dataclass(frozen=True)
-class SystemPool:
+class SystemPool(Checked):
     """The on-demand pool that runs cluster add-ons and nothing else.
 
     Each cloud states its machine type key and default in a subclass
@@ -128,9 +140,28 @@ class SystemPool:
     every reclaim, and AKS refuses a spot pool as the default pool
     (``articles/aks/spot-node-pool.md``). Accepted only to refuse ``spot`` by name."""
 
+    @classmethod
+    def judge(cls, key: str, raw: Any) -> SystemPool:
+        return system_pool(cls)(key, raw)
+
+
+def system_pool(cls: type[SystemPool]) -> Callable[[str, Any], SystemPool]:
+    """The config reader of a cloud's system pool type."""
+
+    def parse(key: str, raw: Any) -> SystemPool:
+        from spotproof.spec.shared import check_node_range  # noqa: PLC0415 (imports us)
+
+        obj = ConfigObject(key, raw, fields_of=cls)
+        values = read_settings(cls, obj)
+        check_node_range(obj, values["min_nodes"], values["max_nodes"])
+        obj.finish()
+        return cls(**values)
+
+    return parse
+
 
 @dataclass(frozen=True, kw_only=True)
-class CapacityPool:
+class CapacityPool(Checked):
     """What every cloud's GPU pool of spot or on-demand capacity shares (its cloud's type
     adds the machine shape and sizes)."""
 
@@ -167,15 +198,23 @@ class GpuPoolSpec(Protocol):
         ...
 
 
+BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
+BUCKET_NAME_RULE = (
+    "3-63 of [a-z0-9._-], starting and ending with a letter or digit (each cloud's "
+    "CheckpointBucket also applies its own rule)"
+)
+
+
 @dataclass(frozen=True)
-class BucketSpec:
+class BucketSpec(Checked):
     """The regional bucket (or Azure container) training jobs checkpoint into."""
 
-    name: str
-    """Globally unique; each cloud derives a default from the stack (config ``name``)."""
-    location: str
+    name: str = setting("name")
+    """Globally unique; each cloud derives a default from the stack, and has its own
+    naming rule (``CloudConfig.bucket_rule``)."""
+    location: str = setting("location")
     """Must equal the cluster's region: cross-region checkpoint traffic is slow and billed
-    (config ``location``, default the region)."""
+    (default the region)."""
     prefix: str = setting("prefix", _key_prefix("checkpoints"), "checkpoints")
     """Key prefix under which jobs write; the workload identity is scoped to it."""
     noncurrent_days: int = setting("noncurrentDays", integer(1, 3650), 7)
@@ -183,9 +222,25 @@ class BucketSpec:
     before the lifecycle purges it. Counted by days alone: checkpoint keys are written once,
     so a "keep N newer versions" condition would never be met (S3 requires both
     conditions of one rule; GCS counts the live version among the newer ones)."""
-    kms_key: str | None = None
-    """S3 only: KMS key ARN for server-side encryption (config ``kmsKeyArn``); default
-    SSE-S3 (AES-256)."""
+    kms_key: str | None = setting("kmsKeyArn", None, None)
+    """S3 only: KMS key ARN for server-side encryption; default SSE-S3 (AES-256)."""
+
+    @classmethod
+    def judge(cls, key: str, raw: Any) -> BucketSpec:
+        """What holds on every cloud; the stack's reader and each cloud's
+        ``CheckpointBucket`` add that cloud's naming rule and region."""
+        obj = ConfigObject(key, raw, fields_of=cls)
+        values = read_settings(
+            cls,
+            obj,
+            name=obj.field("name", text(BUCKET_NAME, BUCKET_NAME_RULE)),
+            location=obj.field(
+                "location", text(re.compile(r"[a-z][a-z0-9-]*[a-z0-9]"), "a region")
+            ),
+            kms_key=obj.field("kmsKeyArn", text(), None),
+        )
+        obj.finish()
+        return cls(**values)
 
 
 @dataclass(frozen=True)
