@@ -13,8 +13,9 @@ from spotproof.gke.names import service_account_id
 from spotproof.kube.workload import ServiceAccountRef
 from spotproof.plan import PlanResult, run_plan
 from spotproof.plan.recorder import Secret, record
+from spotproof.plan.report import as_json
 from spotproof.spec import fleet_from_config
-from tests.support import iam_condition_allows, stack_config
+from tests.support import iam_condition_allows, run_cli, stack_config
 
 POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -162,6 +163,28 @@ def test_prod_bucket_and_cluster_are_protected(gke_prod: PlanResult) -> None:
     assert bucket.protect and cluster.protect
     assert bucket.inputs["forceDestroy"] is False
     assert cluster.inputs["deletionProtection"] is True
+
+
+def test_a_copy_of_prod_under_another_name_plans_protected_and_says_so(
+    make_project: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_project(stack_config("gke-prod"), stack="production")
+    code, out, _ = run_cli(capsys, "plan", "--stack", "production", "--project-dir", str(root))
+    assert code == 0, out
+    assert "Protection: protected (cluster and bucket refuse deletion)" in out
+    result = run_plan("production", root)
+    [storage] = result.recording.of_type(BUCKET)
+    assert storage.protect and storage.inputs["forceDestroy"] is False
+
+
+def test_the_plan_says_a_disposable_stack_is_disposable(
+    gke_dev: PlanResult, make_project: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_project(stack_config("gke-dev"), stack="gke-dev")
+    code, out, _ = run_cli(capsys, "plan", "--stack", "gke-dev", "--project-dir", str(root))
+    assert code == 0
+    assert "Protection: DISPOSABLE (spotproof:disposable: true)" in out
+    assert as_json(gke_dev)["disposable"] is True
 
 
 def test_trainer_may_write_objects_of_this_bucket_only(gke_dev: PlanResult) -> None:

@@ -34,8 +34,34 @@ def test_dev_stack_reads_into_a_fleet_with_stated_defaults() -> None:
     assert fleet.smoke_test.grace_period_seconds == 15  # GKE's notice for non-system pods
 
 
-def test_prod_environment_is_protected_by_default() -> None:
+def test_a_stack_is_protected_unless_it_says_it_is_disposable() -> None:
     assert fleet_from_config("gke-prod", stack_config("gke-prod")).protect is True
+    config = stack_config("gke-dev")
+    assert config.pop("spotproof:disposable") is True
+    assert fleet_from_config("gke-dev", config).protect is True
+
+
+def test_protection_never_depends_on_the_stacks_name() -> None:
+    production = fleet_from_config("production", stack_config("gke-prod"))
+    scratch = fleet_from_config("prod", stack_config("gke-dev"))
+    assert (production.protect, scratch.protect) == (True, False)
+
+
+def test_protect_false_is_the_same_setting_as_disposable_true() -> None:
+    config = stack_config("gke-dev")
+    del config["spotproof:disposable"]
+    config["spotproof:protect"] = False
+    assert fleet_from_config("gke-dev", config).protect is False
+
+
+def test_protect_and_disposable_may_not_disagree() -> None:
+    config = stack_config("gke-dev")
+    config["spotproof:protect"] = True
+    with pytest.raises(SpecError) as raised:
+        fleet_from_config("gke-dev", config)
+    assert str(raised.value).startswith(
+        "spotproof:protect = True: contradicts spotproof:disposable = true; allowed: "
+    )
 
 
 def test_values_arrive_as_strings_from_the_pulumi_engine() -> None:
@@ -43,7 +69,7 @@ def test_values_arrive_as_strings_from_the_pulumi_engine() -> None:
         k: str(v) if not isinstance(v, dict | list) else v
         for k, v in stack_config("gke-dev").items()
     }
-    config["spotproof:protect"] = "true"
+    config["spotproof:disposable"] = "false"
     assert fleet_from_config("gke-dev", config).protect is True
 
 

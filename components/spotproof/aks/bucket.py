@@ -66,8 +66,8 @@ class CheckpointBucketArgs:
     trainer: ServiceAccountRef
     stack: str
     """Names the identity (``<stack>-trainer``) and tags what is created."""
-    protect: bool = False
-    """Refuse to delete the storage account."""
+    protect: bool = True
+    """On unless a disposable stack turns it off: refuse to delete the storage account."""
 
     def __post_init__(self) -> None:
         judge_bucket(Cloud.AKS, self.bucket, self.location, "CheckpointBucketArgs.bucket")

@@ -27,8 +27,9 @@ class CheckpointBucketArgs:
     """The Kubernetes service account the Pod Identity association maps to the role."""
     stack: str
     """Names the trainer role (``<stack>-trainer``) and tags what is created."""
-    protect: bool = False
-    """Refuse to delete the bucket (and keep its objects on ``destroy``)."""
+    protect: bool = True
+    """Refuse to delete the bucket (and keep its objects on ``destroy``); off only for a
+    disposable stack."""
 
     def __post_init__(self) -> None:
         judge_bucket(Cloud.EKS, self.bucket, self.region, "CheckpointBucketArgs.bucket")

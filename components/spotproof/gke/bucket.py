@@ -29,8 +29,9 @@ class CheckpointBucketArgs:
     """The Kubernetes service account that Workload Identity maps to the trainer's account."""
     stack: str
     """Names the trainer's Google service account and labels the bucket."""
-    protect: bool = False
-    """Refuse to delete the bucket (and keep its objects on ``destroy``)."""
+    protect: bool = True
+    """Refuse to delete the bucket (and keep its objects on ``destroy``); off only for a
+    disposable stack."""
 
     def __post_init__(self) -> None:
         judge_bucket(Cloud.GKE, self.bucket, None, "CheckpointBucketArgs.bucket")

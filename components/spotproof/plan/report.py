@@ -29,6 +29,16 @@ if TYPE_CHECKING:
 FORMATS = ("text", "json", "markdown", "github")
 
 
+def protection(protect: bool) -> str:
+    """Whether ``pulumi destroy`` may take the stack's cluster and bucket."""
+    if protect:
+        return "protected (cluster and bucket refuse deletion)"
+    return (
+        "DISPOSABLE (spotproof:disposable: true): pulumi destroy deletes the cluster "
+        "and the bucket with every checkpoint in it"
+    )
+
+
 def text(result: PlanResult) -> str:
     recording = result.recording
     lines = [
@@ -37,6 +47,7 @@ def text(result: PlanResult) -> str:
         tree.render(recording),
         "",
         f"Resources: {len(recording.resources) + 1} to create",
+        f"Protection: {protection(result.spec.protect)}",
         "",
         "Scheduling:",
     ]
@@ -89,6 +100,7 @@ def as_json(result: PlanResult) -> dict[str, Any]:
     stack_name = f"{recording.project}-{recording.stack}"
     return {
         "stack": result.spec.stack,
+        "disposable": not result.spec.protect,
         "resources": [
             {
                 "type": r.type,
@@ -131,7 +143,12 @@ def markdown(result: PlanResult) -> str:
     recording = result.recording
     count = len(result.violations)
     status = "✅ 0 violations" if not count else f"❌ {count} violation(s)"
-    lines = [f"### `{result.spec.stack}`: {status}", ""]
+    lines = [
+        f"### `{result.spec.stack}`: {status}",
+        "",
+        f"Protection: {protection(result.spec.protect)}",
+        "",
+    ]
     lines += [f"> ⚠️ skipped: {cell(reason)}" for reason in result.skipped]
     lines += [f"> ⚠️ warning: `{w.key}`: {cell(w.message)}" for w in result.warnings]
     lines += [""] if result.skipped or result.warnings else []

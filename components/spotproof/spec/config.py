@@ -53,6 +53,7 @@ TOP_LEVEL_KEYS = {
     "environment",
     "kubernetesVersion",
     "protect",
+    "disposable",
     "apiAccess",
     "systemPool",
     "checkpointBucket",
@@ -362,6 +363,24 @@ def fleet_from_config(
         return _fleet(stack, config, secret_keys)
 
 
+def _protected(top: ConfigObject) -> bool:
+    """Protected unless the stack says it is disposable. ``protect`` is the same setting
+    stated the other way round (``protect: false`` is ``disposable: true``), kept for
+    stacks that write it; the two may not disagree."""
+    disposable = top.field("disposable", boolean, None)
+    protect = top.field("protect", boolean, None)
+    if disposable is not None and protect is not None and protect == disposable:
+        raise SpecError(
+            top.key_of("protect"),
+            protect,
+            f"contradicts {top.key_of('disposable')} = {str(disposable).lower()}",
+            "one of the two, or both agreeing (protect is the opposite of disposable)",
+        )
+    if disposable is not None:
+        return not disposable
+    return True if protect is None else protect
+
+
 def judge_bucket(cloud: Cloud, bucket: BucketSpec, region: str | None, key: str) -> None:
     """What a cloud's ``CheckpointBucket`` adds to a bucket built in a program: that
     cloud's naming rule, and the region when the component knows it."""
@@ -433,7 +452,7 @@ def _fleet(stack: str, config: Mapping[str, Any], secret_keys: Iterable[str]) ->
         kubernetes_version=top.field(
             "kubernetesVersion", _kubernetes_version, FleetSpec.kubernetes_version
         ),
-        protect=top.field("protect", boolean, environment == "prod"),
+        protect=_protected(top),
         system_pool=top.section("systemPool", system_pool(section.system_pool_type)),
         bucket=bucket,
         smoke_test=top.section("smokeTest", _smoke_test(cloud, pool_classes)),

@@ -431,8 +431,12 @@ class FleetSpec:
     system_pool: SystemPool
     kubernetes_version: str = "1.33"
     """Minor version; plan validates manifests against this version's OpenAPI schema."""
-    protect: bool = False
-    """Protect stateful resources (cluster, bucket) from deletion; on by default in prod."""
+    protect: bool = True
+    """Stateful resources (cluster, bucket) refuse deletion: Pulumi's ``protect``, the
+    cloud's deletion protection, no ``forceDestroy`` on the bucket. Off only where the
+    stack declares itself disposable (``spotproof:disposable: true``): never inferred
+    from the stack's name, so a copy of a production stack under another name is as
+    protected as the original."""
     smoke_test: SmokeTest | None = field(default_factory=SmokeTest)
     jobset: JobSetSpec | None = field(default_factory=JobSetSpec)
     """None when ``spotproof:jobset.enabled`` is false."""
