@@ -366,7 +366,6 @@ def test_gpu_agent_pools_alone_join_an_existing_cluster_and_group() -> None:
                 cluster_name=_existing_cluster(),
                 resource_group_name=pulumi.Output.from_input("research-rg"),
                 pools=(pool,),
-                stack="research",
             ),
         )
 
@@ -394,7 +393,6 @@ def test_on_demand_agent_pool_alone_is_regular_without_the_spot_taint() -> None:
                 cluster_name=_existing_cluster(),
                 resource_group_name="research-rg",
                 pools=(pool,),
-                stack="research",
             ),
         )
 
@@ -416,7 +414,7 @@ def test_auto_provisioned_pools_alone_apply_through_the_given_provider() -> None
     def program() -> None:
         AutoProvisionedPools(
             "nap",
-            AutoProvisionedPoolsArgs(pools=(pool,), stack="research"),
+            AutoProvisionedPoolsArgs(pools=(pool,)),
             opts=pulumi.ResourceOptions(provider=existing),
         )
 
@@ -451,7 +449,7 @@ def test_checkpoint_storage_alone_federates_the_trainer_to_the_given_issuer() ->
                 location="eastus2",
                 oidc_issuer_url=pulumi.Output.from_input(issuer),
                 trainer=ServiceAccountRef("ml", "trainer"),
-                stack="research",
+                name_prefix="research",
             ),
         )
 

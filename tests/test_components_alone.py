@@ -43,7 +43,7 @@ def _gke_pools() -> Recording:
                 project="ml-infra",
                 location="us-central1",
                 node_service_account="nodes@ml-infra.iam.gserviceaccount.com",
-                stack="research",
+                name_prefix="research",
                 pools=[
                     GkeGpuPool(
                         name="l4-spot",
@@ -99,7 +99,7 @@ def test_gcs_bucket_alone_binds_the_trainer_of_the_given_project() -> None:
                 bucket=BucketSpec(name="research-ckpt", location="us-central1"),
                 project=pulumi.Output.from_input("ml-infra"),
                 trainer=TRAINER,
-                stack="research",
+                name_prefix="research",
             ),
         )
         pulumi.export("annotations", bucket.identity.service_account_annotations)
@@ -123,7 +123,7 @@ def _karpenter() -> Recording:
                 cluster_name=_existing_cluster_name(),
                 region="us-west-2",
                 provider=_kubernetes(),
-                stack="research",
+                name_prefix="research",
                 pools=[KarpenterPool(name="gpu-spot", instance_families=("g6",), gpu_limit=8)],
                 cluster_security_group_id="sg-0123456789abcdef0",
                 subnet_ids=["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
@@ -175,7 +175,7 @@ def test_a_cluster_name_unknown_until_deploy_leaves_what_derives_from_it_unknown
                 cluster_name=infra.get_output("cluster_name"),
                 region="us-west-2",
                 provider=_kubernetes(),
-                stack="research",
+                name_prefix="research",
                 pools=[KarpenterPool(name="gpu-spot", instance_families=("g6",), gpu_limit=8)],
             ),
         )
@@ -201,7 +201,7 @@ def test_s3_bucket_alone_trusts_the_trainer_of_the_existing_cluster() -> None:
                 region="us-west-2",
                 cluster_name=_existing_cluster_name(),
                 trainer=TRAINER,
-                stack="research",
+                name_prefix="research",
             ),
         )
         pulumi.export("role", bucket.identity.cloud_identity)

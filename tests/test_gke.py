@@ -272,7 +272,7 @@ def test_checkpoint_bucket_component_parents_its_children() -> None:
                 bucket=spec.bucket,
                 project="spotproof-dev",
                 trainer=ServiceAccountRef("team-a", "trainer"),
-                stack=spec.stack,
+                name_prefix=spec.stack,
             ),
         )
         pulumi.export("url", bucket.url)

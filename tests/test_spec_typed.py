@@ -115,7 +115,7 @@ def test_each_clouds_bucket_component_applies_its_own_naming_rule() -> None:
     bucket = BucketSpec(name="google-ckpt", location="us-central1")  # no cloud refuses the shape
     error = _refusal(
         lambda: GkeBucketArgs(
-            bucket=bucket, project="acme-ml", trainer=ServiceAccountRef("ml", "t"), stack="dev"
+            bucket=bucket, project="acme-ml", trainer=ServiceAccountRef("ml", "t")
         )
     )
     assert (error.key, error.problem) == (
@@ -133,7 +133,6 @@ def test_an_eks_bucket_outside_the_clusters_region_is_refused() -> None:
             region="us-west-2",
             cluster_name="c",
             trainer=ServiceAccountRef("ml", "t"),
-            stack="dev",
         )
     )
     assert str(error) == (
@@ -151,7 +150,6 @@ def test_gke_pools_in_another_region_than_the_cluster_are_refused() -> None:
             project="acme-ml",
             location=location,
             node_service_account="n",
-            stack="dev",
             pools=[pool],
         )
 

@@ -72,8 +72,6 @@ def node_class(pool: AutoProvisionedPool, stack: str) -> dict[str, Any]:
 @dataclass
 class AutoProvisionedPoolsArgs:
     pools: tuple[AutoProvisionedPool, ...]
-    stack: str
-    """Tags the VMs node auto-provisioning creates."""
 
 
 class AutoProvisionedPools(pulumi.ComponentResource):
@@ -90,7 +88,7 @@ class AutoProvisionedPools(pulumi.ComponentResource):
     ) -> None:
         super().__init__("spotproof:aks:AutoProvisionedPools", name, None, opts)
         for pool in args.pools:
-            manifest = node_class(pool, args.stack)
+            manifest = node_class(pool, pulumi.get_stack())
             node_class_object = k8s.apiextensions.CustomResource(
                 f"{name}-{pool.name}-class",
                 api_version=manifest["apiVersion"],

@@ -64,10 +64,12 @@ class CheckpointBucketArgs:
     oidc_issuer_url: pulumi.Input[str]
     """The cluster's OIDC issuer (``ManagedCluster.oidcIssuerProfile.issuerURL``)."""
     trainer: ServiceAccountRef
-    stack: str
-    """Names the identity (``<stack>-trainer``) and tags what is created."""
     protect: bool = True
     """On unless a disposable stack turns it off: refuse to delete the storage account."""
+    name_prefix: str | None = None
+    """Starts the cloud names of what this component creates (the trainer's managed identity);
+    default the component's name. Two components in one resource group need different
+    prefixes."""
 
     def __post_init__(self) -> None:
         judge_bucket(Cloud.AKS, self.bucket, self.location, "CheckpointBucketArgs.bucket")
@@ -86,9 +88,10 @@ class CheckpointBucket(pulumi.ComponentResource):
         self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("spotproof:aks:CheckpointBucket", name, None, opts)
+        self._prefix = args.name_prefix or name
         settings, group = args.bucket, args.resource_group_name
         child = pulumi.ResourceOptions(parent=self)
-        tags = {"spotproof-stack": args.stack, "spotproof-purpose": "checkpoints"}
+        tags = {"spotproof-stack": pulumi.get_stack(), "spotproof-purpose": "checkpoints"}
         account = azure.storage.StorageAccount(
             f"{name}-account",
             account_name=settings.name,
@@ -152,7 +155,7 @@ class CheckpointBucket(pulumi.ComponentResource):
 
         trainer = federated_identity(
             f"{name}-trainer",
-            identity_name=f"{args.stack}-trainer",
+            identity_name=f"{self._prefix}-trainer",
             resource_group_name=group,
             location=args.location,
             issuer=args.oidc_issuer_url,

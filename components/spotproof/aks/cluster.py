@@ -89,7 +89,7 @@ class HybridCluster(pulumi.ComponentResource):
         else:
             group = azure.resources.ResourceGroup(
                 f"{name}-group",
-                resource_group_name=spec.stack,
+                resource_group_name=name,
                 location=spec.region,
                 tags=tags,
                 opts=pulumi.ResourceOptions(parent=self, protect=spec.protect),
@@ -100,10 +100,10 @@ class HybridCluster(pulumi.ComponentResource):
         )
         cluster = azure.containerservice.ManagedCluster(
             name,
-            resource_name_=spec.cluster_name,
+            resource_name_=name,
             resource_group_name=group,
             location=spec.region,
-            dns_prefix=spec.cluster_name,
+            dns_prefix=name,
             kubernetes_version=spec.kubernetes_version,
             identity={"type": azure.containerservice.ResourceIdentityType.SYSTEM_ASSIGNED},
             sku={"name": "Base", "tier": "Standard" if spec.protect else "Free"},
@@ -138,7 +138,6 @@ class HybridCluster(pulumi.ComponentResource):
                 cluster_name=cluster.name,
                 resource_group_name=group,
                 pools=aks.gpu_pools,
-                stack=spec.stack,
                 kubernetes_version=spec.kubernetes_version,
             ),
             opts=child,
@@ -153,7 +152,7 @@ class HybridCluster(pulumi.ComponentResource):
                 location=spec.region,
                 oidc_issuer_url=self.oidc_issuer_url,
                 trainer=trainer,
-                stack=spec.stack,
+                name_prefix=name,
                 protect=spec.protect,
             ),
             opts=child,
@@ -195,7 +194,7 @@ class HybridCluster(pulumi.ComponentResource):
                     container=CONTAINER,
                     oidc_issuer_url=self.oidc_issuer_url,
                     worker=worker_account(spec.batch),
-                    stack=spec.stack,
+                    name_prefix=name,
                 ),
                 opts=child,
             )
@@ -207,7 +206,7 @@ class HybridCluster(pulumi.ComponentResource):
         if aks.node_auto_provisioning:
             nap = AutoProvisionedPools(
                 f"{name}-autoprovisioned",
-                AutoProvisionedPoolsArgs(pools=aks.auto_provisioned_pools, stack=spec.stack),
+                AutoProvisionedPoolsArgs(pools=aks.auto_provisioned_pools),
                 opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
             )
             nap_names = nap.pool_names

@@ -71,8 +71,6 @@ class GpuAgentPoolsArgs:
     """The AKS cluster (``resourceName``), created here or already running."""
     resource_group_name: pulumi.Input[str]
     pools: tuple[GpuAgentPool, ...]
-    stack: str
-    """Tags the pools."""
     kubernetes_version: str | None = None
     """``orchestratorVersion``; None follows the control plane."""
 
@@ -125,7 +123,7 @@ class GpuAgentPools(pulumi.ComponentResource):
             node_labels={**contract.labels, **pool.extra_labels},
             gpu_profile=azure.containerservice.GPUProfileArgs(driver=pool.gpu_driver.value),
             orchestrator_version=args.kubernetes_version,
-            tags={"spotproof-stack": args.stack, "spotproof-pool": pool.name},
+            tags={"spotproof-stack": pulumi.get_stack(), "spotproof-pool": pool.name},
             **priority,
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -65,8 +65,10 @@ class WorkQueueArgs:
     container: str
     oidc_issuer_url: pulumi.Input[str]
     worker: ServiceAccountRef
-    stack: str
-    """Names the queues and identities (``<stack>-work``, ``<stack>-batch``, ``<stack>-keda``)."""
+    name_prefix: str | None = None
+    """Starts the cloud names of what this component creates (queues and managed identities);
+    default the component's name. Two components in one storage account need different
+    prefixes."""
 
 
 class WorkQueue(pulumi.ComponentResource):
@@ -81,9 +83,10 @@ class WorkQueue(pulumi.ComponentResource):
         self, name: str, args: WorkQueueArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("spotproof:aks:WorkQueue", name, None, opts)
-        batch, stack = args.batch, args.stack
+        self._prefix = args.name_prefix or name
+        batch, prefix = args.batch, self._prefix
         child = pulumi.ResourceOptions(parent=self)
-        queue_name = f"{stack}-work"
+        queue_name = f"{prefix}-work"
         queue, poison = (
             azure.storage.Queue(
                 f"{name}-{suffix}",
@@ -101,12 +104,12 @@ class WorkQueue(pulumi.ComponentResource):
         def identity(suffix: str, purpose: str, pod: ServiceAccountRef) -> UserAssignedIdentity:
             return federated_identity(
                 f"{name}-{suffix}",
-                identity_name=f"{stack}-{purpose}",
+                identity_name=f"{prefix}-{purpose}",
                 resource_group_name=args.resource_group_name,
                 location=args.location,
                 issuer=args.oidc_issuer_url,
                 pod=pod,
-                tags={"spotproof-stack": stack, "spotproof-purpose": "batch"},
+                tags={"spotproof-stack": pulumi.get_stack(), "spotproof-purpose": "batch"},
                 opts=child,
             )
 

@@ -25,11 +25,12 @@ class CheckpointBucketArgs:
     """The EKS cluster whose pods assume the trainer role (it runs the Pod Identity agent)."""
     trainer: ServiceAccountRef
     """The Kubernetes service account the Pod Identity association maps to the role."""
-    stack: str
-    """Names the trainer role (``<stack>-trainer``) and tags what is created."""
     protect: bool = True
     """Refuse to delete the bucket (and keep its objects on ``destroy``); off only for a
     disposable stack."""
+    name_prefix: str | None = None
+    """Starts the cloud names of what this component creates (the trainer's IAM role); default
+    the component's name. Two components in one account need different prefixes."""
 
     def __post_init__(self) -> None:
         judge_bucket(Cloud.EKS, self.bucket, self.region, "CheckpointBucketArgs.bucket")
@@ -60,14 +61,15 @@ class CheckpointBucket(pulumi.ComponentResource):
         self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("spotproof:eks:CheckpointBucket", name, None, opts)
-        settings, stack, region = args.bucket, args.stack, args.region
+        self._prefix = args.name_prefix or name
+        settings, prefix, region = args.bucket, self._prefix, args.region
         child = pulumi.ResourceOptions(parent=self)
         bucket = aws.s3.Bucket(
             f"{name}-bucket",
             bucket=settings.name,
             region=region,
             force_destroy=not args.protect,
-            tags={"spotproof-stack": stack, "spotproof-purpose": "checkpoints"},
+            tags={"spotproof-stack": pulumi.get_stack(), "spotproof-purpose": "checkpoints"},
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
         )
         public_access = aws.s3.BucketPublicAccessBlock(
@@ -144,14 +146,14 @@ class CheckpointBucket(pulumi.ComponentResource):
 
         trainer = pod_identity_role(
             f"{name}-trainer",
-            role_name=f"{stack}-trainer",
+            role_name=f"{prefix}-trainer",
             cluster_name=args.cluster_name,
             pod=args.trainer,
             policy=bucket.arn.apply(
                 lambda arn: iam_documents.checkpoint_access(arn, settings.prefix, settings.kms_key)
             ),
             description="Writes checkpoints; assumed through EKS Pod Identity.",
-            stack=stack,
+            stack=pulumi.get_stack(),
             opts=child,
             policy_suffix="checkpoints",  # the name it has always had: no replacement
         )

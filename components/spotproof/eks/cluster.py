@@ -142,19 +142,19 @@ class HybridCluster(pulumi.ComponentResource):
         partition = aws.get_partition_output(opts=pulumi.InvokeOptions(parent=self)).partition
         tags = {"spotproof-stack": spec.stack, "spotproof-env": spec.environment}
 
-        network = Network(f"{name}-network", spec.cluster_name, eks.network, opts=child)
+        network = Network(f"{name}-network", name, eks.network, opts=child)
         cluster_role, cluster_grants = roles.role(
             f"{name}-cluster",
-            role_name=f"{spec.stack}-cluster",
+            role_name=f"{name}-cluster",
             trust=iam_documents.service_trust("eks.amazonaws.com"),
             partition=partition,
             managed_policies=iam_documents.CLUSTER_POLICIES,
-            description=f"EKS control plane of {spec.stack}",
+            description=f"EKS control plane of {name}",
             opts=child,
         )
         cluster = aws.eks.Cluster(
             name,
-            name=spec.cluster_name,
+            name=name,
             region=spec.region,
             version=spec.kubernetes_version,
             role_arn=cluster_role.arn,
@@ -220,7 +220,7 @@ class HybridCluster(pulumi.ComponentResource):
                 cluster_name=cluster.name,
                 region=spec.region,
                 provider=self.provider,
-                stack=spec.stack,
+                name_prefix=name,
                 pools=eks.gpu_pools,
                 # Karpenter's nodes join through the cluster security group; the subnets
                 # are tagged by the network.
@@ -236,7 +236,7 @@ class HybridCluster(pulumi.ComponentResource):
                 region=spec.region,
                 cluster_name=cluster.name,
                 trainer=trainer,
-                stack=spec.stack,
+                name_prefix=name,
                 protect=spec.protect,
             ),
             opts=child,
@@ -256,7 +256,7 @@ class HybridCluster(pulumi.ComponentResource):
                     bucket_arn=self.bucket.arn,
                     kms_key=spec.bucket.kms_key,
                     worker=worker_account(spec.batch),
-                    stack=spec.stack,
+                    name_prefix=name,
                 ),
                 opts=child,
             )
@@ -301,17 +301,17 @@ class HybridCluster(pulumi.ComponentResource):
         contract = scheduling.contract(PoolClass.SYSTEM, Cloud.EKS)
         node_role, grants = roles.role(
             f"{name}-system-nodes",
-            role_name=f"{spec.stack}-system-nodes",
+            role_name=f"{name}-system-nodes",
             trust=iam_documents.service_trust("ec2.amazonaws.com"),
             partition=partition,
             managed_policies=iam_documents.NODE_POLICIES,
-            description=f"System node group of {spec.stack}",
+            description=f"System node group of {name}",
             opts=pulumi.ResourceOptions(parent=self),
         )
         template = aws.ec2.LaunchTemplate(
             f"{name}-system",
-            name_prefix=f"{spec.stack}-system-",
-            description=f"System node group of {spec.stack}: IMDSv2, one hop, encrypted root",
+            name_prefix=f"{name}-system-",
+            description=f"System node group of {name}: IMDSv2, one hop, encrypted root",
             metadata_options=SYSTEM_METADATA_OPTIONS,
             block_device_mappings=[
                 {

@@ -42,7 +42,6 @@ class InterruptionQueue(pulumi.ComponentResource):
         self,
         name: str,
         cluster_name: pulumi.Input[str],
-        stack: str,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("spotproof:eks:InterruptionQueue", name, None, opts)
@@ -53,7 +52,7 @@ class InterruptionQueue(pulumi.ComponentResource):
             name=cluster,
             message_retention_seconds=RETENTION_SECONDS,
             sqs_managed_sse_enabled=True,
-            tags={"spotproof-stack": stack},
+            tags={"spotproof-stack": pulumi.get_stack()},
             opts=child,
         )
         rules: list[aws.cloudwatch.EventRule] = []
@@ -65,7 +64,7 @@ class InterruptionQueue(pulumi.ComponentResource):
                     lambda c, detail_type=detail_type: f"{detail_type} -> Karpenter ({c})"
                 ),
                 event_pattern=event_pattern(source, detail_type),
-                tags={"spotproof-stack": stack},
+                tags={"spotproof-stack": pulumi.get_stack()},
                 opts=child,
             )
             aws.cloudwatch.EventTarget(

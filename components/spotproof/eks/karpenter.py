@@ -94,8 +94,6 @@ class KarpenterArgs:
     region: pulumi.Input[str]
     provider: k8s.Provider
     """Kubernetes provider of that cluster."""
-    stack: str
-    """Names the IAM roles and policies (``<stack>-karpenter-*``) and tags what is created."""
     pools: Sequence[KarpenterPool] = ()
     """GPU NodePools, each with its own EC2NodeClass."""
     cluster_security_group_id: pulumi.Input[str] | None = None
@@ -105,6 +103,10 @@ class KarpenterArgs:
     ready: Sequence[pulumi.Resource] = ()
     """What must exist before the controller starts: the system nodes, the Pod Identity
     agent."""
+    name_prefix: str | None = None
+    """Starts the cloud names of what this component creates (IAM roles and policies, the
+    interruption queue); default the component's name. Two components in one account need
+    different prefixes."""
 
 
 class Karpenter(pulumi.ComponentResource):
@@ -119,7 +121,8 @@ class Karpenter(pulumi.ComponentResource):
         self, name: str, args: KarpenterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("spotproof:eks:Karpenter", name, None, opts)
-        settings, stack = args.settings, args.stack
+        self._prefix = args.name_prefix or name
+        settings, prefix = args.settings, self._prefix
         cluster = pulumi.Output.from_input(args.cluster_name)
         child = pulumi.ResourceOptions(parent=self)
         invoke = pulumi.InvokeOptions(parent=self)
@@ -142,14 +145,14 @@ class Karpenter(pulumi.ComponentResource):
         # entry, and the system node group's role already has its own.
         node_role, node_attachments = roles.role(
             f"{name}-node",
-            role_name=f"{stack}-karpenter-node",
+            role_name=f"{prefix}-karpenter-node",
             trust=iam_documents.service_trust("ec2.amazonaws.com"),
             partition=partition,
             managed_policies=(
                 *iam_documents.NODE_POLICIES,
                 *([iam_documents.SSM_NODE_POLICY] if settings.node_ssm_access else []),
             ),
-            description=f"Nodes Karpenter launches for {stack}",
+            description=f"Nodes Karpenter launches for {prefix}",
             opts=child,
         )
         access = aws.eks.AccessEntry(
@@ -159,18 +162,18 @@ class Karpenter(pulumi.ComponentResource):
             type="EC2_LINUX",
             opts=child,
         )
-        queue = InterruptionQueue(f"{name}-interruption", cluster, stack, opts=child)
+        queue = InterruptionQueue(f"{name}-interruption", cluster, opts=child)
 
         controller_role, _ = roles.role(
             f"{name}-controller",
-            role_name=f"{stack}-karpenter-controller",
+            role_name=f"{prefix}-karpenter-controller",
             trust=cluster.apply(
                 lambda cluster_name: iam_documents.pod_identity_trust(
                     cluster_name, settings.namespace, SERVICE_ACCOUNT
                 )
             ),
             partition=partition,
-            description=f"Karpenter controller of {stack}",
+            description=f"Karpenter controller of {prefix}",
             opts=child,
         )
         documents = (
@@ -191,7 +194,7 @@ class Karpenter(pulumi.ComponentResource):
         for concern in iam_documents.CONTROLLER_POLICIES:
             policy = aws.iam.Policy(
                 f"{name}-controller-{concern}",
-                name=f"{stack}-karpenter-{concern}",
+                name=f"{prefix}-karpenter-{concern}",
                 policy=documents.apply(lambda docs, concern=concern: json.dumps(docs[concern])),
                 opts=child,
             )
@@ -249,7 +252,7 @@ class Karpenter(pulumi.ComponentResource):
                     node_role=names[1],
                     karpenter=settings,
                     disk_gb=pool.disk_gb,
-                    stack=stack,
+                    stack=pulumi.get_stack(),
                 )
             )
             k8s.apiextensions.CustomResource(

@@ -51,8 +51,9 @@ class WorkQueueArgs:
     kms_key: str | None
     """The bucket's KMS key, if it encrypts with one: the worker needs to use it."""
     worker: ServiceAccountRef
-    stack: str
-    """Names the queues and roles (``<stack>-work``, ``<stack>-batch``, ``<stack>-keda``)."""
+    name_prefix: str | None = None
+    """Starts the cloud names of what this component creates (queues and IAM roles); default the
+    component's name. Two components in one account and region need different prefixes."""
 
 
 class WorkQueue(pulumi.ComponentResource):
@@ -67,13 +68,14 @@ class WorkQueue(pulumi.ComponentResource):
         self, name: str, args: WorkQueueArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("spotproof:eks:WorkQueue", name, None, opts)
-        batch, stack, region = args.batch, args.stack, args.region
+        self._prefix = args.name_prefix or name
+        batch, prefix, region = args.batch, self._prefix, args.region
         child = pulumi.ResourceOptions(parent=self)
-        tags = {"spotproof-stack": stack, "spotproof-purpose": "batch"}
+        tags = {"spotproof-stack": pulumi.get_stack(), "spotproof-purpose": "batch"}
 
         dead = aws.sqs.Queue(
             f"{name}-dead",
-            name=f"{stack}-work-dead",
+            name=f"{prefix}-work-dead",
             region=region,
             sqs_managed_sse_enabled=True,
             message_retention_seconds=DEAD_LETTER_RETENTION_SECONDS,
@@ -82,7 +84,7 @@ class WorkQueue(pulumi.ComponentResource):
         )
         queue = aws.sqs.Queue(
             f"{name}-queue",
-            name=f"{stack}-work",
+            name=f"{prefix}-work",
             region=region,
             sqs_managed_sse_enabled=True,
             visibility_timeout_seconds=batch.lease_seconds,
@@ -116,9 +118,9 @@ class WorkQueue(pulumi.ComponentResource):
         worker = pod_identity_role(
             f"{name}-worker",
             cluster_name=args.cluster_name,
-            stack=stack,
+            stack=pulumi.get_stack(),
             opts=child,
-            role_name=f"{stack}-batch",
+            role_name=f"{prefix}-batch",
             pod=args.worker,
             policy=pulumi.Output.all(queue.arn, args.bucket_arn).apply(
                 lambda arns: iam_documents.batch_worker_access(
@@ -130,9 +132,9 @@ class WorkQueue(pulumi.ComponentResource):
         pod_identity_role(
             f"{name}-keda",
             cluster_name=args.cluster_name,
-            stack=stack,
+            stack=pulumi.get_stack(),
             opts=child,
-            role_name=f"{stack}-keda",
+            role_name=f"{prefix}-keda",
             pod=ServiceAccountRef(keda.NAMESPACE, keda.OPERATOR_SERVICE_ACCOUNT),
             policy=queue.arn.apply(iam_documents.queue_depth_reader),
             description="Reads the work queue's depth for KEDA.",

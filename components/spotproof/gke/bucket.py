@@ -27,11 +27,12 @@ class CheckpointBucketArgs:
     (``<project>.svc.id.goog``) the trainer comes from."""
     trainer: ServiceAccountRef
     """The Kubernetes service account that Workload Identity maps to the trainer's account."""
-    stack: str
-    """Names the trainer's Google service account and labels the bucket."""
     protect: bool = True
     """Refuse to delete the bucket (and keep its objects on ``destroy``); off only for a
     disposable stack."""
+    name_prefix: str | None = None
+    """Starts the cloud names of what this component creates (the trainer's service account);
+    default the component's name. Two components in one project need different prefixes."""
 
     def __post_init__(self) -> None:
         judge_bucket(Cloud.GKE, self.bucket, None, "CheckpointBucketArgs.bucket")
@@ -65,6 +66,7 @@ class CheckpointBucket(pulumi.ComponentResource):
         self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("spotproof:gke:CheckpointBucket", name, None, opts)
+        self._prefix = args.name_prefix or name
         settings = args.bucket
         child = pulumi.ResourceOptions(parent=self)
 
@@ -88,15 +90,15 @@ class CheckpointBucket(pulumi.ComponentResource):
                 {"action": {"type": "AbortIncompleteMultipartUpload"}, "condition": {"age": 1}},
             ],
             force_destroy=not args.protect,
-            labels={"spotproof-stack": args.stack, "spotproof-purpose": "checkpoints"},
+            labels={"spotproof-stack": pulumi.get_stack(), "spotproof-purpose": "checkpoints"},
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
         )
 
         trainer = gcp.serviceaccount.Account(
             f"{name}-trainer",
-            account_id=service_account_id(args.stack, "trainer"),
+            account_id=service_account_id(self._prefix, "trainer"),
             project=args.project,
-            display_name=f"spotproof trainer ({args.stack})",
+            display_name=f"spotproof trainer ({self._prefix})",
             description="Writes checkpoints; impersonated through GKE Workload Identity.",
             opts=child,
         )

@@ -93,9 +93,9 @@ class HybridCluster(pulumi.ComponentResource):
 
         nodes = gcp.serviceaccount.Account(
             f"{name}-nodes",
-            account_id=service_account_id(spec.stack, "nodes"),
+            account_id=service_account_id(name, "nodes"),
             project=gke.project,
-            display_name=f"spotproof nodes ({spec.stack})",
+            display_name=f"spotproof nodes ({name})",
             opts=child,
         )
         node_roles = [
@@ -115,13 +115,13 @@ class HybridCluster(pulumi.ComponentResource):
             addresses = Network(
                 f"{name}-network",
                 NetworkArgs(
-                    network=gke.network, project=gke.project, region=spec.region, stack=spec.stack
+                    network=gke.network, project=gke.project, region=spec.region, name_prefix=name
                 ),
                 opts=child,
             ).addresses
         cluster = gcp.container.Cluster(
             name,
-            name=spec.cluster_name,
+            name=name,
             project=gke.project,
             location=spec.region,
             # A cluster cannot be created without a pool; the default one is removed at once
@@ -155,7 +155,7 @@ class HybridCluster(pulumi.ComponentResource):
                 project=gke.project,
                 location=spec.region,
                 service_account=nodes.email,
-                stack=spec.stack,
+                prefix=name,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=node_roles),
             ),
             spec.system_pool,
@@ -167,7 +167,7 @@ class HybridCluster(pulumi.ComponentResource):
                 project=gke.project,
                 location=spec.region,
                 node_service_account=nodes.email,
-                stack=spec.stack,
+                name_prefix=name,
                 pools=gke.gpu_pools,
                 flex_start=gke.flex_start,
                 ready=node_roles,
@@ -182,7 +182,7 @@ class HybridCluster(pulumi.ComponentResource):
                 bucket=spec.bucket,
                 project=gke.project,
                 trainer=trainer,
-                stack=spec.stack,
+                name_prefix=name,
                 protect=spec.protect,
             ),
             opts=child,
@@ -227,7 +227,7 @@ class HybridCluster(pulumi.ComponentResource):
                     project=gke.project,
                     bucket_name=self.bucket.name,
                     worker=worker_account(spec.batch),
-                    stack=spec.stack,
+                    name_prefix=name,
                 ),
                 opts=child,
             )

@@ -51,8 +51,9 @@ class NetworkArgs:
     network: GkeNetwork
     project: pulumi.Input[str]
     region: str
-    stack: str
-    """Names the network, subnetwork, router and NAT."""
+    name_prefix: str | None = None
+    """Starts the cloud names of what this component creates (network, subnetwork, router, NAT);
+    default the component's name. Two components in one project need different prefixes."""
 
 
 class Network(pulumi.ComponentResource):
@@ -65,20 +66,21 @@ class Network(pulumi.ComponentResource):
         self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("spotproof:gke:Network", name, None, opts)
+        self._prefix = args.name_prefix or name
         child = pulumi.ResourceOptions(parent=self)
         ranges = args.network
         network = gcp.compute.Network(
             f"{name}-vpc",
-            name=args.stack,
+            name=self._prefix,
             project=args.project,
             auto_create_subnetworks=False,
             routing_mode="REGIONAL",
-            description=f"spotproof cluster network ({args.stack})",
+            description=f"spotproof cluster network ({self._prefix})",
             opts=child,
         )
         subnetwork = gcp.compute.Subnetwork(
             f"{name}-nodes",
-            name=f"{args.stack}-nodes",
+            name=f"{self._prefix}-nodes",
             project=args.project,
             region=args.region,
             network=network.id,
@@ -92,7 +94,7 @@ class Network(pulumi.ComponentResource):
         )
         router = gcp.compute.Router(
             f"{name}-router",
-            name=f"{args.stack}-router",
+            name=f"{self._prefix}-router",
             project=args.project,
             region=args.region,
             network=network.id,
@@ -100,7 +102,7 @@ class Network(pulumi.ComponentResource):
         )
         gcp.compute.RouterNat(
             f"{name}-nat",
-            name=f"{args.stack}-nat",
+            name=f"{self._prefix}-nat",
             project=args.project,
             region=args.region,
             router=router.name,

@@ -35,12 +35,13 @@ class GpuNodePoolsArgs:
     node_service_account: pulumi.Input[str]
     """Email of the Google service account the nodes run as; give it only
     ``roles/container.defaultNodeServiceAccount`` and image pull rights."""
-    stack: str
-    """Names the pools' resources and labels them ``spotproof-stack``."""
     pools: Sequence[GkeGpuPool] = ()
     flex_start: FlexStartPool | None = None
     ready: Sequence[pulumi.Resource] = ()
     """What must exist before a node boots: the node account's role grants."""
+    name_prefix: str | None = None
+    """Starts the pools' resource names (``<prefix>-<pool>``); default the component's
+    name. Two components of one cluster need different prefixes."""
 
     def __post_init__(self) -> None:
         # A pool built in a program was judged in the region of its own zones; a location
@@ -70,7 +71,8 @@ class PoolContext:
     location: pulumi.Input[str]
     service_account: pulumi.Input[str]
     """Email of the nodes' least-privileged Google service account."""
-    stack: str
+    prefix: str
+    """Starts each pool's resource name: ``<prefix>-<pool>``."""
     opts: pulumi.ResourceOptions
 
     def node_pool(
@@ -89,7 +91,7 @@ class PoolContext:
         shielded nodes; ``node_config`` and ``pool_args`` add what the class needs."""
         contract = scheduling.contract(pool_class, Cloud.GKE)
         return gcp.container.NodePool(
-            f"{self.stack}-{name}",
+            f"{self.prefix}-{name}",
             name=name,
             cluster=self.cluster_name,
             location=self.location,
@@ -103,7 +105,7 @@ class PoolContext:
                 "labels": {**contract.labels, **(extra_labels or {})},
                 "taints": scheduling.cloud_taints([*contract.taints, *extra_taints]),
                 "resource_labels": {
-                    "spotproof-stack": self.stack,
+                    "spotproof-stack": pulumi.get_stack(),
                     "spotproof-pool-class": pool_class.value,
                 },
                 # Workload Identity needs the GKE metadata server on every node.
@@ -219,7 +221,7 @@ class GpuNodePools(pulumi.ComponentResource):
             project=args.project,
             location=args.location,
             service_account=args.node_service_account,
-            stack=args.stack,
+            prefix=args.name_prefix or name,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.ready)),
         )
         for pool in args.pools:

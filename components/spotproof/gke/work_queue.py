@@ -60,8 +60,10 @@ class WorkQueueArgs:
     bucket_name: pulumi.Input[str]
     """The stack's checkpoint bucket; results go under ``batch.results_prefix``."""
     worker: ServiceAccountRef
-    stack: str
-    """Names the topics, the subscriptions and both service accounts."""
+    name_prefix: str | None = None
+    """Starts the cloud names of what this component creates (topics, subscriptions, service
+    accounts); default the component's name. Two components in one project need different
+    prefixes."""
 
 
 class WorkQueue(pulumi.ComponentResource):
@@ -76,14 +78,15 @@ class WorkQueue(pulumi.ComponentResource):
         self, name: str, args: WorkQueueArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("spotproof:gke:WorkQueue", name, None, opts)
-        batch, project, stack = args.batch, args.project, args.stack
+        self._prefix = args.name_prefix or name
+        batch, project, prefix = args.batch, args.project, self._prefix
         child = pulumi.ResourceOptions(parent=self)
-        labels = {"spotproof-stack": stack, "spotproof-purpose": "batch"}
+        labels = {"spotproof-stack": pulumi.get_stack(), "spotproof-purpose": "batch"}
         retention = f"{batch.retention_days * 86400}s"
 
         topic = gcp.pubsub.Topic(
             f"{name}-topic",
-            name=f"{stack}-work",
+            name=f"{prefix}-work",
             project=project,
             message_retention_duration=retention,
             labels=labels,
@@ -91,14 +94,14 @@ class WorkQueue(pulumi.ComponentResource):
         )
         dead_topic = gcp.pubsub.Topic(
             f"{name}-dead-topic",
-            name=f"{stack}-work-dead",
+            name=f"{prefix}-work-dead",
             project=project,
             labels=labels,
             opts=child,
         )
         subscription = gcp.pubsub.Subscription(
             f"{name}-subscription",
-            name=f"{stack}-work",
+            name=f"{prefix}-work",
             project=project,
             topic=topic.id,
             ack_deadline_seconds=batch.lease_seconds,
@@ -114,7 +117,7 @@ class WorkQueue(pulumi.ComponentResource):
         )
         gcp.pubsub.Subscription(
             f"{name}-dead-subscription",
-            name=f"{stack}-work-dead",
+            name=f"{prefix}-work-dead",
             project=project,
             topic=dead_topic.id,
             message_retention_duration=DEAD_LETTER_RETENTION,
@@ -182,9 +185,9 @@ class WorkQueue(pulumi.ComponentResource):
     ) -> WorkloadIdentity:
         account = gcp.serviceaccount.Account(
             f"{name}-worker",
-            account_id=service_account_id(args.stack, "batch"),
+            account_id=service_account_id(self._prefix, "batch"),
             project=args.project,
-            display_name=f"spotproof batch worker ({args.stack})",
+            display_name=f"spotproof batch worker ({self._prefix})",
             description="Consumes the work queue; writes results under one prefix.",
             opts=child,
         )
@@ -231,9 +234,9 @@ class WorkQueue(pulumi.ComponentResource):
     ) -> gcp.serviceaccount.Account:
         account = gcp.serviceaccount.Account(
             f"{name}-keda",
-            account_id=service_account_id(args.stack, "keda"),
+            account_id=service_account_id(self._prefix, "keda"),
             project=args.project,
-            display_name=f"spotproof KEDA operator ({args.stack})",
+            display_name=f"spotproof KEDA operator ({self._prefix})",
             description="Reads the work queue's backlog from Cloud Monitoring.",
             opts=child,
         )

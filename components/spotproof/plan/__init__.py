@@ -39,6 +39,7 @@ from spotproof.plan import (
     preemption,
     reachability,
     reclaims,
+    uniqueness,
     workloads,
 )
 from spotproof.plan.nodes import Pool
@@ -92,6 +93,7 @@ def check(spec: FleetSpec, recording: Recording) -> PlanResult:
     violations += unadvertised
     violations += controller_versions.check(spec, recording)
     violations += evaluate(recording.resources)
+    violations += uniqueness.check(recording)
     violations += workloads.check(recording, [pool.shape for pool in pools])
     violations += outcomes.check(found)
     violations += pitfalls.check(recording, found)

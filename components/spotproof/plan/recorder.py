@@ -83,6 +83,21 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.recording = recording
 
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        """The URN the engine gives: the parent's whole qualified type, then ours.
+
+        The mock keeps only the parent's last type, so resources the engine tells apart
+        could share a URN here and the reverse. The engine's rule (the SDK's own
+        ``pulumi.runtime.resource.create_urn``, and ``NewURN`` in
+        ``sdk/go/common/resource/urn.go``): ``urn:pulumi:<stack>::<project>::`` then the
+        parent's qualified type and ``$`` unless the parent is the stack, the type, ``::``,
+        the name."""
+        qualified = type_
+        if parent and parent.split("::")[2] != STACK_TYPE:
+            qualified = f"{parent.split('::')[2]}${type_}"
+        stack, project = pulumi.get_stack(), pulumi.get_project()
+        return f"urn:pulumi:{stack}::{project}::{qualified}::{name}"
+
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
         response = super().RegisterResource(request)
         if request.type != STACK_TYPE:
