@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml constraints.txt package-lock.json
 demo: $(STAMP)
 	$(BIN)/spotproof plan --stack $(STACK) --out out/$(STACK) --json out/$(STACK).json
 	$(BIN)/spotproof smoke --stack $(STACK) $(if $(STORE),--store $(STORE)) --json out/smoke-$(STACK).json
-	$(BIN)/spotproof check examples/*.yaml --stack $(STACK)
+	$(BIN)/spotproof check examples/ --stack $(STACK)
 
 test: $(STAMP) lint postgres-server
 	$(BIN)/pytest

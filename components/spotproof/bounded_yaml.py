@@ -23,7 +23,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
@@ -66,13 +66,23 @@ def read(path: Path, limits: Limits) -> str:
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):
             raise YamlLimitError(f"{path}: not a regular file (a FIFO, device or directory)")
         data = file.read(limits.bytes + 1)
+    return _text(data, path, limits)
+
+
+def read_stream(stream: BinaryIO, where: str, limits: Limits) -> str:
+    """The text of a stream (standard input), read up to ``limits.bytes`` and no further."""
+    data = stream.read(limits.bytes + 1)
+    return _text(data, where, limits)
+
+
+def _text(data: bytes, where: str | Path, limits: Limits) -> str:
     if len(data) > limits.bytes:
-        raise YamlLimitError(f"{path}: larger than {limits.bytes} bytes; allowed: at most that")
+        raise YamlLimitError(f"{where}: larger than {limits.bytes} bytes; allowed: at most that")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise YamlLimitError(
-            f"{path}: not UTF-8 (byte {data[error.start]:#04x} at offset {error.start})"
+            f"{where}: not UTF-8 (byte {data[error.start]:#04x} at offset {error.start})"
         ) from None
 
 

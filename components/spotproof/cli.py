@@ -48,7 +48,9 @@ def _parser() -> argparse.ArgumentParser:
         "tree, and check schemas, policies and scheduling. No cloud credentials needed.",
     )
     which = plan.add_mutually_exclusive_group(required=True)
-    which.add_argument("--stack", help="stack name, e.g. gke-dev")
+    which.add_argument(
+        "--stack", help="stack name (gke-dev), or a stack file's path (../infra/Pulumi.prod.yaml)"
+    )
     which.add_argument(
         "--all", action="store_true", help="plan every stack of the project, in one process"
     )
@@ -87,8 +89,19 @@ def _parser() -> argparse.ArgumentParser:
         "what scales up for them, their preemption path, gangs, queues and the pitfalls. "
         "Each finding is reported at its file and line.",
     )
-    check.add_argument("files", nargs="+", type=Path, metavar="FILE", help="manifest files")
-    check.add_argument("--stack", help="the stack to check against, e.g. gke-dev")
+    check.add_argument(
+        "files",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="manifest files, folders (every *.yaml, *.yml and *.json under them) or - "
+        "for standard input",
+    )
+    check.add_argument(
+        "--stack",
+        help="the stack to check against: a name (gke-dev), or a stack file's path "
+        "(../infra/Pulumi.prod.yaml), whose project is then found from the file",
+    )
     check.add_argument("--format", choices=FORMATS, default="text", help="as for plan")
     check.add_argument(
         "--project-dir", type=Path, default=None, help="the Pulumi project (default: cwd)"

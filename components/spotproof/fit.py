@@ -55,6 +55,23 @@ def tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Taint) -> bool:
     return False
 
 
+def _untolerated(tolerations: Iterable[Mapping[str, Any]], taint: Taint) -> str:
+    """Why ``taint`` is not tolerated, naming the near miss when a toleration has its key."""
+    text = f"taint {taint.key}={taint.value}:{taint.effect.value} not tolerated"
+    for tol in tolerations:
+        if tol.get("key") != taint.key:
+            continue
+        effect, value = tol.get("effect"), str(tol.get("value") or "")
+        if effect and effect != taint.effect.value:
+            miss = f"effect {effect}, the taint {taint.effect.value}"
+        elif (tol.get("operator") or "Equal") == "Equal" and value != taint.value:
+            miss = f"value {value!r}, the taint {taint.value!r}"
+        else:
+            continue
+        return f"{text} (the toleration of that key has {miss})"
+    return text
+
+
 def _value_holds(operator: str, value: str, values: list[str]) -> bool:
     if operator == "In":
         return value in values
@@ -131,7 +148,7 @@ def misfits(pod_spec: Mapping[str, Any], node: NodeShape) -> list[str]:
     tolerations = pod_spec.get("tolerations") or []
     for taint in node.taints:
         if taint.effect is not TaintEffect.PREFER_NO_SCHEDULE and not tolerates(tolerations, taint):
-            reasons.append(f"taint {taint.key}={taint.value}:{taint.effect.value} not tolerated")
+            reasons.append(_untolerated(tolerations, taint))
     for key, value in (pod_spec.get("nodeSelector") or {}).items():
         if not _expression_holds({"key": key, "operator": "In", "values": [value]}, node):
             reasons.append(f"nodeSelector {key}={value} not on the node")

@@ -53,6 +53,26 @@ def _job_pods(job: Mapping[str, Any]) -> int:
     return pods if completions is None else min(pods, _count(completions))
 
 
+def pod_spec_path(obj: Mapping[str, Any], part: str | None = None) -> str:
+    """Where ``obj`` keeps its pod spec (of replicated Job ``part``, for a JobSet)."""
+    kind = obj.get("kind")
+    if kind == "Pod":
+        return "spec"
+    if kind == "CronJob":
+        return "spec.jobTemplate.spec.template.spec"
+    if kind == jobset.KIND:
+        spec = obj.get("spec")
+        jobs = spec.get("replicatedJobs") if isinstance(spec, Mapping) else None
+        names = (
+            [r.get("name") for r in jobs if isinstance(r, Mapping)]
+            if isinstance(jobs, list)
+            else []
+        )
+        index = names.index(part) if part in names else 0
+        return f"spec.replicatedJobs[{index}].template.spec.template.spec"
+    return "spec.template.spec"
+
+
 def pod_templates(obj: Mapping[str, Any]) -> list[PodTemplate]:
     """The pod templates of a workload object; empty for anything else."""
     if not is_workload(obj):

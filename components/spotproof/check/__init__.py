@@ -18,15 +18,17 @@ Exit codes as ``plan``: 0 nothing found, 1 findings, 2 bad input.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from spotproof.check.documents import CheckInputError, Document, load
+from spotproof import podtemplates
+from spotproof.check.documents import CheckInputError, Document, load, load_stdin
 from spotproof.check.locate import line_of
-from spotproof.plan import PlanResult, manifests
+from spotproof.plan import PlanResult, api_validation, manifests
 from spotproof.plan import check as check_plan
+from spotproof.plan.manifests import SCHEMA_POLICY
 from spotproof.plan.recorder import Recording, Resource
-from spotproof.policy import evaluate
+from spotproof.policy import Violation, evaluate
 
 __all__ = ["CheckInputError", "CheckResult", "Finding", "check", "load_all"]
 
@@ -37,6 +39,7 @@ NEEDS_THE_STACK = frozenset({"namespace-isolated", "workload-egress", "s3-checkp
 """Rules about what the stack around the manifests provides (its NetworkPolicies, its
 roles): without a stack they would report what is merely not shown."""
 DEFAULT_KUBERNETES_VERSION = "1.33"
+CORE_WORKLOAD_APIS = frozenset({"v1", "apps/v1", "batch/v1"})
 """The schema version without a stack (a stack's own version otherwise)."""
 
 
@@ -57,18 +60,51 @@ class CheckResult:
     objects: int
     stack: str | None
     findings: tuple[Finding, ...]
+    refused: int = 0
+    """Objects the API server would refuse (``kubernetes-schema`` findings): the files
+    are invalid, so the exit code is 2, as for any bad input."""
 
     @property
     def exit_code(self) -> int:
+        if self.refused:
+            return 2
         return 1 if self.findings else 0
 
 
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
 def load_all(paths: Sequence[Path]) -> list[Document]:
-    """Every object of every file, in order; :class:`CheckInputError` on the first bad one."""
+    """Every object of every file, in order; :class:`CheckInputError` on the first bad one.
+
+    A directory stands for every manifest under it (``*.yaml``, ``*.yml``, ``*.json``,
+    hidden folders skipped, in path order); ``-`` for standard input."""
     documents = []
     for path in paths:
-        documents += load(path)
+        if str(path) == "-":
+            documents += load_stdin()
+            continue
+        for file in _manifests(path):
+            documents += load(file)
     return documents
+
+
+def _manifests(path: Path) -> list[Path]:
+    if not path.is_dir():
+        return [path]
+    found = sorted(
+        file
+        for file in path.rglob("*")
+        if file.suffix in MANIFEST_SUFFIXES
+        and file.is_file()
+        and not any(part.startswith(".") for part in file.relative_to(path).parts)
+    )
+    if not found:
+        raise CheckInputError(
+            f"{path}: no manifests in it; allowed: a folder holding "
+            + ", ".join(f"*{suffix}" for suffix in MANIFEST_SUFFIXES)
+        )
+    return found
 
 
 def _resource(document: Document) -> Resource:
@@ -90,14 +126,26 @@ def check(documents: list[Document], planned: PlanResult | None) -> CheckResult:
     version = planned.spec.kubernetes_version if planned else DEFAULT_KUBERNETES_VERSION
     violations, _ = manifests.validate(Recording("", "", mine), version)
     refused = {v.resource for v in violations}
-    judged = [r for r in mine if r.name not in refused]
+    judged = []
+    for resource in mine:
+        judgeable = _judgeable(resource, version) if resource.name in refused else resource
+        if judgeable is None:
+            continue
+        judged.append(judgeable)
+        if judgeable is not resource:  # what the API also refuses in the rest of it
+            violations += [
+                Violation(
+                    SCHEMA_POLICY, resource.name, f"{manifests.describe(resource.inputs)}: {e}"
+                )
+                for e in api_validation.errors(judgeable.inputs)
+            ]
     if planned is not None:
         stack = planned.recording
         recording = Recording(stack.stack, stack.project, [*stack.resources, *judged])
         violations += [
             v
             for v in check_plan(planned.spec, recording).violations
-            if not (v.policy == manifests.SCHEMA_POLICY and v.resource in refused)
+            if not (v.policy == SCHEMA_POLICY and v.resource in refused)
         ]
     else:
         violations += [v for v in evaluate(judged) if v.policy not in NEEDS_THE_STACK]
@@ -115,7 +163,31 @@ def check(documents: list[Document], planned: PlanResult | None) -> CheckResult:
         },
         key=lambda f: (str(f.path), f.line, f.policy, f.message),
     )
+    # What the API server refuses on a line is the finding there; a rule's view of the same
+    # value (a restartPolicy it refuses and a rule wants Never) waits until it is valid.
+    refused_lines = {(f.path, f.line) for f in findings if f.policy == SCHEMA_POLICY}
+    findings = [
+        f for f in findings if f.policy == SCHEMA_POLICY or (f.path, f.line) not in refused_lines
+    ]
     files = tuple(dict.fromkeys(d.path for d in documents))
     return CheckResult(
-        files, len(documents), planned.spec.stack if planned else None, tuple(findings)
+        files,
+        len(documents),
+        planned.spec.stack if planned else None,
+        tuple(findings),
+        refused=len(refused),
     )
+
+
+def _judgeable(resource: Resource, version: str) -> Resource | None:
+    """What the other checks may judge of an object the API server would refuse: a core
+    object without the fields the schema refuses, when the rest is valid; a core workload
+    the schema accepts but whose values the API refuses (an unknown ``restartPolicy``), as
+    it is. Nothing of any other refused object: its own validator spoke for it."""
+    obj = resource.inputs
+    if manifests.schema_error_paths(obj, version):
+        pruned = manifests.without_errors(obj, version)
+        return None if pruned is None else replace(resource, inputs=pruned)
+    if obj.get("apiVersion") in CORE_WORKLOAD_APIS and podtemplates.is_workload(obj):
+        return resource
+    return None

@@ -55,7 +55,12 @@ def verdict(result: CheckResult) -> str:
     count = f"{result.objects} object(s) in {len(result.files)} file(s), against {_against(result)}"
     if not result.findings:
         return f"0 findings: {count}"
-    return f"{len(result.findings)} finding(s): {count}"
+    refused = (
+        f"; the API server would refuse {result.refused} of the objects (exit 2)"
+        if result.refused
+        else ""
+    )
+    return f"{len(result.findings)} finding(s): {count}{refused}"
 
 
 def text(result: CheckResult) -> str:

@@ -8,6 +8,7 @@ files people write). Lines are 1-based, for ``file:line`` findings.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,8 +74,11 @@ class Document:
 
 
 def steps_of(key_path: str) -> tuple[str | int, ...]:
-    """``a.b[0].c`` as ``("a", "b", 0, "c")``."""
-    return tuple(int(index) if index else name for name, index in _STEP.findall(key_path))
+    """``a.b[0].c`` (or ``a.b.0.c``, as schema errors write it) as ``("a", "b", 0, "c")``."""
+    return tuple(
+        int(index) if index else int(name) if name.isdigit() else name
+        for name, index in _STEP.findall(key_path)
+    )
 
 
 def _index(node: yaml.Node, path: tuple[str | int, ...], lines: dict) -> None:
@@ -117,13 +121,33 @@ def null_item(value: Any, path: tuple[str | int, ...] = ()) -> tuple[str | int, 
     return None
 
 
+STDIN = Path("<stdin>")
+"""Where documents read from standard input (``-``) say they come from."""
+
+
 def load(path: Path) -> list[Document]:
     """The objects of one manifest file; :class:`CheckInputError` if it is unreadable, not
     YAML, or holds something that is not a Kubernetes object."""
     try:
-        nodes = bounded_yaml.compose(
-            bounded_yaml.read(path, bounded_yaml.MANIFESTS), path, bounded_yaml.MANIFESTS
-        )
+        text = bounded_yaml.read(path, bounded_yaml.MANIFESTS)
+    except bounded_yaml.YamlLimitError as error:
+        raise CheckInputError(str(error)) from None
+    return parse(text, path)
+
+
+def load_stdin() -> list[Document]:
+    """The objects piped to ``spotproof check -``, bounded as a file is."""
+    try:
+        text = bounded_yaml.read_stream(sys.stdin.buffer, str(STDIN), bounded_yaml.MANIFESTS)
+    except bounded_yaml.YamlLimitError as error:
+        raise CheckInputError(str(error)) from None
+    return parse(text, STDIN)
+
+
+def parse(text: str, path: Path) -> list[Document]:
+    """The objects of manifest ``text`` read from ``path``."""
+    try:
+        nodes = bounded_yaml.compose(text, path, bounded_yaml.MANIFESTS)
     except bounded_yaml.YamlLimitError as error:
         raise CheckInputError(str(error)) from None
     documents = []

@@ -7,11 +7,10 @@ rule judges, looked up in the object's pod template where the rule is about pods
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
-from spotproof.catalog import jobset
 from spotproof.check.documents import Document
+from spotproof.podtemplates import pod_spec_path
 
 FIT_WORDS = (
     ("nodeSelector ", "{pod}.nodeSelector"),
@@ -42,25 +41,14 @@ MESSAGE_KEYS = (
     ("podFailurePolicy", "{job}.podFailurePolicy"),
     ("terminationGracePeriodSeconds", "{pod}.terminationGracePeriodSeconds"),
     ("PriorityClass", "{pod}.priorityClassName"),
+    ("toleration key", "{pod}.tolerations"),
+    ("nodeSelector key", "{pod}.nodeSelector"),
+    ("node affinity key", "{pod}.affinity"),
 )
 """Words in the message of a rule that judges several keys -> the key it is about."""
 _CONTAINER = re.compile(r"container ([^\s),;]+)")
 _UNEXPECTED = re.compile(r"'([^']+)' was unexpected")
 _ENV = re.compile(r"\(env (\S+)\)")
-
-
-def pod_spec_path(obj: Mapping[str, Any], part: str | None = None) -> str:
-    """Where ``obj`` keeps its pod spec (of replicated Job ``part``, for a JobSet)."""
-    kind = obj.get("kind")
-    if kind == "Pod":
-        return "spec"
-    if kind == "CronJob":
-        return "spec.jobTemplate.spec.template.spec"
-    if kind == jobset.KIND:
-        names = [r.get("name") for r in (obj.get("spec") or {}).get("replicatedJobs") or []]
-        index = names.index(part) if part in names else 0
-        return f"spec.replicatedJobs[{index}].template.spec.template.spec"
-    return "spec.template.spec"
 
 
 def line_of(document: Document, policy: str, message: str) -> int:
@@ -83,19 +71,19 @@ def line_of(document: Document, policy: str, message: str) -> int:
             return _first(document, (f"{pod}.volumes", pod))
     container = _CONTAINER.search(message)
     if container:
-        names = [c.get("name") for c in document.value(f"{pod}.containers") or []]
+        names = [_name(c) for c in _items(document.value(f"{pod}.containers"))]
         if container.group(1) in names:
             where = f"{pod}.containers[{names.index(container.group(1))}]"
             env = _ENV.search(message)
             if env:
-                names = [v.get("name") for v in document.value(f"{where}.env") or []]
+                names = [_name(v) for v in _items(document.value(f"{where}.env"))]
                 index = names.index(env.group(1)) if env.group(1) in names else 0
                 return document.line_of(f"{where}.env[{index}]")
             if "(volumeMount " in message:
                 return document.line_of(f"{where}.volumeMounts")
             if policy == "pod-security":
                 return _first(document, (f"{where}.securityContext", where))
-            if policy == "rendezvous-host":
+            if policy in ("rendezvous-host", "sigterm-exit-zero"):
                 return _first(document, (f"{where}.command", f"{where}.args", where))
             return _first(document, (f"{where}.resources.limits", f"{where}.resources"))
     if policy == "scheduling-fit":
@@ -112,6 +100,16 @@ def _first(document: Document, paths: tuple[str, ...]) -> int:
 
 
 def _part(document: Document, message: str) -> str | None:
-    name = (document.obj.get("metadata") or {}).get("name")
+    metadata = document.obj.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
     match = re.search(rf"/{re.escape(str(name))}/([a-z0-9-]+)", message)
     return match.group(1) if match else None
+
+
+def _items(value: Any) -> list[Any]:
+    """A list as written; anything else (the schema finding says so) as empty."""
+    return value if isinstance(value, list) else []
+
+
+def _name(item: Any) -> Any:
+    return item.get("name") if isinstance(item, dict) else None

@@ -23,7 +23,7 @@ from __future__ import annotations
 import runpy
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from spotproof.plan import (
     preemption,
     reachability,
     reclaims,
+    termination,
     uniqueness,
     workloads,
 )
@@ -97,6 +98,7 @@ def check(spec: FleetSpec, recording: Recording) -> PlanResult:
     violations += workloads.check(recording, [pool.shape for pool in pools])
     violations += outcomes.check(found)
     violations += pitfalls.check(recording, found)
+    violations += termination.check(recording, found)
     violations += reclaims.check(recording, found)
     violations += reachability.check(spec.cloud, spec.api_access, recording)
     violations += lifecycle.check(
@@ -106,7 +108,19 @@ def check(spec: FleetSpec, recording: Recording) -> PlanResult:
         retention_days=spec.bucket.noncurrent_days,
     )
     warnings = [*advice.warnings(spec), *_unassured_paths(found)]
+    violations = _without_superseded(violations)
     return PlanResult(spec, recording, pools, found, violations, skipped, warnings)
+
+
+SUPERSEDED_BY = {"job-fits-preemption-notice": "preemption-path"}
+"""A finding that says less about the same mistake than another rule's, reported only
+where the other is not: the CrossGuard rule compares a grace period with the cloud's
+notice alone, the preemption path with what each pool's reclaim honours."""
+
+
+def _without_superseded(violations: list[Violation]) -> list[Violation]:
+    said = {(v.policy, v.resource) for v in violations}
+    return [v for v in violations if (SUPERSEDED_BY.get(v.policy), v.resource) not in said]
 
 
 def _unassured_paths(found: list[Outcome]) -> list[SpecWarning]:
@@ -156,9 +170,30 @@ def run_program(project: Project, config: StackConfig, spec: FleetSpec) -> Recor
 
 def load(stack: str, start: Path | None = None) -> tuple[Project, StackConfig]:
     """The project at or above ``start`` (default: the working directory) and the config of
-    its ``stack``; raises :class:`PlanInputError`."""
+    its ``stack``; raises :class:`PlanInputError`.
+
+    ``stack`` may also be a stack file's path (``../infra/Pulumi.prod.yaml``): the project
+    is then the one at or above that file, wherever the command runs."""
+    if stack.endswith((".yaml", ".yml")) or "/" in stack:
+        return _load_file(Path(stack))
     project = find_project((start or Path.cwd()).resolve())
     return project, stack_config(project, stack)
+
+
+def _load_file(path: Path) -> tuple[Project, StackConfig]:
+    name = path.name
+    if not (name.startswith("Pulumi.") and name.endswith(".yaml")) or name == "Pulumi.yaml":
+        raise PlanInputError(
+            f"--stack {path}: not a stack file; allowed: a stack name, or the path of a "
+            "Pulumi.<stack>.yaml"
+        )
+    if not path.is_file():
+        raise PlanInputError(f"--stack {path}: no such file")
+    path = path.resolve()
+    project = find_project(path.parent)
+    # The file may live beside the project's stackConfigDir (a copy, a CI checkout).
+    project = replace(project, stack_dir=path.parent)
+    return project, stack_config(project, name[len("Pulumi.") : -len(".yaml")])
 
 
 def plan(project: Project, config: StackConfig) -> PlanResult:

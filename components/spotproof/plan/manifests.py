@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -9,8 +11,7 @@ from typing import Any
 import kubernetes_validate
 import yaml
 
-from spotproof import podtemplates, quantity
-from spotproof.plan import jobsets, karpenter, keda_objects, kueue_objects
+from spotproof.plan import api_validation, jobsets, karpenter, keda_objects, kueue_objects
 from spotproof.plan.recorder import Recording, Resource, reveal
 from spotproof.policy import Violation
 
@@ -122,7 +123,7 @@ def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violat
                 errors = keda_objects.errors(obj)
             else:
                 errors = schema_errors(obj, kubernetes_version)
-            errors += quantity_errors(obj) if not errors else []
+            errors += api_validation.errors(obj) if not errors else []
             violations += [
                 Violation(SCHEMA_POLICY, resource.name, f"{describe(obj)}: {error}")
                 for error in errors
@@ -132,29 +133,11 @@ def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violat
                 Violation(
                     SCHEMA_POLICY,
                     resource.name,
-                    f"{describe(obj)}: no schema for {obj.get('apiVersion')} in Kubernetes "
-                    f"{kubernetes_version}",
+                    f"{describe(obj)}: no schema for kind {obj.get('kind')} of apiVersion "
+                    f"{obj.get('apiVersion')} in Kubernetes {kubernetes_version}",
                 )
             )
     return violations, skipped
-
-
-def quantity_errors(obj: dict[str, Any]) -> list[str]:
-    """Resource requests and limits that are no Kubernetes quantity: the OpenAPI schema
-    types them int-or-string, and the API server parses the string."""
-    found = []
-    for template in podtemplates.pod_templates(obj):
-        part = f"{template.part}: " if template.part else ""
-        for group in ("initContainers", "containers"):
-            for index, container in enumerate(template.spec.get(group) or []):
-                resources = container.get("resources") or {}
-                for kind in ("requests", "limits"):
-                    for name, value in (resources.get(kind) or {}).items():
-                        try:
-                            quantity.parse(value)
-                        except ValueError as error:
-                            found.append(f"{part}{group}[{index}].resources.{kind}.{name}: {error}")
-    return found
 
 
 def schema_errors(obj: dict[str, Any], kubernetes_version: str) -> list[str]:
@@ -163,8 +146,82 @@ def schema_errors(obj: dict[str, Any], kubernetes_version: str) -> list[str]:
     try:
         kubernetes_validate.validate(obj, kubernetes_version, strict=True)
     except kubernetes_validate.ValidationError as error:
-        return [f"{'.'.join(str(p) for p in error.path) or '(root)'}: {error.message}"]
+        first = [f"{'.'.join(str(p) for p in error.path) or '(root)'}: {error.message}"]
+        return _every_schema_error(obj, kubernetes_version) or first
     return []
+
+
+MAX_SCHEMA_ERRORS = 20
+"""Per object: enough to fix a file in one pass, bounded for a file that is all wrong."""
+
+
+def _every_schema_error(obj: dict[str, Any], kubernetes_version: str) -> list[str]:
+    """Every error of an object that failed validation, not only the first that
+    ``kubernetes_validate.validate`` raises: the same schema files and validator, asked
+    with ``iter_errors``. Empty when the library's layout is not the one this expects
+    (then the caller reports the first error alone)."""
+    return [
+        f"{'.'.join(str(p) for p in path) or '(root)'}: {message}"
+        for path, message in schema_error_paths(obj, kubernetes_version)[:MAX_SCHEMA_ERRORS]
+    ]
+
+
+def schema_error_paths(
+    obj: dict[str, Any], kubernetes_version: str
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """Each schema error of a core object as (path, message), in path order; empty when
+    the object is valid or its schema cannot be built here."""
+    try:
+        validator = _validator(str(obj["apiVersion"]), str(obj["kind"]), kubernetes_version)
+        errors = [(tuple(error.path), error.message) for error in validator.iter_errors(obj)]
+    except Exception:  # a library detail changed, or no schema: nothing to add
+        return []
+    return sorted(errors, key=lambda pair: [str(p) for p in pair[0]])
+
+
+def _deepest_last(path: tuple[str | int, ...]) -> tuple[int, list[str]]:
+    return len(path), [f"{step:012d}" if isinstance(step, int) else step for step in path]
+
+
+def without_errors(obj: dict[str, Any], kubernetes_version: str) -> dict[str, Any] | None:
+    """``obj`` with every field the schema refuses taken out, when what is left is valid:
+    the rest of the object can then be judged by the other checks. None when nothing
+    valid is left (a required field was the wrong one, or the kind has no schema)."""
+    paths = [path for path, _ in schema_error_paths(obj, kubernetes_version)]
+    if not paths or () in paths:
+        return None
+    pruned = copy.deepcopy(obj)
+    # Deepest and last first, so that removing a list item never shifts one still to go.
+    for path in sorted(set(paths), key=_deepest_last, reverse=True):
+        parent: Any = pruned
+        try:
+            for step in path[:-1]:
+                parent = parent[step]
+            del parent[path[-1]]
+        except (KeyError, IndexError, TypeError):
+            continue  # an ancestor already went
+    try:
+        kubernetes_validate.validate(pruned, kubernetes_version, strict=True)
+    except (kubernetes_validate.ValidationError, kubernetes_validate.SchemaNotFoundError):
+        return None
+    return pruned
+
+
+@functools.cache
+def _validator(api_version: str, kind: str, kubernetes_version: str) -> Any:
+    """The strict validator ``kubernetes_validate.validate`` builds for this kind (its
+    ``utils`` module, 1.33 to 1.37)."""
+    utils = kubernetes_validate.utils
+    wanted = utils.major_minor(kubernetes_version)
+    version = [v for v in utils.all_versions() if utils.major_minor(v) <= wanted][-1]
+    group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    folder = f"kubernetes-json-schema/v{version}-local-strict"
+    schema = utils.schema_contents(f"{folder}/{kind.lower()}-{group}.json", kubernetes_version)
+    definitions = utils.schema_contents(f"{folder}/_definitions.json", kubernetes_version)
+    registry = utils.Resource.from_contents(definitions) @ (
+        utils.Resource.from_contents(schema) @ utils.Registry()
+    )
+    return utils.jsonschema.validators.Draft202012Validator(schema, registry=registry)
 
 
 def _validate_karpenter(

@@ -16,6 +16,7 @@ add-on's configuration (EKS CoreDNS) and a Helm chart's values (the Karpenter co
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,6 +32,10 @@ from spotproof.spec.types import PoolClass
 
 FIT_POLICY = "scheduling-fit"
 SYSTEM_OFF_SPOT_POLICY = "system-off-spot"
+KEYS_POLICY = "scheduling-keys"
+MISSPELT = 0.9
+"""How alike (difflib's ratio) a key no pool has and one a pool has are when the first
+is taken for a misspelling: ``spotproof.dev/capacty``/``spotproof.dev/capacity`` is 0.98."""
 
 
 @dataclass(frozen=True)
@@ -215,8 +220,65 @@ def check(recording: Recording, nodes: list[fit.NodeShape]) -> list[Violation]:
     for workload in workloads(recording):
         system = fit.is_system_workload(workload.namespace, workload.pod_spec)
         violations += check_workload(workload, nodes, system=system)
+        violations += [
+            Violation(KEYS_POLICY, workload.resource, f"{workload.label}: {problem}")
+            for problem in misspelt_keys(workload.pod_spec, nodes)
+        ]
     violations += check_workload(reference_add_on(recording), nodes, system=True)
     return violations
+
+
+WELL_KNOWN_NODE_LABELS = frozenset(
+    {
+        "kubernetes.io/hostname",
+        "kubernetes.io/arch",
+        "kubernetes.io/os",
+        "topology.kubernetes.io/zone",
+        "topology.kubernetes.io/region",
+        "node.kubernetes.io/instance-type",
+        "cloud.google.com/machine-family",
+        "cloud.google.com/gke-provisioning",
+        "cloud.google.com/gke-os-distribution",
+        "cloud.google.com/gke-gpu",
+        "cloud.google.com/gke-accelerator-count",
+        "cloud.google.com/compute-class",
+        "karpenter.k8s.aws/instance-category",
+        "karpenter.k8s.aws/instance-generation",
+        "karpenter.k8s.aws/instance-size",
+    }
+)
+"""Labels nodes carry that the plan's pool shapes do not model: never taken for a
+misspelling (https://kubernetes.io/docs/reference/labels-annotations-taints/; GKE's and
+Karpenter's well-known node labels)."""
+
+
+def misspelt_keys(pod_spec: Mapping[str, Any], nodes: list[fit.NodeShape]) -> list[str]:
+    """Keys a pod tolerates or selects on that no pool has, where a pool has one very like
+    it: a misspelling, which would otherwise surface only as "fits no pool". A key like
+    none of the fleet's (``kubernetes.io/hostname``) is left alone."""
+    taint_keys = {taint.key for node in nodes for taint in node.taints}
+    label_keys = {key for node in nodes for key in (*node.labels, *node.choices)}
+    label_keys |= WELL_KNOWN_NODE_LABELS
+    asked = [
+        ("toleration key", str(t.get("key")), taint_keys)
+        for t in pod_spec.get("tolerations") or []
+        if t.get("key")
+    ]
+    asked += [("nodeSelector key", str(k), label_keys) for k in pod_spec.get("nodeSelector") or {}]
+    affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    asked += [
+        ("node affinity key", str(expression.get("key")), label_keys)
+        for term in required.get("nodeSelectorTerms") or []
+        for expression in term.get("matchExpressions") or []
+    ]
+    problems = []
+    for what, key, known in asked:
+        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=MISSPELT)
+        if key not in known and close and close[0] not in WELL_KNOWN_NODE_LABELS:
+            place = "taint of any pool" if what == "toleration key" else "label of any pool's nodes"
+            problems.append(f"{what} {key} is no {place}; did you mean {close[0]}?")
+    return list(dict.fromkeys(problems))
 
 
 def reference_add_on(recording: Recording) -> Workload:
