@@ -626,3 +626,119 @@ def test_the_installed_pack_follows_dependencies_to_a_workloads_identity(analyze
         name == "workload-identity-ready" and "eks-dev-checkpoints-trainer-identity" in message
         for name, message in found
     ), found
+
+
+# --- the pull-request workflow, run step by step on a user's repository ------------------
+
+GITHUB_SHELL = ("bash", "--noprofile", "--norc", "-eo", "pipefail")
+"""How GitHub's Ubuntu runners run a ``run:`` step (``shell: bash``, the default)."""
+
+
+def _github_step(script: str, cwd: Path, venv: Venv, **env: str) -> Done:
+    """A ``run:`` step as the runner runs it: the script in a file, under bash -eo pipefail,
+    with the set-up Python first on PATH."""
+    path = cwd / ".github-step.sh"
+    path.write_text(script)
+    try:
+        return Done(
+            subprocess.run(
+                [*GITHUB_SHELL, str(path)],
+                capture_output=True,
+                text=True,
+                check=False,
+                cwd=cwd,
+                env=_clean_env(PATH=f"{venv.root / 'bin'}:{os.environ['PATH']}", **env),
+            )
+        )
+    finally:
+        path.unlink()
+
+
+def _acme_repository(root: Path) -> Path:
+    """A repository whose Pulumi project lives in ``infra/``, with a stack on each cloud."""
+    (root / ".git").mkdir(parents=True)
+    project = _user_project(
+        root / "infra",
+        {
+            "team": {"type": "string", "default": "vision"},
+            "alertsWebhook": {"type": "string", "secret": True},
+        },
+        "gke-staging",
+        {
+            "spotproof:cloud": "gke",
+            "gcp:project": "acme-ml-staging",
+            "gcp:region": "europe-west4",
+            "spotproof:apiAccess": {"authorizedNetworks": ["198.51.100.0/24"]},
+            "spotproof:gpuPools": [
+                {"name": "l4-spot", "machineType": "g2-standard-8", "maxNodes": 2}
+            ],
+            "acme-ml:alertsWebhook": {"secure": CIPHERTEXT},
+        },
+    )
+    stacks = {
+        "eks-staging": {**EKS_STACK, "spotproof:cloud": "eks", "aws:region": "us-west-2"},
+        "aks-staging": {
+            "spotproof:cloud": "aks",
+            "azure-native:location": "westeurope",
+            "spotproof:apiAccess": {"authorizedNetworks": ["198.51.100.0/24"]},
+            "spotproof:gpuPools": [
+                {"name": "spott4", "vmSize": "Standard_NC8as_T4_v3", "maxNodes": 2}
+            ],
+            "acme-ml:alertsWebhook": {"secure": CIPHERTEXT},
+        },
+    }
+    for stack, config in stacks.items():
+        (project / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
+    return project
+
+
+def test_the_workflow_ci_init_writes_plans_each_stack_of_a_user_repository_step_by_step(
+    wheel: Path,
+    gcp_venv: Venv,
+    aws_venv: Venv,
+    azure_venv: Venv,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    repository = tmp_path_factory.mktemp("acme-repo")
+    project = _acme_repository(repository)
+    done = gcp_venv.spotproof("ci", "init", cwd=project)
+    assert done.code == 0, done.err
+    written = yaml.safe_load((repository / ".github/workflows/spotproof.yml").read_text())
+    workdir = repository / written["defaults"]["run"]["working-directory"]
+    assert workdir == project
+    index = {"PIP_FIND_LINKS": str(wheel.parent), "SPOTPROOF": written["env"]["SPOTPROOF"]}
+
+    # Job `stacks`: a bare Python, then the listing step as written.
+    bare = Venv(tmp_path_factory.mktemp("runner") / "python", wheel)
+    output = workdir / ".github-output"
+    [listing] = [s for s in written["jobs"]["stacks"]["steps"] if s.get("id") == "list"]
+    listed = _github_step(listing["run"], workdir, bare, GITHUB_OUTPUT=str(output), **index)
+    assert listed.code == 0, listed.out + listed.err
+    key, _, value = output.read_text().strip().partition("=")
+    matrix = json.loads(value)
+    assert key == "stacks"
+    assert [(m["stack"], m["extra"]) for m in matrix] == [
+        ("aks-staging", "azure"),
+        ("eks-staging", "aws"),
+        ("gke-staging", "gcp"),
+    ]
+    assert not bare.importable("pulumi")["pulumi"]  # listing needed no SDK
+
+    # Job `plan`, once per matrix entry, on a runner holding only that entry's extra.
+    runners = {"gcp": gcp_venv, "aws": aws_venv, "azure": azure_venv}
+    scripts = [s["run"] for s in written["jobs"]["plan"]["steps"] if "run" in s]
+    for entry in matrix:
+        summary = workdir / f"summary-{entry['stack']}.md"
+        for script in scripts:
+            step = _github_step(
+                script,
+                workdir,
+                runners[entry["extra"]],
+                STACK=entry["stack"],
+                EXTRA=entry["extra"],
+                GITHUB_STEP_SUMMARY=str(summary),
+                PIP_NO_INDEX="1",  # each runner has its extra already: nothing to fetch
+                **index,
+            )
+            assert step.code == 0, f"{entry['stack']}: {script}\n{step.out}\n{step.err}"
+        assert f"`{entry['stack']}`: ✅ 0 violations" in summary.read_text()

@@ -1,23 +1,30 @@
-"""The pull-request workflow users copy: linted by actionlint, offline plan for forks,
-real previews through OIDC only, one matrix entry per stack file."""
+"""The pull-request workflow ``spotproof ci init`` writes, which this repository runs too:
+linted by actionlint, every action pinned by commit and given only inputs its
+``action.yml`` declares, the offline plan for forks with one job per stack, real previews
+through OIDC only. Its steps run for real on a user's project in ``test_packaging``."""
 
 from __future__ import annotations
 
 import json
-import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from spotproof.plan import find_project
-from tests.support import REPO
+from spotproof import __version__
+from spotproof.ci import workflow
+from spotproof.ci.stacks import EXTRAS
+from spotproof.plan import find_project, load
+from tests.support import REPO, run_cli
 
-WORKFLOW = REPO / ".github" / "workflows" / "preview.yml"
+WORKFLOW = REPO / workflow.WORKFLOW_PATH
 # Inputs that would hand a job a long-lived cloud key instead of an OIDC token.
 KEY_INPUTS = {"credentials_json", "aws-access-key-id", "aws-secret-access-key", "creds"}
+PINNED = re.compile(r"^\s*(- )?uses: ([\w.-]+/[\w.-]+)@([0-9a-f]{40}) # (v[0-9.]+)$")
 
 
 def _actionlint(path: Path) -> list[dict[str, Any]]:
@@ -43,49 +50,93 @@ def _steps(job: str) -> list[dict[str, Any]]:
     return _workflow()["jobs"][job]["steps"]
 
 
+def _all_steps() -> list[dict[str, Any]]:
+    return [step for job in _workflow()["jobs"].values() for step in job["steps"]]
+
+
+def test_this_repositorys_workflow_is_what_ci_init_writes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run_cli(capsys, "ci", "init", "--stdout", "--project-dir", str(REPO))
+    assert code == 0
+    assert out == WORKFLOW.read_text()
+
+
 def test_actionlint_finds_nothing_in_the_workflow() -> None:
     assert [f"{e['line']}: {e['message']}" for e in _actionlint(WORKFLOW)] == []
 
 
-def test_actionlint_knows_the_inputs_of_the_actions_used(tmp_path: Path) -> None:
-    broken = tmp_path / ".github" / "workflows" / "preview.yml"
-    broken.parent.mkdir(parents=True)
-    broken.write_text(WORKFLOW.read_text().replace("stack-name:", "stack:"))
-    messages = [e["message"] for e in _actionlint(broken)]
-    assert any('input "stack" is not defined in action "pulumi/actions@v7"' in m for m in messages)
+def test_every_action_is_pinned_by_commit_with_its_tag_beside_it() -> None:
+    lines = [line for line in WORKFLOW.read_text().splitlines() if "uses:" in line]
+    assert lines
+    known = {(a.name, a.commit, a.tag) for a in workflow.ACTIONS}
+    for line in lines:
+        match = PINNED.match(line)
+        assert match, line
+        assert match.group(2, 3, 4) in known, line
 
 
-def test_the_matrix_lists_exactly_the_stack_files(tmp_path: Path) -> None:
+def test_every_input_given_is_one_the_pinned_action_declares() -> None:
+    # actionlint knows popular actions' inputs by tag only; pinned by commit, it cannot.
+    declared = {a.name: a.inputs for a in workflow.ACTIONS}
+    for step in _all_steps():
+        if "uses" in step:
+            name = step["uses"].split("@")[0]
+            assert set(step.get("with") or {}) <= declared[name], step
+
+
+def test_no_script_holds_an_expression_that_a_pull_request_controls() -> None:
+    for step in _all_steps():
+        assert "${{" not in step.get("run", ""), step
+
+
+def test_the_matrix_is_every_stack_file_with_its_clouds_extra(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run_cli(capsys, "ci", "stacks", "--project-dir", str(REPO))
+    assert code == 0
+    listed = json.loads(out)
+    assert [entry["stack"] for entry in listed] == find_project(REPO).stacks()
+    for entry in listed:
+        cloud = load(entry["stack"], REPO)[1].values["spotproof:cloud"]
+        assert (entry["cloud"], entry["extra"]) == (cloud, EXTRAS[cloud])
     [script] = [s["run"] for s in _steps("stacks") if s.get("id") == "list"]
-    output = tmp_path / "github_output"
-    subprocess.run(
-        ["bash", "-e", "-c", script],
-        cwd=REPO,
-        env={**os.environ, "GITHUB_OUTPUT": str(output)},
-        check=True,
-    )
-    key, _, value = output.read_text().strip().partition("=")
-    assert key == "stacks"
-    assert json.loads(value) == find_project(REPO).stacks()
-    preview = _workflow()["jobs"]["preview"]
-    assert preview["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.stacks) }}"
+    assert 'echo "stacks=$(spotproof ci stacks)" >> "$GITHUB_OUTPUT"' in script
+    for job in ("plan", "preview"):
+        matrix = _workflow()["jobs"][job]["strategy"]["matrix"]
+        assert matrix == {"include": "${{ fromJSON(needs.stacks.outputs.stacks) }}"}
 
 
-def test_every_pull_request_gets_the_offline_plan_with_annotations() -> None:
+def test_every_pull_request_gets_one_offline_plan_per_stack_with_only_its_extra() -> None:
     plan = _workflow()["jobs"]["plan"]
-    assert "if" not in plan  # forks included
+    assert plan["if"] == "needs.stacks.outputs.stacks != '[]'"  # forks included
     assert "id-token" not in (plan.get("permissions") or {})
-    runs = [s.get("run", "") for s in plan["steps"]]
-    assert "spotproof plan --all --strict --format github" in runs
+    runs = "\n".join(s.get("run", "") for s in plan["steps"])
+    assert 'python -m pip install "spotproof[${EXTRA}]==${SPOTPROOF}"' in runs
+    assert 'spotproof plan --stack "${STACK}" --strict --format github' in runs
+    assert plan["env"] == {"STACK": "${{ matrix.stack }}", "EXTRA": "${{ matrix.extra }}"}
+
+
+def test_nothing_is_installed_from_the_repository_itself() -> None:
+    runs = "\n".join(s.get("run", "") for s in _all_steps())
+    assert "-e ." not in runs and "'.[" not in runs and "constraints.txt" not in runs
+    assert _workflow()["env"]["SPOTPROOF"] == __version__
+
+
+def test_pip_is_cached_on_the_workflow_file_that_pins_the_version() -> None:
+    for step in _all_steps():
+        if step.get("uses", "").startswith("actions/setup-python@"):
+            assert step["with"]["cache"] == "pip"
+            assert step["with"]["cache-dependency-path"] == workflow.WORKFLOW_PATH
 
 
 def test_previews_run_only_where_oidc_tokens_exist() -> None:
     jobs = _workflow()["jobs"]
     assert (
         "github.event.pull_request.head.repo.full_name == github.repository"
-        in (jobs["stacks"]["if"])
+        in jobs["preview"]["if"]
     )
-    assert jobs["preview"]["needs"] == "stacks"
+    assert "vars.SPOTPROOF_PREVIEW == 'true'" in jobs["preview"]["if"]
     assert jobs["preview"]["permissions"]["id-token"] == "write"
     assert _workflow()["permissions"] == {"contents": "read"}
 
@@ -115,6 +166,46 @@ def test_clouds_are_reached_through_oidc_never_stored_keys() -> None:
 
 def test_the_program_and_the_pack_get_separate_environments() -> None:
     runs = "\n".join(s.get("run", "") for s in _steps("preview"))
-    assert ".venv/bin/pip install -c constraints.txt -r requirements.txt" in runs
-    assert "python -m pip install '.[policy]'" in runs
-    assert "policy" not in (REPO / "requirements.txt").read_text()
+    assert "python -m venv .venv" in runs  # the virtualenv Pulumi.yaml names
+    assert '.venv/bin/python -m pip install "spotproof[${EXTRA}]==${SPOTPROOF}"' in runs
+    assert 'python -m pip install "spotproof[policy]==${SPOTPROOF}"' in runs
+
+
+def test_ci_init_refuses_to_replace_a_workflow_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "Pulumi.yaml").write_text("name: acme\nruntime: python\n")
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    (tmp_path / workflow.WORKFLOW_PATH).write_text("mine")
+    code, out, err = run_cli(capsys, "ci", "init", "--project-dir", str(tmp_path))
+    assert (code, out) == (2, "")
+    assert err.endswith("spotproof.yml exists; allowed: --force to replace it\n")
+    assert (tmp_path / workflow.WORKFLOW_PATH).read_text() == "mine"
+
+
+def test_ci_init_names_a_stack_of_an_unknown_cloud_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "Pulumi.yaml").write_text("name: acme\nruntime: python\n")
+    (tmp_path / "Pulumi.dev.yaml").write_text("config:\n  spotproof:cloud: gcp\n")
+    code, out, err = run_cli(capsys, "ci", "init", "--project-dir", str(tmp_path))
+    assert (code, out) == (2, "")
+    assert err == (
+        f"spotproof ci init: {tmp_path}/Pulumi.dev.yaml: spotproof:cloud is 'gcp'; "
+        "allowed: gke, eks, aks\n"
+    )
+
+
+def test_a_project_in_a_folder_of_its_repository_runs_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".git").mkdir()
+    project = tmp_path / "infra"
+    project.mkdir()
+    (project / "Pulumi.yaml").write_text(
+        "name: acme\nruntime:\n  name: python\n  options: {virtualenv: venv}\n"
+    )
+    code, out, _ = run_cli(capsys, "ci", "init", "--project-dir", str(project))
+    assert code == 0 and out.startswith(f"Wrote {tmp_path / workflow.WORKFLOW_PATH}")
+    written = yaml.safe_load((tmp_path / workflow.WORKFLOW_PATH).read_text())
+    assert written["defaults"] == {"run": {"working-directory": "infra"}}

@@ -107,6 +107,34 @@ def _parser() -> argparse.ArgumentParser:
         "--project-dir", type=Path, default=None, help="the Pulumi project (default: cwd)"
     )
 
+    ci = commands.add_parser(
+        "ci",
+        help="write the pull-request workflow into your repository",
+        description="Continuous integration for a Pulumi project that uses spotproof.",
+    )
+    ci_commands = ci.add_subparsers(dest="ci_command", required=True, parser_class=_Parser)
+    init = ci_commands.add_parser(
+        "init",
+        help="write .github/workflows/spotproof.yml",
+        description="Write the GitHub Actions workflow that plans every stack on each pull "
+        "request (one job per stack, with only its cloud's extra) and previews it where "
+        "credentials exist, pinned to this spotproof version and to actions by commit.",
+    )
+    init.add_argument("--force", action="store_true", help="replace an existing workflow")
+    init.add_argument("--stdout", action="store_true", help="print it instead of writing it")
+    init.add_argument(
+        "--project-dir", type=Path, default=None, help="the Pulumi project (default: cwd)"
+    )
+    ci_stacks = ci_commands.add_parser(
+        "stacks",
+        help="print the project's stacks as JSON (the workflow's plan matrix)",
+        description="Print [{stack, cloud, extra}] for every stack file of the project, "
+        "read from the files alone.",
+    )
+    ci_stacks.add_argument(
+        "--project-dir", type=Path, default=None, help="the Pulumi project (default: cwd)"
+    )
+
     commands.add_parser(
         "policy-pack",
         help="print the folder of the installed CrossGuard pack",
@@ -403,6 +431,12 @@ def _run(args: argparse.Namespace) -> int:
         from spotproof.smoke.command import run as run_smoke  # noqa: PLC0415
 
         return run_smoke(args)
+    if args.command == "ci":
+        from spotproof.ci import command as ci  # noqa: PLC0415
+
+        if args.ci_command == "init":
+            return ci.init(args.project_dir, args.force, args.stdout)
+        return ci.list_stacks(args.project_dir)
     if args.command == "policy-pack":
         print(Path(__file__).with_name("policy") / "pack")
         return EXIT_OK
