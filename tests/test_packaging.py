@@ -302,6 +302,12 @@ def _project_config(cloud: str, region: dict[str, str]) -> dict[str, Any]:
 
 
 GKE_PROJECT_CONFIG = _project_config("gke", {"gcp:region": "europe-west4"})
+GKE_STAGING = {
+    "gcp:project": "acme-ml-staging",
+    "spotproof:apiAccess": {"authorizedNetworks": ["198.51.100.0/24"]},
+    "spotproof:gpuPools": [{"name": "l4-spot", "machineType": "g2-standard-8", "maxNodes": 2}],
+    "acme-ml:alertsWebhook": {"secure": CIPHERTEXT},
+}
 
 
 def _one(document: dict[str, Any], type_token: str) -> dict[str, Any]:
@@ -316,14 +322,7 @@ def test_gcp_install_plans_a_user_project_with_pulumi_defaults_and_secrets(
         tmp_path / "acme",
         GKE_PROJECT_CONFIG,
         "gke-staging",
-        {
-            "gcp:project": "acme-ml-staging",
-            "spotproof:apiAccess": {"authorizedNetworks": ["198.51.100.0/24"]},
-            "spotproof:gpuPools": [
-                {"name": "l4-spot", "machineType": "g2-standard-8", "maxNodes": 2}
-            ],
-            "acme-ml:alertsWebhook": {"secure": CIPHERTEXT},
-        },
+        GKE_STAGING,
     )
     done = gcp_venv.spotproof(
         "plan", "--stack", "gke-staging", "--json", "plan.json", "--strict", cwd=root
@@ -742,3 +741,131 @@ def test_the_workflow_ci_init_writes_plans_each_stack_of_a_user_repository_step_
             )
             assert step.code == 0, f"{entry['stack']}: {script}\n{step.out}\n{step.err}"
         assert f"`{entry['stack']}`: ✅ 0 violations" in summary.read_text()
+
+
+# --- components on a cluster the user already has, and two clusters in one stack -------
+
+EXISTING_PROGRAMS = {
+    "gcp": (
+        {"gcp:project": "acme-ml-prod", "gcp:region": "us-central1"},
+        """
+import pulumi
+from spotproof.gke import CheckpointBucket, CheckpointBucketArgs, GpuNodePools, GpuNodePoolsArgs
+from spotproof.kube.workload import ServiceAccountRef
+from spotproof.spec import BucketSpec
+from spotproof.spec.gke import GkeGpuPool
+
+infra = pulumi.StackReference("acme/gke-platform/prod")
+GpuNodePools("gpu", GpuNodePoolsArgs(
+    cluster_name=infra.get_output("cluster_name"), project="acme-ml-prod",
+    location="us-central1", node_service_account=infra.get_output("node_service_account"),
+    pools=[GkeGpuPool(name="l4-spot", machine_type="g2-standard-8", gpu_type="nvidia-l4",
+                      gpus_per_node=1, max_nodes=4, zones=("us-central1-a", "us-central1-b"))]))
+CheckpointBucket("ckpt", CheckpointBucketArgs(
+    bucket=BucketSpec(name="acme-ml-prod-ckpt", location="us-central1"),
+    project="acme-ml-prod", trainer=ServiceAccountRef("ml", "trainer")))
+""",
+    ),
+    "aws": (
+        {"aws:region": "us-west-2"},
+        """
+import pulumi
+import pulumi_kubernetes as k8s
+from spotproof.eks import CheckpointBucket, CheckpointBucketArgs, Karpenter, KarpenterArgs
+from spotproof.kube.workload import ServiceAccountRef
+from spotproof.spec import BucketSpec
+from spotproof.spec.eks import KarpenterPool, KarpenterSpec
+
+infra = pulumi.StackReference("acme/eks-platform/prod")
+cluster = infra.get_output("cluster_name")
+provider = k8s.Provider("existing", kubeconfig=infra.get_output("kubeconfig"))
+Karpenter("karpenter", KarpenterArgs(
+    settings=KarpenterSpec(version="1.6.3"), cluster_name=cluster, region="us-west-2",
+    provider=provider,
+    pools=[KarpenterPool(name="gpu-spot", instance_families=("g6", "g5"), gpu_limit=16)]))
+CheckpointBucket("ckpt", CheckpointBucketArgs(
+    bucket=BucketSpec(name="acme-research-ckpt", location="us-west-2"), region="us-west-2",
+    cluster_name=cluster, trainer=ServiceAccountRef("ml", "trainer")))
+""",
+    ),
+    "azure": (
+        {
+            "azure-native:location": "westeurope",
+            # The cluster runs the GPU Operator: AKS itself installs the driver only.
+            "spotproof:existingCluster": {"gpusAdvertised": True},
+        },
+        """
+import pulumi
+from spotproof.aks import CheckpointBucket, CheckpointBucketArgs, GpuAgentPools, GpuAgentPoolsArgs
+from spotproof.kube.workload import ServiceAccountRef
+from spotproof.spec import BucketSpec
+from spotproof.spec.aks import GpuAgentPool
+
+infra = pulumi.StackReference("acme/aks-platform/prod")
+GpuAgentPools("gpu", GpuAgentPoolsArgs(
+    cluster_name=infra.get_output("cluster_name"),
+    resource_group_name=infra.get_output("resource_group_name"),
+    pools=(GpuAgentPool(name="spota100", vm_size="Standard_NC24ads_A100_v4", gpus_per_node=1,
+                        max_nodes=4, zones=("1", "2")),)))
+CheckpointBucket("ckpt", CheckpointBucketArgs(
+    bucket=BucketSpec(name="acmeresearchckpt", location="westeurope"),
+    resource_group_name=infra.get_output("resource_group_name"), location="westeurope",
+    oidc_issuer_url=infra.get_output("oidc_issuer_url"),
+    trainer=ServiceAccountRef("ml", "trainer")))
+""",
+    ),
+}
+
+
+def _program_project(root: Path, config: dict[str, Any], program: str) -> Path:
+    """A user's project whose own program uses spotproof's components (no fleet config)."""
+    root.mkdir(parents=True)
+    (root / "Pulumi.yaml").write_text("name: acme-gpu\nruntime: python\n")
+    (root / "Pulumi.prod.yaml").write_text(yaml.safe_dump({"config": config}))
+    (root / "__main__.py").write_text(textwrap.dedent(program))
+    return root
+
+
+@pytest.mark.parametrize("extra", sorted(EXISTING_PROGRAMS))
+def test_components_on_a_cluster_the_user_has_plan_from_each_clouds_install(
+    extra: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    venv: Venv = request.getfixturevalue(f"{extra}_venv")
+    config, program = EXISTING_PROGRAMS[extra]
+    root = _program_project(tmp_path / "acme", config, program)
+    done = venv.spotproof("plan", "--stack", "prod", "--strict", cwd=root)
+    assert done.code == 0, done.out + done.err
+    assert "reference-add-on: fits existing-system-pool" in done.out
+    assert "0 violations" in done.out and "unknown stack" not in done.err
+
+
+def test_two_clusters_in_one_stack_plan_from_the_gcp_install(
+    gcp_venv: Venv, tmp_path: Path
+) -> None:
+    program = """
+        import pulumi
+        from spotproof.gke import HybridCluster, HybridClusterArgs
+        from spotproof.program import stack_config
+        from spotproof.spec import fleet_from_config
+
+        us = stack_config()
+        eu = {**us, "gcp:region": "europe-west4",
+              "spotproof:checkpointBucket": {"name": "acme-ml-eu-ckpt", "location": "europe-west4"}}
+        for name, config in (("us", us), ("eu", eu)):
+            HybridCluster(name, HybridClusterArgs(fleet_from_config(pulumi.get_stack(), config)))
+    """
+    root = _user_project(
+        tmp_path / "acme",
+        GKE_PROJECT_CONFIG,
+        "gke-staging",
+        GKE_STAGING,
+    )
+    (root / "__main__.py").write_text(textwrap.dedent(program))
+    done = gcp_venv.spotproof("plan", "--stack", "gke-staging", "--json", "plan.json", cwd=root)
+    assert done.code == 0, done.out + done.err
+    clusters = [
+        r
+        for r in json.loads((root / "plan.json").read_text())["resources"]
+        if r["type"] == "gcp:container/cluster:Cluster"
+    ]
+    assert sorted(c["inputs"]["name"] for c in clusters) == ["eu", "us"]

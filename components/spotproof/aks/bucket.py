@@ -87,7 +87,7 @@ class CheckpointBucket(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        super().__init__("spotproof:aks:CheckpointBucket", name, None, opts)
+        super().__init__("spotproof:aks:CheckpointBucket", name, args.bucket.recorded(), opts)
         self._prefix = args.name_prefix or name
         settings, group = args.bucket, args.resource_group_name
         child = pulumi.ResourceOptions(parent=self)

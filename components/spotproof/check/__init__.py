@@ -24,8 +24,7 @@ from pathlib import Path
 from spotproof import podtemplates
 from spotproof.check.documents import CheckInputError, Document, load, load_stdin
 from spotproof.check.locate import line_of
-from spotproof.plan import PlanResult, api_validation, manifests
-from spotproof.plan import check as check_plan
+from spotproof.plan import PlanResult, api_validation, manifests, recheck
 from spotproof.plan.manifests import SCHEMA_POLICY
 from spotproof.plan.recorder import Recording, Resource
 from spotproof.policy import Violation, evaluate
@@ -123,7 +122,7 @@ def _resource(document: Document) -> Resource:
 def check(documents: list[Document], planned: PlanResult | None) -> CheckResult:
     """The findings about ``documents``, checked against ``planned`` when given."""
     mine = [_resource(d) for d in documents]
-    version = planned.spec.kubernetes_version if planned else DEFAULT_KUBERNETES_VERSION
+    version = planned.facts.kubernetes_version if planned else DEFAULT_KUBERNETES_VERSION
     violations, _ = manifests.validate(Recording("", "", mine), version)
     refused = {v.resource for v in violations}
     judged = []
@@ -144,7 +143,7 @@ def check(documents: list[Document], planned: PlanResult | None) -> CheckResult:
         recording = Recording(stack.stack, stack.project, [*stack.resources, *judged])
         violations += [
             v
-            for v in check_plan(planned.spec, recording).violations
+            for v in recheck(planned, recording).violations
             if not (v.policy == SCHEMA_POLICY and v.resource in refused)
         ]
     else:
@@ -173,7 +172,7 @@ def check(documents: list[Document], planned: PlanResult | None) -> CheckResult:
     return CheckResult(
         files,
         len(documents),
-        planned.spec.stack if planned else None,
+        planned.facts.stack if planned else None,
         tuple(findings),
         refused=len(refused),
     )

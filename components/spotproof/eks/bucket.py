@@ -60,7 +60,7 @@ class CheckpointBucket(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        super().__init__("spotproof:eks:CheckpointBucket", name, None, opts)
+        super().__init__("spotproof:eks:CheckpointBucket", name, args.bucket.recorded(), opts)
         self._prefix = args.name_prefix or name
         settings, prefix, region = args.bucket, self._prefix, args.region
         child = pulumi.ResourceOptions(parent=self)

@@ -65,7 +65,7 @@ class CheckpointBucket(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        super().__init__("spotproof:gke:CheckpointBucket", name, None, opts)
+        super().__init__("spotproof:gke:CheckpointBucket", name, args.bucket.recorded(), opts)
         self._prefix = args.name_prefix or name
         settings = args.bucket
         child = pulumi.ResourceOptions(parent=self)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from spotproof import fit
+from spotproof.catalog import Cloud
 from spotproof.plan import (
     controller_versions,
     gpu_advertising,
@@ -49,25 +50,50 @@ from spotproof.plan.project import PlanInputError, Project, find_project
 from spotproof.plan.recorder import OfflineCloud, Recording, record
 from spotproof.plan.stackconfig import StackConfig, stack_config
 from spotproof.policy import Violation, evaluate
+from spotproof.policy.kubernetes import cloud_of
 from spotproof.runtime.manifest import DEFAULT_KEEP
-from spotproof.spec import FleetSpec, advice, fleet_from_config
+from spotproof.spec import BucketSpec, FleetSpec, advice, fleet_from_config
 from spotproof.spec.advice import SpecWarning
 from spotproof.spec.config import CLOUDS
+from spotproof.spec.existing import ExistingCluster, builds_a_cluster, existing_cluster
 
 __all__ = [
     "PlanInputError",
     "PlanResult",
     "StackConfig",
+    "StackFacts",
     "check",
+    "check_existing",
     "load",
     "plan",
+    "recheck",
     "run_plan",
 ]
 
 
+@dataclass(frozen=True)
+class StackFacts:
+    """What every check knows of the stack, whichever program declared its resources."""
+
+    stack: str
+    cloud: Cloud
+    kubernetes_version: str
+    protect: bool | None
+    """None where no fleet decides it: each component's own ``protect`` does."""
+    existing: ExistingCluster | None = None
+    """The cluster a program adds components to, as the stack describes it."""
+
+    @classmethod
+    def of_fleet(cls, spec: FleetSpec) -> StackFacts:
+        return cls(spec.stack, spec.cloud, spec.kubernetes_version, spec.protect)
+
+
 @dataclass
 class PlanResult:
-    spec: FleetSpec
+    facts: StackFacts
+    spec: FleetSpec | None
+    """The fleet spotproof's program builds; None for a program of components on a
+    cluster spotproof did not create."""
     recording: Recording
     pools: list[Pool]
     outcomes: list[Outcome] = field(default_factory=list)
@@ -87,12 +113,42 @@ class PlanResult:
 
 
 def check(spec: FleetSpec, recording: Recording) -> PlanResult:
-    """Every check over a recording; tests mutate a recording and call this again."""
-    pools, unadvertised = gpu_advertising.advertised(recording, nodes.pools(recording))
+    """Every check over a fleet's recording; tests mutate a recording and call this again."""
+    return _judge(StackFacts.of_fleet(spec), spec, recording, [])
+
+
+def check_existing(stack: str, cluster: ExistingCluster, recording: Recording) -> PlanResult:
+    """Every check that needs no fleet, over a program's components on an existing cluster,
+    with that cluster's system pool as its stack describes it."""
+    cloud = cluster.cloud or cloud_of(recording.resources) or Cloud.GKE
+    facts = StackFacts(stack, cloud, cluster.kubernetes_version, None, cluster)
+    system = nodes.existing_system_pool(cluster.system_pool.taints, cluster.system_pool.labels)
+    return _judge(facts, None, recording, [system], gpus_advertised=cluster.gpus_advertised)
+
+
+def recheck(planned: PlanResult, recording: Recording) -> PlanResult:
+    """The checks of ``planned`` again, over ``recording`` (the plan's, with more added)."""
+    if planned.spec is not None:
+        return check(planned.spec, recording)
+    assert planned.facts.existing is not None
+    return check_existing(planned.facts.stack, planned.facts.existing, recording)
+
+
+def _judge(
+    facts: StackFacts,
+    spec: FleetSpec | None,
+    recording: Recording,
+    existing: list[Pool],
+    *,
+    gpus_advertised: bool = False,
+) -> PlanResult:
+    pools = sorted([*nodes.pools(recording), *existing], key=lambda pool: pool.name)
+    unadvertised: list[Violation] = []
+    if not gpus_advertised:
+        pools, unadvertised = gpu_advertising.advertised(recording, pools)
     found = outcomes.outcomes(recording, pools)
-    violations, skipped = manifests.validate(recording, spec.kubernetes_version)
+    violations, skipped = manifests.validate(recording, facts.kubernetes_version)
     violations += unadvertised
-    violations += controller_versions.check(spec, recording)
     violations += evaluate(recording.resources)
     violations += uniqueness.check(recording)
     violations += workloads.check(recording, [pool.shape for pool in pools])
@@ -100,16 +156,21 @@ def check(spec: FleetSpec, recording: Recording) -> PlanResult:
     violations += pitfalls.check(recording, found)
     violations += termination.check(recording, found)
     violations += reclaims.check(recording, found)
-    violations += reachability.check(spec.cloud, spec.api_access, recording)
+    bucket = spec.bucket if spec else None
     violations += lifecycle.check(
         recording,
-        prefix=f"{spec.bucket.prefix}/",
+        prefix=f"{bucket.prefix if bucket else BucketSpec.prefix}/",
         keep=DEFAULT_KEEP,
-        retention_days=spec.bucket.noncurrent_days,
+        retention_days=bucket.noncurrent_days if bucket else BucketSpec.noncurrent_days,
     )
-    warnings = [*advice.warnings(spec), *_unassured_paths(found)]
+    warnings = _unassured_paths(found)
+    if spec is not None:
+        # What only a fleet states: the controllers it pins, who may reach its API.
+        violations += controller_versions.check(spec, recording)
+        violations += reachability.check(spec.cloud, spec.api_access, recording)
+        warnings = [*advice.warnings(spec), *warnings]
     violations = _without_superseded(violations)
-    return PlanResult(spec, recording, pools, found, violations, skipped, warnings)
+    return PlanResult(facts, spec, recording, pools, found, violations, skipped, warnings)
 
 
 SUPERSEDED_BY = {"job-fits-preemption-notice": "preemption-path"}
@@ -145,7 +206,7 @@ def _loss_bound(pod_spec: Mapping[str, Any]) -> str:
     return ", losing what it trained since"
 
 
-def run_program(project: Project, config: StackConfig, spec: FleetSpec) -> Recording:
+def run_program(project: Project, config: StackConfig, cloud: OfflineCloud) -> Recording:
     """Run the project's program file as ``pulumi preview`` would, but against mocks."""
     program_dir = str(project.main.parent)
 
@@ -156,8 +217,6 @@ def run_program(project: Project, config: StackConfig, spec: FleetSpec) -> Recor
         finally:
             sys.path.remove(program_dir)
 
-    project_id = CLOUDS[spec.cloud].project_of(spec.platform) or OfflineCloud.project
-    cloud = OfflineCloud(project=project_id, region=spec.region)
     return record(
         program,
         stack=config.stack,
@@ -165,6 +224,22 @@ def run_program(project: Project, config: StackConfig, spec: FleetSpec) -> Recor
         config=config.values,
         secret_keys=config.secret_keys,
         cloud=cloud,
+    )
+
+
+REGION_KEYS = ("gcp:region", "aws:region", "azure-native:location")
+"""Where a program that reads no spotproof config finds its region: its providers'."""
+
+
+def _offline_cloud(spec: FleetSpec | None, values: Mapping[str, Any]) -> OfflineCloud:
+    """The cloud the mocks answer as: the fleet's, else what the providers' config says."""
+    if spec is not None:
+        project_id = CLOUDS[spec.cloud].project_of(spec.platform) or OfflineCloud.project
+        return OfflineCloud(project=project_id, region=spec.region)
+    region = next((str(values[key]) for key in REGION_KEYS if values.get(key)), None)
+    return OfflineCloud(
+        project=str(values.get("gcp:project") or OfflineCloud.project),
+        region=region or OfflineCloud.region,
     )
 
 
@@ -198,9 +273,17 @@ def _load_file(path: Path) -> tuple[Project, StackConfig]:
 
 def plan(project: Project, config: StackConfig) -> PlanResult:
     """Validate the config, run the program offline and check what it registers; raises
-    :class:`spotproof.spec.SpecError` on a bad config value."""
-    spec = fleet_from_config(config.stack, config.values, secret_keys=config.secret_keys)
-    return check(spec, run_program(project, config, spec))
+    :class:`spotproof.spec.SpecError` on a bad config value.
+
+    A stack with ``spotproof:`` settings is a fleet spotproof's program builds; one without
+    is a program of components on a cluster spotproof did not create, judged with what
+    ``spotproof:existingCluster`` says of that cluster (``spotproof.spec.existing``)."""
+    if builds_a_cluster(config.values):
+        spec = fleet_from_config(config.stack, config.values, secret_keys=config.secret_keys)
+        return check(spec, run_program(project, config, _offline_cloud(spec, config.values)))
+    cluster = existing_cluster(config.values)
+    recording = run_program(project, config, _offline_cloud(None, config.values))
+    return check_existing(config.stack, cluster, recording)
 
 
 def run_plan(stack: str, start: Path | None = None) -> PlanResult:

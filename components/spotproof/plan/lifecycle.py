@@ -62,7 +62,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spotproof.plan.recorder import Recording
+from spotproof.plan.recorder import Recording, Resource
 from spotproof.policy import Violation
 
 KEPT_FOREVER = 10_000
@@ -442,13 +442,14 @@ def check(recording: Recording, *, prefix: str, keep: int, retention_days: int) 
     """Simulate every checkpoint bucket of the plan under the rules rendered for it.
 
     ``prefix`` is where the runtime writes (``checkpoints/``), ``keep`` how many committed
-    checkpoints it keeps, ``retention_days`` the bucket's ``noncurrentDays``.
+    checkpoints it keeps, ``retention_days`` the bucket's ``noncurrentDays``: for a bucket
+    whose ``CheckpointBucket`` component records its own (``BucketSpec.recorded``), those.
     """
     violations = []
-    cases: list[tuple[str, Rules, Callable[[Bucket, str, int], None], str | None]] = []
+    cases: list[tuple[Resource, str, Rules, Callable[[Bucket, str, int], None], str | None]] = []
     for bucket in recording.of_type(GCS_BUCKET):
         rules = bucket.inputs.get("lifecycleRules") or []
-        cases.append((bucket.name, gcs_rules(rules), gcs_delete, None))
+        cases.append((bucket, bucket.name, gcs_rules(rules), gcs_delete, None))
     for bucket in recording.of_type(S3_BUCKET):
         name = bucket.inputs.get("bucket")
         rules = [
@@ -457,18 +458,34 @@ def check(recording: Recording, *, prefix: str, keep: int, retention_days: int) 
             if config.inputs.get("bucket") == name
             for rule in config.inputs.get("rules") or []
         ]
-        cases.append((bucket.name, s3_rules(rules), s3_delete, None))
+        cases.append((bucket, bucket.name, s3_rules(rules), s3_delete, None))
     for account in recording.of_type(AZURE_ACCOUNT):
-        cases += _azure_cases(recording, account.inputs.get("accountName"))
-    for resource, rules, delete, late_fix in cases:
+        cases += [
+            (account, *case) for case in _azure_cases(recording, account.inputs.get("accountName"))
+        ]
+    for holder, resource, rules, delete, late_fix in cases:
         fix = {"late_fix": late_fix} if late_fix else {}
+        own = _component_settings(recording, holder)
+        bucket_prefix = f"{own['prefix']}/" if "prefix" in own else prefix
+        days = int(own.get("noncurrentDays", retention_days))
         for finding in simulate(
-            rules, delete, prefix=prefix, keep=keep, retention_days=retention_days, **fix
+            rules, delete, prefix=bucket_prefix, keep=keep, retention_days=days, **fix
         ):
             violations.append(
                 Violation(LIFECYCLE_POLICY, resource, f"{finding.problem}; fix: {finding.fix}")
             )
     return violations
+
+
+def _component_settings(recording: Recording, resource: Resource) -> dict[str, Any]:
+    """The inputs of the ``CheckpointBucket`` component ``resource`` belongs to, if any."""
+    by_urn = {r.urn: r for r in recording.resources}
+    parent = by_urn.get(resource.parent or "")
+    while parent is not None:
+        if parent.type.endswith(":CheckpointBucket"):
+            return dict(parent.inputs or {})
+        parent = by_urn.get(parent.parent or "")
+    return {}
 
 
 def _azure_cases(

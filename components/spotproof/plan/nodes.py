@@ -13,13 +13,15 @@ zones. ``plan.scaleup`` and ``plan.preemption`` read that.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from spotproof import fit, pool_shapes
 from spotproof.catalog import aks as aks_catalog
 from spotproof.plan.recorder import Recording
+from spotproof.scheduling import POOL_CLASS_LABEL
+from spotproof.spec.types import PoolClass, Taint
 
 
 class Provisioner(StrEnum):
@@ -77,11 +79,34 @@ def pools(recording: Recording) -> list[Pool]:
         pool_shapes.AKS_AGENT_POOL: _aks_scaling,
     }
     found = [
-        Pool(pool_shapes.READERS[pool_type](inputs), scalings[pool_type](r.name, inputs))
+        Pool(
+            _named(pool_shapes.READERS[pool_type](inputs), r.name),
+            scalings[pool_type](r.name, inputs),
+        )
         for r in recording.resources
         for pool_type, inputs in pool_shapes.pools_in(r.type, r.inputs)
     ]
     return sorted(found, key=lambda pool: pool.name)
+
+
+def _named(shape: fit.NodeShape, resource: str) -> fit.NodeShape:
+    """A pool declared without a name gets the one Pulumi derives from its resource's."""
+    return shape if shape.pool not in ("", "None") else replace(shape, pool=resource)
+
+
+EXISTING_SYSTEM_POOL = "existing-system-pool"
+
+
+def existing_system_pool(taints: tuple[Taint, ...], labels: Mapping[str, str]) -> Pool:
+    """The nodes a cluster spotproof did not create keeps for its add-ons, as its stack
+    describes them (``spotproof:existingCluster.systemPool``): taken as the system pool
+    class, whose nodes always exist."""
+    shape = fit.NodeShape(
+        pool=EXISTING_SYSTEM_POOL,
+        labels={**labels, POOL_CLASS_LABEL: PoolClass.SYSTEM.value},
+        taints=taints,
+    )
+    return Pool(shape, Scaling(Provisioner.NONE, "spotproof:existingCluster", 1, None))
 
 
 def node_shapes(recording: Recording) -> list[fit.NodeShape]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -411,10 +412,34 @@ def record(
     def run() -> None:
         program()
 
-    _sync_await(pulumi.runtime.stack.run_pulumi_func(run))
+    with placeholder_stack_outputs():
+        _sync_await(pulumi.runtime.stack.run_pulumi_func(run))
     if stack_resource is not None:
         recording.outputs = _resolved_outputs(stack_resource)
     return recording
+
+
+@contextlib.contextmanager
+def placeholder_stack_outputs() -> Iterator[None]:
+    """Another stack's outputs, read through a ``StackReference``, as known placeholders.
+
+    ``pulumi preview`` reads them from that stack, so a program that adds components to an
+    existing cluster sees its name, kubeconfig and ids; offline there is no other stack,
+    and unknown values would hide most of what those components render. Each output reads
+    as its own name, dashed (``cluster_name`` -> ``cluster-name``): a string that names
+    where it came from."""
+    reference = pulumi.StackReference
+    originals = reference.get_output, reference.require_output
+
+    def placeholder(_self: Any, name: Any) -> pulumi.Output[Any]:
+        return pulumi.Output.from_input(name).apply(lambda key: str(key).replace("_", "-"))
+
+    reference.get_output = placeholder  # type: ignore[method-assign]
+    reference.require_output = placeholder  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        reference.get_output, reference.require_output = originals  # type: ignore[method-assign]
 
 
 def _ensure_event_loop() -> None:

@@ -29,8 +29,10 @@ if TYPE_CHECKING:
 FORMATS = ("text", "json", "markdown", "github")
 
 
-def protection(protect: bool) -> str:
+def protection(protect: bool | None) -> str:
     """Whether ``pulumi destroy`` may take the stack's cluster and bucket."""
+    if protect is None:
+        return "as each component says (its protect argument: on by default)"
     if protect:
         return "protected (cluster and bucket refuse deletion)"
     return (
@@ -42,12 +44,12 @@ def protection(protect: bool) -> str:
 def text(result: PlanResult) -> str:
     recording = result.recording
     lines = [
-        f"Previewing stack {result.spec.stack} offline (no cloud calls)",
+        f"Previewing stack {result.facts.stack} offline (no cloud calls)",
         "",
         tree.render(recording),
         "",
         f"Resources: {len(recording.resources) + 1} to create",
-        f"Protection: {protection(result.spec.protect)}",
+        f"Protection: {protection(result.facts.protect)}",
         "",
         "Scheduling:",
     ]
@@ -99,8 +101,8 @@ def as_json(result: PlanResult) -> dict[str, Any]:
     names = {r.urn: r.name for r in recording.resources}
     stack_name = f"{recording.project}-{recording.stack}"
     return {
-        "stack": result.spec.stack,
-        "disposable": not result.spec.protect,
+        "stack": result.facts.stack,
+        "disposable": result.facts.protect is False,
         "resources": [
             {
                 "type": r.type,
@@ -144,9 +146,9 @@ def markdown(result: PlanResult) -> str:
     count = len(result.violations)
     status = "✅ 0 violations" if not count else f"❌ {count} violation(s)"
     lines = [
-        f"### `{result.spec.stack}`: {status}",
+        f"### `{result.facts.stack}`: {status}",
         "",
-        f"Protection: {protection(result.spec.protect)}",
+        f"Protection: {protection(result.facts.protect)}",
         "",
     ]
     lines += [f"> ⚠️ skipped: {cell(reason)}" for reason in result.skipped]
@@ -222,7 +224,7 @@ def annotations(result: PlanResult, sources: ConfigSources, root: Path) -> list[
             f"{w.key}: {w.message}",
             sources.locate(w.key),
             root,
-            title=f"spotproof plan {result.spec.stack}: warning",
+            title=f"spotproof plan {result.facts.stack}: warning",
         )
         for w in result.warnings
     ]
@@ -232,7 +234,7 @@ def annotations(result: PlanResult, sources: ConfigSources, root: Path) -> list[
             f"[{v.policy}] {v.resource}: {v.message}",
             sources.locate_resource(v.resource),
             root,
-            title=f"spotproof plan {result.spec.stack}: {v.policy}",
+            title=f"spotproof plan {result.facts.stack}: {v.policy}",
         )
         for v in result.violations
     ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -224,7 +224,7 @@ def check(recording: Recording, nodes: list[fit.NodeShape]) -> list[Violation]:
             Violation(KEYS_POLICY, workload.resource, f"{workload.label}: {problem}")
             for problem in misspelt_keys(workload.pod_spec, nodes)
         ]
-    violations += check_workload(reference_add_on(recording), nodes, system=True)
+    violations += check_workload(reference_add_on(recording, nodes), nodes, system=True)
     return violations
 
 
@@ -281,21 +281,24 @@ def misspelt_keys(pod_spec: Mapping[str, Any], nodes: list[fit.NodeShape]) -> li
     return list(dict.fromkeys(problems))
 
 
-def reference_add_on(recording: Recording) -> Workload:
-    """A pod modelled on the platform's own add-ons, for the plan's cloud."""
+def reference_add_on(recording: Recording, nodes: Sequence[fit.NodeShape] = ()) -> Workload:
+    """A pod modelled on the platform's own add-ons, for the plan's cloud. Add-ons tolerate
+    the taints the system pool carries: the cloud's own, or those an existing cluster's
+    stack describes (``spotproof:existingCluster.systemPool``)."""
     cloud = cloud_of(recording.resources) or Cloud.GKE
-    return Workload(
-        "platform-add-ons",
-        "Pod",
-        "kube-system",
-        "reference-add-on",
-        fit.reference_system_pod(cloud),
-    )
+    pod = dict(fit.reference_system_pod(cloud))
+    system_keys = {t.key for n in nodes if _class_of(n) == PoolClass.SYSTEM for t in n.taints}
+    known = {t.get("key") for t in pod["tolerations"]}
+    pod["tolerations"] = [
+        *pod["tolerations"],
+        *({"key": key, "operator": "Exists"} for key in sorted(system_keys - known)),
+    ]
+    return Workload("platform-add-ons", "Pod", "kube-system", "reference-add-on", pod)
 
 
 def placements(recording: Recording, nodes: list[fit.NodeShape]) -> dict[str, list[str]]:
     """Which pools each workload fits (and the platform's add-ons), for the report."""
     return {
         w.label: [n.pool for n in nodes if not fit.misfits(w.pod_spec, n)]
-        for w in [*workloads(recording), reference_add_on(recording)]
+        for w in [*workloads(recording), reference_add_on(recording, nodes)]
     }

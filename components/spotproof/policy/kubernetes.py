@@ -59,9 +59,26 @@ def spot_priority_negative(inputs: Mapping[str, Any]) -> Iterator[str]:
         yield "the spot batch PriorityClass must be negative so spot work is preempted first"
 
 
+PROVIDER_CLOUDS = {"gcp:": Cloud.GKE, "aws:": Cloud.EKS, "azure-native:": Cloud.AKS}
+"""A program that adds components to an existing cluster declares no cluster: its
+resources' provider says which cloud the cluster is on."""
+
+
 def cloud_of(resources: list[PlannedResource]) -> Cloud | None:
-    """The cloud whose cluster the plan declares; None without a cluster."""
-    return next((CLUSTER_TYPES[r.type] for r in resources if r.type in CLUSTER_TYPES), None)
+    """The cloud whose cluster the plan declares, else the cloud of its resources; None
+    for a plan of Kubernetes objects alone."""
+    declared = next((CLUSTER_TYPES[r.type] for r in resources if r.type in CLUSTER_TYPES), None)
+    if declared is not None:
+        return declared
+    return next(
+        (
+            cloud
+            for r in resources
+            for prefix, cloud in PROVIDER_CLOUDS.items()
+            if r.type.startswith(prefix)
+        ),
+        None,
+    )
 
 
 def job_fits_preemption_notice(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:

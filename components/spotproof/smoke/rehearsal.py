@@ -75,7 +75,7 @@ def _job(result: PlanResult) -> tuple[dict[str, Any], str]:
     ]
     if not jobs:
         raise RehearsalError(
-            f"stack {result.spec.stack} renders no Job {JOB_NAME}; allowed: a stack whose "
+            f"stack {result.facts.stack} renders no Job {JOB_NAME}; allowed: a stack whose "
             "spotproof:smokeTest is enabled"
         )
     return jobs[0].inputs.get("spec") or {}, jobs[0].name

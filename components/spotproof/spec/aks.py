@@ -108,8 +108,9 @@ class GpuAgentPool(CapacityPool):
     """Agent pool name, unique in the stack."""
     vm_size: str = setting("vmSize", _gpu_vm_size)
     """One of ``catalog.aks.GPU_VM_SIZES``; it fixes the GPU model and count."""
-    gpus_per_node: int = setting("gpusPerNode", None)
-    """The size's GPU count; may be given to document it, and must then match."""
+    gpus_per_node: int = setting("gpusPerNode", None, 0)
+    """The size's GPU count; may be given to document it, and must then match (0, the
+    default, takes the size's)."""
     min_nodes: int = setting("minNodes", integer(0, 1000), 0)
     """Nodes kept when idle; 0 lets an idle GPU pool cost nothing."""
     max_nodes: int = setting("maxNodes", integer(1, 1000))
@@ -134,8 +135,8 @@ class AutoProvisionedPool(CapacityPool):
     """NodePool name, unique in the stack."""
     vm_sizes: tuple[str, ...] = setting("vmSizes", None)
     """GPU VM sizes to choose from, all with ``gpusPerNode`` GPUs."""
-    gpus_per_node: int = setting("gpusPerNode", None)
-    """Defaults to the first size's GPU count."""
+    gpus_per_node: int = setting("gpusPerNode", None, 0)
+    """Defaults (0) to the first size's GPU count."""
     gpu_limit: int = setting("gpuLimit", None)
     """Most ``nvidia.com/gpu`` the pool's nodes may hold together: the spend ceiling."""
     weight: int = setting(

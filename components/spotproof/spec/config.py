@@ -333,7 +333,7 @@ def _keda(batch: BatchSpec | None) -> Callable[[str, Any], KedaSpec | None]:
     return parse
 
 
-def _kubernetes_version(key: str, raw: Any) -> str:
+def kubernetes_version(key: str, raw: Any) -> str:
     if not isinstance(raw, str) or raw not in KUBERNETES_VERSIONS:
         raise SpecError(
             key,
@@ -450,7 +450,7 @@ def _fleet(stack: str, config: Mapping[str, Any], secret_keys: Iterable[str]) ->
         environment=environment,
         region=region,
         kubernetes_version=top.field(
-            "kubernetesVersion", _kubernetes_version, FleetSpec.kubernetes_version
+            "kubernetesVersion", kubernetes_version, FleetSpec.kubernetes_version
         ),
         protect=_protected(top),
         system_pool=top.section("systemPool", system_pool(section.system_pool_type)),

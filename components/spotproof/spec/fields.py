@@ -294,8 +294,10 @@ def items(key: str, raw: Any) -> Iterator[tuple[str, Any]]:
         yield f"{key}[{index}]", element
 
 
-def check_label(key: str, label_key: str, value: str) -> None:
-    if not LABEL_KEY.fullmatch(label_key) or label_key.startswith(RESERVED_LABEL_PREFIXES):
+def check_label(key: str, label_key: str, value: str, *, reserved_ok: bool = False) -> None:
+    """A label spotproof may set; ``reserved_ok`` for labels a platform sets itself."""
+    reserved = label_key.startswith(RESERVED_LABEL_PREFIXES) and not reserved_ok
+    if not LABEL_KEY.fullmatch(label_key) or reserved:
         raise SpecError(
             key,
             label_key,

@@ -225,6 +225,12 @@ class BucketSpec(Checked):
     kms_key: str | None = setting("kmsKeyArn", None, None)
     """S3 only: KMS key ARN for server-side encryption; default SSE-S3 (AES-256)."""
 
+    def recorded(self) -> dict[str, Any]:
+        """What a ``CheckpointBucket`` component records as its own inputs, so that the
+        plan replays each bucket's lifecycle with that bucket's prefix and days, whatever
+        program declared it (``plan.lifecycle``)."""
+        return {"prefix": self.prefix, "noncurrentDays": self.noncurrent_days}
+
     @classmethod
     def judge(cls, key: str, raw: Any) -> BucketSpec:
         """What holds on every cloud; the stack's reader and each cloud's
