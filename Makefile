@@ -1,13 +1,17 @@
-# Two entry points, both self-bootstrapping on a fresh machine with Python 3.11 and npm:
-#   make demo   offline plan of the default stack (gke-dev), then a local rehearsal of its
-#               smoke Job along the preemption path the plan found, then the example
-#               manifests checked against the same stack
-#   make test   lint, format check and the whole test suite (starts its own emulators)
+# Two entry points, each setting up what it needs on a fresh machine:
+#   make demo   needs Python 3.11 (and npm for an EKS stack): installs the GKE components
+#               and the local rehearsal only, then plans the default stack (gke-dev)
+#               offline, rehearses its smoke Job along the preemption path the plan
+#               found, and checks the example manifests against the same stack
+#   make test   needs Python 3.11 and npm: the whole development toolchain, lint, format
+#               check and the test suite (starts its own emulators)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+DEMO_STAMP := $(VENV)/.demo-stamp
 STACK  ?= gke-dev
+PIP    := $(BIN)/pip install --disable-pip-version-check --progress-bar on -c constraints.txt
 
 .PHONY: demo test lint plan bench dist clean postgres-server
 
@@ -15,14 +19,31 @@ STACK  ?= gke-dev
 STORE  ?=
 
 $(STAMP): pyproject.toml constraints.txt package-lock.json
+	@echo "==> make test: setting up $(VENV) with the development toolchain (a few minutes)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	$(PIP) -e '.[dev]'
+	@echo "==> npm ci: Azurite and Karpenter's published schemas"
 	npm ci --no-audit --no-fund --loglevel=error
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
 
-demo: $(STAMP)
+# The demo's own, smaller set: the GKE, EKS or AKS components of its stack and the local
+# rehearsal (its emulators, torch on CPU, the timeline). A tree set up by `make test`
+# already has it all.
+$(DEMO_STAMP): pyproject.toml constraints.txt
+	@echo "==> make demo: setting up $(VENV) with spotproof[$(DEMO_EXTRA),smoke] (a minute or two)"
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) -e '.[$(DEMO_EXTRA),smoke]'
+	touch $(DEMO_STAMP)
+
+DEMO_EXTRA = $(if $(filter eks-%,$(STACK)),aws,$(if $(filter aks-%,$(STACK)),azure,gcp))
+
+demo: $(DEMO_STAMP)
+	@$(if $(filter eks-%,$(STACK)),test -d node_modules || npm ci --no-audit --no-fund --loglevel=error,true)
+	@echo "==> 1/3 spotproof plan --stack $(STACK): the whole Pulumi program, offline"
 	$(BIN)/spotproof plan --stack $(STACK) --out out/$(STACK) --json out/$(STACK).json
+	@echo "==> 2/3 spotproof smoke --stack $(STACK): a real training run, preempted on purpose"
 	$(BIN)/spotproof smoke --stack $(STACK) $(if $(STORE),--store $(STORE)) --json out/smoke-$(STACK).json
+	@echo "==> 3/3 spotproof check examples/ --stack $(STACK): hand-written manifests"
 	$(BIN)/spotproof check examples/ --stack $(STACK)
 
 test: $(STAMP) lint postgres-server

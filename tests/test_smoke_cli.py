@@ -12,31 +12,30 @@ import pytest
 from tests.support import run_cli
 
 
-def test_smoke_passes_and_writes_report_json_and_timeline(tmp_path: Path) -> None:
-    report_path = tmp_path / "smoke.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "spotproof.cli",
-            "smoke",
-            "--store",
-            "file",
-            "--preemptions",
-            "1",
-            "--hard-kills",
-            "1",
-            "--steps",
-            "100",
-            "--interval",
-            "20",
-            "--json",
-            str(report_path),
-        ],
+def _smoke(*argv: str) -> subprocess.CompletedProcess[str]:
+    """``spotproof smoke`` as a person starts it, its output piped."""
+    return subprocess.run(
+        [sys.executable, "-m", "spotproof.cli", "smoke", "--store", "file", *argv],
         capture_output=True,
         text=True,
         check=False,
         timeout=600,
+    )
+
+
+def test_smoke_passes_and_writes_report_json_and_timeline(tmp_path: Path) -> None:
+    report_path = tmp_path / "smoke.json"
+    done = _smoke(
+        "--preemptions",
+        "1",
+        "--hard-kills",
+        "1",
+        "--steps",
+        "100",
+        "--interval",
+        "20",
+        "--json",
+        str(report_path),
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PASSED: the interrupted run ended with the reference digest" in done.stdout
@@ -47,6 +46,43 @@ def test_smoke_passes_and_writes_report_json_and_timeline(tmp_path: Path) -> Non
     assert kinds == ["hard-kill", "preemption"]
     picture = report_path.with_suffix(".png")
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "\x1b[" not in done.stdout  # piped: no colour
+
+
+def _progress_order(stdout: str) -> list[str]:
+    """The interrupted run's progress lines, each cut to what it announces."""
+    lines = stdout.split("interrupted run:", 1)[1].splitlines()
+    return [
+        "attempt"
+        if line.startswith("  attempt")
+        else "training"
+        if line.startswith("  training")
+        else "interruption"
+        if line.startswith(("  preemption", "  hard-kill"))
+        else "other"
+        for line in lines
+        if line.startswith("  ")
+    ]
+
+
+def test_smoke_progress_says_each_event_before_the_attempt_it_causes(tmp_path: Path) -> None:
+    done = _smoke(
+        "--preemptions",
+        "1",
+        "--hard-kills",
+        "0",
+        "--steps",
+        "80",
+        "--interval",
+        "20",
+        "--json",
+        str(tmp_path / "smoke.json"),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    order = [kind for kind in _progress_order(done.stdout) if kind != "other"]
+    assert order == ["attempt", "training", "interruption", "attempt", "training"], done.stdout
+    assert "  attempt 0: trains from scratch" in done.stdout
+    assert "  attempt 1: trains from step " in done.stdout
 
 
 @pytest.mark.parametrize(

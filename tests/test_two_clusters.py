@@ -99,8 +99,8 @@ def test_two_clusters_sharing_a_bucket_name_are_refused_naming_both(
     code, out, _ = run_cli(capsys, "plan", "--stack", "gke-dev", "--project-dir", str(root))
     assert code == 1
     assert (
-        "[unique-names] eu-checkpoints-bucket: gcp:storage/bucket:Bucket "
-        "spotproof-dev-gke-dev-checkpoints is also declared by us-checkpoints-bucket"
+        "[unique-names] us-checkpoints-bucket: gcp:storage/bucket:Bucket "
+        "spotproof-dev-gke-dev-checkpoints is also declared by eu-checkpoints-bucket"
     ) in out
 
 

@@ -13,6 +13,22 @@ The package is split by concern (see README.md, "Layout"):
 - ``spotproof.runtime``    what runs inside the training container (no Pulumi import).
 
 Importing this package imports nothing heavy; each subpackage pulls in only its own SDKs.
+The one name a training script needs is here: ``from spotproof import training``
+(``spotproof.runtime.loop``, which imports torch when it is first used).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
+__all__ = ["__version__", "training"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazily, so that `import spotproof` stays free of torch for everything but training.
+    if name in ("training", "Training"):
+        from spotproof.runtime import loop  # noqa: PLC0415
+
+        return getattr(loop, name)
+    raise AttributeError(f"module 'spotproof' has no attribute {name!r}")

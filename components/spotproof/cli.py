@@ -19,6 +19,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from spotproof.terminal import paint
+
 if TYPE_CHECKING:
     from spotproof.plan import StackConfig
     from spotproof.plan.sources import Location
@@ -37,8 +39,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: {message} (see --help)\n")
 
 
+DESCRIPTION = (
+    "Make spot and preemptible GPU capacity safe on GKE, EKS and AKS: plan a stack's "
+    "Pulumi program offline and check it, check your own manifests against it, rehearse "
+    "a preemption locally, and set up CI."
+)
+EPILOG = (
+    "Exit codes: 0 when every check passes, 1 when one fails, 2 on bad input (one line on "
+    "stderr). Colour only on a terminal, never with NO_COLOR set."
+)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="spotproof", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="spotproof", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"spotproof {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     plan = commands.add_parser(
@@ -356,7 +369,7 @@ def _plan_stack(stack: str, args: argparse.Namespace, several: bool) -> _Planned
     elapsed = time.monotonic() - started
     if fmt == "text":
         print(report.text(result))
-        print(f"\n{report.verdict(result)} ({elapsed:.1f}s)\n")
+        print(paint(f"\n{report.verdict(result)} ({elapsed:.1f}s)\n"))
     elif fmt == "github":
         for line in report.annotations(result, config.sources, report.github_root()):
             print(line)

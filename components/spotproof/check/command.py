@@ -17,6 +17,7 @@ from typing import Any
 
 from spotproof.check import CheckInputError, CheckResult, check, load_all
 from spotproof.plan.sources import Location
+from spotproof.terminal import paint
 
 EXIT_BAD_INPUT = 2
 
@@ -43,7 +44,7 @@ def run(files: Sequence[Path], stack: str | None, project_dir: Path | None, fmt:
     elif fmt == "github":
         _github(result)
     else:
-        print(text(result))
+        print(paint(text(result)))
     return result.exit_code
 
 

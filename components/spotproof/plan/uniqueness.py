@@ -76,13 +76,15 @@ def _same_cloud_names(resources: Iterable[Resource]) -> list[Violation]:
         identity = tuple(resource.inputs.get(key) for key in keys)
         if all(isinstance(part, str) for part in identity):
             holders[(resource.type, identity)].append(resource.name)  # type: ignore[arg-type]
+    # Registration order under mocks depends on timing: name them in a stable order.
     return [
         Violation(
             RULE,
-            names[1],
-            f"{type_} {'/'.join(identity)} is also declared by {names[0]}: the cloud refuses "
+            later,
+            f"{type_} {'/'.join(identity)} is also declared by {first}: the cloud refuses "
             "the second create. Give each cluster (or component) its own name prefix",
         )
-        for (type_, identity), names in holders.items()
+        for (type_, identity), names in sorted(holders.items())
         if len(names) > 1
+        for first, later in [sorted(names)[:2]]
     ]

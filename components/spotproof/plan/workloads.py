@@ -25,6 +25,7 @@ from typing import Any
 from spotproof import fit, podtemplates, scheduling
 from spotproof.catalog import Cloud, jobset, kueue
 from spotproof.catalog import labels as platform_labels
+from spotproof.plan.nodes import EXISTING_SYSTEM_POOL
 from spotproof.plan.recorder import Recording
 from spotproof.policy import Violation
 from spotproof.policy.kubernetes import cloud_of
@@ -282,12 +283,14 @@ def misspelt_keys(pod_spec: Mapping[str, Any], nodes: list[fit.NodeShape]) -> li
 
 
 def reference_add_on(recording: Recording, nodes: Sequence[fit.NodeShape] = ()) -> Workload:
-    """A pod modelled on the platform's own add-ons, for the plan's cloud. Add-ons tolerate
-    the taints the system pool carries: the cloud's own, or those an existing cluster's
-    stack describes (``spotproof:existingCluster.systemPool``)."""
+    """A pod modelled on the platform's own add-ons, for the plan's cloud. On a cluster
+    spotproof did not create they also tolerate the taints its stack describes on its
+    system pool (``spotproof:existingCluster.systemPool``): that cluster's add-ons run."""
     cloud = cloud_of(recording.resources) or Cloud.GKE
     pod = dict(fit.reference_system_pod(cloud))
-    system_keys = {t.key for n in nodes if _class_of(n) == PoolClass.SYSTEM for t in n.taints}
+    # Only a described cluster's: a fleet's system pool must suit the platform's add-ons as
+    # they are (a CriticalAddonsOnly taint on a GKE system pool leaves them homeless).
+    system_keys = {t.key for n in nodes if n.pool == EXISTING_SYSTEM_POOL for t in n.taints}
     known = {t.get("key") for t in pod["tolerations"]}
     pod["tolerations"] = [
         *pod["tolerations"],

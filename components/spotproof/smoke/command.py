@@ -34,6 +34,7 @@ from spotproof.smoke.records import SmokeConfig
 from spotproof.smoke.rehearsal import RehearsalError, rehearsal
 from spotproof.smoke.report import render_timeline, summary, to_json
 from spotproof.spec import SpecError
+from spotproof.terminal import paint
 
 T = TypeVar("T")
 
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"spotproof smoke: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print()
-    print(summary(report))
+    print(paint(summary(report)))
     timeline = args.timeline or (args.json.with_suffix(".png") if args.json else Path("smoke.png"))
     _written(lambda: render_timeline(report, timeline), timeline)
     print(f"timeline: {timeline}")

@@ -69,8 +69,12 @@ class _Run:
             raise RuntimeError(
                 f"trainer {process.index} exited before resuming: {last_words(process)}"
             )
-        self.progress(f"  attempt {process.index}: resumed at step {event['step']}")
         return int(event["step"])
+
+    def announce(self, process: TrainerProcess, resumed: int) -> None:
+        """An attempt's start, said after whatever ended the attempt before it."""
+        where = "from scratch" if resumed == 0 else f"from step {resumed}"
+        self.progress(f"  attempt {process.index}: trains {where}")
 
     @functools.cached_property
     def observer(self) -> ObjectStore:
@@ -207,7 +211,8 @@ def run_smoke(config: SmokeConfig, progress: Progress = print) -> SmokeReport:
         progress("reference run (never interrupted)")
         reference = _Run(config, bucket, "reference", progress)
         process = reference.start()
-        reference.resumed(process)
+        reference.announce(process, reference.resumed(process))
+        progress(f"  training to step {config.total_steps}")
         report.reference_digest = _run_to_completion(reference, process, report)
         report.reference_seconds = time.monotonic() - reference.origin
         report.reference = reference.attempts()[0]
@@ -237,6 +242,7 @@ def _interrupted_run(
     job = JobController(config.job) if config.job else None
     process = run.start()
     resumed = run.resumed(process)
+    run.announce(process, resumed)
     run.observer  # noqa: B018 - connect now, not when a kill is being aimed
     overlapped = False
     for index, kind in enumerate(kinds):
@@ -250,6 +256,7 @@ def _interrupted_run(
                 f"{resumed} ({len(kinds) - index} interruptions to place)"
             )
             break
+        progress(f"  training to step {target}, then a {kind}")
         if process.wait_for(lambda e, t=target: e["event"] == "step" and e["step"] >= t) is None:
             report.failures.append(
                 f"trainer {process.index} ended before step {target}: {last_words(process)}"
@@ -274,6 +281,8 @@ def _interrupted_run(
         _judge(record, config, report)
         report.interruptions.append(record)
         progress("  " + describe(record))
+        run.announce(process, resumed)
+    progress(f"  training to step {config.total_steps}")
     report.digest = _run_to_completion(run, process, report)
     report.interrupted_seconds = time.monotonic() - run.origin
     report.attempts = run.attempts()

@@ -1,0 +1,206 @@
+"""The runtime in one loop: resume, save every interval, save and leave on a reclaim.
+
+::
+
+    from spotproof import training
+
+    with training(model=model, optimizer=optimizer, scheduler=scheduler) as run:
+        for step in run.steps(total_steps):
+            train_one_step(step)
+
+What it does, with the same guarantees as the pieces it is made of:
+
+- **Resume.** On entering, the newest checkpoint under ``CHECKPOINT_URL`` whose every part
+  verifies and whose state loads into the objects given is restored into them (one that
+  verifies but does not fit is skipped for the one before it; if none fits, the objects
+  are left as they were and training starts at step 0). ``run.step`` is where it resumed.
+- **Save.** Every ``CHECKPOINT_INTERVAL`` steps the state of every object given (anything
+  with ``state_dict()`` and ``load_state_dict()``: a model, an optimizer, a scheduler, a
+  stateful data loader), the RNG states and the step are copied into one reused buffer
+  and uploaded in the background (``AsyncCheckpointer``); a checkpoint counts once its
+  manifest commits.
+- **Leave on a reclaim.** SIGTERM (the kubelet's, on a spot reclaim or a drain) ends the
+  loop at the next step boundary: the final checkpoint is saved within what is left of
+  ``GRACE_SECONDS`` (abandoned, not cut off mid-upload, when the store is too slow: the
+  checkpoint before it stays the newest), and the process exits 143, which the Job's
+  ``podFailurePolicy`` retries without counting a failure. The completed state is saved
+  too, so a rerun of a finished Job finishes at once.
+- **Bad settings** exit 2 (``BAD_CONFIG``: the Job fails at once) and a store that cannot
+  be reached exits 1 (``STORAGE_UNAVAILABLE``: retried), each with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from types import TracebackType
+from typing import Any, NoReturn, Protocol
+
+import torch
+
+from spotproof.runtime import exit_codes, torch_state
+from spotproof.runtime.async_save import AsyncCheckpointer
+from spotproof.runtime.checkpoint import (
+    Checkpoint,
+    CheckpointStore,
+    RestoreError,
+    SaveCancelled,
+)
+from spotproof.runtime.guard import PreemptionGuard
+from spotproof.runtime.messages import redacted
+from spotproof.runtime.storage import StorageError, StorageURLError
+from spotproof.runtime.variables import ConfigError, Variables
+
+FINAL_SAVE_MARGIN = 0.5
+"""Seconds of the grace left for the process to exit once the final save returns."""
+MAX_INTERVAL = 10**12
+MAX_GRACE_SECONDS = 86_400
+
+
+class Stateful(Protocol):
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any], /) -> Any: ...
+
+
+class Training:
+    """One training run's checkpoints; made by :func:`training`."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        others: Mapping[str, Stateful],
+        *,
+        url: str,
+        interval: int,
+        grace_seconds: float,
+    ) -> None:
+        self.model, self.optimizer, self.others = model, optimizer, dict(others)
+        self.url, self.interval, self.grace_seconds = url, interval, grace_seconds
+        self.step = 0
+        """The step training resumes at (0 without a checkpoint), then the steps done."""
+        self.resumed_from: int | None = None
+        """The step of the checkpoint restored on entering; None when there was none."""
+        self._buffer = torch_state.StateBuffer()
+        self._guard = PreemptionGuard(grace_seconds)
+        self._store: CheckpointStore | None = None
+        self._saver: AsyncCheckpointer | None = None
+
+    def __enter__(self) -> Training:
+        try:
+            self._store = CheckpointStore(self.url)
+            latest = self._store.load_latest(restore=self._restore)
+        except StorageURLError as error:
+            _leave(exit_codes.BAD_CONFIG, str(error))
+        except StorageError as error:
+            _leave(exit_codes.STORAGE_UNAVAILABLE, str(error))
+        if latest is not None:
+            self.step = self.resumed_from = latest.step
+        self._saver = AsyncCheckpointer(self._store)
+        self._guard.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        try:
+            if self._saver is not None and kind is None:
+                self._saver.wait()
+        finally:
+            self._guard.__exit__(kind, error, trace)
+
+    @property
+    def preempted(self) -> bool:
+        """Whether SIGTERM has arrived."""
+        return self._guard.preempted
+
+    def steps(self, total: int) -> Iterator[int]:
+        """The steps still to train, from :attr:`step` to ``total``: saves every interval
+        after a step, and on SIGTERM saves the final checkpoint and exits 143."""
+        while self.step < total:
+            if self.preempted:
+                self._leave_preempted()
+            yield self.step
+            self.step += 1
+            if not self._buffer.ready:  # the optimizer has state now: size the buffer once
+                self._buffer.prepare(self.model, self.optimizer, **self._extra())
+            if self.preempted:
+                self._leave_preempted()
+            if self.step % self.interval == 0 and self.step < total:
+                self._saver_ready().save_async(self.step, self._capture, {})
+        self._saver_ready().save_final(self.step, self._capture, {})
+
+    def _capture(self) -> dict[str, bytes | memoryview]:
+        return self._buffer.capture(self.model, self.optimizer, self.step, **self._extra())
+
+    def _extra(self) -> dict[str, Any]:
+        return {name: state.state_dict() for name, state in self.others.items()}
+
+    def _restore(self, checkpoint: Checkpoint) -> None:
+        state = torch_state.restore(self.model, self.optimizer, checkpoint.blobs)
+        saved = state.get("extra") or {}
+        missing = sorted(set(self.others) - set(saved))
+        if missing:
+            raise RestoreError(f"the checkpoint holds no state for {', '.join(missing)}")
+        try:
+            for name, stateful in self.others.items():
+                stateful.load_state_dict(saved[name])
+        except (RuntimeError, TypeError, ValueError, KeyError) as error:
+            raise RestoreError(f"the state does not fit {name}: {error}") from None
+
+    def _leave_preempted(self) -> NoReturn:
+        deadline = self._guard.remaining() - FINAL_SAVE_MARGIN
+        try:
+            self._saver_ready().save_final(self.step, self._capture, {}, deadline_seconds=deadline)
+        except SaveCancelled as abandoned:
+            print(f"spotproof: final checkpoint abandoned: {abandoned}", file=sys.stderr)
+        raise SystemExit(exit_codes.PREEMPTED)
+
+    def _saver_ready(self) -> AsyncCheckpointer:
+        if self._saver is None:
+            raise RuntimeError("use training(...) as a context manager: with training(...) as run")
+        return self._saver
+
+
+def training(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    *,
+    url: str | None = None,
+    interval: int | None = None,
+    grace_seconds: float | None = None,
+    **others: Stateful,
+) -> Training:
+    """Checkpointed training of ``model`` and ``optimizer`` and any other ``Stateful``
+    given by name (``scheduler=...``, ``data=...``).
+
+    Settings not given are read from the environment the Job sets: ``CHECKPOINT_URL``
+    (file://, s3://, gs://, az://; required), ``CHECKPOINT_INTERVAL`` (steps between
+    checkpoints, 1 to 10^12; required) and ``GRACE_SECONDS`` (SIGTERM to SIGKILL, 1 to
+    86,400; default 15: GKE's notice to non-system pods). A bad one exits 2 in one line."""
+    try:
+        read = Variables(os.environ)
+        settings = {
+            "url": url or read.required("CHECKPOINT_URL", "a file://, s3://, gs:// or az:// URL"),
+            "interval": interval
+            if interval is not None
+            else read.whole("CHECKPOINT_INTERVAL", None, 1, MAX_INTERVAL),
+            "grace_seconds": grace_seconds
+            if grace_seconds is not None
+            else read.number("GRACE_SECONDS", 15, 1, MAX_GRACE_SECONDS),
+        }
+    except ConfigError as error:
+        _leave(exit_codes.BAD_CONFIG, str(error))
+    if not isinstance(settings["interval"], int) or settings["interval"] < 1:
+        raise ValueError(f"interval={settings['interval']!r}: allowed: a whole number >= 1")
+    return Training(model, optimizer, others, **settings)
+
+
+def _leave(code: int, message: str) -> NoReturn:
+    print(f"spotproof: {redacted(message)}", file=sys.stderr)
+    raise SystemExit(code)
