@@ -61,10 +61,10 @@ lint: $(STAMP)
 plan: demo
 
 # Each prints its rows with the limit and the strongest peer measured in the same run;
-# checkpoint_io.py rewrites the README's table from its run.
+# checkpoint_io.py and gang_io.py rewrite their tables in docs/performance.md from their runs.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/checkpoint_io.py --readme README.md
-	$(BIN)/python benchmarks/gang_io.py --readme README.md
+	$(BIN)/python benchmarks/checkpoint_io.py --readme docs/performance.md
+	$(BIN)/python benchmarks/gang_io.py --readme docs/performance.md
 	$(BIN)/python benchmarks/training_throughput.py
 	$(BIN)/python benchmarks/batch_throughput.py
 	$(BIN)/python benchmarks/capacity.py

@@ -86,3 +86,9 @@ BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".jo
     f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
 )
 """Nine levels of nine aliases each: a few lines that stand for 9^9 values once expanded."""
+
+
+def documentation() -> str:
+    """The README and every page under ``docs/``, one after the other: what users read."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    return "\n".join(page.read_text() for page in pages)

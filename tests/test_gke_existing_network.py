@@ -14,7 +14,7 @@ import yaml
 
 from spotproof.plan import run_plan
 from spotproof.spec import SpecError, advice, fleet_from_config
-from tests.support import REPO, stack_config
+from tests.support import documentation, stack_config
 
 HOST = "projects/acme-net-host"
 EXISTING = {
@@ -113,7 +113,7 @@ def test_a_created_network_raises_no_warning_about_its_egress() -> None:
 def test_the_readme_example_is_accepted_as_written() -> None:
     section = re.search(
         r"^### An existing network.*?^```yaml\n(.*?)^```$",
-        (REPO / "README.md").read_text(),
+        documentation(),
         re.M | re.S,
     )
     assert section, "README lost its existing-network example"

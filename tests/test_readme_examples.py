@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
+from pathlib import Path
 
 import pulumi
 import pytest
@@ -11,7 +14,7 @@ import pytest
 from spotproof.kube.workload import ServiceAccountRef
 from spotproof.spec import BucketSpec
 from spotproof.testing import record
-from tests.support import REPO
+from tests.support import REPO, documentation
 
 SECTION = re.compile(r"^### On a cluster you already have$(.*?)^### ", re.M | re.S)
 CODE = re.compile(r"^```python\n(.*?)^```$", re.M | re.S)
@@ -92,9 +95,7 @@ def test_every_stack_config_the_readme_shows_is_accepted_as_written() -> None:
 
     from spotproof.spec import fleet_from_config  # noqa: PLC0415
 
-    configs = [
-        yaml.safe_load(block)["config"] for block in YAML.findall((REPO / "README.md").read_text())
-    ]
+    configs = [yaml.safe_load(block)["config"] for block in YAML.findall(documentation())]
     shown = [c for c in configs if "spotproof:cloud" in c]
     assert len(shown) >= 2
     for config in shown:
@@ -111,3 +112,54 @@ def test_the_whole_fleet_example_builds_a_cluster() -> None:
     [code] = CODE.findall(section.group(1))
     types = [r.type for r in record(lambda: exec(code, {}), stack="dev", project="ml").resources]
     assert "spotproof:gke:HybridCluster" in types
+
+
+ANY_PYTHON = re.compile(r"^```python\n(.*?)^```$", re.M | re.S)
+
+
+def test_every_python_block_of_the_readme_and_docs_is_python() -> None:
+    blocks = ANY_PYTHON.findall(documentation())
+    assert len(blocks) >= 10
+    for block in blocks:
+        compile(block, "README.md or docs/", "exec")
+
+
+def _runtime_examples() -> list[str]:
+    readme = (REPO / "README.md").read_text()
+    section = re.search(r"^## Surviving preemption: the runtime$(.*?)^## ", readme, re.M | re.S)
+    assert section, "README lost its runtime section"
+    return CODE.findall(section.group(1))
+
+
+def _train_as_written(code: str, url: str, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The steps an example trains, with a small model, against ``url``."""
+    import torch  # noqa: PLC0415
+
+    monkeypatch.setenv("CHECKPOINT_URL", url)
+    monkeypatch.setenv("CHECKPOINT_INTERVAL", "4")
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    trained: list[int] = []
+    scope = {
+        "os": os,
+        "sys": sys,
+        "model": model,
+        "optimizer": optimizer,
+        "scheduler": torch.optim.lr_scheduler.StepLR(optimizer, step_size=5),
+        "total_steps": 10,
+        "interval": 4,
+        "train_one_step": lambda *_: trained.append(len(trained)),
+    }
+    exec(compile(code, "README.md", "exec"), scope)
+    return trained
+
+
+@pytest.mark.parametrize("example", ["one import", "by hand"])
+def test_each_runtime_example_trains_as_written_and_a_rerun_resumes_past_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, example: str
+) -> None:
+    code = dict(zip(["one import", "by hand"], _runtime_examples(), strict=True))[example]
+    url = f"file://{tmp_path}/checkpoints"
+    assert _train_as_written(code, url, monkeypatch) == list(range(10))
+    # Both commit the finished state, so a rerun of a finished Job finishes at once.
+    assert _train_as_written(code, url, monkeypatch) == []

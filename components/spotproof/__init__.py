@@ -1,6 +1,6 @@
 """spotproof: make spot and preemptible GPU capacity safe for AI work.
 
-The package is split by concern (see README.md, "Layout"):
+The package is split by concern (see docs/layout.md):
 
 - ``spotproof.catalog``    facts about clouds: machine types, GPU families, preemption notice.
 - ``spotproof.spec``       the cloud-neutral fleet description and its validation.
