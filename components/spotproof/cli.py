@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from spotproof.smoke import BATCH_ROWS
 from spotproof.terminal import paint
 
 if TYPE_CHECKING:
@@ -29,6 +30,9 @@ EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT = 0, 1, 2
 STORES = ("file", "s3", "gcs", "azure")
 MAX_NODES = 8
 """The largest gang ``spotproof smoke --nodes`` starts on one machine."""
+GANG_SIZES = tuple(n for n in range(1, MAX_NODES + 1) if BATCH_ROWS % n == 0)
+"""What ``--nodes`` may be: up to ``MAX_NODES`` ranks that split the trainer's batch
+evenly (1, 2, 4 or 8)."""
 DEFAULT_SMOKE_STEPS = 240
 FORMATS = ("text", "json", "markdown", "github")
 
@@ -182,10 +186,11 @@ def _parser() -> argparse.ArgumentParser:
     smoke.add_argument("--grace", type=_count(1, 600), default=15, help="grace period, seconds")
     smoke.add_argument(
         "--nodes",
-        type=_count(1, MAX_NODES),
+        type=_one_of(GANG_SIZES),
         default=1,
-        help="ranks of a gang over torch.distributed (gloo); 2 or more plays one rank "
-        "preempted, one rank killed and every rank preempted, restarting the gang each time",
+        help=f"ranks of a gang over torch.distributed (gloo), one of "
+        f"{', '.join(map(str, GANG_SIZES))}; 2 or more plays one rank preempted, one rank "
+        "killed and every rank preempted, restarting the gang each time",
     )
     smoke.add_argument(
         "--launcher",
@@ -249,6 +254,21 @@ def _fraction(text: str) -> float:
     if not 0.05 <= value <= 1:
         raise argparse.ArgumentTypeError(f"{value:g} is out of range; allowed: 0.05..1")
     return value
+
+
+def _one_of(allowed: tuple[int, ...]) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value not in allowed:
+            raise argparse.ArgumentTypeError(
+                f"{value} is not allowed; allowed: {', '.join(map(str, allowed))}"
+            )
+        return value
+
+    return parse
 
 
 def _count(low: int, high: int) -> Callable[[str], int]:

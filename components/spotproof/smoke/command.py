@@ -21,11 +21,9 @@ from spotproof.cli import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     EXIT_VIOLATIONS,
-    MAX_NODES,
 )
 from spotproof.plan import PlanInputError, run_plan
 from spotproof.runtime.launcher import Launcher
-from spotproof.smoke import BATCH_ROWS
 from spotproof.smoke.batch import BatchConfig, run_batch_smoke
 from spotproof.smoke.emulators import EmulatorError
 from spotproof.smoke.harness import run_smoke
@@ -64,14 +62,6 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"spotproof smoke: --steps {config.total_steps} leaves no room to interrupt; "
             f"allowed: at least 4 x the checkpoint interval ({4 * config.interval})",
-            file=sys.stderr,
-        )
-        return EXIT_BAD_INPUT
-    if args.nodes > 1 and BATCH_ROWS % args.nodes:
-        splits = [n for n in range(1, MAX_NODES + 1) if BATCH_ROWS % n == 0]
-        print(
-            f"spotproof smoke: --nodes {args.nodes} cannot split the trainer's batch of "
-            f"{BATCH_ROWS} rows; allowed: {', '.join(map(str, splits[:-1]))} or {splits[-1]}",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
