@@ -26,6 +26,7 @@ from spotproof import __version__, policy
 from spotproof.plan import karpenter
 from spotproof.plan.manifests import manifest
 from tests.support import INSTALLED_SIZES, REPO, plan_of
+from tests.test_training_loop import SCRIPT as USER_LOOP
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -262,6 +263,22 @@ def test_a_trainer_image_gets_torch_and_one_store_and_trains_like_the_checkout(
     reference = json.loads(checkout.stdout.splitlines()[-1])
     assert (done["event"], done["step"]) == ("done", 6)
     assert done["digest"] == reference["digest"]
+
+
+def test_a_users_own_loop_runs_on_the_installed_runtime_and_resumes(
+    runtime_venv: Venv, tmp_path: Path
+) -> None:
+    """The runtime alone, in a user's own training script: one import around the loop."""
+    runtime_venv.install("train,s3", "trainer image: spotproof[train,s3]")
+    script = tmp_path / "train.py"
+    script.write_text(USER_LOOP)
+    env = _clean_env(CHECKPOINT_URL=f"file://{tmp_path}/ckpt", CHECKPOINT_INTERVAL="5", TOTAL="12")
+    first = runtime_venv.run(str(script), cwd=tmp_path, env=env)
+    again = runtime_venv.run(str(script), cwd=tmp_path, env=env)
+    assert first.code == 0, first.err
+    assert first.out.splitlines()[0] == "resumed 0" and "step 12" in first.out
+    assert again.out.splitlines()[0] == "resumed 12"
+    assert again.out.splitlines()[-1] == first.out.splitlines()[-1]  # the same weights
 
 
 # --- Pulumi programs, in a user's own project ------------------------------------------
