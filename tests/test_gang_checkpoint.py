@@ -255,6 +255,19 @@ for step in range(1, 1000):
 """
 
 
+def _caught_mid_shard(observer: GangCheckpointStore) -> int | None:
+    """The step whose parts the observed rank has begun and whose shard record it has
+    not written, if it is in one (looked at while it is stopped)."""
+    steps = sorted(
+        int(name.rstrip("/").rsplit("/", 1)[-1]) for name in observer.store.list("steps")
+    )
+    for step in reversed(steps[-2:]):
+        names = observer.store.list(f"steps/{step:012d}/{observer.writer_id}")
+        if names and not any(name.endswith("shard.json") for name in names):
+            return step
+    return None
+
+
 def _expected(rank: int, step: int) -> bytes:
     return random.Random(rank * 100_000 + step).randbytes(4 * 2**20)
 
@@ -274,18 +287,21 @@ def test_a_rank_killed_mid_shard_never_leaves_a_loadable_half_step(bucket: Bucke
     ]
     observer = GangCheckpointStore(bucket.url, rank=1, world_size=2, gang="victims")
     try:
-        # Wait until rank 1 is inside the upload of step 3 or later: some parts written,
-        # its shard record not yet.
+        # Catch rank 1 inside the upload of step 3 or later (some parts written, its shard
+        # record not yet): stopped at a random moment (SIGSTOP) and looked at while it
+        # cannot move on, then killed there or let go. A busy machine only makes the
+        # looks slower, never lets the window pass unseen.
         deadline = time.monotonic() + 120
         killed_in = None
         while killed_in is None and time.monotonic() < deadline:
-            for step in range(3, 40):
-                prefix = f"steps/{step:012d}/{observer.writer_id}"
-                names = observer.store.list(prefix)
-                if names and not any(n.endswith("shard.json") for n in names):
-                    ranks[1].send_signal(signal.SIGKILL)
-                    killed_in = step
-                    break
+            time.sleep(random.uniform(0, 0.05))
+            ranks[1].send_signal(signal.SIGSTOP)
+            step = _caught_mid_shard(observer)
+            if step is not None and step >= 3:
+                ranks[1].send_signal(signal.SIGKILL)
+                killed_in = step
+            else:
+                ranks[1].send_signal(signal.SIGCONT)
         assert killed_in is not None, "rank 1 was never caught mid-upload"
         ranks[1].wait()
         # Rank 0 gives up on that step, and on the next; then it is killed too, anywhere.
