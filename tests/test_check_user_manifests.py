@@ -8,6 +8,7 @@ import io
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -255,3 +256,31 @@ def test_a_path_that_is_not_a_stack_file_is_refused_in_one_line(
     code, out, err = run_cli(capsys, "check", str(job), "--stack", str(REPO / "Pulumi.yaml"))
     assert (code, out) == (2, "")
     assert err.startswith("spotproof check: --stack ") and "not a stack file" in err
+
+
+def test_a_custom_resource_without_a_schema_is_named_unchecked_not_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monitor = tmp_path / "monitor.yaml"
+    monitor.write_text(
+        "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\n"
+        "metadata: {name: trainer, namespace: spotproof}\n"
+        "spec: {selector: {matchLabels: {app: x}}, endpoints: [{port: metrics}]}\n"
+    )
+    code, out, _ = _check(capsys, str(monitor), str(_job(tmp_path)))
+    assert code == 0, out
+    assert out.strip().endswith("not checked (no schema for their kind): ServiceMonitor trainer")
+
+
+def test_a_stack_whose_program_imports_a_missing_module_is_one_line(
+    make_project: Callable[..., Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    root = make_project({"gcp:region": "us-central1"}, stack="prod", program="import acme_nets\n")
+    code, out, err = run_cli(
+        capsys, "check", str(_job(tmp_path)), "--stack", str(root / "stacks" / "Pulumi.prod.yaml")
+    )
+    assert (code, out) == (2, "")
+    assert err == (
+        "spotproof check: the program imports 'acme_nets', which is not installed in this "
+        "environment\n"
+    )

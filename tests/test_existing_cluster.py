@@ -223,3 +223,19 @@ def test_another_stacks_outputs_read_offline_as_placeholders_named_after_them(
     [pool] = result.recording.of_type("gcp:container/nodePool:NodePool")
     assert pool.inputs["cluster"] == "cluster-name"
     assert pool.inputs["nodeConfig"]["serviceAccount"] == "node-service-account"
+
+
+def test_existing_cluster_facts_beside_a_fleets_settings_are_refused(
+    make_project: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _project(
+        make_project,
+        _program(),
+        **{"spotproof:existingCluster": {}, "spotproof:disposable": True},
+    )
+    code, out, err = run_cli(capsys, "plan", "--stack", "prod", "--project-dir", str(root))
+    assert (code, out) == (2, "")
+    assert err.startswith(
+        "spotproof plan: spotproof:existingCluster = '{}': describes a cluster spotproof did "
+        "not create, so it cannot stand beside a fleet's settings (spotproof:disposable)"
+    )

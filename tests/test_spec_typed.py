@@ -179,3 +179,20 @@ def test_an_aks_pool_refuses_a_gpu_count_its_size_does_not_have() -> None:
         )
     )
     assert (error.key, error.problem) == ("GpuAgentPool.vm_size", "has 1 GPUs, not gpusPerNode 2")
+
+
+def test_a_value_given_equal_to_a_derived_default_is_judged_not_replaced() -> None:
+    from spotproof.spec import Capacity  # noqa: PLC0415
+    from spotproof.spec.eks import EksSystemPool  # noqa: PLC0415
+
+    error = _refusal(lambda: EksSystemPool(min_nodes=5, max_nodes=3))
+    assert (error.key, error.problem) == ("EksSystemPool.max_nodes", "below minNodes (5)")
+    assert EksSystemPool(min_nodes=5).max_nodes == 5
+    fallback = KarpenterPool(
+        name="od", instance_families=("g6",), gpu_limit=8, capacity=Capacity.ON_DEMAND
+    )
+    assert fallback.weight == 10
+    given = KarpenterPool(
+        name="od", instance_families=("g6",), gpu_limit=8, capacity=Capacity.ON_DEMAND, weight=100
+    )
+    assert given.weight == 100

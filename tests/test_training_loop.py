@@ -136,3 +136,31 @@ def test_a_missing_interval_exits_2_in_one_line(script: Path, tmp_path: Path) ->
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.startswith("spotproof: CHECKPOINT_INTERVAL")
     assert done.stderr.count("\n") == 1
+
+
+def test_a_gang_is_sent_to_the_gang_store_in_one_line(script: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={
+            **os.environ,
+            "CHECKPOINT_URL": f"file://{tmp_path}/x",
+            "CHECKPOINT_INTERVAL": "5",
+            "TOTAL": "5",
+            "WORLD_SIZE": "2",
+        },
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert "GangCheckpointStore" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_another_runs_checkpoints_are_refused_rather_than_half_loaded(
+    script: Path, reference_url: str, reference: str, tmp_path: Path
+) -> None:
+    other = tmp_path / "other.py"
+    other.write_text(script.read_text().replace("torch.nn.Linear(8, 1)", "torch.nn.Linear(3, 1)"))
+    code, lines = _finish(_start(other, reference_url))
+    assert code == 2, lines
+    assert lines[-1].startswith("stderr: spotproof: no checkpoint under the CHECKPOINT_URL fits")

@@ -192,7 +192,8 @@ def test_ci_init_names_a_stack_of_an_unknown_cloud_in_one_line(
     assert (code, out) == (2, "")
     assert err == (
         f"spotproof ci init: {tmp_path}/Pulumi.dev.yaml: spotproof:cloud is 'gcp'; "
-        "allowed: gke, eks, aks\n"
+        "allowed: gke, eks, aks (or, for components on an existing cluster, its providers' "
+        "settings)\n"
     )
 
 
@@ -209,3 +210,17 @@ def test_a_project_in_a_folder_of_its_repository_runs_there(
     assert code == 0 and out.startswith(f"Wrote {tmp_path / workflow.WORKFLOW_PATH}")
     written = yaml.safe_load((tmp_path / workflow.WORKFLOW_PATH).read_text())
     assert written["defaults"] == {"run": {"working-directory": "infra"}}
+
+
+def test_a_stack_of_components_on_an_existing_cluster_gets_its_providers_extra(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "Pulumi.yaml").write_text("name: acme\nruntime: python\n")
+    (tmp_path / "Pulumi.prod.yaml").write_text("config:\n  azure-native:location: westeurope\n")
+    (tmp_path / "Pulumi.eu.yaml").write_text("config:\n  spotproof:existingCluster: {cloud: gke}\n")
+    code, out, _ = run_cli(capsys, "ci", "stacks", "--project-dir", str(tmp_path))
+    assert code == 0
+    assert json.loads(out) == [
+        {"stack": "eu", "cloud": "gke", "extra": "gcp"},
+        {"stack": "prod", "cloud": "aks", "extra": "azure"},
+    ]

@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from spotproof.extras import not_installed
 from spotproof.smoke import BATCH_ROWS
 from spotproof.terminal import paint
 
@@ -348,7 +349,7 @@ def _plan_stack(stack: str, args: argparse.Namespace, several: bool) -> _Planned
     except (PlanInputError, SpecError, ModuleNotFoundError) as error:
         prefix = f"spotproof plan: {stack}: " if several else "spotproof plan: "
         if isinstance(error, ModuleNotFoundError):
-            error = PlanInputError(_not_installed(error))
+            error = PlanInputError(not_installed(error, "plan"))
         print(f"{prefix}{error}", file=sys.stderr)
         if fmt == "github":
             where = _error_location(error, config)
@@ -398,16 +399,6 @@ def _plan_stack(stack: str, args: argparse.Namespace, several: bool) -> _Planned
         print(f"{stack}: {report.verdict(result).splitlines()[0]} ({elapsed:.1f}s)")
     code = result.exit_code or (EXIT_VIOLATIONS if args.strict and result.skipped else EXIT_OK)
     return _Planned(stack, code, document, report.markdown(result))
-
-
-def _not_installed(error: ModuleNotFoundError) -> str:
-    """What a stack needs installed: an extra of ours, or a module its own program imports."""
-    from spotproof.extras import missing_extra  # noqa: PLC0415
-
-    line = missing_extra(error, "plan")
-    if line:
-        return line.removeprefix("spotproof plan: ")
-    return f"the program imports {error.name!r}, which is not installed in this environment"
 
 
 def _error_location(error: Exception, config: StackConfig | None) -> Location | None:

@@ -45,7 +45,8 @@ def extra_for(module: str) -> str | None:
         extra = PACKAGE_EXTRAS.get(".".join(parts[:length]))
         if extra:
             return extra
-    return None
+    # A missing parent (``google``, ``azure``) stands for the packages under it.
+    return next((e for name, e in PACKAGE_EXTRAS.items() if name.startswith(f"{module}.")), None)
 
 
 def missing_extra(error: ModuleNotFoundError, command: str) -> str | None:
@@ -64,3 +65,12 @@ def missing_extra(error: ModuleNotFoundError, command: str) -> str | None:
     else:
         install = f"spotproof[{extra}]"
     return f"spotproof {command}: the Python module {module!r} is missing; install {install}"
+
+
+def not_installed(error: ModuleNotFoundError, command: str) -> str:
+    """What a command needs installed, without the command's prefix: an extra of ours, or a
+    module the stack's own program imports."""
+    line = missing_extra(error, command)
+    if line:
+        return line.removeprefix(f"spotproof {command}: ")
+    return f"the program imports {error.name!r}, which is not installed in this environment"

@@ -1,7 +1,7 @@
 """Colour on a terminal, plain text everywhere else.
 
 Colour goes to a standard output that is a terminal, and never when ``NO_COLOR`` is set
-to anything (https://no-color.org) or ``TERM`` is ``dumb``: piped into a file, a CI log
+to a non-empty value (https://no-color.org) or ``TERM`` is ``dumb``: piped into a file, a CI log
 or another program, every line stays plain. Only whole lines are coloured, by what they
 say: a passing verdict green, a failing one and each finding red, a warning or a skipped
 check yellow.
@@ -25,7 +25,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 
 def colour_wanted(stream: TextIO | None = None) -> bool:
     stream = stream or sys.stdout
-    if "NO_COLOR" in os.environ or os.environ.get("TERM") == "dumb":
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return False
     return bool(getattr(stream, "isatty", lambda: False)())
 

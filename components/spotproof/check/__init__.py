@@ -38,8 +38,9 @@ NEEDS_THE_STACK = frozenset({"namespace-isolated", "workload-egress", "s3-checkp
 """Rules about what the stack around the manifests provides (its NetworkPolicies, its
 roles): without a stack they would report what is merely not shown."""
 DEFAULT_KUBERNETES_VERSION = "1.33"
-CORE_WORKLOAD_APIS = frozenset({"v1", "apps/v1", "batch/v1"})
 """The schema version without a stack (a stack's own version otherwise)."""
+CORE_WORKLOAD_APIS = frozenset({"v1", "apps/v1", "batch/v1"})
+"""Where Kubernetes itself serves the workloads whose refused fields can be set aside."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class CheckResult:
     refused: int = 0
     """Objects the API server would refuse (``kubernetes-schema`` findings): the files
     are invalid, so the exit code is 2, as for any bad input."""
+    unchecked: tuple[str, ...] = ()
+    """Custom resources of kinds spotproof has no schema for: not judged, not refused."""
 
     @property
     def exit_code(self) -> int:
@@ -124,9 +127,21 @@ def check(documents: list[Document], planned: PlanResult | None) -> CheckResult:
     mine = [_resource(d) for d in documents]
     version = planned.facts.kubernetes_version if planned else DEFAULT_KUBERNETES_VERSION
     violations, _ = manifests.validate(Recording("", "", mine), version)
+    # A custom resource has its schema in its CRD, which spotproof does not hold: it is
+    # left unchecked (and said so), not refused as if the API server would refuse it.
+    custom = {
+        r.name
+        for r in mine
+        if not manifests.is_core_kind(r.inputs.get("kind"), version)
+        and not podtemplates.is_workload(r.inputs)
+        and r.name in {v.resource for v in violations if "no schema for kind" in v.message}
+    }
+    violations = [v for v in violations if v.resource not in custom]
     refused = {v.resource for v in violations}
     judged = []
     for resource in mine:
+        if resource.name in custom:
+            continue
         judgeable = _judgeable(resource, version) if resource.name in refused else resource
         if judgeable is None:
             continue
@@ -175,6 +190,7 @@ def check(documents: list[Document], planned: PlanResult | None) -> CheckResult:
         planned.facts.stack if planned else None,
         tuple(findings),
         refused=len(refused),
+        unchecked=tuple(by_name[name].label for name in sorted(custom)),
     )
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from spotproof.check import CheckInputError, CheckResult, check, load_all
+from spotproof.extras import not_installed
 from spotproof.plan.sources import Location
 from spotproof.terminal import paint
 
@@ -32,6 +33,9 @@ def run(files: Sequence[Path], stack: str | None, project_dir: Path | None, fmt:
         planned = run_plan(stack, project_dir) if stack else None
     except (CheckInputError, PlanInputError, SpecError) as error:
         print(f"spotproof check: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ModuleNotFoundError as error:  # one the stack's program imports
+        print(f"spotproof check: {not_installed(error, 'check')}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if not documents:
         print("spotproof check: no Kubernetes objects in the files given", file=sys.stderr)
@@ -54,6 +58,8 @@ def _against(result: CheckResult) -> str:
 
 def verdict(result: CheckResult) -> str:
     count = f"{result.objects} object(s) in {len(result.files)} file(s), against {_against(result)}"
+    if result.unchecked:
+        count += f"; not checked (no schema for their kind): {', '.join(result.unchecked)}"
     if not result.findings:
         return f"0 findings: {count}"
     refused = (

@@ -46,11 +46,37 @@ def stacks(root: Path) -> list[Stack]:
     found = []
     for path in sorted(folder.glob("Pulumi.*.yaml")):
         name = path.name[len("Pulumi.") : -len(".yaml")]
-        cloud = _cloud_of(read_settings(path).get("config")) or default
+        config = read_settings(path).get("config")
+        cloud = _cloud_of(config) or default or _existing_cloud(config)
         if cloud not in EXTRAS:
-            raise StackListError(f"{path}: {CLOUD_KEY} is {cloud!r}; allowed: {', '.join(EXTRAS)}")
+            raise StackListError(
+                f"{path}: {CLOUD_KEY} is {cloud!r}; allowed: {', '.join(EXTRAS)} (or, for "
+                "components on an existing cluster, its providers' settings)"
+            )
         found.append(Stack(name, cloud, EXTRAS[cloud]))
     return found
+
+
+PROVIDER_PREFIXES = {"gcp:": "gke", "aws:": "eks", "azure-native:": "aks"}
+"""A stack of components on an existing cluster sets no ``spotproof:cloud``; its
+``spotproof:existingCluster.cloud`` or its providers' settings say the cloud."""
+
+
+def _existing_cloud(config: Any) -> str | None:
+    if not isinstance(config, dict):
+        return None
+    existing = config.get("spotproof:existingCluster")
+    if isinstance(existing, dict) and isinstance(existing.get("cloud"), str):
+        return existing["cloud"]
+    return next(
+        (
+            cloud
+            for key in config
+            for prefix, cloud in PROVIDER_PREFIXES.items()
+            if str(key).startswith(prefix)
+        ),
+        None,
+    )
 
 
 def _cloud_of(config: Any) -> str | None:

@@ -104,9 +104,9 @@ class KarpenterArgs:
     """What must exist before the controller starts: the system nodes, the Pod Identity
     agent."""
     name_prefix: str | None = None
-    """Starts the cloud names of what this component creates (IAM roles and policies, the
-    interruption queue); default the component's name. Two components in one account need
-    different prefixes."""
+    """Starts the cloud names of what this component creates (its IAM roles and policies;
+    the interruption queue and its rules take the cluster's name); default the component's
+    name. Two components in one account need different prefixes."""
 
 
 class Karpenter(pulumi.ComponentResource):

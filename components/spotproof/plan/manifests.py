@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.resources
 import re
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,23 @@ def schema_error_paths(
     except Exception:  # a library detail changed, or no schema: nothing to add
         return []
     return sorted(errors, key=lambda pair: [str(p) for p in pair[0]])
+
+
+def is_core_kind(kind: object, kubernetes_version: str) -> bool:
+    """Whether Kubernetes itself serves ``kind`` (in some API version): else it is a
+    custom resource (a ``ServiceMonitor``, say) whose schema only its CRD holds."""
+    return str(kind).lower() in _core_kinds(kubernetes_version)
+
+
+@functools.cache
+def _core_kinds(kubernetes_version: str) -> frozenset[str]:
+    utils = kubernetes_validate.utils
+    wanted = utils.major_minor(kubernetes_version)
+    version = [v for v in utils.all_versions() if utils.major_minor(v) <= wanted][-1]
+    folder = importlib.resources.files("kubernetes_validate").joinpath(
+        f"kubernetes-json-schema/v{version}-local-strict"
+    )
+    return frozenset(entry.name.split("-", 1)[0] for entry in folder.iterdir())
 
 
 def _deepest_last(path: tuple[str | int, ...]) -> tuple[int, list[str]]:

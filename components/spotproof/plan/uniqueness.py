@@ -85,6 +85,6 @@ def _same_cloud_names(resources: Iterable[Resource]) -> list[Violation]:
             "the second create. Give each cluster (or component) its own name prefix",
         )
         for (type_, identity), names in sorted(holders.items())
-        if len(names) > 1
-        for first, later in [sorted(names)[:2]]
+        for first, *rest in [sorted(names)]
+        for later in rest
     ]

@@ -12,8 +12,10 @@ What it does, with the same guarantees as the pieces it is made of:
 
 - **Resume.** On entering, the newest checkpoint under ``CHECKPOINT_URL`` whose every part
   verifies and whose state loads into the objects given is restored into them (one that
-  verifies but does not fit is skipped for the one before it; if none fits, the objects
-  are left as they were and training starts at step 0). ``run.step`` is where it resumed.
+  verifies but does not fit is skipped for the one before it). Without a checkpoint
+  training starts at step 0; when checkpoints exist and none fits (another run's URL),
+  it exits 2, since a refused restore may have loaded part of its state. ``run.step``
+  is where it resumed. One process: a gang's ranks use ``GangCheckpointStore``.
 - **Save.** Every ``CHECKPOINT_INTERVAL`` steps the state of every object given (anything
   with ``state_dict()`` and ``load_state_dict()``: a model, an optimizer, a scheduler, a
   stateful data loader), the RNG states and the step are copied into one reused buffer
@@ -87,19 +89,35 @@ class Training:
         self._guard = PreemptionGuard(grace_seconds)
         self._store: CheckpointStore | None = None
         self._saver: AsyncCheckpointer | None = None
+        self._refused: list[str] = []
+        """Why each checkpoint that verified did not restore, newest first."""
 
     def __enter__(self) -> Training:
+        # The handler first: a SIGTERM while the checkpoint downloads still ends in an
+        # orderly exit 143 at the first step boundary.
+        self._guard.__enter__()
         try:
             self._store = CheckpointStore(self.url)
             latest = self._store.load_latest(restore=self._restore)
         except StorageURLError as error:
+            self._guard.__exit__(None, None, None)
             _leave(exit_codes.BAD_CONFIG, str(error))
         except StorageError as error:
+            self._guard.__exit__(None, None, None)
             _leave(exit_codes.STORAGE_UNAVAILABLE, str(error))
+        if latest is None and self._refused:
+            # A refused restore may have loaded part of its state: training on from it
+            # would be training from a checkpoint that was never whole.
+            self._guard.__exit__(None, None, None)
+            _leave(
+                exit_codes.BAD_CONFIG,
+                f"no checkpoint under the CHECKPOINT_URL fits these objects "
+                f"({self._refused[-1]}); allowed: the URL of this run's checkpoints, or a "
+                "new one",
+            )
         if latest is not None:
             self.step = self.resumed_from = latest.step
         self._saver = AsyncCheckpointer(self._store)
-        self._guard.__enter__()
         return self
 
     def __exit__(
@@ -142,16 +160,20 @@ class Training:
         return {name: state.state_dict() for name, state in self.others.items()}
 
     def _restore(self, checkpoint: Checkpoint) -> None:
-        state = torch_state.restore(self.model, self.optimizer, checkpoint.blobs)
-        saved = state.get("extra") or {}
-        missing = sorted(set(self.others) - set(saved))
-        if missing:
-            raise RestoreError(f"the checkpoint holds no state for {', '.join(missing)}")
         try:
+            saved = torch_state.saved_extra(checkpoint.blobs)
+            missing = sorted(set(self.others) - set(saved))
+            if missing:
+                raise RestoreError(f"the checkpoint holds no state for {', '.join(missing)}")
+            torch_state.restore(self.model, self.optimizer, checkpoint.blobs)
             for name, stateful in self.others.items():
-                stateful.load_state_dict(saved[name])
-        except (RuntimeError, TypeError, ValueError, KeyError) as error:
-            raise RestoreError(f"the state does not fit {name}: {error}") from None
+                try:
+                    stateful.load_state_dict(saved[name])
+                except (RuntimeError, TypeError, ValueError, KeyError) as error:
+                    raise RestoreError(f"the state does not fit {name}: {error}") from None
+        except RestoreError as refused:
+            self._refused.append(str(refused))
+            raise
 
     def _leave_preempted(self) -> NoReturn:
         deadline = self._guard.remaining() - FINAL_SAVE_MARGIN
@@ -194,6 +216,11 @@ def training(
             if grace_seconds is not None
             else read.number("GRACE_SECONDS", 15, 1, MAX_GRACE_SECONDS),
         }
+        if read.whole("WORLD_SIZE", 1, 1, 1_000_000) > 1:
+            raise ConfigError(
+                "WORLD_SIZE > 1: training() checkpoints one process; a gang's ranks each "
+                "save their shard with spotproof.runtime.gang.GangCheckpointStore"
+            )
     except ConfigError as error:
         _leave(exit_codes.BAD_CONFIG, str(error))
     if not isinstance(settings["interval"], int) or settings["interval"] < 1:

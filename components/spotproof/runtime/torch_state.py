@@ -156,6 +156,13 @@ def restore(
     return state
 
 
+def saved_extra(blobs: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``extra`` state captured beside the model and optimizer, read before anything is
+    loaded; :class:`RestoreError` for blobs that are not such state."""
+    extra = _decode(blobs).get("extra")
+    return extra if isinstance(extra, dict) else {}
+
+
 def _decode(blobs: Mapping[str, Any]) -> dict[str, Any]:
     """The state in ``blobs``, every tensor a view of the ``tensors`` blob at the offset,
     dtype and shape its layout entry gives, each checked to lie inside the blob."""

@@ -142,7 +142,7 @@ class AutoProvisionedPool(CapacityPool):
     weight: int = setting(
         "weight",
         integer(1, 100),
-        100,
+        None,  # derived, below: a program that leaves it out gets its capacity's
         derived_default=lambda read: DEFAULT_WEIGHT[read["capacity"]],
     )
     """Priority among pools a pod fits, highest first; spot pools default to 100 and

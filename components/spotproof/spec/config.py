@@ -62,6 +62,7 @@ TOP_LEVEL_KEYS = {
     "kueue",
     "batch",
     "keda",
+    "existingCluster",
     *setting_keys(gke.GkeFleet),
     *setting_keys(eks.EksFleet),
     *setting_keys(aks.AksFleet),
@@ -381,13 +382,14 @@ def _protected(top: ConfigObject) -> bool:
     return True if protect is None else protect
 
 
-def judge_bucket(cloud: Cloud, bucket: BucketSpec, region: str | None, key: str) -> None:
+def judge_bucket(cloud: Cloud, bucket: BucketSpec, region: object, key: str) -> None:
     """What a cloud's ``CheckpointBucket`` adds to a bucket built in a program: that
-    cloud's naming rule, and the region when the component knows it."""
+    cloud's naming rule, and the region when the component knows it (a string, not an
+    output still to come)."""
     rules = CLOUDS[cloud]
     if not rules.bucket_name_ok(bucket.name):
         raise SpecError(f"{key}.name", bucket.name, "not a valid bucket name", rules.bucket_rule)
-    if region is not None and bucket.location.lower() != region.lower():
+    if isinstance(region, str) and bucket.location.lower() != region.lower():
         raise SpecError(
             f"{key}.location", bucket.location, f"differs from the cluster region {region}", region
         )
@@ -416,6 +418,16 @@ def _fleet(stack: str, config: Mapping[str, Any], secret_keys: Iterable[str]) ->
         separator=":",
     )
     top.refuse_misspelt(TOP_LEVEL_KEYS)
+    if "existingCluster" in top.raw:
+        beside = ", ".join(f"{NAMESPACE}:{k}" for k in sorted(top.raw) if k != "existingCluster")
+        raise SpecError(
+            top.key_of("existingCluster"),
+            top.raw["existingCluster"],
+            f"describes a cluster spotproof did not create, so it cannot stand beside a "
+            f"fleet's settings ({beside})",
+            "spotproof:existingCluster alone (components on your cluster), or a fleet's "
+            "settings without it",
+        )
     cloud = Cloud(top.field("cloud", choice(tuple(c.value for c in CLOUDS))))
     reader = CLOUDS[cloud]
     section, region = reader.read_section(top, config)

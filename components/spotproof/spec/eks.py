@@ -140,7 +140,7 @@ class KarpenterPool(CapacityPool):
     weight: int = setting(
         "weight",
         integer(1, 100),
-        100,
+        None,  # derived, below: a program that leaves it out gets its capacity's
         derived_default=lambda read: DEFAULT_WEIGHT[read["capacity"]],
     )
     """Priority among pools a pod fits, 1-100, highest first. Spot pools default to 100,

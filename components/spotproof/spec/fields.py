@@ -51,7 +51,9 @@ class Setting:
     """Parses and range-checks the raw value; None when the value depends on others
     already read (a pool's zones depend on its GPU), so its type's reader reads it."""
     derived_default: Callable[[dict[str, Any]], Any] | None = None
-    """A default computed from the fields read before it; overrides the field's own."""
+    """A default computed from the fields read before it. Its field's own default is then
+    None, so that a spec built in a program tells a value it was given from one it was
+    not (a given ``maxNodes`` of 3 is judged; a missing one is derived)."""
 
 
 def setting(

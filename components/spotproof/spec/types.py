@@ -131,7 +131,7 @@ class SystemPool(Checked):
     min_nodes: int = setting("minNodes", integer(1, 1000), 1)
     """Nodes kept; at least 1 so add-ons always have a home."""
     max_nodes: int = setting(
-        "maxNodes", integer(1, 1000), 3, derived_default=lambda read: max(3, read["min_nodes"])
+        "maxNodes", integer(1, 1000), None, derived_default=lambda read: max(3, read["min_nodes"])
     )
     """Upper bound; defaults to 3, or ``minNodes`` when that is larger."""
     disk_gb: int = setting("diskGb", integer(20, 65536), 100)
@@ -343,7 +343,7 @@ class BatchSpec:
     max_workers: int = setting(
         "maxWorkers",
         integer(1, 1000),
-        10,
+        None,
         derived_default=lambda read: max(10, read["min_workers"]),
     )
     """Upper bound of KEDA's scaling; at least ``minWorkers``."""
@@ -459,10 +459,6 @@ class FleetSpec:
     @property
     def cloud(self) -> Cloud:
         return self.platform.cloud
-
-    @property
-    def cluster_name(self) -> str:
-        return self.stack
 
     @property
     def queued_pools(self) -> list[GpuPoolSpec]:
