@@ -95,9 +95,7 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         help="write the JSON report to this file (with --all: a folder of <stack>.json)",
     )
-    plan.add_argument(
-        "--project-dir", type=Path, default=None, help="the Pulumi project (default: cwd)"
-    )
+    _project_dir(plan)
 
     check = commands.add_parser(
         "check",
@@ -121,9 +119,7 @@ def _parser() -> argparse.ArgumentParser:
         "(../infra/Pulumi.prod.yaml), whose project is then found from the file",
     )
     check.add_argument("--format", choices=FORMATS, default="text", help="as for plan")
-    check.add_argument(
-        "--project-dir", type=Path, default=None, help="the Pulumi project (default: cwd)"
-    )
+    _project_dir(check)
 
     ci = commands.add_parser(
         "ci",
@@ -140,18 +136,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     init.add_argument("--force", action="store_true", help="replace an existing workflow")
     init.add_argument("--stdout", action="store_true", help="print it instead of writing it")
-    init.add_argument(
-        "--project-dir", type=Path, default=None, help="the Pulumi project (default: cwd)"
-    )
+    _project_dir(init)
     ci_stacks = ci_commands.add_parser(
         "stacks",
         help="print the project's stacks as JSON (the workflow's plan matrix)",
         description="Print [{stack, cloud, extra}] for every stack file of the project, "
         "read from the files alone.",
     )
-    ci_stacks.add_argument(
-        "--project-dir", type=Path, default=None, help="the Pulumi project (default: cwd)"
-    )
+    _project_dir(ci_stacks)
 
     commands.add_parser(
         "policy-pack",
@@ -224,9 +216,7 @@ def _parser() -> argparse.ArgumentParser:
         "--stack",
         help="rehearse this stack's smoke Job and preemption path, taken from its offline plan",
     )
-    smoke.add_argument(
-        "--project-dir", type=Path, default=None, help="the Pulumi project (default: cwd)"
-    )
+    _project_dir(smoke)
     smoke.add_argument(
         "--time-scale",
         type=_fraction,
@@ -257,12 +247,22 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _project_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--project-dir", type=Path, default=None, help="the Pulumi project (default: cwd)"
+    )
+
+
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
 def _one_of(allowed: tuple[int, ...]) -> Callable[[str], int]:
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        value = _whole(text)
         if value not in allowed:
             raise argparse.ArgumentTypeError(
                 f"{value} is not allowed; allowed: {', '.join(map(str, allowed))}"
@@ -274,10 +274,7 @@ def _one_of(allowed: tuple[int, ...]) -> Callable[[str], int]:
 
 def _count(low: int, high: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        value = _whole(text)
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: {low}..{high}")
         return value

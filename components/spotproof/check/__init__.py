@@ -200,8 +200,9 @@ def _judgeable(resource: Resource, version: str) -> Resource | None:
     the schema accepts but whose values the API refuses (an unknown ``restartPolicy``), as
     it is. Nothing of any other refused object: its own validator spoke for it."""
     obj = resource.inputs
-    if manifests.schema_error_paths(obj, version):
-        pruned = manifests.without_errors(obj, version)
+    errors = manifests.schema_error_paths(obj, version)
+    if errors:
+        pruned = manifests.without_errors(obj, version, errors)
         return None if pruned is None else replace(resource, inputs=pruned)
     if obj.get("apiVersion") in CORE_WORKLOAD_APIS and podtemplates.is_workload(obj):
         return resource

@@ -201,11 +201,18 @@ def _deepest_last(path: tuple[str | int, ...]) -> tuple[int, list[str]]:
     return len(path), [f"{step:012d}" if isinstance(step, int) else step for step in path]
 
 
-def without_errors(obj: dict[str, Any], kubernetes_version: str) -> dict[str, Any] | None:
+def without_errors(
+    obj: dict[str, Any],
+    kubernetes_version: str,
+    errors: list[tuple[tuple[str | int, ...], str]] | None = None,
+) -> dict[str, Any] | None:
     """``obj`` with every field the schema refuses taken out, when what is left is valid:
     the rest of the object can then be judged by the other checks. None when nothing
-    valid is left (a required field was the wrong one, or the kind has no schema)."""
-    paths = [path for path, _ in schema_error_paths(obj, kubernetes_version)]
+    valid is left (a required field was the wrong one, or the kind has no schema).
+    ``errors``: :func:`schema_error_paths` of ``obj``, where the caller has them."""
+    if errors is None:
+        errors = schema_error_paths(obj, kubernetes_version)
+    paths = [path for path, _ in errors]
     if not paths or () in paths:
         return None
     pruned = copy.deepcopy(obj)

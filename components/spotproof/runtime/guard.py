@@ -35,6 +35,11 @@ from typing import Any
 DEFAULT_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+FINAL_SAVE_MARGIN = 0.5
+"""Seconds of the grace period kept back from the final save: to report and exit before
+SIGKILL."""
+
+
 class PreemptionGuard:
     """Context manager that traps preemption signals for the duration of a training loop.
 

@@ -49,13 +49,11 @@ from spotproof.runtime.checkpoint import (
     RestoreError,
     SaveCancelled,
 )
-from spotproof.runtime.guard import PreemptionGuard
+from spotproof.runtime.guard import FINAL_SAVE_MARGIN, PreemptionGuard
 from spotproof.runtime.messages import redacted
 from spotproof.runtime.storage import StorageError, StorageURLError
 from spotproof.runtime.variables import ConfigError, Variables
 
-FINAL_SAVE_MARGIN = 0.5
-"""Seconds of the grace left for the process to exit once the final save returns."""
 MAX_INTERVAL = 10**12
 MAX_GRACE_SECONDS = 86_400
 

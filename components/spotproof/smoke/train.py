@@ -63,7 +63,7 @@ from spotproof.runtime import exit_codes, torch_state
 from spotproof.runtime.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpoint import Checkpoint, CheckpointStore, SaveCancelled, SaveResult
 from spotproof.runtime.gang import PEER_WAIT_SECONDS, await_teardown
-from spotproof.runtime.guard import PreemptionGuard
+from spotproof.runtime.guard import FINAL_SAVE_MARGIN, PreemptionGuard
 from spotproof.runtime.manifest import DEFAULT_KEEP, GangMismatch
 from spotproof.runtime.messages import redacted
 from spotproof.runtime.storage import StorageError, StorageURLError, deadlines
@@ -87,8 +87,6 @@ MAX_SEED = 2**32 - 1
 MAX_MODEL_MB = 65536
 MAX_SECONDS = 86400
 MAX_KEEP = 1000
-FINAL_SAVE_MARGIN = 0.5
-"""Seconds of the grace period kept back from the final save: to report and exit."""
 
 
 @dataclass(frozen=True)
