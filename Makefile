@@ -79,4 +79,4 @@ dist: $(STAMP)
 
 clean:
 	rm -rf $(VENV) node_modules out dist build .pytest_cache .ruff_cache \
-		components/spotproof/plan/karpenter_schemas
+		components/spotproof/plan/schemas/karpenter_schemas

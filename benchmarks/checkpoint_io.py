@@ -54,8 +54,8 @@ from measure import (
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
 
-from spotproof.runtime import torch_state
-from spotproof.runtime.checkpoint import CheckpointStore
+from spotproof.runtime.checkpointer import torch_state
+from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.storage import open_store
 from spotproof.smoke.emulators import emulated
 

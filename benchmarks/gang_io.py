@@ -46,9 +46,9 @@ from measure import Action, Row, interleaved, markdown, replace_block, report
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
 
-from spotproof.runtime import torch_state
-from spotproof.runtime.async_save import AsyncCheckpointer
-from spotproof.runtime.gang import GangCheckpointStore
+from spotproof.runtime.checkpointer import torch_state
+from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
+from spotproof.runtime.checkpointer.gang import GangCheckpointStore
 from spotproof.smoke.distributed import Gang
 from spotproof.smoke.emulators import emulated, free_port
 from spotproof.smoke.train import TrainConfig, batch, build

@@ -39,9 +39,9 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemWriter
 
-from spotproof.runtime import torch_state
-from spotproof.runtime.async_save import AsyncCheckpointer
-from spotproof.runtime.checkpoint import CheckpointStore, SaveResult
+from spotproof.runtime.checkpointer import torch_state
+from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
+from spotproof.runtime.checkpointer.checkpoint import CheckpointStore, SaveResult
 from spotproof.smoke.distributed import Solo
 from spotproof.smoke.emulators import emulated
 from spotproof.smoke.train import TrainConfig, batch, build

@@ -6,11 +6,11 @@
 # checkout they are read from node_modules; a wheel carries them instead, as one
 # self-contained ES module built here with esbuild, so a pip-installed spotproof needs
 # Node.js to run them but never `npm install`. The bundle is a build output (ignored by
-# git), written to components/spotproof/plan/karpenter_schemas/.
+# git), written to components/spotproof/plan/schemas/karpenter_schemas/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-out=components/spotproof/plan/karpenter_schemas
+out=components/spotproof/plan/schemas/karpenter_schemas
 package=node_modules/@kubernetes-models/karpenter
 [ -f "$package/package.json" ] || { echo "run 'npm ci' first: $package is missing" >&2; exit 2; }
 

@@ -21,11 +21,11 @@ from spotproof.aks import (
     GpuAgentPoolsArgs,
 )
 from spotproof.catalog import aks as aks_catalog
+from spotproof.fleet import BucketSpec, Capacity, SpecError, fleet_from_config
+from spotproof.fleet.aks import AutoProvisionedPool, GpuAgentPool
 from spotproof.kube.smoke import run_prefix
 from spotproof.kube.workload import ServiceAccountRef
 from spotproof.plan import PlanResult
-from spotproof.spec import BucketSpec, Capacity, SpecError, fleet_from_config
-from spotproof.spec.aks import AutoProvisionedPool, GpuAgentPool
 from spotproof.testing import Recording, record
 from tests.support import REPO, plan_of, run_cli, stack_config
 from tests.test_spec import _set

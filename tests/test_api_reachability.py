@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
+from spotproof.fleet import SpecError, fleet_from_config
 from spotproof.plan import PlanResult, check, run_plan
-from spotproof.plan.recorder import reveal
-from spotproof.spec import SpecError, fleet_from_config
+from spotproof.plan.recording.recorder import reveal
 from tests.support import stack_config
 from tests.test_gke_existing_network import EXISTING
 

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spotproof.runtime.async_save import AsyncCheckpointer
-from spotproof.runtime.checkpoint import CheckpointStore, SaveResult
+from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
+from spotproof.runtime.checkpointer.checkpoint import CheckpointStore, SaveResult
 from spotproof.runtime.failures import Failure
 from spotproof.runtime.storage import StorageError
 from spotproof.smoke.emulators import Bucket

@@ -16,7 +16,7 @@ import pytest
 from spotproof.catalog.aks import blobs_under
 from spotproof.plan import PlanResult
 from spotproof.runtime.batch import ResultStore
-from spotproof.runtime.checkpoint import CheckpointStore
+from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.storage import open_store
 from spotproof.smoke.emulators import Bucket
 from tests.fault_proxy import FaultProxy, emulator_port, fault_proxy, through

@@ -14,9 +14,10 @@ import pytest
 
 from spotproof import policy
 from spotproof.catalog.aks import BLOB_ACTION, CHANGING_ACTIONS
-from spotproof.plan import PlanResult, keda_objects, run_plan
-from spotproof.plan.recorder import Resource
-from spotproof.spec import SpecError, fleet_from_config
+from spotproof.fleet import SpecError, fleet_from_config
+from spotproof.plan import PlanResult, run_plan
+from spotproof.plan.recording.recorder import Resource
+from spotproof.plan.schemas import keda
 from tests.support import plan_of, stack_config
 
 SUBSCRIPTION = "gcp:pubsub/subscription:Subscription"
@@ -432,7 +433,7 @@ def test_a_scaled_object_keda_would_refuse_is_a_schema_violation(
 ) -> None:
     obj = _inputs(gke_dev, SCALED_OBJECT, "gke-dev-batch-scaler")
     change(obj["spec"])
-    assert any(error in e for e in keda_objects.errors(obj)), keda_objects.errors(obj)
+    assert any(error in e for e in keda.errors(obj)), keda.errors(obj)
 
 
 def test_a_scaled_object_name_too_long_for_its_hpa_is_refused() -> None:
@@ -442,7 +443,7 @@ def test_a_scaled_object_name_too_long_for_its_hpa_is_refused() -> None:
         "metadata": {"name": "w" * 55},
         "spec": {"scaleTargetRef": {"name": "w"}, "triggers": [{"type": "cron", "metadata": {}}]},
     }
-    [error] = keda_objects.errors(obj)
+    [error] = keda.errors(obj)
     assert "allowed: at most 54 characters" in error
 
 
@@ -453,7 +454,7 @@ def test_a_pod_identity_keda_does_not_know_is_refused() -> None:
         "metadata": {"name": "a"},
         "spec": {"podIdentity": {"provider": "azure", "identityOwner": "pod"}},
     }
-    assert keda_objects.errors(obj) == [
+    assert keda.errors(obj) == [
         "spec.podIdentity.provider = 'azure'; allowed: aws, aws-eks, azure-workload, gcp, none",
         "spec.podIdentity.identityOwner = 'pod'; allowed: keda, workload",
     ]
@@ -596,9 +597,7 @@ def test_an_idle_count_is_refused_when_the_minimum_is_left_unset(gke_dev: PlanRe
     obj = _inputs(gke_dev, SCALED_OBJECT, "gke-dev-batch-scaler")
     del obj["spec"]["minReplicaCount"]
     obj["spec"]["idleReplicaCount"] = 0
-    assert "spec.idleReplicaCount 0 must be below the minimum replica count 0" in (
-        keda_objects.errors(obj)
-    )
+    assert "spec.idleReplicaCount 0 must be below the minimum replica count 0" in (keda.errors(obj))
 
 
 def test_a_subscription_that_is_no_work_queue_is_left_alone(gke_dev: PlanResult) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from spotproof.plan import manifests
+from spotproof.plan.recording import manifests
 from tests.support import REPO, plan_of
 
 CHECKOV = "checkov==3.3.30"

@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from spotproof.runtime import transfer
-from spotproof.runtime.checkpoint import CheckpointStore, SaveCancelled
-from spotproof.runtime.manifest import Manifest
+from spotproof.runtime.checkpointer import transfer
+from spotproof.runtime.checkpointer.checkpoint import CheckpointStore, SaveCancelled
+from spotproof.runtime.checkpointer.manifest import Manifest
 from spotproof.smoke.emulators import Bucket
 
 PART = 64 * 1024

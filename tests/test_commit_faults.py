@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from spotproof.runtime.checkpoint import CheckpointStore, CommitFailed
+from spotproof.runtime.checkpointer.checkpoint import CheckpointStore, CommitFailed
+from spotproof.runtime.checkpointer.manifest import manifest_key, step_prefix
 from spotproof.runtime.failures import Failure
-from spotproof.runtime.manifest import manifest_key, step_prefix
 from spotproof.runtime.storage import AlreadyExists, StorageError
 from spotproof.smoke.emulators import Bucket
 from tests.fault_proxy import Fault, FaultProxy, emulator_port, fault_proxy, through
@@ -169,7 +169,7 @@ def _scripted(tmp_path: Path, puts: list[BaseException | None], get: object = No
 
 def test_commit_backs_off_between_attempts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
-    monkeypatch.setattr("spotproof.runtime.checkpoint.time.sleep", slept.append)
+    monkeypatch.setattr("spotproof.runtime.checkpointer.checkpoint.time.sleep", slept.append)
     down = StorageError("connection reset", Failure.UNREACHABLE)
     checkpoints, scripted = _scripted(tmp_path, [down, down, None])
 

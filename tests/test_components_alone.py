@@ -12,14 +12,14 @@ import pulumi
 from spotproof.eks import CheckpointBucket as S3CheckpointBucket
 from spotproof.eks import CheckpointBucketArgs as S3CheckpointBucketArgs
 from spotproof.eks import Karpenter, KarpenterArgs
+from spotproof.fleet import BucketSpec, Capacity
+from spotproof.fleet.eks import KarpenterPool, KarpenterSpec
+from spotproof.fleet.gke import GkeGpuPool
 from spotproof.gke import CheckpointBucket as GcsCheckpointBucket
 from spotproof.gke import CheckpointBucketArgs as GcsCheckpointBucketArgs
 from spotproof.gke import GpuNodePools, GpuNodePoolsArgs
 from spotproof.kube import ClusterBaseline, ClusterBaselineArgs
 from spotproof.kube.workload import ServiceAccountRef
-from spotproof.spec import BucketSpec, Capacity
-from spotproof.spec.eks import KarpenterPool, KarpenterSpec
-from spotproof.spec.gke import GkeGpuPool
 from spotproof.testing import OfflineCloud, Recording, record
 
 TRAINER = ServiceAccountRef("ml", "trainer")

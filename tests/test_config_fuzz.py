@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from spotproof.spec import SpecError, fleet_from_config
-from spotproof.spec.fields import ConfigObject
+from spotproof.fleet import SpecError, fleet_from_config
+from spotproof.fleet.fields import ConfigObject
 from tests.support import BILLION_LAUGHS, run_cli, stack_config
 
 STACKS = ("gke-dev", "gke-prod", "eks-dev", "eks-prod", "aks-dev", "aks-prod")

@@ -9,7 +9,7 @@ import os
 import boto3
 import pytest
 
-from spotproof.runtime.checkpoint import CheckpointStore
+from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.smoke.emulators import Bucket
 from spotproof.smoke.harness import run_smoke
 from spotproof.smoke.records import SmokeConfig, SmokeReport

@@ -17,8 +17,8 @@ import pulumi
 import pulumi_gcp as gcp
 from spotproof.gke import CheckpointBucket, CheckpointBucketArgs, GpuNodePools, GpuNodePoolsArgs
 from spotproof.kube.workload import ServiceAccountRef
-from spotproof.spec import BucketSpec
-from spotproof.spec.gke import GkeGpuPool
+from spotproof.fleet import BucketSpec
+from spotproof.fleet.gke import GkeGpuPool
 
 infra = pulumi.StackReference("acme/gke-platform/prod")
 GpuNodePools(
@@ -193,7 +193,7 @@ def test_manifests_are_checked_against_components_on_an_existing_cluster(
 AKS_PROGRAM = """
 import pulumi
 from spotproof.aks import GpuAgentPools, GpuAgentPoolsArgs
-from spotproof.spec.aks import GpuAgentPool
+from spotproof.fleet.aks import GpuAgentPool
 
 infra = pulumi.StackReference("acme/aks-platform/prod")
 GpuAgentPools("gpu", GpuAgentPoolsArgs(

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from spotproof.fleet import SpecError, fleet_from_config
 from spotproof.plan import PlanResult, run_plan
-from spotproof.spec import SpecError, fleet_from_config
 from tests.support import stack_config
 
 GKE_CLUSTER = "gcp:container/cluster:Cluster"

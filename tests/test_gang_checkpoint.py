@@ -1,4 +1,5 @@
-"""A gang's checkpoints (``spotproof.runtime.gang``): each rank saves its shard, a step is
+"""A gang's checkpoints (``spotproof.runtime.checkpointer.gang``): each rank saves its
+shard, a step is
 committed only with every rank's shard, all ranks resume from the same step, and nothing a
 dead rank or a replacement gang leaves behind is ever loaded."""
 
@@ -18,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from spotproof.runtime.checkpoint import Checkpoint, CheckpointStore, RestoreError
-from spotproof.runtime.gang import GangCheckpointStore, GangMismatch
-from spotproof.runtime.manifest import manifest_key, read_commit, shard_key
+from spotproof.runtime.checkpointer.checkpoint import Checkpoint, CheckpointStore, RestoreError
+from spotproof.runtime.checkpointer.gang import GangCheckpointStore, GangMismatch
+from spotproof.runtime.checkpointer.manifest import manifest_key, read_commit, shard_key
 from spotproof.smoke.emulators import Bucket, free_port
 
 
@@ -242,7 +243,7 @@ def test_more_than_one_rank_must_say_how_to_agree(tmp_path: Any) -> None:
 
 RANK_PROCESS = """
 import json, random, sys
-from spotproof.runtime.gang import GangCheckpointStore
+from spotproof.runtime.checkpointer.gang import GangCheckpointStore
 
 url, rank, size, gang = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 store = GangCheckpointStore(
@@ -336,7 +337,7 @@ TORCH_RANK = """
 import json, os, sys
 import torch
 import torch.distributed as dist
-from spotproof.runtime.gang import GangCheckpointStore, new_gang_id
+from spotproof.runtime.checkpointer.gang import GangCheckpointStore, new_gang_id
 
 dist.init_process_group("gloo")
 rank, size = dist.get_rank(), dist.get_world_size()

@@ -8,13 +8,13 @@ from pathlib import Path
 import pulumi
 import pytest
 
+from spotproof.fleet import fleet_from_config
 from spotproof.gke import CheckpointBucket, CheckpointBucketArgs
 from spotproof.gke.names import service_account_id
 from spotproof.kube.workload import ServiceAccountRef
 from spotproof.plan import PlanResult, run_plan
-from spotproof.plan.recorder import Secret, record
-from spotproof.plan.report import as_json
-from spotproof.spec import fleet_from_config
+from spotproof.plan.recording.recorder import Secret, record
+from spotproof.plan.reporting.formats import as_json
 from tests.support import iam_condition_allows, run_cli, stack_config
 
 POOL = "gcp:container/nodePool:NodePool"

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from spotproof.fleet import SpecError, advice, fleet_from_config
 from spotproof.plan import run_plan
-from spotproof.spec import SpecError, advice, fleet_from_config
 from tests.support import documentation, stack_config
 
 HOST = "projects/acme-net-host"

@@ -52,7 +52,7 @@ def test_aks_clusters_run_nvidias_device_plugin_on_every_gpu_node(stack: str) ->
 
 
 def _misfits(pod: dict[str, Any], pool: Any) -> list[str]:
-    from spotproof import fit  # noqa: PLC0415
+    from spotproof.scheduling import fit  # noqa: PLC0415
 
     return fit.misfits(pod, pool.shape)
 

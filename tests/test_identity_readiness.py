@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from spotproof.plan import PlanResult
-from spotproof.plan.recorder import Resource
+from spotproof.plan.recording.recorder import Resource
 from spotproof.policy.identity_readiness import identity_ready
 from tests.support import plan_of
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from spotproof import podtemplates
+from spotproof.fleet import SpecError, fleet_from_config
 from spotproof.plan import check
-from spotproof.plan.jobsets import errors
-from spotproof.plan.manifests import schema_errors
-from spotproof.plan.recorder import Resource
+from spotproof.plan.recording.manifests import schema_errors
+from spotproof.plan.recording.recorder import Resource
+from spotproof.plan.schemas.jobset import errors
 from spotproof.policy.disruption import budget_valid_for_owner
-from spotproof.spec import SpecError, fleet_from_config
+from spotproof.scheduling import pod_templates
 from tests.support import plan_of, stack_config
 
 CHART = "kubernetes:helm.sh/v4:Chart"
@@ -188,7 +188,7 @@ def test_a_broken_jobset_fails_the_plan_as_a_schema_violation() -> None:
 
 
 def test_a_jobsets_pods_carry_the_label_the_controller_adds() -> None:
-    [template] = podtemplates.pod_templates(JOBSET)
+    [template] = pod_templates.pod_templates(JOBSET)
     assert template.part == "workers"
     assert template.pods == 4
     assert template.metadata["labels"] == {

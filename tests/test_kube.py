@@ -12,13 +12,13 @@ import pulumi
 import pytest
 
 from spotproof import scheduling
+from spotproof.fleet import PoolClass, SmokeTest
 from spotproof.kube import ClusterBaseline, ClusterBaselineArgs, SmokeTestJob, SmokeTestJobArgs
 from spotproof.kube.smoke import run_prefix
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
 from spotproof.plan import PlanResult, run_plan
-from spotproof.plan.recorder import record
+from spotproof.plan.recording.recorder import record
 from spotproof.runtime import exit_codes
-from spotproof.spec import PoolClass, SmokeTest
 from tests.support import stack_config
 
 JOB = "kubernetes:batch/v1:Job"

@@ -12,9 +12,9 @@ from typing import Any
 import crc32c
 import pytest
 
-from spotproof.runtime import transfer
-from spotproof.runtime.checkpoint import CheckpointStore
-from spotproof.runtime.manifest import Manifest, ManifestError, manifest_key
+from spotproof.runtime.checkpointer import transfer
+from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
+from spotproof.runtime.checkpointer.manifest import Manifest, ManifestError, manifest_key
 
 PART = 1024
 

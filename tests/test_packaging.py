@@ -23,8 +23,8 @@ from google.protobuf import empty_pb2, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
 from spotproof import __version__, policy
-from spotproof.plan import karpenter
-from spotproof.plan.manifests import manifest
+from spotproof.plan.recording.manifests import manifest
+from spotproof.plan.schemas import karpenter
 from tests.support import INSTALLED_SIZES, REPO, plan_of
 from tests.test_training_loop import SCRIPT as USER_LOOP
 
@@ -198,9 +198,9 @@ def test_the_wheel_carries_the_policy_pack_and_the_karpenter_schemas(wheel: Path
         "spotproof/py.typed",
         "spotproof/policy/pack/PulumiPolicy.yaml",
         "spotproof/policy/pack/__main__.py",
-        "spotproof/plan/karpenter_schema.mjs",
-        "spotproof/plan/karpenter_schemas/validators.mjs",
-        "spotproof/plan/karpenter_schemas/LICENSE",
+        "spotproof/plan/schemas/karpenter_schema.mjs",
+        "spotproof/plan/schemas/karpenter_schemas/validators.mjs",
+        "spotproof/plan/schemas/karpenter_schemas/LICENSE",
     } <= names
     assert not any(n.startswith(("tests/", "infra/", "stacks/", "benchmarks/")) for n in names)
 
@@ -220,7 +220,7 @@ def test_the_runtime_installs_with_fsspec_and_crc32c_alone_and_never_imports_pul
     script = textwrap.dedent(
         """
         import sys, tempfile
-        from spotproof.runtime.checkpoint import CheckpointStore
+        from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
         from spotproof.runtime.guard import PreemptionGuard
         store = CheckpointStore("file://" + tempfile.mkdtemp())
         store.save(3, {"state": b"weights" * 1000})
@@ -769,8 +769,8 @@ EXISTING_PROGRAMS = {
 import pulumi
 from spotproof.gke import CheckpointBucket, CheckpointBucketArgs, GpuNodePools, GpuNodePoolsArgs
 from spotproof.kube.workload import ServiceAccountRef
-from spotproof.spec import BucketSpec
-from spotproof.spec.gke import GkeGpuPool
+from spotproof.fleet import BucketSpec
+from spotproof.fleet.gke import GkeGpuPool
 
 infra = pulumi.StackReference("acme/gke-platform/prod")
 GpuNodePools("gpu", GpuNodePoolsArgs(
@@ -790,8 +790,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 from spotproof.eks import CheckpointBucket, CheckpointBucketArgs, Karpenter, KarpenterArgs
 from spotproof.kube.workload import ServiceAccountRef
-from spotproof.spec import BucketSpec
-from spotproof.spec.eks import KarpenterPool, KarpenterSpec
+from spotproof.fleet import BucketSpec
+from spotproof.fleet.eks import KarpenterPool, KarpenterSpec
 
 infra = pulumi.StackReference("acme/eks-platform/prod")
 cluster = infra.get_output("cluster_name")
@@ -815,8 +815,8 @@ CheckpointBucket("ckpt", CheckpointBucketArgs(
 import pulumi
 from spotproof.aks import CheckpointBucket, CheckpointBucketArgs, GpuAgentPools, GpuAgentPoolsArgs
 from spotproof.kube.workload import ServiceAccountRef
-from spotproof.spec import BucketSpec
-from spotproof.spec.aks import GpuAgentPool
+from spotproof.fleet import BucketSpec
+from spotproof.fleet.aks import GpuAgentPool
 
 infra = pulumi.StackReference("acme/aks-platform/prod")
 GpuAgentPools("gpu", GpuAgentPoolsArgs(
@@ -863,7 +863,7 @@ def test_two_clusters_in_one_stack_plan_from_the_gcp_install(
         import pulumi
         from spotproof.gke import HybridCluster, HybridClusterArgs
         from spotproof.program import stack_config
-        from spotproof.spec import fleet_from_config
+        from spotproof.fleet import fleet_from_config
 
         us = stack_config()
         eu = {**us, "gcp:region": "europe-west4",

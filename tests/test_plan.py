@@ -15,8 +15,8 @@ import yaml
 
 from spotproof import plan as spotproof_plan
 from spotproof.plan import PlanResult
-from spotproof.plan.recorder import Resource
-from spotproof.plan.tree import render
+from spotproof.plan.recording.recorder import Resource
+from spotproof.plan.recording.tree import render
 from tests.support import REPO, run_cli, stack_config
 
 JOB = "kubernetes:batch/v1:Job"

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spotproof.plan import PlanInputError, find_project, report, run_plan, stack_config
-from spotproof.plan.recorder import Secret
-from spotproof.spec import SpecError
+from spotproof.fleet import SpecError
+from spotproof.plan import PlanInputError, find_project, run_plan, stack_config
+from spotproof.plan.recording.recorder import Secret
+from spotproof.plan.reporting import formats
 from tests.support import REPO, run_cli
 from tests.support import stack_config as repo_stack_config
 
@@ -168,7 +169,7 @@ def test_secret_config_the_program_reads_is_a_secret_input(tmp_path: Path) -> No
     result = run_plan("dev", root)
     tracker = result.recording.one("kubernetes:core/v1:Secret", "tracker")
     assert isinstance(tracker.inputs["stringData"], Secret)
-    assert "dG9rZW4" not in json.dumps(report.as_json(result), default=report.redact)
+    assert "dG9rZW4" not in json.dumps(formats.as_json(result), default=formats.redact)
 
 
 def test_esc_environment_imports_are_named_as_not_read(

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from spotproof import plan as spotproof_plan
-from spotproof.plan import PlanResult, nodes
+from spotproof.plan import PlanResult
+from spotproof.plan.simulation import nodes
 from tests.support import REPO, run_cli, stack_config
 
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
@@ -90,7 +91,7 @@ def test_karpenter_cel_rules_the_npm_schemas_omit_are_checked(eks_dev: PlanResul
 def test_karpenter_node_pool_becomes_a_pool_with_its_guaranteed_labels_taints_and_gpus(
     eks_dev: PlanResult,
 ) -> None:
-    shapes = {shape.pool: shape for shape in nodes.node_shapes(eks_dev.recording)}
+    shapes = {shape.pool: shape for shape in nodes.shapes_of(eks_dev.recording)}
     assert sorted(shapes) == ["gpu-on-demand", "gpu-spot", "system"]
     spot = shapes["gpu-spot"]
     assert spot.labels["spotproof.dev/pool-class"] == "spot-gpu"

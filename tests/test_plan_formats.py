@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spotproof.plan import PlanResult, report
+from spotproof.plan import PlanResult
+from spotproof.plan.reporting import formats
 from tests.support import REPO, run_cli, stack_config
 
 # Breaks one pool after the program built it: GKE spot pools with locationPolicy ANY must
@@ -41,7 +42,7 @@ def _line_of(path: Path, text: str) -> int:
 def test_markdown_counts_resources_per_type_and_tables_every_check(
     gke_dev: PlanResult,
 ) -> None:
-    text = report.markdown(gke_dev)
+    text = formats.markdown(gke_dev)
     pools = Counter(r.type for r in gke_dev.recording.resources)["gcp:container/nodePool:NodePool"]
     assert f"| `gcp:container/nodePool:NodePool` | {pools} |" in text
     assert "| Job spotproof/spotproof-smoke | l4-spot, t4-spot" in text
@@ -108,8 +109,8 @@ def test_a_bad_project_default_is_annotated_in_pulumi_yaml(
 
 
 def test_annotation_messages_and_properties_are_escaped() -> None:
-    where = report.Location(Path("/repo/stacks/Pulumi.a,b.yaml"), 3)
-    line = report.command("error", "50% of\nnodes", where, Path("/repo"), title="x: y")
+    where = formats.Location(Path("/repo/stacks/Pulumi.a,b.yaml"), 3)
+    line = formats.command("error", "50% of\nnodes", where, Path("/repo"), title="x: y")
     assert line == "::error file=stacks/Pulumi.a%2Cb.yaml,line=3,title=x%3A y::50%25 of%0Anodes"
 
 

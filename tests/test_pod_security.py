@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from spotproof import policy
-from spotproof.plan.recorder import Resource
+from spotproof.plan.recording.recorder import Resource
 from spotproof.policy.pod_security import refused
 from tests.support import plan_of
 

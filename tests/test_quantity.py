@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spotproof import quantity
+from spotproof.scheduling import quantity
 
 
 @pytest.mark.parametrize(

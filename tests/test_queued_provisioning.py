@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from spotproof.plan import kueue_objects, queues
-from spotproof.plan.recorder import Recording
-from spotproof.spec import SpecError, fleet_from_config
+from spotproof.fleet import SpecError, fleet_from_config
+from spotproof.plan.recording.recorder import Recording
+from spotproof.plan.schemas import kueue
+from spotproof.plan.simulation import admission
 from tests.support import plan_of, run_cli, stack_config
 
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
@@ -107,7 +108,7 @@ import pulumi
 from spotproof.kube import TrainingJob, TrainingJobArgs
 from spotproof.kube.training import Trainer
 from spotproof.program import hybrid_cluster, stack_config
-from spotproof.spec import PoolClass, fleet_from_config
+from spotproof.fleet import PoolClass, fleet_from_config
 
 spec = fleet_from_config(pulumi.get_stack(), stack_config())
 cluster = hybrid_cluster(spec)
@@ -197,7 +198,7 @@ POD = {
 }
 
 
-def _objects(**changes: Any) -> queues.KueueObjects:
+def _objects(**changes: Any) -> admission.KueueObjects:
     """The chain spotproof builds for a pool ``flex``, with ``changes`` (kind -> spec
     update, or None to leave the object out)."""
     specs: dict[str, tuple[str, dict[str, Any]]] = {
@@ -252,11 +253,13 @@ def _objects(**changes: Any) -> queues.KueueObjects:
         metadata = {"name": name, **({"namespace": "ml"} if kind == "LocalQueue" else {})}
         obj = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": kind, "metadata": metadata}
         objects.append({**obj, "spec": {**spec, **change}})
-    return queues.KueueObjects(objects, {})
+    return admission.KueueObjects(objects, {})
 
 
-def _route(objects: queues.KueueObjects, pods: int = 1, namespace: str = "ml") -> queues.Route:
-    return queues.route(objects, "flex", namespace, POD, pods)
+def _route(
+    objects: admission.KueueObjects, pods: int = 1, namespace: str = "ml"
+) -> admission.Route:
+    return admission.route(objects, "flex", namespace, POD, pods)
 
 
 def test_a_complete_chain_admits_and_provisions_through_gkes_queued_class() -> None:
@@ -342,9 +345,9 @@ def test_a_resource_the_queue_does_not_cover_blocks_admission() -> None:
 
 def test_only_jobs_and_jobsets_are_managed_by_the_queue_label() -> None:
     labels = {"kueue.x-k8s.io/queue-name": "flex"}
-    assert queues.queue_name("Job", labels) == "flex"
-    assert queues.queue_name("JobSet", labels) == "flex"
-    assert queues.queue_name("Deployment", labels) is None
+    assert admission.queue_name("Job", labels) == "flex"
+    assert admission.queue_name("JobSet", labels) == "flex"
+    assert admission.queue_name("Deployment", labels) is None
 
 
 # --- Kueue's objects as its API server checks them ---------------------------------------
@@ -353,26 +356,26 @@ def test_only_jobs_and_jobsets_are_managed_by_the_queue_label() -> None:
 def test_spotprooofs_own_kueue_objects_pass_the_api_checks(gke_prod: Recording) -> None:
     for resource in gke_prod.resources:
         if resource.type.startswith(KUEUE):
-            assert kueue_objects.errors(resource.inputs) == [], resource.name
+            assert kueue.errors(resource.inputs) == [], resource.name
 
 
 def test_a_flavor_listing_resources_out_of_order_is_refused() -> None:
     [cluster_queue] = [o for k, o in _objects().by_kind["ClusterQueue"].items()]
     flavor = cluster_queue["spec"]["resourceGroups"][0]["flavors"][0]
     flavor["resources"].reverse()
-    [error] = kueue_objects.errors(cluster_queue)
+    [error] = kueue.errors(cluster_queue)
     assert error.startswith("spec.resourceGroups[0].flavors[0].resources: lists ['nvidia.com/gpu'")
     assert "in the same order" in error
 
 
 def test_unknown_fields_and_the_deprecated_api_are_refused() -> None:
     local = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "spec": {"queue": "x"}}
-    assert kueue_objects.errors(local) == [
+    assert kueue.errors(local) == [
         "spec.queue: unknown field (allowed: clusterQueue, fairSharing, stopPolicy)",
         "spec.clusterQueue: required",
     ]
     old = {**local, "apiVersion": "kueue.x-k8s.io/v1beta1"}
-    assert kueue_objects.errors(old) == [
+    assert kueue.errors(old) == [
         "apiVersion: 'kueue.x-k8s.io/v1beta1' not checked (use kueue.x-k8s.io/v1beta2)"
     ]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pulumi
 import pytest
 
+from spotproof.fleet import BucketSpec
 from spotproof.kube.workload import ServiceAccountRef
-from spotproof.spec import BucketSpec
 from spotproof.testing import record
 from tests.support import REPO, documentation
 
@@ -93,7 +93,7 @@ YAML = re.compile(r"^```yaml\n(config:\n.*?)^```$", re.M | re.S)
 def test_every_stack_config_the_readme_shows_is_accepted_as_written() -> None:
     import yaml  # noqa: PLC0415
 
-    from spotproof.spec import fleet_from_config  # noqa: PLC0415
+    from spotproof.fleet import fleet_from_config  # noqa: PLC0415
 
     configs = [yaml.safe_load(block)["config"] for block in YAML.findall(documentation())]
     shown = [c for c in configs if "spotproof:cloud" in c]

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from spotproof.plan import PlanResult, check
-from spotproof.plan.preemption import Ending
-from spotproof.plan.reclaims import Failure, jobset_action, matching_rule
+from spotproof.plan.simulation.preemption import Ending
+from spotproof.plan.simulation.reclaims import Failure, jobset_action, matching_rule
 from spotproof.runtime.launcher import is_wrapped
 from tests.support import REPO, plan_of, run_cli
 

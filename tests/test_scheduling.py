@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from spotproof import fit, node_resources, scheduling
+from spotproof import scheduling
 from spotproof.catalog import Cloud
 from spotproof.catalog import labels as platform_labels
-from spotproof.spec import PoolClass, Taint, TaintEffect
+from spotproof.fleet import PoolClass, Taint, TaintEffect
+from spotproof.scheduling import fit, node_resources
 
 SPOT_NODE = fit.NodeShape(
     pool="l4-spot",

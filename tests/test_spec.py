@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from spotproof.catalog import Cloud
-from spotproof.spec import Capacity, PoolClass, SpecError, TaintEffect, fleet_from_config
+from spotproof.fleet import Capacity, PoolClass, SpecError, TaintEffect, fleet_from_config
 from tests.support import REPO, run_cli, stack_config
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from spotproof.catalog import FINAL_SAVE_MIB_PER_SECOND, GRACE_PERIOD_SECONDS, Cloud
-from spotproof.spec import SpecError, advice, fleet_from_config
+from spotproof.fleet import SpecError, advice, fleet_from_config
 from tests.support import run_cli, stack_config
 
 GKE_GRACE = GRACE_PERIOD_SECONDS[Cloud.GKE]

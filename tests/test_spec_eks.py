@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from spotproof.catalog import Cloud
-from spotproof.spec import Capacity, PoolClass, advice, fleet_from_config
+from spotproof.fleet import Capacity, PoolClass, advice, fleet_from_config
 from tests.support import run_cli, stack_config
 from tests.test_spec import _set
 

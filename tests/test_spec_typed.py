@@ -9,13 +9,13 @@ import pulumi
 import pytest
 
 from spotproof.eks import CheckpointBucketArgs as EksBucketArgs
+from spotproof.fleet import BucketSpec, SpecError, Taint, TaintEffect, fleet_from_config
+from spotproof.fleet.aks import GpuAgentPool
+from spotproof.fleet.eks import KarpenterPool, KarpenterSpec
+from spotproof.fleet.gke import GkeGpuPool
 from spotproof.gke import CheckpointBucketArgs as GkeBucketArgs
 from spotproof.gke import GpuNodePoolsArgs
 from spotproof.kube.workload import ServiceAccountRef
-from spotproof.spec import BucketSpec, SpecError, Taint, TaintEffect, fleet_from_config
-from spotproof.spec.aks import GpuAgentPool
-from spotproof.spec.eks import KarpenterPool, KarpenterSpec
-from spotproof.spec.gke import GkeGpuPool
 from tests.support import stack_config
 
 L4 = {
@@ -182,8 +182,8 @@ def test_an_aks_pool_refuses_a_gpu_count_its_size_does_not_have() -> None:
 
 
 def test_a_value_given_equal_to_a_derived_default_is_judged_not_replaced() -> None:
-    from spotproof.spec import Capacity  # noqa: PLC0415
-    from spotproof.spec.eks import EksSystemPool  # noqa: PLC0415
+    from spotproof.fleet import Capacity  # noqa: PLC0415
+    from spotproof.fleet.eks import EksSystemPool  # noqa: PLC0415
 
     error = _refusal(lambda: EksSystemPool(min_nodes=5, max_nodes=3))
     assert (error.key, error.problem) == ("EksSystemPool.max_nodes", "below minNodes (5)")

@@ -14,9 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from spotproof.runtime import exit_codes, transfer
-from spotproof.runtime.checkpoint import CheckpointStore
-from spotproof.runtime.manifest import step_prefix
+from spotproof.runtime import exit_codes
+from spotproof.runtime.checkpointer import transfer
+from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
+from spotproof.runtime.checkpointer.manifest import step_prefix
 from spotproof.runtime.storage import StorageError, deadlines, open_store
 from spotproof.smoke.emulators import AZURITE_ACCOUNT_KEY, Bucket, free_port
 from spotproof.smoke.process import TrainerProcess

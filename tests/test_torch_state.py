@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from spotproof.runtime.checkpoint import CheckpointStore, RestoreError
-from spotproof.runtime.torch_state import StateBuffer, byte_view, restore
+from spotproof.runtime.checkpointer.checkpoint import CheckpointStore, RestoreError
+from spotproof.runtime.checkpointer.torch_state import StateBuffer, byte_view, restore
 
 
 def _trained(seed: int) -> tuple[torch.nn.Module, torch.optim.Optimizer]:

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from spotproof.runtime import exit_codes
-from spotproof.runtime.checkpoint import CheckpointStore
-from spotproof.runtime.manifest import GangManifest, Manifest, manifest_key
-from spotproof.runtime.torch_state import StateBuffer
+from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
+from spotproof.runtime.checkpointer.manifest import GangManifest, Manifest, manifest_key
+from spotproof.runtime.checkpointer.torch_state import StateBuffer
 from spotproof.smoke.distributed import Solo
 from spotproof.smoke.process import TrainerProcess
 from spotproof.smoke.train import ConfigError, TrainConfig, build, usable_cpus

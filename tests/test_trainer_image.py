@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from spotproof import __version__
-from spotproof.spec import SmokeTest
+from spotproof.fleet import SmokeTest
 from tests.support import REPO, plan_of
 
 DOCKERFILE = REPO / "Dockerfile"

@@ -12,13 +12,13 @@ from typing import Any
 import pulumi
 import pytest
 
+from spotproof.fleet import PoolClass, Taint
 from spotproof.kube import TrainingJob, TrainingJobArgs
 from spotproof.kube.training import Launcher, Trainer
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
-from spotproof.matrix import Work, choose
 from spotproof.plan import run_plan
 from spotproof.runtime.launcher import LAUNCH_SCRIPT
-from spotproof.spec import PoolClass, Taint
+from spotproof.scheduling.work_matrix import Work, choose
 from spotproof.testing import Recording, record
 from tests.support import REPO, run_cli, stack_config
 
@@ -151,7 +151,7 @@ from spotproof.kube import TrainingJob, TrainingJobArgs
 from spotproof.kube.training import Trainer
 
 from spotproof.program import hybrid_cluster, stack_config
-from spotproof.spec import PoolClass, fleet_from_config
+from spotproof.fleet import PoolClass, fleet_from_config
 
 spec = fleet_from_config(pulumi.get_stack(), stack_config())
 cluster = hybrid_cluster(spec)
@@ -430,7 +430,7 @@ def test_the_plan_shows_what_the_matrix_advises_next_to_the_target(
     program = GANG_PROGRAM.replace("NODES", "2").replace(
         "        nodes=2,", "        nodes=2,\n        work=Work.MULTI_DAY_TRAINING,"
     )
-    program = "from spotproof.matrix import Work\n" + program
+    program = "from spotproof.scheduling.work_matrix import Work\n" + program
     root = make_project(stack_config("gke-dev"), stack="gke-dev", program=program)
     code, out, _ = run_cli(capsys, "plan", "--stack", "gke-dev", "--project-dir", str(root))
     assert code == 0, out

@@ -21,7 +21,7 @@ import pulumi
 
 from spotproof.gke import HybridCluster, HybridClusterArgs
 from spotproof.program import stack_config
-from spotproof.spec import fleet_from_config
+from spotproof.fleet import fleet_from_config
 
 
 def value(config, key):

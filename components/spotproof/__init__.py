@@ -3,7 +3,7 @@
 The package is split by concern (see docs/layout.md):
 
 - ``spotproof.catalog``    facts about clouds: machine types, GPU families, preemption notice.
-- ``spotproof.spec``       the cloud-neutral fleet description and its validation.
+- ``spotproof.fleet``       the cloud-neutral fleet description and its validation.
 - ``spotproof.scheduling`` taints, labels, tolerations, affinity, priorities; the fit check.
 - ``spotproof.kube``       cloud-neutral Kubernetes objects (Pulumi components).
 - ``spotproof.gke``        the GKE hybrid cluster (Pulumi components).

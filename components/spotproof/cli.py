@@ -25,7 +25,7 @@ from spotproof.terminal import paint
 
 if TYPE_CHECKING:
     from spotproof.plan import StackConfig
-    from spotproof.plan.sources import Location
+    from spotproof.plan.config.sources import Location
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT = 0, 1, 2
 STORES = ("file", "s3", "gcs", "azure")
@@ -303,7 +303,7 @@ def _plan(args: argparse.Namespace) -> int:
         document = reports if args.all else planned[0].report
         print(json.dumps(document, indent=2, default=_redact))
     if args.format in ("markdown", "github"):
-        from spotproof.plan.report import markdown_summary  # noqa: PLC0415
+        from spotproof.plan.reporting.formats import markdown_summary  # noqa: PLC0415
 
         summary = markdown_summary([(p.stack, p.code, p.markdown) for p in planned])
         if args.format == "markdown":
@@ -326,14 +326,10 @@ class _Planned:
 
 
 def _plan_stack(stack: str, args: argparse.Namespace, several: bool) -> _Planned:
-    from spotproof.plan import (  # noqa: PLC0415
-        PlanInputError,
-        load,
-        manifests,
-        plan,
-        report,
-    )
-    from spotproof.spec import SpecError  # noqa: PLC0415
+    from spotproof.fleet import SpecError  # noqa: PLC0415
+    from spotproof.plan import PlanInputError, load, plan  # noqa: PLC0415
+    from spotproof.plan.recording import manifests  # noqa: PLC0415
+    from spotproof.plan.reporting import formats  # noqa: PLC0415
 
     started = time.monotonic()
     fmt = args.format
@@ -352,11 +348,11 @@ def _plan_stack(stack: str, args: argparse.Namespace, several: bool) -> _Planned
             where = _error_location(error, config)
             if where:
                 print(
-                    report.command(
+                    formats.command(
                         "error",
                         str(error),
                         where,
-                        report.github_root(),
+                        formats.github_root(),
                         title=f"spotproof plan {stack}: bad input",
                     )
                 )
@@ -366,12 +362,12 @@ def _plan_stack(stack: str, args: argparse.Namespace, several: bool) -> _Planned
             stack,
             EXIT_BAD_INPUT,
             {"stack": stack, "error": str(error)},
-            report.markdown_bad_input(stack, str(error)),
+            formats.markdown_bad_input(stack, str(error)),
         )
 
     out = args.out / stack if several and args.out else args.out
     json_path = args.json / f"{stack}.json" if several and args.json else args.json
-    document = report.as_json(result)
+    document = formats.as_json(result)
     if out:
         written = _write(lambda: manifests.write(result.recording, out), out)
         if fmt == "text":
@@ -386,22 +382,22 @@ def _plan_stack(stack: str, args: argparse.Namespace, several: bool) -> _Planned
         _write(write_json, json_path)
     elapsed = time.monotonic() - started
     if fmt == "text":
-        print(report.text(result))
-        print(paint(f"\n{report.verdict(result)} ({elapsed:.1f}s)\n"))
+        print(formats.text(result))
+        print(paint(f"\n{formats.verdict(result)} ({elapsed:.1f}s)\n"))
     elif fmt == "github":
-        for line in report.annotations(result, config.sources, report.github_root()):
+        for line in formats.annotations(result, config.sources, formats.github_root()):
             print(line)
         for reason in result.skipped:
             print(f"::warning title=spotproof plan {stack}: check skipped::skipped: {reason}")
-        print(f"{stack}: {report.verdict(result).splitlines()[0]} ({elapsed:.1f}s)")
+        print(f"{stack}: {formats.verdict(result).splitlines()[0]} ({elapsed:.1f}s)")
     code = result.exit_code or (EXIT_VIOLATIONS if args.strict and result.skipped else EXIT_OK)
-    return _Planned(stack, code, document, report.markdown(result))
+    return _Planned(stack, code, document, formats.markdown(result))
 
 
 def _error_location(error: Exception, config: StackConfig | None) -> Location | None:
     """Where a bad input was written: the key a spec error names, the line a file error
     names, else nothing (an error with no file, such as an unknown stack)."""
-    from spotproof.spec import SpecError  # noqa: PLC0415
+    from spotproof.fleet import SpecError  # noqa: PLC0415
 
     if isinstance(error, SpecError) and config is not None:
         return config.sources.locate(error.key)
@@ -422,7 +418,7 @@ def _write(action: Any, path: Path) -> Any:
 
 
 def _redact(value: Any) -> str:
-    from spotproof.plan.report import redact  # noqa: PLC0415
+    from spotproof.plan.reporting.formats import redact  # noqa: PLC0415
 
     return redact(value)
 

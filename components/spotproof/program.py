@@ -12,9 +12,9 @@ import pulumi
 from pulumi.runtime import config as runtime_config
 
 from spotproof.catalog import Cloud
+from spotproof.fleet import FleetSpec, PoolClass, SpecError, fleet_from_config
 from spotproof.kube.batch import WorkQueueBinding
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
-from spotproof.spec import FleetSpec, PoolClass, SpecError, fleet_from_config
 
 
 def stack_config() -> dict[str, Any]:

@@ -31,8 +31,8 @@ import pulumi_kubernetes as k8s
 
 from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud
 from spotproof.catalog import aks as aks_catalog
+from spotproof.fleet.aks import AutoProvisionedPool, GpuDriver
 from spotproof.kube import nodepool
-from spotproof.spec.aks import AutoProvisionedPool, GpuDriver
 
 NODE_CLASS_GROUP = "karpenter.azure.com"
 NODE_CLASS_API = f"{NODE_CLASS_GROUP}/v1beta1"

@@ -18,7 +18,7 @@ Facts this relies on:
   after its deletion and keep a young one up to N days after. Instead previous versions
   are deleted at the first daily run (0 days), and blob soft delete, which takes what a
   lifecycle rule deletes (.../lifecycle-management-policy-delete), keeps them
-  recoverable for ``noncurrentDays``; ``spotproof.plan.lifecycle`` replays both.
+  recoverable for ``noncurrentDays``; ``spotproof.plan.simulation.lifecycle`` replays both.
 - Workload identity: a user-assigned identity the trainer's service account federates to
   (``spotproof.aks.identity``).
 - ``Storage Blob Data Contributor`` (role ``ba92f5b4-2d11-453d-a403-e96b0029c9fe``,
@@ -44,9 +44,9 @@ from spotproof.aks.identity import (
 )
 from spotproof.catalog import Cloud
 from spotproof.catalog.aks import BLOB_DATA_CONTRIBUTOR, blobs_under
+from spotproof.fleet import BucketSpec
+from spotproof.fleet.config import judge_bucket
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
-from spotproof.spec import BucketSpec
-from spotproof.spec.config import judge_bucket
 
 CONTAINER = "spotproof"
 """The container checkpoints go in; ``az://spotproof/<prefix>``."""

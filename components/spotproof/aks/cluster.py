@@ -33,14 +33,14 @@ from spotproof.aks.bucket import CONTAINER, CheckpointBucket, CheckpointBucketAr
 from spotproof.aks.pools import GpuAgentPools, GpuAgentPoolsArgs, system_pool_profile, taints_of
 from spotproof.aks.work_queue import WorkQueue, WorkQueueArgs
 from spotproof.catalog import Cloud
+from spotproof.fleet import ApiAccess, Capacity, FleetSpec, PoolClass, Taint
+from spotproof.fleet.aks import PLATFORM_SPOT_TAINT, AksFleet, GpuDriver
 from spotproof.kube import ClusterBaseline
 from spotproof.kube.batch import WorkQueueBinding, worker_account
 from spotproof.kube.connect import batch_autoscaler, connect, trainer_service_account
 from spotproof.kube.device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginArgs
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
-from spotproof.spec import ApiAccess, Capacity, FleetSpec, PoolClass, Taint
-from spotproof.spec.aks import PLATFORM_SPOT_TAINT, AksFleet, GpuDriver
 
 
 @dataclass

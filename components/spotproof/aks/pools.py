@@ -27,9 +27,8 @@ import pulumi_azure_native as azure
 
 from spotproof import scheduling
 from spotproof.catalog import Cloud
-from spotproof.pool_shapes import taint_text
-from spotproof.spec import Capacity, PoolClass, Taint
-from spotproof.spec.aks import PLATFORM_SPOT_TAINT, AksSystemPool, GpuAgentPool
+from spotproof.fleet import Capacity, PoolClass, Taint
+from spotproof.fleet.aks import PLATFORM_SPOT_TAINT, AksSystemPool, GpuAgentPool
 
 SYSTEM_POOL_NAME = "system"
 
@@ -59,7 +58,7 @@ def system_pool_profile(
         "enable_auto_scaling": autoscaled,
         "count": pool.min_nodes,
         **sizes,
-        "node_taints": [taint_text(t) for t in contract.taints],
+        "node_taints": [scheduling.aks_taint(t) for t in contract.taints],
         "node_labels": dict(contract.labels),
         "orchestrator_version": kubernetes_version,
     }
@@ -119,7 +118,7 @@ class GpuAgentPools(pulumi.ComponentResource):
             count=pool.min_nodes,
             min_count=pool.min_nodes,
             max_count=pool.max_nodes,
-            node_taints=[taint_text(t) for t in taints_of(pool)],
+            node_taints=[scheduling.aks_taint(t) for t in taints_of(pool)],
             node_labels={**contract.labels, **pool.extra_labels},
             gpu_profile=azure.containerservice.GPUProfileArgs(driver=pool.gpu_driver.value),
             orchestrator_version=args.kubernetes_version,

@@ -40,10 +40,10 @@ from spotproof.aks.identity import (
 )
 from spotproof.catalog import keda
 from spotproof.catalog.aks import BLOB_DATA_CONTRIBUTOR, blobs_under
+from spotproof.fleet import BatchSpec
 from spotproof.kube.batch import QueueScaler, WorkQueueBinding
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
 from spotproof.runtime.batch.azure_queue import POISON_SUFFIX
-from spotproof.spec import BatchSpec
 
 QUEUE_DATA_CONTRIBUTOR = "974c5e8b-45b9-4653-ba55-5f855dd0fb88"
 QUEUE_MESSAGE_SENDER = "c6a89b2d-59bc-44d0-9896-0f6e12d7b80a"

@@ -58,4 +58,4 @@ FINAL_SAVE_MIB_PER_SECOND = 157
 the largest state ``benchmarks/capacity.py`` saw commit within GKE's 15 s against the S3
 emulator (moto, on loopback) on a 2-vCPU development VM, divided by the time it took
 (2048 MiB in 13.0 s; local disk did 5120 MiB in 11.5 s). A floor for planning (see
-``spotproof.spec.advice``), not a promise for a cloud bucket."""
+``spotproof.fleet.advice``), not a promise for a cloud bucket."""

@@ -65,7 +65,7 @@ MODE_LABEL = "kubernetes.azure.com/mode"
 nodes (AKS writes no ``regular``; its Karpenter does)."""
 SPOT_PRIORITY = "spot"
 """The value of :data:`SCALE_SET_PRIORITY_LABEL` on spot nodes, and of the taint AKS puts on
-spot agent pools (``spotproof.spec.aks.PLATFORM_SPOT_TAINT``)."""
+spot agent pools (``spotproof.fleet.aks.PLATFORM_SPOT_TAINT``)."""
 
 SKU_NAME_LABEL = "karpenter.azure.com/sku-name"
 SKU_GPU_COUNT_LABEL = "karpenter.azure.com/sku-gpu-count"

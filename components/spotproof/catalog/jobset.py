@@ -91,7 +91,7 @@ FIRST_MATCHING_RULE_WINS = True
 one that matches *any* child Job failed at that moment; with no match, ``RestartJobSet``
 (counted against ``maxRestarts``). So a gang member that fails on its own while a
 reclaimed member's Job has not failed yet can decide the action: ranks stopped by a peer
-wait to be torn down instead of failing first (``spotproof.runtime.gang``)."""
+wait to be torn down instead of failing first (``spotproof.runtime.checkpointer.gang``)."""
 
 
 def pod_hostname(jobset: str, replicated_job: str, job_index: int, pod_index: int) -> str:

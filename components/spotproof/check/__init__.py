@@ -4,7 +4,7 @@ planned stack.
 The manifests (``documents``) join the stack's own objects in the plan's recording, and
 every check of ``spotproof plan`` runs over the whole: schemas, policies, the scheduling
 fit, scale-up, the preemption path, gang capacity, queue admission and the pitfalls
-(``spotproof.plan.pitfalls``). Only what concerns the manifests is reported, each finding
+(``spotproof.plan.simulation.pitfalls``). Only what concerns the manifests is reported, each finding
 at the line of the key it is about (``locate``). Without a stack only what needs no
 cluster runs: schemas, the Job rules, GPU limits.
 
@@ -21,13 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from spotproof import podtemplates
 from spotproof.check.documents import CheckInputError, Document, load, load_stdin
 from spotproof.check.locate import line_of
-from spotproof.plan import PlanResult, api_validation, manifests, recheck
-from spotproof.plan.manifests import SCHEMA_POLICY
-from spotproof.plan.recorder import Recording, Resource
+from spotproof.plan import PlanResult, recheck
+from spotproof.plan.recording import manifests
+from spotproof.plan.recording.manifests import SCHEMA_POLICY
+from spotproof.plan.recording.recorder import Recording, Resource
+from spotproof.plan.schemas import api_server
 from spotproof.policy import Violation, evaluate
+from spotproof.scheduling import pod_templates
 
 __all__ = ["CheckInputError", "CheckResult", "Finding", "check", "load_all"]
 
@@ -133,7 +135,7 @@ def check(documents: list[Document], planned: PlanResult | None) -> CheckResult:
         r.name
         for r in mine
         if not manifests.is_core_kind(r.inputs.get("kind"), version)
-        and not podtemplates.is_workload(r.inputs)
+        and not pod_templates.is_workload(r.inputs)
         and r.name in {v.resource for v in violations if "no schema for kind" in v.message}
     }
     violations = [v for v in violations if v.resource not in custom]
@@ -151,7 +153,7 @@ def check(documents: list[Document], planned: PlanResult | None) -> CheckResult:
                 Violation(
                     SCHEMA_POLICY, resource.name, f"{manifests.describe(resource.inputs)}: {e}"
                 )
-                for e in api_validation.errors(judgeable.inputs)
+                for e in api_server.errors(judgeable.inputs)
             ]
     if planned is not None:
         stack = planned.recording
@@ -204,6 +206,6 @@ def _judgeable(resource: Resource, version: str) -> Resource | None:
     if errors:
         pruned = manifests.without_errors(obj, version, errors)
         return None if pruned is None else replace(resource, inputs=pruned)
-    if obj.get("apiVersion") in CORE_WORKLOAD_APIS and podtemplates.is_workload(obj):
+    if obj.get("apiVersion") in CORE_WORKLOAD_APIS and pod_templates.is_workload(obj):
         return resource
     return None

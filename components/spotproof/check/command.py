@@ -17,7 +17,7 @@ from typing import Any
 
 from spotproof.check import CheckInputError, CheckResult, check, load_all
 from spotproof.extras import not_installed
-from spotproof.plan.sources import Location
+from spotproof.plan.config.sources import Location
 from spotproof.terminal import paint
 
 EXIT_BAD_INPUT = 2
@@ -25,8 +25,8 @@ EXIT_BAD_INPUT = 2
 
 def run(files: Sequence[Path], stack: str | None, project_dir: Path | None, fmt: str) -> int:
     """Check ``files`` and print the report in ``fmt``; the exit code."""
+    from spotproof.fleet import SpecError  # noqa: PLC0415
     from spotproof.plan import PlanInputError, run_plan  # noqa: PLC0415
-    from spotproof.spec import SpecError  # noqa: PLC0415
 
     try:
         documents = load_all(files)
@@ -88,7 +88,7 @@ def as_json(result: CheckResult) -> dict[str, Any]:
 
 
 def markdown(result: CheckResult) -> str:
-    from spotproof.plan.report import cell  # noqa: PLC0415
+    from spotproof.plan.reporting.formats import cell  # noqa: PLC0415
 
     head = "✅" if not result.findings else "❌"
     lines = [f"### spotproof check: {head} {verdict(result)}", ""]
@@ -101,7 +101,7 @@ def markdown(result: CheckResult) -> str:
 
 
 def _github(result: CheckResult) -> None:
-    from spotproof.plan.report import command, github_root  # noqa: PLC0415
+    from spotproof.plan.reporting.formats import command, github_root  # noqa: PLC0415
 
     root = github_root()
     for finding in result.findings:

@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from spotproof.check.documents import Document
-from spotproof.podtemplates import pod_spec_path
+from spotproof.scheduling.pod_templates import pod_spec_path
 
 FIT_WORDS = (
     ("nodeSelector ", "{pod}.nodeSelector"),

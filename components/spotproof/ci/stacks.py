@@ -3,7 +3,7 @@
 The CI workflow lists stacks before it installs anything heavy, so this reads
 ``Pulumi.yaml`` (its ``stackConfigDir`` and any project-wide ``spotproof:cloud``) and each
 ``Pulumi.<stack>.yaml`` with PyYAML only. The full reading, as the engine does it, is
-``spotproof.plan.project`` and ``spotproof.plan.stackconfig``.
+``spotproof.plan.config.project`` and ``spotproof.plan.config.stack``.
 """
 
 from __future__ import annotations

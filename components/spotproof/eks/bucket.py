@@ -11,9 +11,9 @@ import pulumi_aws as aws
 from spotproof.catalog import Cloud
 from spotproof.eks import iam_documents
 from spotproof.eks.roles import pod_identity_role
+from spotproof.fleet import BucketSpec
+from spotproof.fleet.config import judge_bucket
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
-from spotproof.spec import BucketSpec
-from spotproof.spec.config import judge_bucket
 
 
 @dataclass

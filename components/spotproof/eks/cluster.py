@@ -18,13 +18,13 @@ from spotproof.eks.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.eks.karpenter import Karpenter, KarpenterArgs
 from spotproof.eks.network import Network
 from spotproof.eks.work_queue import WorkQueue, WorkQueueArgs
+from spotproof.fleet import ApiAccess, FleetSpec, PoolClass
+from spotproof.fleet.eks import EksFleet
 from spotproof.kube import ClusterBaseline
 from spotproof.kube.batch import WorkQueueBinding, worker_account
 from spotproof.kube.connect import batch_autoscaler, connect, trainer_service_account
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
-from spotproof.spec import ApiAccess, FleetSpec, PoolClass
-from spotproof.spec.eks import EksFleet
 
 CONTROL_PLANE_LOGS = ["api", "audit", "authenticator"]
 SYSTEM_AMI = "AL2023_x86_64_STANDARD"

@@ -23,8 +23,8 @@ from spotproof.catalog import labels as platform_labels
 from spotproof.eks import iam_documents, nodepools, roles
 from spotproof.eks.interruption import InterruptionQueue
 from spotproof.eks.nodepools import DISCOVERY_TAG
-from spotproof.spec import PoolClass
-from spotproof.spec.eks import KarpenterPool, KarpenterSpec
+from spotproof.fleet import PoolClass
+from spotproof.fleet.eks import KarpenterPool, KarpenterSpec
 
 CHART = "oci://public.ecr.aws/karpenter/karpenter"
 CRD_CHART = "oci://public.ecr.aws/karpenter/karpenter-crd"

@@ -16,7 +16,7 @@ import pulumi
 import pulumi_aws as aws
 
 from spotproof.eks.nodepools import DISCOVERY_TAG
-from spotproof.spec.eks import NetworkSpec
+from spotproof.fleet.eks import NetworkSpec
 
 
 def subnet_ranges(cidr: str, zones: int) -> tuple[list[str], list[str]]:

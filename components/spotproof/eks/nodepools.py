@@ -43,8 +43,8 @@ from spotproof.catalog.eks import (
     INSTANCE_GPU_COUNT_LABEL,
     INSTANCE_TYPE_LABEL,
 )
+from spotproof.fleet.eks import KarpenterPool, KarpenterSpec
 from spotproof.kube import nodepool
-from spotproof.spec.eks import KarpenterPool, KarpenterSpec
 
 NODE_POOL_API = nodepool.API_VERSION
 NODE_CLASS_API = "karpenter.k8s.aws/v1"

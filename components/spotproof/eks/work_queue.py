@@ -31,9 +31,9 @@ import pulumi_aws as aws
 from spotproof.catalog import keda
 from spotproof.eks import iam_documents
 from spotproof.eks.roles import pod_identity_role
+from spotproof.fleet import BatchSpec
 from spotproof.kube.batch import QueueScaler, WorkQueueBinding
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
-from spotproof.spec import BatchSpec
 
 DEAD_LETTER_RETENTION_SECONDS = 14 * 86400
 """The longest SQS keeps a message (``MessageRetentionPeriod``: 60 s to 1,209,600 s)."""

@@ -8,11 +8,11 @@ import pulumi
 import pulumi_gcp as gcp
 
 from spotproof.catalog import Cloud
+from spotproof.fleet import BucketSpec
+from spotproof.fleet.config import judge_bucket
 from spotproof.gke.identity import annotations, bind_workload_identity, under_prefix
 from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
-from spotproof.spec import BucketSpec
-from spotproof.spec.config import judge_bucket
 
 OBJECT_ROLE = "roles/storage.objectUser"
 """Read, write, list and delete objects; no say over the bucket's own settings or IAM.

@@ -13,6 +13,8 @@ import yaml
 from spotproof import scheduling
 from spotproof.catalog import Cloud, kueue
 from spotproof.catalog import gke as gke_catalog
+from spotproof.fleet import ApiAccess, FleetSpec, PoolClass
+from spotproof.fleet.gke import FlexStartPool, GkeFleet
 from spotproof.gke import pools
 from spotproof.gke.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.gke.names import service_account_id, service_account_member
@@ -22,7 +24,7 @@ from spotproof.gke.work_queue import WorkQueue, WorkQueueArgs
 from spotproof.kube import ClusterBaseline
 from spotproof.kube.batch import WorkQueueBinding, worker_account
 from spotproof.kube.connect import batch_autoscaler, connect, trainer_service_account
-from spotproof.kube.queues import ProvisioningQueue, ProvisioningQueueArgs
+from spotproof.kube.provisioning_queue import ProvisioningQueue, ProvisioningQueueArgs
 from spotproof.kube.smoke import trainer_account
 from spotproof.kube.workload import (
     LocalQueueRef,
@@ -30,8 +32,6 @@ from spotproof.kube.workload import (
     WorkloadIdentity,
     reclaim_grace,
 )
-from spotproof.spec import ApiAccess, FleetSpec, PoolClass
-from spotproof.spec.gke import FlexStartPool, GkeFleet
 
 PRIVATE_NODES = {"enable_private_nodes": True}
 """Nodes without external IPs, every pool and auto-provisioned node included: they reach

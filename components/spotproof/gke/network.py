@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from spotproof.spec.gke_network import ExistingNetwork, GkeNetwork
+from spotproof.fleet.gke_network import ExistingNetwork, GkeNetwork
 
 PODS_RANGE = "pods"
 SERVICES_RANGE = "services"

@@ -19,8 +19,8 @@ import pulumi_gcp as gcp
 from spotproof import scheduling
 from spotproof.catalog import Cloud
 from spotproof.catalog import gke as gke_catalog
-from spotproof.spec import PoolClass, SpecError, SystemPool, Taint
-from spotproof.spec.gke import FlexStartPool, GkeGpuPool
+from spotproof.fleet import PoolClass, SpecError, SystemPool, Taint
+from spotproof.fleet.gke import FlexStartPool, GkeGpuPool
 
 CLOUD_PLATFORM_SCOPE = ["https://www.googleapis.com/auth/cloud-platform"]
 

@@ -38,11 +38,11 @@ import pulumi
 import pulumi_gcp as gcp
 
 from spotproof.catalog import keda
+from spotproof.fleet import BatchSpec
 from spotproof.gke.identity import annotations, bind_workload_identity, under_prefix
 from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.kube.batch import QueueScaler, WorkQueueBinding
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
-from spotproof.spec import BatchSpec
 
 DEAD_LETTER_RETENTION = "2678400s"
 """31 days, the longest Pub/Sub keeps a message."""

@@ -16,8 +16,8 @@ import pulumi_kubernetes as k8s
 
 from spotproof import scheduling
 from spotproof.catalog import Cloud, jobset, keda, kueue
+from spotproof.fleet import PoolClass
 from spotproof.kube.baseline import MANAGED_BY
-from spotproof.spec import PoolClass
 
 
 @dataclass(frozen=True)

@@ -31,11 +31,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from spotproof.catalog import Cloud, keda
+from spotproof.fleet import BatchSpec
 from spotproof.kube.baseline import MANAGED_BY, RESTRICTED
 from spotproof.kube.network_policy import isolate_namespace
 from spotproof.kube.training import Trainer, pod_spec
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
-from spotproof.spec import BatchSpec
 
 WORKER_CONTAINER = "worker"
 WORKER_SERVICE_ACCOUNT = "batch-worker"

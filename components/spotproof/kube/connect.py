@@ -8,10 +8,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from spotproof.fleet import FleetSpec
 from spotproof.kube.addons import ControllerArgs, JobSetController, KedaController, KueueController
 from spotproof.kube.baseline import MANAGED_BY, ClusterBaseline, ClusterBaselineArgs
 from spotproof.kube.workload import WorkloadIdentity
-from spotproof.spec import FleetSpec
 
 
 @dataclass(frozen=True)

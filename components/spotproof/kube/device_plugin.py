@@ -26,8 +26,8 @@ import pulumi_kubernetes as k8s
 from spotproof import scheduling
 from spotproof.catalog import aks as aks_catalog
 from spotproof.catalog import nvidia
+from spotproof.fleet import Taint
 from spotproof.kube.baseline import MANAGED_BY
-from spotproof.spec import Taint
 
 NAME = "nvidia-device-plugin"
 LABELS = {"app.kubernetes.io/name": NAME}

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from spotproof import scheduling
 from spotproof.catalog import labels as platform_labels
-from spotproof.spec import Capacity, PoolClass, Taint
+from spotproof.fleet import Capacity, PoolClass, Taint
 
 API_VERSION = "karpenter.sh/v1"
 CONSOLIDATE_AFTER = {Capacity.SPOT: "5m", Capacity.ON_DEMAND: "1m"}

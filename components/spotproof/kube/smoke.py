@@ -40,11 +40,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from spotproof.fleet import PoolClass, SmokeTest
 from spotproof.kube import training
 from spotproof.kube.baseline import MANAGED_BY
 from spotproof.kube.training import Trainer
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
-from spotproof.spec import PoolClass, SmokeTest
 
 TRAINER_COMMAND = ["python", "-m", "spotproof.smoke.train"]
 JOB_NAME = "spotproof-smoke"

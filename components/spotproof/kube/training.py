@@ -32,13 +32,13 @@ from spotproof import scheduling
 from spotproof.catalog import jobset as jobset_facts
 from spotproof.catalog import kueue
 from spotproof.catalog.pulumi_kubernetes import SKIP_AWAIT_ANNOTATION
+from spotproof.fleet import PoolClass
 from spotproof.kube import jobset
 from spotproof.kube.baseline import MANAGED_BY
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
-from spotproof.matrix import WORK_LABEL, Work
 from spotproof.runtime import exit_codes
 from spotproof.runtime.launcher import Launcher
-from spotproof.spec import PoolClass
+from spotproof.scheduling.work_matrix import WORK_LABEL, Work
 
 TRAINER_CONTAINER = "trainer"
 _JOB_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -249,7 +249,8 @@ class TrainingJobArgs:
     nodes: int = 1
     """Pods, one per node, each with ``trainer.gpus`` GPUs; above one, a JobSet gang."""
     work: Work | None = None
-    """What kind of work it is (``spotproof.matrix``): its pods are labelled with it and the
+    """What kind of work it is (``spotproof.scheduling.work_matrix``): its pods are labelled
+    with it and the
     plan shows the capacity the decision matrix advises next to the target."""
     controllers: Sequence[pulumi.Resource] = ()
     """What the run needs installed first: ``cluster.controllers`` (the JobSet controller

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pulumi
 
 from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud
-from spotproof.spec import PoolClass, Taint
+from spotproof.fleet import PoolClass, Taint
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class TargetPlacement:
     queue: LocalQueueRef | None = None
     """Where the target's pools get nodes only through a ProvisioningRequest (GKE queued
     provisioning): the LocalQueue a Job or JobSet aimed here is submitted to
-    (``spotproof.kube.queues``). Only workloads in its namespace can use it."""
+    (``spotproof.kube.provisioning_queue``). Only workloads in its namespace can use it."""
     max_grace_seconds: int | None = None
     """The longest ``terminationGracePeriodSeconds`` the target's preemption path honours
     (``spotproof.catalog.GRACE_PERIOD_SECONDS``): a longer one is cut short when the node

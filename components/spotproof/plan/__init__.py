@@ -4,7 +4,7 @@ Steps, each in its own module:
 
 1. ``project``   find ``Pulumi.yaml`` and read the stack's config as the engine would
    (project defaults, stack values, secrets), remembering each value's line (``sources``);
-2. ``spotproof.spec`` validate that config (a bad value is an input error, exit 2);
+2. ``spotproof.fleet`` validate that config (a bad value is an input error, exit 2);
 3. ``recorder``  run the program in-process under Pulumi mocks, recording every resource;
 4. ``manifests`` write the Kubernetes objects as YAML and validate them against the
    OpenAPI schema of the cluster's Kubernetes version;
@@ -27,13 +27,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from spotproof import fit
 from spotproof.catalog import Cloud
-from spotproof.plan import (
-    controller_versions,
+from spotproof.fleet import BucketSpec, FleetSpec, advice, fleet_from_config
+from spotproof.fleet.advice import SpecWarning
+from spotproof.fleet.config import CLOUDS
+from spotproof.fleet.existing import ExistingCluster, builds_a_cluster, existing_cluster
+from spotproof.plan.config.project import PlanInputError, Project, find_project
+from spotproof.plan.config.stack import StackConfig, stack_config
+from spotproof.plan.recording import manifests
+from spotproof.plan.recording.recorder import OfflineCloud, Recording, record
+from spotproof.plan.schemas import controller_versions
+from spotproof.plan.simulation import (
     gpu_advertising,
     lifecycle,
-    manifests,
     nodes,
     outcomes,
     pitfalls,
@@ -44,18 +50,12 @@ from spotproof.plan import (
     uniqueness,
     workloads,
 )
-from spotproof.plan.nodes import Pool
-from spotproof.plan.outcomes import Outcome
-from spotproof.plan.project import PlanInputError, Project, find_project
-from spotproof.plan.recorder import OfflineCloud, Recording, record
-from spotproof.plan.stackconfig import StackConfig, stack_config
+from spotproof.plan.simulation.nodes import Pool
+from spotproof.plan.simulation.outcomes import Outcome
 from spotproof.policy import Violation, evaluate
 from spotproof.policy.kubernetes import cloud_of
-from spotproof.runtime.manifest import DEFAULT_KEEP
-from spotproof.spec import BucketSpec, FleetSpec, advice, fleet_from_config
-from spotproof.spec.advice import SpecWarning
-from spotproof.spec.config import CLOUDS
-from spotproof.spec.existing import ExistingCluster, builds_a_cluster, existing_cluster
+from spotproof.runtime.checkpointer.manifest import DEFAULT_KEEP
+from spotproof.scheduling import fit
 
 __all__ = [
     "PlanInputError",
@@ -273,11 +273,11 @@ def _load_file(path: Path) -> tuple[Project, StackConfig]:
 
 def plan(project: Project, config: StackConfig) -> PlanResult:
     """Validate the config, run the program offline and check what it registers; raises
-    :class:`spotproof.spec.SpecError` on a bad config value.
+    :class:`spotproof.fleet.SpecError` on a bad config value.
 
     A stack with ``spotproof:`` settings is a fleet spotproof's program builds; one without
     is a program of components on a cluster spotproof did not create, judged with what
-    ``spotproof:existingCluster`` says of that cluster (``spotproof.spec.existing``)."""
+    ``spotproof:existingCluster`` says of that cluster (``spotproof.fleet.existing``)."""
     if builds_a_cluster(config.values):
         spec = fleet_from_config(config.stack, config.values, secret_keys=config.secret_keys)
         return check(spec, run_program(project, config, _offline_cloud(spec, config.values)))
@@ -289,6 +289,6 @@ def plan(project: Project, config: StackConfig) -> PlanResult:
 def run_plan(stack: str, start: Path | None = None) -> PlanResult:
     """Plan ``stack`` of the project at or above ``start`` (default: the working directory).
 
-    Raises :class:`PlanInputError` or :class:`spotproof.spec.SpecError` on bad input.
+    Raises :class:`PlanInputError` or :class:`spotproof.fleet.SpecError` on bad input.
     """
     return plan(*load(stack, start))

@@ -6,23 +6,24 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spotproof import pool_shapes, scheduling
+from spotproof import scheduling
 from spotproof.catalog import Cloud
 from spotproof.catalog.aks import BLOB_DATA_CONTRIBUTOR, confined_prefix
+from spotproof.fleet.aks import PLATFORM_SPOT_TAINT
+from spotproof.fleet.types import PoolClass
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
-from spotproof.spec.aks import PLATFORM_SPOT_TAINT
-from spotproof.spec.types import PoolClass
+from spotproof.scheduling import node_shapes
 
-AGENT_POOL = pool_shapes.AKS_AGENT_POOL
-CLUSTER = pool_shapes.AKS_CLUSTER
+AGENT_POOL = node_shapes.AKS_AGENT_POOL
+CLUSTER = node_shapes.AKS_CLUSTER
 STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 
 
 def agent_pool(inputs: Mapping[str, Any]) -> Iterator[str]:
-    shape = pool_shapes.aks_agent_pool(inputs)
+    shape = node_shapes.aks_agent_pool(inputs)
     name = shape.pool
-    if pool_shapes.pool_class(shape) == PoolClass.SYSTEM or inputs.get("mode") == "System":
+    if node_shapes.pool_class(shape) == PoolClass.SYSTEM or inputs.get("mode") == "System":
         if shape.spot:
             yield f"pool {name}: the system pool must be Regular: add-ons cannot survive evictions"
         if scheduling.system_taint(Cloud.AKS) not in shape.taints:
@@ -37,9 +38,9 @@ def agent_pool(inputs: Mapping[str, Any]) -> Iterator[str]:
             f"spot pool {name} lacks taint {spot_taint.key}={spot_taint.value}:NoSchedule; "
             "workloads that tolerate AKS's spot taint alone could land on it"
         )
-    if pool_shapes.taint_text(PLATFORM_SPOT_TAINT) not in declared:
+    if scheduling.aks_taint(PLATFORM_SPOT_TAINT) not in declared:
         yield (
-            f"spot pool {name} must declare {pool_shapes.taint_text(PLATFORM_SPOT_TAINT)}: "
+            f"spot pool {name} must declare {scheduling.aks_taint(PLATFORM_SPOT_TAINT)}: "
             "AKS adds it anyway, and leaving it out shows a diff on every up"
         )
     if inputs.get("scaleSetEvictionPolicy") != "Delete":
@@ -47,7 +48,7 @@ def agent_pool(inputs: Mapping[str, Any]) -> Iterator[str]:
 
 
 def cluster(inputs: Mapping[str, Any]) -> Iterator[str]:
-    for pool in pool_shapes.cluster_pools(inputs):
+    for pool in node_shapes.cluster_pools(inputs):
         yield from agent_pool(pool)
     if not (inputs.get("oidcIssuerProfile") or {}).get("enabled"):
         yield "the OIDC issuer must be enabled: workload identity federates to it"

@@ -19,8 +19,8 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spotproof import podtemplates
 from spotproof.policy.base import PlannedResource, StackRule
+from spotproof.scheduling import pod_templates
 
 PDB = "kubernetes:policy/v1:PodDisruptionBudget"
 SCALABLE = frozenset({"Deployment", "StatefulSet", "ReplicaSet", "ReplicationController"})
@@ -58,7 +58,7 @@ def covered(
     for resource in resources:
         if (resource.inputs.get("metadata") or {}).get("namespace", "default") != namespace:
             continue
-        for template in podtemplates.pod_templates(resource.inputs):
+        for template in pod_templates.pod_templates(resource.inputs):
             if selects(selector, template.metadata.get("labels") or {}):
                 yield resource, str(resource.inputs["kind"]), template.pods
 

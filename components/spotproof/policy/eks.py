@@ -10,12 +10,13 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spotproof import pool_shapes, scheduling
+from spotproof import scheduling
+from spotproof.fleet.types import PoolClass
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
-from spotproof.spec.types import PoolClass
+from spotproof.scheduling import node_shapes
 
 CLUSTER = "aws:eks/cluster:Cluster"
-NODE_GROUP = pool_shapes.EKS_NODE_GROUP
+NODE_GROUP = node_shapes.EKS_NODE_GROUP
 ROLE = "aws:iam/role:Role"
 QUEUE = "aws:sqs/queue:Queue"
 QUEUE_POLICY = "aws:sqs/queuePolicy:QueuePolicy"
@@ -28,8 +29,8 @@ POD_IDENTITY_TAGS = ("kubernetes-namespace", "kubernetes-service-account")
 
 
 def system_node_group(inputs: Mapping[str, Any]) -> Iterator[str]:
-    shape = pool_shapes.eks_node_group(inputs)
-    if pool_shapes.pool_class(shape) != PoolClass.SYSTEM:
+    shape = node_shapes.eks_node_group(inputs)
+    if node_shapes.pool_class(shape) != PoolClass.SYSTEM:
         return
     if shape.spot:
         yield "the system node group must be ON_DEMAND: add-ons cannot survive spot reclaims"

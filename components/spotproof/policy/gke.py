@@ -6,12 +6,13 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spotproof import pool_shapes, scheduling
+from spotproof import scheduling
 from spotproof.catalog import gke as gke_catalog
+from spotproof.fleet.types import PoolClass
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
-from spotproof.spec.types import PoolClass
+from spotproof.scheduling import node_shapes
 
-NODE_POOL = pool_shapes.GKE_NODE_POOL
+NODE_POOL = node_shapes.GKE_NODE_POOL
 CLUSTER = "gcp:container/cluster:Cluster"
 BUCKET = "gcp:storage/bucket:Bucket"
 SERVICE_ACCOUNT_KEY = "gcp:serviceaccount/key:Key"
@@ -47,8 +48,8 @@ _ADMITS_THE_BUCKET = re.compile(
 
 
 def system_pool_on_demand(inputs: Mapping[str, Any]) -> Iterator[str]:
-    shape = pool_shapes.gke_node_pool(inputs)
-    if pool_shapes.pool_class(shape) != PoolClass.SYSTEM:
+    shape = node_shapes.gke_node_pool(inputs)
+    if node_shapes.pool_class(shape) != PoolClass.SYSTEM:
         return
     if shape.spot:
         yield "the system pool must be on-demand: add-ons cannot survive spot reclaims"
@@ -61,7 +62,7 @@ def system_pool_on_demand(inputs: Mapping[str, Any]) -> Iterator[str]:
 
 
 def spot_pool_isolated(inputs: Mapping[str, Any]) -> Iterator[str]:
-    shape = pool_shapes.gke_node_pool(inputs)
+    shape = node_shapes.gke_node_pool(inputs)
     if not shape.spot:
         return
     spot_taint = scheduling.contract(PoolClass.SPOT_GPU).taints[0]

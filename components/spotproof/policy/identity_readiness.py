@@ -30,8 +30,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spotproof import podtemplates
 from spotproof.policy.base import PlannedResource, StackRule
+from spotproof.scheduling import pod_templates
 
 ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
@@ -118,7 +118,7 @@ def identity_ready(resources: list[PlannedResource]) -> Iterator[tuple[str, str]
         if r.type == "kubernetes:core/v1:ServiceAccount"
         and (meta := r.inputs.get("metadata") or {})
     }
-    for workload, namespace, template in podtemplates.workload_templates(resources):
+    for workload, namespace, template in pod_templates.workload_templates(resources):
         if workload.dependencies is None:
             continue
         account = (namespace, str(template.spec.get("serviceAccountName", "default")))

@@ -6,16 +6,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spotproof import pool_shapes, scheduling
+from spotproof import scheduling
+from spotproof.fleet.types import PoolClass
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
-from spotproof.spec.types import PoolClass
+from spotproof.scheduling import node_shapes
 
-NODE_POOL = pool_shapes.KARPENTER_NODE_POOL
+NODE_POOL = node_shapes.KARPENTER_NODE_POOL
 
 
 def gpu_pool_safe(inputs: Mapping[str, Any]) -> Iterator[str]:
     spec = inputs.get("spec") or {}
-    shape = pool_shapes.karpenter_node_pool(inputs)
+    shape = node_shapes.karpenter_node_pool(inputs)
     if shape.spot:
         spot = scheduling.contract(PoolClass.SPOT_GPU).taints[0]
         if spot not in shape.taints:
@@ -35,7 +36,7 @@ def fallback_below_spot(resources: list[PlannedResource]) -> Iterator[tuple[str,
         (
             r.name,
             (r.inputs.get("spec") or {}).get("weight") or 0,
-            "spot" in pool_shapes.capacity_types(r.inputs),
+            "spot" in node_shapes.capacity_types(r.inputs),
         )
         for r in resources
         if r.type == NODE_POOL

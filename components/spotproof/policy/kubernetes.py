@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spotproof import fit, podtemplates, scheduling
+from spotproof import scheduling
 from spotproof.catalog import PREEMPTION_NOTICE_SECONDS, Cloud, pulumi_kubernetes
+from spotproof.fleet import images
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
-from spotproof.spec import images
+from spotproof.scheduling import fit, pod_templates
 
 JOB = "kubernetes:batch/v1:Job"
 PRIORITY_CLASS = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
@@ -128,8 +129,8 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
 def images_pinned(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
     """No workload pulls ``latest``, whatever it is when each pod starts (``spec.images``):
     a gang's ranks or a resumed run could run different code."""
-    for resource, _namespace, template in podtemplates.workload_templates(resources):
-        for container in podtemplates.containers(template.spec):
+    for resource, _namespace, template in pod_templates.workload_templates(resources):
+        for container in pod_templates.containers(template.spec):
             image = container.get("image")
             parsed = images.parse(image) if isinstance(image, str) else None
             if parsed is not None and parsed.mutable:

@@ -24,11 +24,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spotproof import fit, podtemplates
 from spotproof.catalog.node_endpoints import IDENTITY_ENDPOINTS
 from spotproof.policy.base import PlannedResource, StackRule
 from spotproof.policy.disruption import selects
 from spotproof.policy.kubernetes import cloud_of
+from spotproof.scheduling import fit, pod_templates
 
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 NAMESPACE = "kubernetes:core/v1:Namespace"
@@ -140,7 +140,7 @@ def _policies_in(resources: list[PlannedResource], namespace: str) -> list[Mappi
 def _workloads(resources: list[PlannedResource]) -> Iterator[tuple[PlannedResource, str, Any]]:
     """Every pod template of a workload, but the cluster's add-ons': their namespaces and
     traffic are the platform's (``fit.is_system_workload``)."""
-    for resource, namespace, template in podtemplates.workload_templates(resources):
+    for resource, namespace, template in pod_templates.workload_templates(resources):
         if not fit.is_system_workload(namespace, template.spec):
             yield resource, namespace, template
 

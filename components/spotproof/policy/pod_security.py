@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spotproof import podtemplates
 from spotproof.policy.base import PlannedResource, StackRule
+from spotproof.scheduling import pod_templates
 
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 LEVELS = ("privileged", "baseline", "restricted")
@@ -90,7 +90,7 @@ APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
 
 def _containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [
-        *podtemplates.containers(pod),
+        *pod_templates.containers(pod),
         *(pod.get("ephemeralContainers") or []),
     ]
 
@@ -239,17 +239,17 @@ def refused(level: str, pod: Mapping[str, Any], annotations: Mapping[str, str]) 
     return list(check(pod, annotations)) if check else []
 
 
-def _templates(resource: PlannedResource) -> list[podtemplates.PodTemplate]:
+def _templates(resource: PlannedResource) -> list[pod_templates.PodTemplate]:
     """A workload's pod templates, and a DaemonSet's (whose pods admission judges too)."""
     obj = resource.inputs
     if obj.get("kind") == DAEMON_SET and str(obj.get("apiVersion")) == "apps/v1":
         template = (obj.get("spec") or {}).get("template") or {}
         if template.get("spec") is not None:
             return [
-                podtemplates.PodTemplate(None, template.get("metadata") or {}, template["spec"], 1)
+                pod_templates.PodTemplate(None, template.get("metadata") or {}, template["spec"], 1)
             ]
         return []
-    return podtemplates.pod_templates(obj)
+    return pod_templates.pod_templates(obj)
 
 
 def enforced_levels(resources: list[PlannedResource]) -> dict[str, str]:

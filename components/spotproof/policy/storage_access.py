@@ -14,10 +14,10 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlparse
 
-from spotproof import podtemplates
 from spotproof.policy import aws_iam
 from spotproof.policy.base import PlannedResource, StackRule
 from spotproof.runtime.storage.s3 import iam_requests
+from spotproof.scheduling import pod_templates
 
 ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
@@ -27,7 +27,7 @@ STORE_VARIABLE = "CHECKPOINT_URL"
 
 
 def _s3_stores(spec: Mapping[str, Any]) -> Iterator[str]:
-    for container in podtemplates.containers(spec):
+    for container in pod_templates.containers(spec):
         for variable in container.get("env") or []:
             value = variable.get("value")
             is_store = variable.get("name") == STORE_VARIABLE and isinstance(value, str)
@@ -64,7 +64,7 @@ def checkpoint_access(resources: list[PlannedResource]) -> Iterator[tuple[str, s
         for r in resources
         if r.type == ASSOCIATION
     }
-    for resource, namespace, template in podtemplates.workload_templates(resources):
+    for resource, namespace, template in pod_templates.workload_templates(resources):
         account = template.spec.get("serviceAccountName", "default")
         for url in _s3_stores(template.spec):
             role = roles.get((namespace, account))

@@ -41,9 +41,10 @@ from typing import Any, NoReturn, Protocol
 
 import torch
 
-from spotproof.runtime import exit_codes, torch_state
-from spotproof.runtime.async_save import AsyncCheckpointer
-from spotproof.runtime.checkpoint import (
+from spotproof.runtime import exit_codes
+from spotproof.runtime.checkpointer import torch_state
+from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
+from spotproof.runtime.checkpointer.checkpoint import (
     Checkpoint,
     CheckpointStore,
     RestoreError,
@@ -217,7 +218,7 @@ def training(
         if read.whole("WORLD_SIZE", 1, 1, 1_000_000) > 1:
             raise ConfigError(
                 "WORLD_SIZE > 1: training() checkpoints one process; a gang's ranks each "
-                "save their shard with spotproof.runtime.gang.GangCheckpointStore"
+                "save their shard with spotproof.runtime.checkpointer.gang.GangCheckpointStore"
             )
     except ConfigError as error:
         _leave(exit_codes.BAD_CONFIG, str(error))

@@ -22,6 +22,7 @@ from spotproof.cli import (
     EXIT_OK,
     EXIT_VIOLATIONS,
 )
+from spotproof.fleet import SpecError
 from spotproof.plan import PlanInputError, run_plan
 from spotproof.runtime.launcher import Launcher
 from spotproof.smoke.batch import BatchConfig, run_batch_smoke
@@ -31,7 +32,6 @@ from spotproof.smoke.multinode import run_gang_smoke
 from spotproof.smoke.records import SmokeConfig
 from spotproof.smoke.rehearsal import RehearsalError, rehearsal
 from spotproof.smoke.report import render_timeline, summary, to_json
-from spotproof.spec import SpecError
 from spotproof.terminal import paint
 
 T = TypeVar("T")

@@ -32,8 +32,8 @@ from collections.abc import Callable, Mapping
 import torch
 import torch.distributed as dist
 
-from spotproof.runtime.checkpoint import Checkpoint, CheckpointStore, Restore
-from spotproof.runtime.gang import GangCheckpointStore, new_gang_id
+from spotproof.runtime.checkpointer.checkpoint import Checkpoint, CheckpointStore, Restore
+from spotproof.runtime.checkpointer.gang import GangCheckpointStore, new_gang_id
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.variables import ConfigError, Variables
 from spotproof.smoke import BATCH_ROWS

@@ -6,7 +6,7 @@ bucket:
 1. a **reference** run trains uninterrupted and reports its digest;
 2. the **interrupted** run is preempted ``preemptions`` times and hard-killed
    ``hard_kills`` times (SIGKILL with no warning), at random steps. A preemption plays a
-   preemption path (``spotproof.plan.preemption``): the notice, SIGTERM when the path
+   preemption path (``spotproof.plan.simulation.preemption``): the notice, SIGTERM when the path
    delivers it (at once on GKE; after Karpenter's drain on EKS; never on a broken path),
    the grace it leaves, SIGKILL when the node is gone, then a replacement. Hard kills aim
    at a checkpoint upload until one lands inside one; the first preemption starts its
@@ -28,7 +28,7 @@ import signal
 import time
 
 from spotproof.runtime import exit_codes
-from spotproof.runtime.checkpoint import CheckpointStore, manifest_key, step_prefix
+from spotproof.runtime.checkpointer.checkpoint import CheckpointStore, manifest_key, step_prefix
 from spotproof.runtime.storage import ObjectStore, open_store
 from spotproof.smoke.emulators import Bucket, emulated
 from spotproof.smoke.job import DISRUPTION_TARGET, JobController

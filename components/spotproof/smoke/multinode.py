@@ -2,7 +2,8 @@
 
 Each rank is a trainer process (``spotproof.smoke.train`` with ``RANK``, ``WORLD_SIZE``
 and a rendezvous on loopback, as torchrun and a JobSet give a pod), so the gang trains
-over ``torch.distributed`` with gloo and checkpoints through ``spotproof.runtime.gang``.
+over ``torch.distributed`` with gloo and checkpoints through
+``spotproof.runtime.checkpointer.gang``.
 The harness plays what happens to a gang on reclaimable nodes, and restarts the whole gang
 after each, as a JobSet whose failure policy restarts every child Job does:
 
@@ -21,7 +22,7 @@ no SIGTERM kills the ranks when their node goes, and the run fails.
 
 A rank stopped by a peer that exits before the teardown fails the run: on a cluster its
 Job could fail before the disrupted rank's and spend a restart from the JobSet's budget
-for crashes (``spotproof.runtime.gang``, "Stopping because of a peer").
+for crashes (``spotproof.runtime.checkpointer.gang``, "Stopping because of a peer").
 
 With ``launcher=torchrun`` each rank is started as a pod of a TrainingJob gang starts it:
 the launch script, then torchrun with the static rendezvous on rank 0 (``runtime.launcher``),
@@ -44,7 +45,7 @@ import sys
 import time
 
 from spotproof.runtime import exit_codes, launcher
-from spotproof.runtime.checkpoint import CheckpointStore
+from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.launcher import Launcher
 from spotproof.smoke.emulators import Bucket, emulated, free_port
 from spotproof.smoke.process import TrainerProcess

@@ -2,7 +2,7 @@
 
 The stack is planned offline; from the plan come the rendered Job (its trainer's
 environment, ``terminationGracePeriodSeconds``, ``podFailurePolicy`` and ``backoffLimit``)
-and the preemption path of the capacity it targets (``spotproof.plan.preemption``): when
+and the preemption path of the capacity it targets (``spotproof.plan.simulation.preemption``): when
 SIGTERM arrives after the notice, how much grace is left, when the node is gone. The
 harness then plays exactly that against the local trainer. A path that delivers no
 SIGTERM makes every graceful preemption lose steps, so the rehearsal fails with it.
@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 
 from spotproof.kube.smoke import JOB_NAME
 from spotproof.plan import PlanResult
-from spotproof.plan.preemption import PreemptionPath
+from spotproof.plan.simulation.preemption import PreemptionPath
 from spotproof.runtime.storage import SCHEMES
 from spotproof.smoke.job import JobPolicy
 from spotproof.smoke.records import SmokeConfig

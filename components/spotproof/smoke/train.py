@@ -59,15 +59,21 @@ from typing import Any, NoReturn
 
 import torch
 
-from spotproof.runtime import exit_codes, torch_state
-from spotproof.runtime.async_save import AsyncCheckpointer
-from spotproof.runtime.checkpoint import Checkpoint, CheckpointStore, SaveCancelled, SaveResult
-from spotproof.runtime.gang import PEER_WAIT_SECONDS, await_teardown
+from spotproof.runtime import exit_codes
+from spotproof.runtime.checkpointer import torch_state
+from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
+from spotproof.runtime.checkpointer.checkpoint import (
+    Checkpoint,
+    CheckpointStore,
+    SaveCancelled,
+    SaveResult,
+)
+from spotproof.runtime.checkpointer.gang import PEER_WAIT_SECONDS, await_teardown
+from spotproof.runtime.checkpointer.manifest import DEFAULT_KEEP, GangMismatch
+from spotproof.runtime.checkpointer.transfer import MAX_PART
 from spotproof.runtime.guard import FINAL_SAVE_MARGIN, PreemptionGuard
-from spotproof.runtime.manifest import DEFAULT_KEEP, GangMismatch
 from spotproof.runtime.messages import redacted
 from spotproof.runtime.storage import StorageError, StorageURLError, deadlines
-from spotproof.runtime.transfer import MAX_PART
 from spotproof.runtime.variables import ConfigError, Variables
 from spotproof.smoke import BATCH_ROWS, MAX_STEPS
 from spotproof.smoke.distributed import (
@@ -100,7 +106,7 @@ class TrainConfig:
     step_seconds: float = 0
     keep: int = DEFAULT_KEEP
     part_kb: int | None = None
-    """None: parts sized from the state (``spotproof.runtime.transfer.plan``)."""
+    """None: parts sized from the state (``spotproof.runtime.checkpointer.transfer.plan``)."""
     emit_steps: bool = False
     threads: int = 1
     peer_wait_seconds: float = PEER_WAIT_SECONDS

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from spotproof.runtime.integrity import header_value
+from spotproof.runtime.checkpointer.integrity import header_value
 from spotproof.runtime.storage.objects import ObjectStore, confined
 
 

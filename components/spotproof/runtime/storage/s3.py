@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from spotproof.runtime.integrity import header_value
+from spotproof.runtime.checkpointer.integrity import header_value
 from spotproof.runtime.storage import deadlines
 from spotproof.runtime.storage.objects import ObjectStore, confined, past_end_reads_nothing
 

@@ -1,0 +1,416 @@
+"""The GKE section of a fleet: project, machine-type GPU pools, DWS flex-start, node
+auto-provisioning; and how it is read from stack config."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from spotproof.catalog import Cloud
+from spotproof.catalog import gke as gke_catalog
+from spotproof.fleet.errors import SpecError
+from spotproof.fleet.fields import (
+    Checked,
+    ConfigObject,
+    boolean,
+    config_key,
+    decode,
+    integer,
+    items,
+    read_settings,
+    setting,
+    text,
+)
+from spotproof.fleet.gke_network import GkeNetwork, read_network
+from spotproof.fleet.shared import (
+    CloudConfig,
+    check_node_range,
+    check_unique_names,
+    dns_label,
+    required,
+)
+from spotproof.fleet.types import (
+    CapacityPool,
+    FleetSpec,
+    PoolClass,
+    SystemPool,
+)
+
+NAMESPACE = "spotproof"
+
+
+@dataclass(frozen=True)
+class GkeSystemPool(SystemPool):
+    """A node pool; its sizes are per zone, over GKE's default zones of the region."""
+
+    machine_type: str = setting(
+        "machineType", text(gke_catalog.MACHINE_TYPE, "a machine type"), "e2-standard-4"
+    )
+
+
+@dataclass(frozen=True)
+class GkeMachinePool(Checked):
+    """What every GKE GPU pool declares: one machine type and the GPUs it carries."""
+
+    name: str = setting("name", dns_label(40))
+    """Node pool name, unique in the stack."""
+    machine_type: str = setting("machineType")
+    gpu_type: str = setting("gpuType")
+    """Accelerator name (``nvidia-l4``); implied by accelerator-optimized machine types."""
+    gpus_per_node: int = setting("gpusPerNode")
+    """GPUs on each node, 1-16; implied by accelerator-optimized machine types."""
+    max_nodes: int = setting("maxNodes", integer(1, 1000))
+    """Upper bound per zone."""
+    zones: tuple[str, ...] = setting("zones")
+    """Zones to spread over; default every zone of the region that offers the GPU."""
+    disk_gb: int = setting("diskGb", integer(50, 65536), 200)
+    """Boot disk; GPU images with CUDA are large."""
+
+    @classmethod
+    def judge(cls, key: str, raw: Any) -> GkeMachinePool:
+        # Built in a program, a pool names its zones; their region is the one to judge
+        # them in (the component that places the pool checks it is the cluster's).
+        zones = raw.get("zones") or [""]
+        region = zones[0].rsplit("-", 1)[0] if isinstance(zones[0], str) else ""
+        return _pool_reader(cls, region)(key, raw)
+
+
+@dataclass(frozen=True)
+class GkeGpuPool(GkeMachinePool, CapacityPool):
+    """Spot or on-demand GPU nodes of one machine type. Several pools of one class
+    diversify the fleet."""
+
+    min_nodes: int = setting("minNodes", integer(0, 1000), 0)
+    """Nodes per zone kept when idle; 0 lets an idle GPU pool cost nothing."""
+
+
+@dataclass(frozen=True)
+class FlexStartPool(GkeMachinePool):
+    """A DWS flex-start pool: GPUs obtained when available, held for ``max_run_hours``."""
+
+    max_run_hours: int = setting("maxRunHours", integer(1, 168), 24)
+    """How long a node may live before GKE reclaims it; at most 168 (7 days)."""
+    queued_provisioning: bool = setting("queuedProvisioning", boolean, False)
+    """Provision whole gangs through ProvisioningRequest (needs Kueue or the API directly)."""
+
+    pool_class: ClassVar[PoolClass] = PoolClass.FLEX_START
+
+    @property
+    def queued(self) -> bool:
+        return self.queued_provisioning
+
+
+@dataclass(frozen=True)
+class Autoprovisioning(Checked):
+    """Node auto-provisioning: lets the cluster create pools for pods nothing else fits.
+
+    GKE applies its limits to the *whole cluster*, the declared pools included, so each
+    limit must hold every declared pool at its maximum or those pools stop scaling short
+    of it. Unset limits are derived from the pools; set ones below that are refused.
+    """
+
+    enabled: bool = setting("enabled", boolean, True)
+    max_cpu: int | None = setting("maxCpu", integer(1, 1_000_000), None)
+    """Cluster-wide vCPU ceiling; default: the declared pools at their maximum plus
+    :data:`NAP_HEADROOM_CPU` for pools auto-provisioning creates."""
+    max_memory_gb: int | None = setting("maxMemoryGb", integer(1, 10_000_000), None)
+    """Cluster-wide memory ceiling in GB; default: the declared pools' plus
+    :data:`NAP_HEADROOM_MEMORY_GB`."""
+    gpu_limits: dict[str, int] = setting("gpuLimits", None, factory=dict)
+    """Cluster-wide GPU ceiling per accelerator name, e.g. ``{"nvidia-l4": 8}``; an
+    accelerator the declared pools use defaults to what they need at their maximum.
+    Auto-provisioning creates GPU nodes only of the accelerators listed."""
+
+    @classmethod
+    def judge(cls, key: str, raw: Any) -> Autoprovisioning:
+        return _autoprovisioning(key, raw)
+
+
+NAP_HEADROOM_CPU = 64
+NAP_HEADROOM_MEMORY_GB = 256
+
+
+@dataclass(frozen=True)
+class GkeFleet:
+    """What a GKE stack adds to the shared fleet."""
+
+    cloud: ClassVar[Cloud] = Cloud.GKE
+    system_pool_type: ClassVar[type[SystemPool]] = GkeSystemPool
+
+    project: str
+    """GCP project id (config ``gcp:project``)."""
+    gpu_pools: tuple[GkeGpuPool, ...] = setting("gpuPools", None, ())
+    flex_start: FlexStartPool | None = setting("flexStartPool", None, None)
+    autoprovisioning: Autoprovisioning = setting("autoprovisioning", None, factory=Autoprovisioning)
+    network: GkeNetwork = setting("network", None, factory=GkeNetwork)
+
+    @property
+    def pools(self) -> tuple[GkeGpuPool | FlexStartPool, ...]:
+        return (*self.gpu_pools, *((self.flex_start,) if self.flex_start else ()))
+
+
+_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
+BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$")
+BUCKET_RULE = "3-63 of [a-z0-9_-], starting and ending alphanumeric, without 'goog' or 'google'"
+
+
+def project_and_region(config: Mapping[str, Any]) -> tuple[str, str]:
+    project = text(_PROJECT, "a GCP project id")(
+        "gcp:project", config.get("gcp:project") or required("gcp:project", "a GCP project id")
+    )
+    region = text(_REGION, "a GCP region like us-central1")(
+        "gcp:region",
+        config.get("gcp:region") or required("gcp:region", "a GCP region like us-central1"),
+    )
+    return project, region
+
+
+def bucket_name_ok(name: str) -> bool:
+    return (
+        bool(BUCKET_NAME.fullmatch(name)) and not name.startswith("goog") and "google" not in name
+    )
+
+
+def _zones(region: str, accelerator: str | None = None) -> Callable[[str, Any], tuple[str, ...]]:
+    """Zones of ``region`` (that offer ``accelerator``), from the catalog where it knows
+    the region; a zone that does not exist or lacks the GPU fails ``pulumi up``."""
+    known = gke_catalog.region_zones(region)
+    offered = gke_catalog.accelerator_zones(accelerator, region) if accelerator else None
+
+    def parse(key: str, raw: Any) -> tuple[str, ...]:
+        zones: list[str] = []
+        for zone_key, zone in items(key, raw):
+            shaped = isinstance(zone, str) and re.fullmatch(rf"{re.escape(region)}-[a-z]", zone)
+            if not shaped or (known is not None and zone not in known):
+                allowed = ", ".join(known) if known else f"{region}-a, {region}-b, ..."
+                raise SpecError(zone_key, zone, f"not a zone of {region}", allowed)
+            if offered is not None and zone not in offered:
+                raise SpecError(
+                    zone_key,
+                    zone,
+                    f"{accelerator} is not offered there",
+                    ", ".join(sorted(offered)) or f"none: no zone of {region} offers it",
+                )
+            if zone in zones:
+                raise SpecError(zone_key, zone, "listed twice", "each zone once")
+            zones.append(zone)
+        if not zones:
+            raise SpecError(key, raw, "no zones", "at least one zone")
+        return tuple(zones)
+
+    return parse
+
+
+def _gpu_zones(obj: ConfigObject, region: str, accelerator: str) -> tuple[str, ...]:
+    """The pool's zones: as configured, or every zone of the region offering its GPU.
+
+    Left unset, GKE would use the cluster's default zones, some of which may lack the
+    accelerator; the pool then fails to create. So the default is explicit."""
+    default = gke_catalog.accelerator_zones(accelerator, region)
+    if default is None and "zones" not in obj.raw:
+        raise SpecError(
+            f"{obj.key}.zones",
+            None,
+            f"required: spotproof has no table of {accelerator} zones in {region}",
+            f"the zones of {region} that offer {accelerator}",
+        )
+    if default is not None and not default:
+        raise SpecError(
+            f"{obj.key}.gpuType",
+            accelerator,
+            f"no zone of {region} offers it",
+            ", ".join(gke_catalog.accelerators_in(region)) or "another region",
+        )
+    return obj.field(
+        config_key(GkeMachinePool, "zones"),
+        _zones(region, accelerator),
+        tuple(sorted(default or ())),
+    )
+
+
+def _gpu(obj: ConfigObject) -> gke_catalog.GpuShape:
+    machine_type = obj.field(
+        config_key(GkeMachinePool, "machine_type"), text(gke_catalog.MACHINE_TYPE, "a machine type")
+    )
+    gpu_type = obj.field(config_key(GkeMachinePool, "gpu_type"), text(), None)
+    count = obj.field(config_key(GkeMachinePool, "gpus_per_node"), integer(1, 16), None)
+    if gpu_type is not None and gpu_type not in gke_catalog.ACCELERATORS:
+        raise SpecError(
+            f"{obj.key}.gpuType",
+            gpu_type,
+            "unknown GPU type",
+            ", ".join(sorted(gke_catalog.ACCELERATORS)),
+        )
+    try:
+        return gke_catalog.gpu_shape(machine_type, gpu_type, count)
+    except gke_catalog.CatalogError as error:
+        name, value = {
+            "machine_type": ("machineType", machine_type),
+            "accelerator": ("gpuType", gpu_type),
+            "count": ("gpusPerNode", count),
+        }[error.culprit]
+        raise SpecError(f"{obj.key}.{name}", value, error.problem, error.allowed) from None
+
+
+def _gpu_pool(region: str) -> Callable[[str, Any], GkeGpuPool]:
+    return _pool_reader(GkeGpuPool, region)
+
+
+def _flex_start(region: str) -> Callable[[str, Any], FlexStartPool]:
+    return _pool_reader(FlexStartPool, region)
+
+
+def _pool_reader(cls: type[GkeMachinePool], region: str) -> Callable[[str, Any], Any]:
+    def parse(key: str, raw: Any) -> Any:
+        obj = ConfigObject(key, raw, fields_of=cls)
+        shape = _gpu(obj)
+        values = read_settings(
+            cls,
+            obj,
+            machine_type=shape.machine_type,
+            gpu_type=shape.accelerator,
+            gpus_per_node=shape.count,
+        )
+        if "min_nodes" in values:
+            check_node_range(obj, values["min_nodes"], values["max_nodes"])
+        values["zones"] = _gpu_zones(obj, region, shape.accelerator)
+        pool = cls(**values)
+        obj.finish()
+        return pool
+
+    return parse
+
+
+def _autoprovisioning(key: str, raw: Any) -> Autoprovisioning:
+    obj = ConfigObject(key, raw, fields_of=Autoprovisioning)
+    values = read_settings(Autoprovisioning, obj)
+    limits_key = config_key(Autoprovisioning, "gpu_limits")
+    limits_raw = decode(obj.field(limits_key, lambda _k, v: v, {}))
+    if not isinstance(limits_raw, Mapping):
+        raise SpecError(
+            f"{key}.{limits_key}",
+            limits_raw,
+            "expected an object",
+            "a mapping of GPU type to count",
+        )
+    gpu_limits = {}
+    for gpu_type, limit in limits_raw.items():
+        if gpu_type not in gke_catalog.ACCELERATORS:
+            raise SpecError(
+                f"{key}.{limits_key}.{gpu_type}",
+                gpu_type,
+                "unknown GPU type",
+                ", ".join(sorted(gke_catalog.ACCELERATORS)),
+            )
+        gpu_limits[gpu_type] = integer(1, 100_000)(f"{key}.{limits_key}.{gpu_type}", limit)
+    obj.finish()
+    return Autoprovisioning(**values, gpu_limits=gpu_limits)
+
+
+def _section(top: ConfigObject, config: Mapping[str, Any]) -> tuple[GkeFleet, str]:
+    project, region = project_and_region(config)
+    pools_key = config_key(GkeFleet, "gpu_pools")
+    gpu_pools = tuple(
+        _gpu_pool(region)(k, v)
+        for k, v in items(top.key_of(pools_key), top.field(pools_key, lambda _k, v: v, []))
+    )
+    section = GkeFleet(
+        project=project,
+        gpu_pools=gpu_pools,
+        flex_start=top.field(config_key(GkeFleet, "flex_start"), _flex_start(region), None),
+        autoprovisioning=top.section(config_key(GkeFleet, "autoprovisioning"), _autoprovisioning),
+        network=top.section(
+            config_key(GkeFleet, "network"), lambda k, v: read_network(k, v, region)
+        ),
+    )
+    names = [(f"{top.key_of(pools_key)}[{i}].name", p.name) for i, p in enumerate(gpu_pools)]
+    if section.flex_start:
+        flex_key = top.key_of(config_key(GkeFleet, "flex_start"))
+        names.append((f"{flex_key}.name", section.flex_start.name))
+    check_unique_names(names)
+    return section, region
+
+
+def _pool_need(machine_type: str, accelerator: str | None, gpus: int, nodes: int) -> Counter:
+    cpus, memory_gb = gke_catalog.machine_resources(machine_type)
+    need = Counter({"cpu": cpus * nodes, "memory": memory_gb * nodes})
+    if accelerator:
+        need[accelerator] += gpus * nodes
+    return need
+
+
+def cluster_need(spec: FleetSpec) -> Counter:
+    """CPU, memory (GB) and GPUs per accelerator of every declared pool at its maximum
+    (per-zone maxima times zones; the system pool spans GKE's default zones)."""
+    system = spec.system_pool
+    need = _pool_need(
+        system.machine_type, None, 0, system.max_nodes * gke_catalog.DEFAULT_POOL_ZONES
+    )
+    for pool in _gke(spec).pools:
+        nodes = pool.max_nodes * max(len(pool.zones), 1)
+        need += _pool_need(pool.machine_type, pool.gpu_type, pool.gpus_per_node, nodes)
+    return need
+
+
+def fit_autoprovisioning(spec: FleetSpec) -> FleetSpec:
+    """Derive unset auto-provisioning limits from the declared pools; refuse set ones that
+    cannot hold every declared pool at its maximum (GKE applies them cluster-wide)."""
+    section = _gke(spec)
+    nap = section.autoprovisioning
+    if not nap.enabled:
+        return spec
+    try:
+        need = cluster_need(spec)
+    except gke_catalog.CatalogError as error:
+        raise SpecError(
+            f"{NAMESPACE}:systemPool.machineType",
+            spec.system_pool.machine_type,
+            error.problem,
+            error.allowed,
+        ) from None
+    key = f"{NAMESPACE}:autoprovisioning"
+    why = "below what the declared pools use at their maximum"
+    for field_name, value, needed in (
+        ("maxCpu", nap.max_cpu, need["cpu"]),
+        ("maxMemoryGb", nap.max_memory_gb, need["memory"]),
+    ):
+        if value is not None and value < needed:
+            raise SpecError(f"{key}.{field_name}", value, f"{why} ({needed:g})", f">= {needed:g}")
+    gpu_limits = dict(nap.gpu_limits)
+    for accelerator, needed in sorted(need.items()):
+        if accelerator in ("cpu", "memory"):
+            continue
+        limit = gpu_limits.setdefault(accelerator, int(needed))
+        if limit < needed:
+            raise SpecError(
+                f"{key}.gpuLimits.{accelerator}", limit, f"{why} ({needed:g})", f">= {needed:g}"
+            )
+    fitted = replace(
+        nap,
+        max_cpu=nap.max_cpu or math.ceil(need["cpu"]) + NAP_HEADROOM_CPU,
+        max_memory_gb=nap.max_memory_gb or math.ceil(need["memory"]) + NAP_HEADROOM_MEMORY_GB,
+        gpu_limits=gpu_limits,
+    )
+    return replace(spec, platform=replace(section, autoprovisioning=fitted))
+
+
+def _gke(spec: FleetSpec) -> GkeFleet:
+    assert isinstance(spec.platform, GkeFleet)
+    return spec.platform
+
+
+CONFIG = CloudConfig(
+    read_section=_section,
+    default_bucket_name=lambda section, stack, region: f"{section.project}-{stack}-checkpoints",
+    bucket_name_ok=bucket_name_ok,
+    bucket_rule=BUCKET_RULE,
+    finish=fit_autoprovisioning,
+    own_keys=("gcp:project", "gcp:region"),
+    project_of=lambda section: section.project,
+)
+"""How the GKE section is read from stack config."""

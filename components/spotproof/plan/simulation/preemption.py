@@ -1,0 +1,363 @@
+"""The preemption path: when a reclaimed node's pods get SIGTERM, and with how much grace.
+
+A trainer survives a reclaim only if SIGTERM reaches it while there is still time to
+commit its final checkpoint. Each cloud delivers the reclaim its own way, and what can
+hold SIGTERM back differs with it:
+
+GKE spot (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms): the VM
+stops 30 s after its notice; the kubelet's graceful node shutdown hears it at once and
+gives non-system pods the first 15 s, system pods (``system-*-critical`` priority) the
+last 15 s. A ``terminationGracePeriodSeconds`` above 15 is cut to 15. PodDisruptionBudgets
+and annotations play no part: the kubelet is not the Eviction API.
+
+EKS spot through Karpenter (https://karpenter.sh/docs/concepts/disruption/, in the source
+tree aws/karpenter-provider-aws ``website/content/en/docs/concepts/disruption.md``, and the
+CRD's own description of ``terminationGracePeriod`` in ``karpenter.sh_nodepools.yaml``:
+"that pod will be deleted at T = node timeout - pod terminationGracePeriodSeconds";
+"If left undefined, the controller will wait indefinitely"): AWS warns two
+minutes ahead (best effort) through EventBridge; the warning reaches Karpenter through
+the interruption queue (budgeted at ``catalog.INTERRUPTION_DELIVERY_SECONDS``), which then
+deletes the NodeClaim and drains the node through the Eviction API. The eviction waits for
+every PodDisruptionBudget that allows no disruption, and pods annotated
+``karpenter.sh/do-not-disrupt`` are not evicted at all. The NodePool's
+``terminationGracePeriod`` bounds that wait: Karpenter deletes each pod still there at the
+latest ``terminationGracePeriod - terminationGracePeriodSeconds`` after the drain began,
+so it gets its whole grace period before the node's period ends. Without it a blocked pod
+stays until the instance is gone and never gets SIGTERM.
+
+AKS spot agent pools (``articles/virtual-machines/linux/scheduled-events.md``: a
+``Preempt`` event comes at least 30 s ahead, best effort; ``articles/aks/node-auto-drain.md``:
+AKS cordons and drains the node on ``Preempt``, best effort): the drain evicts, so a
+PodDisruptionBudget allowing no disruption holds SIGTERM back, and nothing ends that wait
+before the VM is gone. Without one the pod gets SIGTERM at once, with up to 30 s.
+
+AKS node auto-provisioning is Karpenter: once Karpenter drains, the same path as EKS, with
+AKS's 30 s notice and no queue to cross. Whether anything drains is not assured
+(:data:`AKS_NAP_DRAIN_CAVEAT`), so the plan shows the path Karpenter would take and warns
+that a reclaim may instead end the pod with the node, the run resuming from its last
+periodic checkpoint.
+
+GKE flex-start nodes are not reclaimed early; they live at most ``maxRunDuration``. The
+plan reports that bound rather than a notice.
+
+How each path ends the pod decides what its Job sees (:class:`Ending`): the graceful
+node shutdown, an eviction and the pod garbage collector add the ``DisruptionTarget``
+condition (https://kubernetes.io/docs/concepts/workloads/pods/disruptions/#pod-disruption-conditions:
+reasons ``TerminationByKubelet``, ``EvictionByEvictionAPI``, ``DeletionByPodGC``), but
+Karpenter's deletion at ``terminationGracePeriod`` is a plain DELETE, which adds none
+(kubernetes-sigs/karpenter ``terminator.go``, ``DeleteExpiringPods``): there the Job has
+only the container's exit code (``plan.reclaims``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from spotproof.catalog import INTERRUPTION_DELIVERY_SECONDS, PREEMPTION_NOTICE_SECONDS, Cloud
+from spotproof.plan.recording.recorder import Recording
+from spotproof.plan.simulation.nodes import Pool, Provisioner
+from spotproof.policy import disruption
+
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+GKE_SPOT_VM_SECONDS = 30
+"""A GKE spot VM stops this long after its preemption notice."""
+DEFAULT_GRACE_SECONDS = 30
+"""``terminationGracePeriodSeconds`` when a pod does not set it."""
+POLICY = "preemption-path"
+AKS_NAP_DRAIN_CAVEAT = (
+    "AKS documents no drain of a node auto-provisioning spot VM on its Preempt event: node "
+    "auto-drain covers scale-set agent pools only (MicrosoftDocs/azure-aks-docs "
+    "articles/aks/node-auto-drain.md), and Karpenter repairs a node whose "
+    "PreemptionScheduled condition is set only from karpenter-provider-azure v1.13.0 and "
+    "only with its NodeRepair feature gate, off by default (pkg/cloudprovider/cloudprovider.go "
+    "RepairPolicies; kubernetes-sigs/karpenter pkg/operator/options), which AKS does not say "
+    "it turns on. Without that repair the VM is gone 30 s after the notice without a SIGTERM, "
+    "the pod garbage collector ends the pod, and the run resumes from its last periodic "
+    "checkpoint"
+)
+"""Why the drain of an AKS node auto-provisioning spot node is not assured (sources above)."""
+CAVEAT_KEYS = {"AKS spot (Karpenter)": "spotproof:autoProvisionedPools"}
+"""The stack config key each capacity with a caveat comes from."""
+
+
+class Ending(StrEnum):
+    """How a reclaim ends a pod, named by the ``DisruptionTarget`` reason it adds."""
+
+    KUBELET_SHUTDOWN = "TerminationByKubelet"
+    """The kubelet's graceful node shutdown: SIGTERM, the condition, the exit code."""
+    EVICTION = "EvictionByEvictionAPI"
+    """A drain's eviction: SIGTERM, the condition, the exit code."""
+    DELETE = "plain delete"
+    """A DELETE of the pod: SIGTERM and the exit code, no condition."""
+    NODE_GONE = "DeletionByPodGC"
+    """The node vanished first: the pod garbage collector marks the pod Failed with the
+    condition; no container exit code is ever recorded."""
+
+    @property
+    def condition(self) -> bool:
+        """Whether the pod carries ``DisruptionTarget``."""
+        return self is not Ending.DELETE
+
+    @property
+    def exits(self) -> bool:
+        """Whether the Job sees the container's exit code."""
+        return self is not Ending.NODE_GONE
+
+
+@dataclass(frozen=True)
+class PreemptionPath:
+    """What happens to one workload when one kind of reclaimable capacity is taken back."""
+
+    workload: str
+    capacity: str
+    """``GKE spot``, ``AKS spot``, ``EKS spot (Karpenter)``, ``AKS spot (Karpenter)``."""
+    pools: tuple[str, ...]
+    notice_seconds: int
+    """From the notice to the node being gone."""
+    sigterm_at: float | None
+    """Seconds after the notice that SIGTERM arrives; None when it never does."""
+    grace_seconds: float
+    """Seconds from SIGTERM until the pod is killed (its own period, or the node's end)."""
+    declared_grace: int
+    steps: tuple[str, ...]
+    """What happens, in order, in words."""
+    ending: Ending
+    """How the pod ends on this path."""
+
+    fix: str = ""
+    """What would repair a broken path."""
+    caveat: str = ""
+    """What may keep the reclaim from taking this path at all; the plan warns about it,
+    at :data:`CAVEAT_KEYS` of the capacity."""
+
+    @property
+    def problems(self) -> list[str]:
+        where = f"on {self.capacity} ({', '.join(self.pools)})"
+        if self.sigterm_at is None:
+            return [f"{where} never gets SIGTERM: {self.steps[-2]}; fix: {self.fix}"]
+        if self.grace_seconds < self.declared_grace:
+            return [
+                f"{where} gets {self.grace_seconds:g} s of grace, less than the "
+                f"{self.declared_grace} s it declares, so its final save would be cut short; "
+                f"fix: {self.fix}"
+            ]
+        return []
+
+    def line(self) -> str:
+        text = f"{self.capacity} ({', '.join(self.pools)}): {'; '.join(self.steps)}"
+        return f"{text} (if Karpenter drains at all: not assured)" if self.caveat else text
+
+
+def _gke_spot(workload: str, pools: tuple[str, ...], pod: Mapping[str, Any]) -> PreemptionPath:
+    declared = int(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
+    critical = pod.get("priorityClassName") in ("system-cluster-critical", "system-node-critical")
+    share = PREEMPTION_NOTICE_SECONDS[Cloud.GKE]
+    start = share if critical else 0
+    grace = min(declared, share)
+    who = "system pods" if critical else "non-system pods"
+    return PreemptionPath(
+        workload,
+        "GKE spot",
+        pools,
+        GKE_SPOT_VM_SECONDS,
+        start,
+        grace,
+        declared,
+        (
+            f"notice {GKE_SPOT_VM_SECONDS} s",
+            f"kubelet's graceful shutdown gives {who} {share} s from {start} s",
+            f"SIGTERM at {start} s with {grace:g} s grace (declared {declared} s)",
+            f"node gone at {GKE_SPOT_VM_SECONDS} s",
+        ),
+        Ending.KUBELET_SHUTDOWN,
+        f"set terminationGracePeriodSeconds to at most {share} and save within it",
+    )
+
+
+def _aks_spot(
+    workload: str, pools: tuple[str, ...], pod: Mapping[str, Any], blocking_budgets: list[str]
+) -> PreemptionPath:
+    notice = PREEMPTION_NOTICE_SECONDS[Cloud.AKS]
+    declared = int(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
+    steps = [f"Preempt notice {notice} s (best effort)", "AKS node auto-drain evicts at once"]
+    fix = (
+        f"remove PodDisruptionBudget {', '.join(blocking_budgets)} (AKS's drain has no bound "
+        "that would end its wait) and keep terminationGracePeriodSeconds at most "
+        f"{notice}"
+    )
+    if blocking_budgets:
+        steps.append(
+            f"PodDisruptionBudget {', '.join(blocking_budgets)} holds the eviction and nothing "
+            "ends the wait"
+        )
+        return _node_gone_first(
+            workload, "AKS spot", pools, notice=notice, declared=declared, steps=steps, fix=fix
+        )
+    grace = min(declared, notice)
+    steps += [
+        f"SIGTERM at 0 s with {grace:g} s grace (declared {declared} s)",
+        f"node gone at {notice} s",
+    ]
+    return PreemptionPath(
+        workload, "AKS spot", pools, notice, 0, grace, declared, tuple(steps), Ending.EVICTION, fix
+    )
+
+
+def _node_gone_first(
+    workload: str,
+    capacity: str,
+    pools: tuple[str, ...],
+    *,
+    notice: int,
+    declared: int,
+    steps: list[str],
+    fix: str,
+) -> PreemptionPath:
+    """A path on which the node goes before anything sends SIGTERM."""
+    return PreemptionPath(
+        workload,
+        capacity,
+        pools,
+        notice,
+        sigterm_at=None,
+        grace_seconds=0,
+        declared_grace=declared,
+        steps=(*steps, f"node gone at {notice} s"),
+        ending=Ending.NODE_GONE,
+        fix=fix,
+    )
+
+
+def _karpenter_spot(
+    workload: str,
+    pools: list[Pool],
+    pod: Mapping[str, Any],
+    annotations: Mapping[str, str],
+    blocking_budgets: list[str],
+    *,
+    cloud: Cloud,
+) -> PreemptionPath:
+    notice = PREEMPTION_NOTICE_SECONDS[cloud]
+    drain = INTERRUPTION_DELIVERY_SECONDS[cloud]
+    capacity = f"{cloud.value.upper()} spot (Karpenter)"
+    budget = notice - drain
+    declared = int(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
+    names = tuple(p.name for p in pools)
+    steps = [f"notice {notice} s", f"Karpenter drains after ~{drain} s"]
+    holders = [f"PodDisruptionBudget {b}" for b in blocking_budgets]
+    if annotations.get(DO_NOT_DISRUPT) == "true":
+        holders.append(DO_NOT_DISRUPT)
+    # A pod may land on any of these pools: the latest deletion among them decides.
+    bounds = [p.scaling.termination_grace_seconds for p in pools]
+    unbounded = [p.name for p in pools if p.scaling.termination_grace_seconds is None]
+    fix = (
+        f"set spec.template.spec.terminationGracePeriod of NodePool {', '.join(names)} to "
+        f"{budget}s and the pod's terminationGracePeriodSeconds to at most {budget}"
+    )
+    sigterm: float | None
+    ending = Ending.EVICTION
+    if not holders:
+        sigterm = drain
+        steps.append("the eviction goes through at once")
+    elif unbounded:
+        sigterm = None
+        steps.append(
+            f"{' and '.join(holders)} hold the eviction, and NodePool {', '.join(unbounded)} "
+            "sets no terminationGracePeriod to end the wait"
+        )
+    else:
+        bound = max(b for b in bounds if b is not None)
+        sigterm = drain + max(0, bound - declared)
+        ending = Ending.DELETE
+        late = sigterm >= notice
+        steps.append(
+            f"{' and '.join(holders)} hold the eviction until terminationGracePeriod "
+            f"{bound}s deletes the pod at {sigterm:g} s"
+            + (", after the instance is gone" if late else " (a plain delete: no DisruptionTarget)")
+        )
+        if late:
+            sigterm = None
+    if sigterm is None:
+        return _node_gone_first(
+            workload, capacity, names, notice=notice, declared=declared, steps=steps, fix=fix
+        )
+    grace = min(declared, notice - sigterm)
+    steps += [
+        f"SIGTERM at {sigterm:g} s with {grace:g} s grace (declared {declared} s)",
+        f"node gone at {notice} s",
+    ]
+    caveat = AKS_NAP_DRAIN_CAVEAT if cloud is Cloud.AKS else ""
+    return PreemptionPath(
+        workload,
+        capacity,
+        names,
+        notice,
+        sigterm,
+        grace,
+        declared,
+        tuple(steps),
+        ending,
+        fix,
+        caveat,
+    )
+
+
+def paths(
+    workload: str,
+    pod: Mapping[str, Any],
+    annotations: Mapping[str, str],
+    fitting: list[Pool],
+    blocking_budgets: list[str],
+    *,
+    cloud: Cloud,
+) -> list[PreemptionPath]:
+    """The preemption path of a workload on each kind of reclaimable pool it fits, in the
+    plan's ``cloud``."""
+    found = []
+    node_pools = tuple(
+        p.name
+        for p in fitting
+        if p.shape.spot and p.scaling.provisioner is not Provisioner.KARPENTER
+    )
+    karpenter_spot = [
+        p for p in fitting if p.shape.spot and p.scaling.provisioner is Provisioner.KARPENTER
+    ]
+    if node_pools and cloud is Cloud.AKS:
+        found.append(_aks_spot(workload, node_pools, pod, blocking_budgets))
+    elif node_pools:
+        found.append(_gke_spot(workload, node_pools, pod))
+    if karpenter_spot:
+        found.append(
+            _karpenter_spot(
+                workload, karpenter_spot, pod, annotations, blocking_budgets, cloud=cloud
+            )
+        )
+    return found
+
+
+def blocking_budgets(
+    recording: Recording, namespace: str, labels: Mapping[str, str], pods: int
+) -> list[str]:
+    """Names of the budgets over these pods that allow no eviction while they run."""
+    found = []
+    for budget in recording.of_type(disruption.PDB):
+        metadata = budget.inputs.get("metadata") or {}
+        if metadata.get("namespace", "default") != namespace:
+            continue
+        selector = (budget.inputs.get("spec") or {}).get("selector")
+        if disruption.selects(selector, labels) and disruption.blocks_eviction(budget.inputs, pods):
+            found.append(str(metadata.get("name", budget.name)))
+    return found
+
+
+def flex_start_bounds(fitting: list[Pool]) -> list[str]:
+    """How long flex-start nodes this workload fits may live."""
+    return [
+        f"flex-start ({p.name}): no reclaim before maxRunDuration "
+        f"{p.scaling.max_run_seconds // 3600} h; checkpoint well within it"
+        for p in fitting
+        if p.shape.flex_start and p.scaling.max_run_seconds
+    ]

@@ -1,0 +1,304 @@
+"""Would a node be created for it? The autoscalers' rules, applied to every workload.
+
+Fitting a pool's node shape is not enough: every GPU pool starts at zero nodes, so a pod
+runs only if the provisioner behind a pool it fits creates a node for it. This module asks
+that question per workload and pool, with the rule each provisioner documents:
+
+GKE cluster autoscaler (also node auto-provisioning, NAP):
+
+- pods below the expendable cutoff never trigger a scale-up
+  (``--expendable-pods-priority-cutoff``, default -10; a pod is expendable when its
+  priority is *below* it: kubernetes/autoscaler ``cluster-autoscaler/utils/pod/pod.go``,
+  ``IsExpendablePod``; GKE keeps the default:
+  https://cloud.google.com/kubernetes-engine/docs/concepts/cluster-autoscaler);
+- a pool scales between its bounds, per zone for ``minNodeCount``/``maxNodeCount``;
+  ``max 0`` never adds a node;
+- NAP's resource limits cap the *whole cluster*, the pools declared by hand included
+  (https://cloud.google.com/kubernetes-engine/docs/how-to/node-auto-provisioning; the
+  autoscaler's own design notes say it "supports cluster-wide limits on resources (like
+  total CPU and memory)", kubernetes/autoscaler
+  ``cluster-autoscaler/proposals/granular-resource-limits.md``): a pool scales up only
+  while every limit leaves room for one more of its nodes;
+- a queued-provisioning pool gets nodes only through a ProvisioningRequest, never for an
+  ordinary pending pod (https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest):
+  one of class ``queued-provisioning.gke.io`` that Kueue writes for a workload it would
+  admit (``plan.queues``), or one the pods consume by annotation;
+- nodes are created only in the pool's zones that offer its accelerator
+  (``catalog.gke.accelerator_zones``).
+
+Karpenter (https://karpenter.sh/docs/concepts/nodepools/#speclimits):
+
+- a NodePool launches only while its ``limits`` leave room for the node; as every GPU pool
+  starts empty, its ``nvidia.com/gpu`` limit must hold one node's GPUs;
+- there is no priority cutoff; requirements and taints are the fit check's business.
+
+An EKS managed node group has no autoscaler here: its pods run on the nodes it keeps.
+
+A gang (a JobSet's pods) runs only when all of its pods run at once, so the pools it
+targets must hold all of them together, within their maximum nodes and GPU limits: asking
+for more than that stalls the gang for good (the field guide's "over-provisioning"
+pitfall), and nothing in Kubernetes reports why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from spotproof import scheduling
+from spotproof.catalog import EXPENDABLE_PRIORITY_CUTOFF, kueue
+from spotproof.catalog import gke as gke_catalog
+from spotproof.plan.recording.recorder import Recording
+from spotproof.plan.simulation.admission import Route
+from spotproof.plan.simulation.nodes import Pool, Provisioner
+from spotproof.scheduling import quantity
+
+GKE_CLUSTER = "gcp:container/cluster:Cluster"
+PRIORITY_CLASS = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
+BUILTIN_PRIORITIES = {
+    "system-cluster-critical": 2_000_000_000,
+    "system-node-critical": 2_000_001_000,
+}
+PROVISIONING_REQUEST_ANNOTATION = "cluster-autoscaler.kubernetes.io/consume-provisioning-request"
+"""What a pod carries to consume a ProvisioningRequest (kubernetes/autoscaler,
+``provisioningrequest/pods``); Kueue adds it for the workloads it admits."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    pool: str
+    scales: bool
+    detail: str
+    """How it scales (``0-4 per zone in a, b``) or why it does not."""
+    fix: str = ""
+    """What would make it scale, when it does not."""
+
+    def reason(self) -> str:
+        return f"{self.pool}: {self.detail}" + (f" (fix: {self.fix})" if self.fix else "")
+
+
+@dataclass(frozen=True)
+class ClusterLimits:
+    """GKE node auto-provisioning limits, and what the pools keep running under them."""
+
+    maximum: Mapping[str, float]
+    """Resource type (``cpu``, ``memory`` in GB, accelerator names) to its maximum."""
+    baseline: Mapping[str, float]
+    """What every pool's minimum nodes already use."""
+
+    def room_for(self, pool: Pool) -> Verdict | None:
+        """Why one more node of ``pool`` would break a limit; None if it fits."""
+        node = _node_resources(pool)
+        for resource, amount in sorted(node.items()):
+            limit = self.maximum.get(resource)
+            used = self.baseline.get(resource, 0)
+            if limit is None:
+                if resource in ("cpu", "memory"):
+                    continue
+                return Verdict(
+                    pool.name,
+                    False,
+                    f"node auto-provisioning sets no limit for {resource}, so none are allowed",
+                    f"add a resource limit for {resource} of at least {used + amount:g}",
+                )
+            if used + amount > limit:
+                return Verdict(
+                    pool.name,
+                    False,
+                    f"one more node needs {amount:g} {resource}; the cluster-wide limit is "
+                    f"{limit:g} and the pools' minimum nodes already use {used:g}",
+                    f"raise the {resource} limit to at least {used + amount:g}",
+                )
+        return None
+
+
+def priority_of(pod_spec: Mapping[str, Any], recording: Recording) -> int:
+    """The pod's priority as the admission controller resolves it."""
+    classes = {
+        (r.inputs.get("metadata") or {}).get("name"): r.inputs
+        for r in recording.of_type(PRIORITY_CLASS)
+    }
+    name = pod_spec.get("priorityClassName")
+    if name in BUILTIN_PRIORITIES:
+        return BUILTIN_PRIORITIES[name]
+    if name in classes:
+        return int(classes[name].get("value") or 0)
+    default = next((c for c in classes.values() if c.get("globalDefault")), None)
+    return int(default.get("value") or 0) if default else 0
+
+
+def zone_count(pool: Pool) -> int:
+    return len(pool.scaling.zones) or gke_catalog.DEFAULT_POOL_ZONES
+
+
+def _node_resources(pool: Pool) -> dict[str, float]:
+    """What one node of ``pool`` counts against the cluster's limits; CPU and memory only
+    where the catalog knows the machine type."""
+    node: dict[str, float] = {}
+    with contextlib.suppress(gke_catalog.CatalogError):
+        node["cpu"], node["memory"] = gke_catalog.machine_resources(pool.scaling.machine_type or "")
+    if pool.scaling.accelerator:
+        node[pool.scaling.accelerator] = pool.shape.gpus
+    return node
+
+
+def cluster_limits(recording: Recording, pools: list[Pool]) -> ClusterLimits | None:
+    """NAP limits of the plan's GKE cluster; None without node auto-provisioning."""
+    clusters = recording.of_type(GKE_CLUSTER)
+    autoscaling = (clusters[0].inputs.get("clusterAutoscaling") or {}) if clusters else {}
+    if not autoscaling.get("enabled"):
+        return None
+    maximum = {
+        str(limit.get("resourceType")): float(limit.get("maximum") or 0)
+        for limit in autoscaling.get("resourceLimits") or []
+    }
+    baseline: dict[str, float] = {}
+    for pool in pools:
+        if pool.scaling.provisioner is Provisioner.KARPENTER:
+            continue
+        count = pool.scaling.min_nodes * (zone_count(pool) if pool.scaling.per_zone else 1)
+        for resource, amount in _node_resources(pool).items():
+            baseline[resource] = baseline.get(resource, 0) + count * amount
+    return ClusterLimits(maximum, baseline)
+
+
+def _queued_verdict(
+    pool: Pool, annotations: Mapping[str, str], route: Route | None
+) -> Verdict | None:
+    """Why a queued-provisioning pool would provision nothing for the workload; None if it
+    would."""
+    if PROVISIONING_REQUEST_ANNOTATION in annotations:
+        return None
+    wanted = kueue.GKE_QUEUED_PROVISIONING_CLASS
+    fix = (
+        f"label the Job or JobSet {kueue.QUEUE_NAME_LABEL}: <a LocalQueue whose ClusterQueue "
+        f"has a ProvisioningRequest admission check of class {wanted}>"
+    )
+    if route is None:
+        return Verdict(
+            pool.name,
+            False,
+            "queued-provisioning pool: nodes come only through a ProvisioningRequest, and the "
+            f"workload is in no Kueue queue (no {kueue.QUEUE_NAME_LABEL} label) nor consumes "
+            f"a request ({PROVISIONING_REQUEST_ANNOTATION})",
+            fix,
+        )
+    if route.problems:
+        return Verdict(
+            pool.name,
+            False,
+            f"Kueue would never admit it through {route.describe()}: {'; '.join(route.problems)}",
+            "fix the queue, or " + fix,
+        )
+    if wanted not in route.provisioning_classes:
+        return Verdict(
+            pool.name,
+            False,
+            f"{route.describe()} provisions no {wanted} nodes, and the pool takes no other "
+            "requests",
+            fix,
+        )
+    return None
+
+
+def gke_verdict(
+    pool: Pool,
+    priority: int,
+    annotations: Mapping[str, str],
+    limits: ClusterLimits | None,
+    route: Route | None = None,
+) -> Verdict:
+    scaling = pool.scaling
+    if priority < EXPENDABLE_PRIORITY_CUTOFF:
+        return Verdict(
+            pool.name,
+            False,
+            f"pod priority {priority} is below the cluster autoscaler's expendable cutoff "
+            f"({EXPENDABLE_PRIORITY_CUTOFF}): no node is ever added for it",
+            f"use a PriorityClass of at least {EXPENDABLE_PRIORITY_CUTOFF}",
+        )
+    if scaling.queued:
+        blocked = _queued_verdict(pool, annotations, route)
+        if blocked:
+            return blocked
+    if not scaling.max_nodes:
+        return Verdict(pool.name, False, "its autoscaling maximum is 0 nodes", "raise maxNodeCount")
+    usable = list(scaling.zones)
+    if scaling.accelerator and scaling.zones:
+        region = scaling.zones[0].rsplit("-", 1)[0]
+        offered = gke_catalog.accelerator_zones(scaling.accelerator, region)
+        usable = [z for z in scaling.zones if offered is None or z in offered]
+        if not usable:
+            return Verdict(
+                pool.name,
+                False,
+                f"none of its zones ({', '.join(scaling.zones)}) offers {scaling.accelerator}",
+                f"use zones that offer it: {', '.join(sorted(offered or ()))}",
+            )
+    if limits is not None:
+        blocked = limits.room_for(pool)
+        if blocked:
+            return blocked
+    where = f" in {', '.join(usable)}" if usable else " in the cluster's zones"
+    per = " per zone" if scaling.per_zone else ""
+    through = f", queued through {route.describe()}" if scaling.queued and route else ""
+    return Verdict(
+        pool.name,
+        True,
+        f"{scaling.provisioner.value}, {scaling.min_nodes}-{scaling.max_nodes} nodes{per}{where}"
+        f"{through}",
+    )
+
+
+def karpenter_verdict(pool: Pool) -> Verdict:
+    limit = pool.scaling.limits.get(scheduling.GPU_RESOURCE)
+    gpus = pool.shape.gpus
+    if limit is not None and gpus > quantity.amount_or_zero(limit):
+        return Verdict(
+            pool.name,
+            False,
+            f"its limit of {limit} {scheduling.GPU_RESOURCE} cannot hold one node of {gpus}",
+            f"raise spec.limits.{scheduling.GPU_RESOURCE} to at least {gpus}",
+        )
+    bound = f"up to {limit} {scheduling.GPU_RESOURCE}" if limit else "no GPU limit"
+    return Verdict(pool.name, True, f"Karpenter, {bound}")
+
+
+def _existing(pool: Pool) -> Verdict:
+    count = pool.scaling.min_nodes
+    if count:
+        return Verdict(pool.name, True, f"no autoscaler; runs on its {count} nodes")
+    return Verdict(pool.name, False, "no autoscaler and no nodes", "keep at least one node")
+
+
+def pods_at_once(pool: Pool, pod_gpus: int) -> int | None:
+    """The most pods of ``pod_gpus`` GPUs ``pool`` can run at the same time; None where
+    nothing bounds it (CPU pods, a NodePool without a GPU limit)."""
+    if pod_gpus <= 0:
+        return None
+    per_node = pool.shape.gpus // pod_gpus
+    if pool.scaling.provisioner is Provisioner.KARPENTER:
+        limit = pool.scaling.limits.get(scheduling.GPU_RESOURCE)
+        return None if limit is None else int(quantity.amount_or_zero(limit) // pod_gpus)
+    if pool.scaling.max_nodes is None:
+        return None
+    nodes = pool.scaling.max_nodes * (zone_count(pool) if pool.scaling.per_zone else 1)
+    return nodes * per_node
+
+
+def verdict(
+    pool: Pool,
+    priority: int,
+    annotations: Mapping[str, str],
+    limits: ClusterLimits | None,
+    route: Route | None = None,
+) -> Verdict:
+    """Would ``pool`` get a node for a pending pod (of ``priority``, with the pod
+    ``annotations``, its workload submitted through Kueue by ``route``) that fits it?"""
+    if pool.scaling.provisioner is Provisioner.KARPENTER:
+        return karpenter_verdict(pool)
+    if pool.scaling.provisioner is Provisioner.NONE:
+        return _existing(pool)
+    return gke_verdict(pool, priority, annotations, limits, route)

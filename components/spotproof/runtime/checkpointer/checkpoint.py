@@ -1,0 +1,349 @@
+"""Checkpoints that survive preemption, kills mid-write, and a second writer.
+
+The commit protocol
+-------------------
+A checkpoint of step ``S`` written by writer ``W`` (one process: host, pid, random suffix):
+
+1. **Payload.** Each named blob is cut into parts and uploaded, several at a time and each
+   with its CRC32C, to ``steps/<S>/<W>/<blob>.<part>``
+   (``spotproof.runtime.checkpointer.transfer``).
+   The prefix is private to the writer, so two writers never touch each other's payload
+   objects. The store then makes the payload durable (``make_durable``: a no-op for object
+   stores, whose PUTs are durable once answered; directory fsyncs on a file system).
+2. **Commit.** ``manifests/<S>.json`` (``spotproof.runtime.checkpointer.manifest``) is
+   written *last*,
+   with a create-only write (S3 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``, Azure
+   ``If-None-Match: *``, local ``link()`` of a fully written temporary file). It lists every
+   part with its size and CRC32C. The checkpoint is committed when, and only when, this
+   object exists. When the store answers "already exists", the manifest there is read
+   back: if it is byte for byte ours, an earlier attempt landed and only its answer was
+   lost (the SDKs retry too), so the step *is* committed. Only a different manifest means
+   another writer committed step ``S`` first; then this writer's payload is deleted and a
+   committed step is never overwritten. Any other failure is retried ``commit_attempts``
+   times with backoff and then raised as :class:`CommitFailed`; the payload stays, since
+   the manifest may have landed after all, and retention collects it if not.
+3. **Load.** Manifests are read newest first; the first one that passes the structural
+   checks of :meth:`Manifest.decode` and whose parts all exist with the listed size and
+   CRC32C is loaded. Anything else is skipped (and reported), never loaded. A caller that
+   passes ``restore`` has the last word: a checkpoint that verifies but that it cannot
+   take (:class:`RestoreError`: a blob missing from it, state of another model shape) is
+   skipped as well, so one bad save costs the steps since the one before, not the run.
+4. **Retention.** After a commit, committed steps beyond the newest ``keep`` are deleted
+   manifest first, then payload, so a reader never finds a manifest without its parts
+   because of us. Uncommitted payload of steps older than the oldest kept step is deleted
+   too: no manifest can make it the newest checkpoint any more. A commit is a commit: a
+   store failure during retention is reported beside it (``SaveResult.retention``), not
+   as a failed save, and the next retention deletes what this one left.
+
+Single-object PUTs are atomic on GCS, S3 and Azure, and ``link()`` is atomic locally;
+nothing across objects is. The protocol relies on exactly that and nothing more.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from spotproof.runtime.checkpointer import transfer
+from spotproof.runtime.checkpointer.manifest import (
+    DEFAULT_KEEP,
+    MAX_MANIFEST_BYTES,
+    Manifest,
+    ManifestError,
+    Part,
+    check_metadata,
+    check_name,
+    manifest_key,
+    read_commit,
+    step_prefix,
+)
+from spotproof.runtime.checkpointer.transfer import SaveCancelled
+from spotproof.runtime.failures import Failure
+from spotproof.runtime.storage import AlreadyExists, ObjectStore, StorageError, open_store
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointStore",
+    "CommitFailed",
+    "RestoreError",
+    "SaveCancelled",
+    "SaveResult",
+    "manifest_key",
+    "step_prefix",
+]
+
+SUPERSEDED = "another writer committed this step first"
+"""Why a save did not commit when the step was committed by someone else."""
+DEFAULT_COMMIT_ATTEMPTS = 3
+DEFAULT_COMMIT_BACKOFF = 0.2
+"""Seconds before the second commit attempt; doubled for each one after."""
+
+
+_STEP = re.compile(r"[0-9]{12,18}")
+"""A step as :func:`manifest_key` and :func:`step_prefix` spell it (ASCII digits, zero
+padded); any other name under ``manifests/`` or ``steps/`` is none of ours."""
+
+
+class CommitFailed(StorageError):
+    """The manifest could not be written, and the store did not say it already exists."""
+
+
+class RestoreError(ValueError):
+    """A checkpoint that verifies, which the training state cannot take; raised by a
+    ``restore`` callback of :meth:`CheckpointStore.load_latest` to have it skipped."""
+
+
+Restore = Callable[["Checkpoint"], None]
+"""Applies a verified checkpoint to the training state, or raises :class:`RestoreError`."""
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    step: int
+    committed: bool
+    seconds: float
+    bytes: int
+    reason: str = ""
+    """Why nothing was committed, when ``committed`` is false."""
+    waited_seconds: float = 0.0
+    """Training time spent waiting for the previous upload before this save's capture."""
+    capture_seconds: float = 0.0
+    """Training time spent copying the state out (device to host) for this save."""
+    retention: str = ""
+    """Why retention after this commit failed ("" when it ran, or was not asked for). The
+    commit stands: a failed retention only leaves old checkpoints for the next one."""
+
+    @property
+    def blocked_seconds(self) -> float:
+        """All the time this save held up training; the upload itself ran alongside."""
+        return self.waited_seconds + self.capture_seconds
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    step: int
+    blobs: dict[str, bytearray]
+    metadata: Mapping[str, Any]
+    skipped: tuple[str, ...] = ()
+    """Newer manifests passed over, each with the reason."""
+
+
+def new_writer_id() -> str:
+    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname().split(".")[0])[:24].strip("-")
+    return f"{host or 'host'}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+class CheckpointStore:
+    """Save and load checkpoints at one URL (``file://``, ``s3://``, ``gs://``, ``az://``)."""
+
+    rank = 0
+    world_size = 1
+    """One process; ``spotproof.runtime.checkpointer.gang`` saves shards of a gang of them."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        keep: int = DEFAULT_KEEP,
+        part_bytes: int | None = None,
+        parallelism: int | None = None,
+        writer_id: str | None = None,
+        store: ObjectStore | None = None,
+        commit_attempts: int = DEFAULT_COMMIT_ATTEMPTS,
+        commit_backoff: float = DEFAULT_COMMIT_BACKOFF,
+    ) -> None:
+        if keep < 1:
+            raise ValueError(f"keep = {keep}: at least the newest checkpoint must be kept")
+        if commit_attempts < 1:
+            raise ValueError(f"commit_attempts = {commit_attempts}: at least one is needed")
+        self.store = store or open_store(url)
+        self.keep = keep
+        self.part_bytes = part_bytes
+        self.parallelism = parallelism
+        self.writer_id = check_name("writer_id", writer_id or new_writer_id())
+        self.commit_attempts = commit_attempts
+        self.commit_backoff = commit_backoff
+
+    # --- save --------------------------------------------------------------------------
+
+    def save(
+        self,
+        step: int,
+        blobs: Mapping[str, bytes | memoryview],
+        metadata: Mapping[str, Any] | None = None,
+        cancel: threading.Event | None = None,
+        *,
+        prune: bool = True,
+    ) -> SaveResult:
+        """Write and commit ``blobs`` as step ``step``. Raises :class:`SaveCancelled` if
+        ``cancel`` is set before the commit; then nothing of this save is committed.
+
+        With ``prune``, retention runs after the commit (see :meth:`prune`); the result's
+        ``seconds`` end at the commit either way."""
+        started = time.monotonic()
+        for name in blobs:
+            check_name("blob", name)
+        metadata = check_metadata(metadata or {})
+        total = sum(len(b) for b in blobs.values())
+        if self.store.exists(manifest_key(step)):
+            return SaveResult(step, False, 0.0, 0, "step already committed")
+
+        prefix = f"{step_prefix(step)}/{self.writer_id}"
+        try:
+            parts = self._upload(step, blobs, cancel)
+            outcome = self._finish(step, parts, metadata, cancel)
+        except SaveCancelled:
+            self.store.delete_prefix(prefix)
+            raise
+        if outcome == SUPERSEDED:
+            self.store.delete_prefix(prefix)
+        committed = outcome == ""
+        result = SaveResult(step, committed, time.monotonic() - started, total, outcome)
+        if committed and prune:
+            result = replace(result, retention=self.prune_after_commit())
+        return result
+
+    def _finish(
+        self,
+        step: int,
+        parts: tuple[Part, ...],
+        metadata: dict[str, Any],
+        cancel: threading.Event | None,
+    ) -> str:
+        """Protocol step 2, once the payload is durable: "" when ``step`` is committed with
+        these parts, :data:`SUPERSEDED` when another writer's commit is there, else why not."""
+        manifest = Manifest(step, self.writer_id, time.time(), parts, metadata)
+        return "" if self._commit(step, manifest.encode()) else SUPERSEDED
+
+    def _upload(
+        self,
+        step: int,
+        blobs: Mapping[str, bytes | memoryview],
+        cancel: threading.Event | None,
+    ) -> tuple[Part, ...]:
+        """Protocol step 1: this writer's payload of ``step``, durable; raises
+        :class:`SaveCancelled` (leaving the payload to the caller) once ``cancel`` is set."""
+        total = sum(len(b) for b in blobs.values())
+        parts = transfer.upload(
+            self.store,
+            step,
+            self.writer_id,
+            blobs,
+            self._plan(total),
+            cancel=cancel,
+            attempts=self.commit_attempts,
+            backoff=self.commit_backoff,
+        )
+        self.store.make_durable(f"{step_prefix(step)}/{self.writer_id}")
+        if cancel is not None and cancel.is_set():
+            raise SaveCancelled(f"save of step {step} superseded")
+        return tuple(parts)
+
+    def _plan(self, total_bytes: int) -> transfer.TransferPlan:
+        return transfer.plan(total_bytes, part_bytes=self.part_bytes, threads=self.parallelism)
+
+    def _commit(self, step: int, manifest: bytes) -> bool:
+        """Create the manifest of ``step``: True once ours is the committed one, False
+        when another writer's is. Raises :class:`CommitFailed` when neither can be told."""
+        key = manifest_key(step)
+        failure: StorageError | None = None
+        for attempt in range(self.commit_attempts):
+            if attempt:
+                time.sleep(self.commit_backoff * 2 ** (attempt - 1))
+            try:
+                self.store.put_if_absent(key, manifest)
+                return True
+            except AlreadyExists:
+                try:
+                    return self.store.get(key, limit=MAX_MANIFEST_BYTES) == manifest
+                except (StorageError, FileNotFoundError, ValueError) as error:
+                    failure = StorageError(f"reading back {key} failed: {error}")
+            except StorageError as error:
+                failure = error
+        raise CommitFailed(
+            f"step {step} not committed after {self.commit_attempts} attempts: {failure}",
+            failure.failure if failure else Failure.OTHER,
+        )
+
+    # --- load --------------------------------------------------------------------------
+
+    def committed_steps(self) -> list[int]:
+        """Steps that have a manifest, oldest first (not yet verified)."""
+        names = (key.rsplit("/", 1)[-1] for key in self.store.list("manifests"))
+        return sorted(
+            int(name[:-5])
+            for name in names
+            if name.endswith(".json") and _STEP.fullmatch(name[:-5])
+        )
+
+    def load_latest(
+        self,
+        on_skip: Callable[[int, str], None] | None = None,
+        restore: Restore | None = None,
+    ) -> Checkpoint | None:
+        """The newest checkpoint whose every part verifies, and that ``restore`` (when
+        given) took without :class:`RestoreError`; None when there is none."""
+        skipped: list[str] = []
+        for step in reversed(self.committed_steps()):
+            try:
+                return self._load_and_restore(step, tuple(skipped), restore)
+            except (ManifestError, ValueError, MemoryError, FileNotFoundError) as error:
+                reason = f"step {step}: {error}"
+                skipped.append(reason)
+                if on_skip:
+                    on_skip(step, str(error))
+        return None
+
+    def _load_and_restore(
+        self, step: int, skipped: tuple[str, ...], restore: Restore | None
+    ) -> Checkpoint:
+        checkpoint = self._load(step, skipped)
+        if restore is not None:
+            restore(checkpoint)
+        return checkpoint
+
+    def _load(self, step: int, skipped: tuple[str, ...]) -> Checkpoint:
+        """This process's part of ``step``: the whole checkpoint, or its rank's shard of a
+        gang's (``spotproof.runtime.checkpointer.gang``); :class:`GangMismatch` when neither
+        fits."""
+        commit = read_commit(self.store.get(manifest_key(step), limit=MAX_MANIFEST_BYTES))
+        if commit.step != step:
+            raise ValueError(f"manifest names step {commit.step}")
+        manifest = commit.shard_for(self.rank, self.world_size)
+        total = sum(manifest.blob_sizes.values())
+        blobs = transfer.download(self.store, manifest, self._plan(total))
+        return Checkpoint(step, blobs, manifest.metadata, skipped)
+
+    # --- retention ---------------------------------------------------------------------
+
+    def prune_after_commit(self) -> str:
+        """:meth:`prune`, with a store failure returned as its one line ("" when none)."""
+        try:
+            self.prune()
+        except (StorageError, FileNotFoundError) as error:
+            return f"retention failed, to be retried after the next commit: {error}"
+        return ""
+
+    def prune(self) -> list[int]:
+        """Delete committed steps beyond the newest ``keep`` (manifest first), and
+        uncommitted payload older than the oldest kept step. Returns the steps deleted."""
+        committed = self.committed_steps()
+        doomed = committed[: -self.keep]
+        for step in doomed:
+            self.store.delete([manifest_key(step)])
+            self.store.delete_prefix(step_prefix(step))
+        kept = committed[-self.keep :]
+        if kept:
+            oldest_kept = kept[0]
+            for name in self.store.list("steps"):
+                leaf = name.rstrip("/").rsplit("/", 1)[-1]
+                if _STEP.fullmatch(leaf) and int(leaf) < oldest_kept and int(leaf) not in committed:
+                    self.store.delete_prefix(step_prefix(int(leaf)))
+        return doomed

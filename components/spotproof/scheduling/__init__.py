@@ -1,0 +1,227 @@
+"""The scheduling contract: the single source of truth for where pods may run.
+
+Each pool class (system, spot GPU, flex-start, on-demand GPU) has a *contract*: the
+taints its nodes carry, the labels they are guaranteed to have, and the PriorityClass of
+the work meant for it. Pools take their taints and labels from :func:`contract`;
+workloads take their tolerations, node selector and affinity from :func:`placement` for
+the class they target. Because both sides are derived from the same table, a workload
+cannot be built that misses a toleration of the pool it targets.
+
+Its inverse, "could this pod land on this node?", is :mod:`spotproof.scheduling.fit`, which
+``spotproof plan`` and the policy rules run over the *rendered* resources, so a
+hand-edited manifest or a mutated pool is caught too.
+
+Taint effects are spelled three ways: ``NoSchedule`` in Kubernetes and Karpenter,
+``NO_SCHEDULE`` in the GCP and AWS APIs, ``key=value:NoSchedule`` strings in AKS.
+:func:`cloud_effect` and :func:`aks_taint` own that translation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from spotproof.catalog import Cloud
+from spotproof.catalog.labels import GKE_ACCELERATOR_LABEL, GKE_FLEX_START_LABEL
+from spotproof.fleet.types import PoolClass, Taint, TaintEffect
+
+POOL_CLASS_LABEL = "spotproof.dev/pool-class"
+"""Node label every spotproof pool carries; workloads select on it."""
+CAPACITY_TAINT_KEY = "spotproof.dev/capacity"
+"""Taint key that keeps ordinary pods off spot and flex-start capacity."""
+GPU_RESOURCE = "nvidia.com/gpu"
+
+SYSTEM_TAINT = Taint("CriticalAddonsOnly", "true", TaintEffect.NO_SCHEDULE)
+"""The system pool's taint on EKS and AKS, whose add-ons (CoreDNS, Karpenter as configured
+here) tolerate it."""
+GKE_SYSTEM_TAINT = Taint("components.gke.io/gke-managed-components", "true")
+"""The system pool's taint on GKE. GKE's own add-ons tolerate this key (event-exporter,
+for one, tolerates nothing else), not ``CriticalAddonsOnly``: a system pool tainted that
+way would leave them without a node, and node auto-provisioning would create an
+untainted pool for them. Google's cluster toolkit taints its system pool the same way
+(GoogleCloudPlatform/cluster-toolkit, ``community/modules/scheduler/gke-cluster/variables.tf``,
+``system_node_pool_taints``)."""
+GPU_TAINT = Taint(GPU_RESOURCE, "present", TaintEffect.NO_SCHEDULE)
+"""GKE taints the nodes of a GPU pool added to a cluster that already runs a non-GPU pool
+("GKE automatically taints the GPU nodes", https://cloud.google.com/kubernetes-engine/docs/how-to/gpus;
+every spotproof cluster has its system pool first); declaring it keeps ``pulumi up``
+diff-free, and Karpenter pools carry it so that only GPU work lands on GPU nodes."""
+
+
+@dataclass(frozen=True)
+class PriorityClassSpec:
+    name: str
+    value: int
+    description: str
+    preempts: bool = True
+    """False sets ``preemptionPolicy: Never``: the pod waits instead of evicting others."""
+
+
+PLATFORM_PRIORITY = PriorityClassSpec(
+    "spotproof-platform", 1_000_000, "Cluster add-ons on the system pool; never preempted by work."
+)
+TRAINING_PRIORITY = PriorityClassSpec(
+    "spotproof-training",
+    1_000,
+    "Training on capacity that is not reclaimed (on-demand, flex-start).",
+)
+SPOT_BATCH_PRIORITY = PriorityClassSpec(
+    "spotproof-spot-batch",
+    -5,
+    "Preemptible batch work on spot capacity: negative, so the scheduler evicts it first; "
+    "not below -10, or the cluster autoscaler never adds a node for it.",
+    preempts=False,
+)
+"""Negative so that any default-priority pod preempts it, and at or above the cluster
+autoscaler's expendable cutoff (``catalog.EXPENDABLE_PRIORITY_CUTOFF``, -10): a pending pod
+below it never triggers a scale-up, and every GPU pool starts at zero nodes."""
+PRIORITY_CLASSES = (PLATFORM_PRIORITY, TRAINING_PRIORITY, SPOT_BATCH_PRIORITY)
+
+
+@dataclass(frozen=True)
+class PoolContract:
+    """What every node of one pool class carries, and what work targeting it runs at."""
+
+    pool_class: PoolClass
+    taints: tuple[Taint, ...]
+    labels: Mapping[str, str]
+    priority: PriorityClassSpec
+
+
+_SYSTEM_CONTRACTS: dict[Cloud, PoolContract] = {
+    cloud: PoolContract(
+        PoolClass.SYSTEM,
+        (GKE_SYSTEM_TAINT if cloud is Cloud.GKE else SYSTEM_TAINT,),
+        {POOL_CLASS_LABEL: "system"},
+        PLATFORM_PRIORITY,
+    )
+    for cloud in Cloud
+}
+_CONTRACTS: dict[PoolClass, PoolContract] = {
+    PoolClass.SPOT_GPU: PoolContract(
+        PoolClass.SPOT_GPU,
+        (Taint(CAPACITY_TAINT_KEY, "spot"), GPU_TAINT),
+        {POOL_CLASS_LABEL: "spot-gpu"},
+        SPOT_BATCH_PRIORITY,
+    ),
+    PoolClass.FLEX_START: PoolContract(
+        PoolClass.FLEX_START,
+        (Taint(CAPACITY_TAINT_KEY, "flex-start"), GPU_TAINT),
+        {POOL_CLASS_LABEL: "flex-start"},
+        TRAINING_PRIORITY,
+    ),
+    PoolClass.ON_DEMAND_GPU: PoolContract(
+        PoolClass.ON_DEMAND_GPU,
+        (GPU_TAINT,),
+        {POOL_CLASS_LABEL: "on-demand-gpu"},
+        TRAINING_PRIORITY,
+    ),
+}
+
+
+def contract(pool_class: PoolClass, cloud: Cloud | None = None) -> PoolContract:
+    """The contract of ``pool_class``; the system class's taint differs per ``cloud``."""
+    if pool_class is PoolClass.SYSTEM:
+        if cloud is None:
+            raise ValueError("the system pool's contract differs per cloud; name the cloud")
+        return _SYSTEM_CONTRACTS[cloud]
+    return _CONTRACTS[pool_class]
+
+
+def system_taint(cloud: Cloud) -> Taint:
+    return contract(PoolClass.SYSTEM, cloud).taints[0]
+
+
+# --- workloads ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Everything a pod spec needs to land on one pool class, in Kubernetes spelling."""
+
+    tolerations: tuple[dict[str, str], ...]
+    node_selector: dict[str, str]
+    node_affinity: dict[str, Any] | None
+    priority_class_name: str
+
+
+def toleration_for(taint: Taint) -> dict[str, str]:
+    return {
+        "key": taint.key,
+        "operator": "Equal",
+        "value": taint.value,
+        "effect": taint.effect.value,
+    }
+
+
+def placement(
+    pool_class: PoolClass, accelerators: Iterable[str] = (), fallback: Iterable[PoolClass] = ()
+) -> Placement:
+    """Where a workload targeting ``pool_class`` goes.
+
+    ``accelerators`` narrows GPU work to nodes with one of these GPU models (required node
+    affinity on GKE's ``cloud.google.com/gke-accelerator``). Flex-start work selects the
+    labels GKE documents for DWS flex-start, so node auto-provisioning can create such a
+    pool too.
+
+    ``fallback`` names classes the workload may also run on when its own has no capacity
+    (EKS: the on-demand NodePool behind the spot one). The pool class is then required by
+    node affinity over all of them, the workload tolerates every one's taints, and the
+    provisioner's pool weights decide which is tried first.
+    """
+    pool_contract = contract(pool_class)
+    accelerators = sorted(set(accelerators))
+    classes = [pool_class, *(c for c in fallback if c is not pool_class)]
+    selector = dict(pool_contract.labels)
+    expressions = []
+    if pool_class is PoolClass.FLEX_START and len(accelerators) == 1:
+        selector = {GKE_FLEX_START_LABEL: "true", GKE_ACCELERATOR_LABEL: accelerators[0]}
+    elif accelerators:
+        expressions.append({"key": GKE_ACCELERATOR_LABEL, "operator": "In", "values": accelerators})
+    if len(classes) > 1:
+        selector = {}
+        expressions.insert(
+            0, {"key": POOL_CLASS_LABEL, "operator": "In", "values": [c.value for c in classes]}
+        )
+    affinity = None
+    if expressions:
+        affinity = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": expressions}]
+            }
+        }
+    taints = dict.fromkeys(t for c in classes for t in contract(c).taints)
+    return Placement(
+        tolerations=tuple(toleration_for(t) for t in taints),
+        node_selector=selector,
+        node_affinity=affinity,
+        priority_class_name=pool_contract.priority.name,
+    )
+
+
+def cloud_effect(effect: TaintEffect) -> str:
+    """GCP and AWS API spelling: ``NoSchedule`` -> ``NO_SCHEDULE``."""
+    return {
+        TaintEffect.NO_SCHEDULE: "NO_SCHEDULE",
+        TaintEffect.PREFER_NO_SCHEDULE: "PREFER_NO_SCHEDULE",
+        TaintEffect.NO_EXECUTE: "NO_EXECUTE",
+    }[effect]
+
+
+def cloud_taints(taints: Iterable[Taint]) -> list[dict[str, str]]:
+    """Taints as the GCP and AWS APIs take them: ``{key, value, effect: NO_SCHEDULE}``."""
+    return [{"key": t.key, "value": t.value, "effect": cloud_effect(t.effect)} for t in taints]
+
+
+def kubernetes_effect(cloud_spelling: str) -> TaintEffect:
+    """The inverse of :func:`cloud_effect`; accepts Kubernetes spelling unchanged."""
+    for effect in TaintEffect:
+        if cloud_spelling in (effect.value, cloud_effect(effect)):
+            return effect
+    raise ValueError(f"unknown taint effect {cloud_spelling!r}")
+
+
+def aks_taint(taint: Taint) -> str:
+    """AKS node pool spelling: ``key=value:NoSchedule``."""
+    return f"{taint.key}={taint.value}:{taint.effect.value}"
