@@ -1,41 +1,22 @@
-"""The ``spotproof`` command line: ``spotproof plan``, ``spotproof check``, ``spotproof smoke``
-and ``spotproof policy-pack``.
+"""The ``spotproof`` command line: the parser of every command, and nothing more.
 
-Exit codes, which CI systems rely on: 0 when every check passes, 1 when a check fails (a policy,
-the scheduling check, or different digests), 2 on bad input, always as one line on stderr
-and never a traceback.
+Each command lives with what it commands: ``plan.command``, ``check.command``,
+``smoke.command``, ``ci.command``; this module parses the arguments (one-line errors on bad
+input, exit 2) and hands them over. Exit codes are ``spotproof.commands``'.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import NoReturn
 
-from spotproof.extras import not_installed
-from spotproof.smoke import BATCH_ROWS
-from spotproof.terminal import paint
-
-if TYPE_CHECKING:
-    from spotproof.plan import StackConfig
-    from spotproof.plan.config.sources import Location
-
-EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT = 0, 1, 2
-STORES = ("file", "s3", "gcs", "azure")
-MAX_NODES = 8
-"""The largest gang ``spotproof smoke --nodes`` starts on one machine."""
-GANG_SIZES = tuple(n for n in range(1, MAX_NODES + 1) if BATCH_ROWS % n == 0)
-"""What ``--nodes`` may be: up to ``MAX_NODES`` ranks that split the trainer's batch
-evenly (1, 2, 4 or 8)."""
-DEFAULT_SMOKE_STEPS = 240
-FORMATS = ("text", "json", "markdown", "github")
+from spotproof.commands import EXIT_BAD_INPUT, EXIT_OK, REPORT_FORMATS
+from spotproof.smoke import DEFAULT_STEPS, GANG_SIZES
+from spotproof.smoke.emulators import STORES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -74,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan.add_argument(
         "--format",
-        choices=FORMATS,
+        choices=REPORT_FORMATS,
         default="text",
         help="text (terminal), json (the report on stdout), markdown (PR comment or job "
         "summary), github (annotations on the stack files' lines, and the markdown appended "
@@ -118,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the stack to check against: a name (gke-dev), or a stack file's path "
         "(../infra/Pulumi.prod.yaml), whose project is then found from the file",
     )
-    check.add_argument("--format", choices=FORMATS, default="text", help="as for plan")
+    check.add_argument("--format", choices=REPORT_FORMATS, default="text", help="as for plan")
     _project_dir(check)
 
     ci = commands.add_parser(
@@ -171,7 +152,7 @@ def _parser() -> argparse.ArgumentParser:
         "--steps",
         type=_count(20, 100_000),
         default=None,
-        help=f"TOTAL_STEPS (default {DEFAULT_SMOKE_STEPS}; with --stack, 6 checkpoint intervals)",
+        help=f"TOTAL_STEPS (default {DEFAULT_STEPS}; with --stack, 6 checkpoint intervals)",
     )
     smoke.add_argument("--interval", type=_count(1, 10_000), default=20, help="CHECKPOINT_INTERVAL")
     smoke.add_argument("--model-mb", type=_count(1, 4096), default=4, help="MODEL_MB")
@@ -282,147 +263,6 @@ def _count(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
-def _plan(args: argparse.Namespace) -> int:
-    from spotproof.plan import PlanInputError, find_project  # noqa: PLC0415
-
-    if args.all:
-        try:
-            project = find_project((args.project_dir or Path.cwd()).resolve())
-        except PlanInputError as error:
-            print(f"spotproof plan: {error}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        stacks = project.stacks()
-        if not stacks:
-            print(f"spotproof plan: no stack files in {project.stack_dir}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-    else:
-        stacks = [args.stack]
-    planned = [_plan_stack(stack, args, several=args.all) for stack in stacks]
-    if args.format == "json":
-        reports = {outcome.stack: outcome.report for outcome in planned}
-        document = reports if args.all else planned[0].report
-        print(json.dumps(document, indent=2, default=_redact))
-    if args.format in ("markdown", "github"):
-        from spotproof.plan.reporting.formats import markdown_summary  # noqa: PLC0415
-
-        summary = markdown_summary([(p.stack, p.code, p.markdown) for p in planned])
-        if args.format == "markdown":
-            print(summary)
-        elif os.environ.get("GITHUB_STEP_SUMMARY"):
-            summary_path = Path(os.environ["GITHUB_STEP_SUMMARY"])
-            _write(lambda: _append(summary_path, summary + "\n"), summary_path)
-    return max(outcome.code for outcome in planned)
-
-
-@dataclass
-class _Planned:
-    """One stack's plan as the CLI reports it."""
-
-    stack: str
-    code: int
-    report: dict[str, Any]
-    """The JSON report; ``{"stack", "error"}`` when the input was bad."""
-    markdown: str
-
-
-def _plan_stack(stack: str, args: argparse.Namespace, several: bool) -> _Planned:
-    from spotproof.fleet import SpecError  # noqa: PLC0415
-    from spotproof.plan import PlanInputError, load, plan  # noqa: PLC0415
-    from spotproof.plan.recording import manifests  # noqa: PLC0415
-    from spotproof.plan.reporting import formats  # noqa: PLC0415
-
-    started = time.monotonic()
-    fmt = args.format
-    config = None
-    try:
-        project, config = load(stack, args.project_dir)
-        for note in config.notes:
-            print(f"spotproof plan: note: {note}", file=sys.stderr)
-        result = plan(project, config)
-    except (PlanInputError, SpecError, ModuleNotFoundError) as error:
-        prefix = f"spotproof plan: {stack}: " if several else "spotproof plan: "
-        if isinstance(error, ModuleNotFoundError):
-            error = PlanInputError(not_installed(error, "plan"))
-        print(f"{prefix}{error}", file=sys.stderr)
-        if fmt == "github":
-            where = _error_location(error, config)
-            if where:
-                print(
-                    formats.command(
-                        "error",
-                        str(error),
-                        where,
-                        formats.github_root(),
-                        title=f"spotproof plan {stack}: bad input",
-                    )
-                )
-        if fmt == "text" and several:
-            print(f"\n{stack}: bad input (exit {EXIT_BAD_INPUT})\n")
-        return _Planned(
-            stack,
-            EXIT_BAD_INPUT,
-            {"stack": stack, "error": str(error)},
-            formats.markdown_bad_input(stack, str(error)),
-        )
-
-    out = args.out / stack if several and args.out else args.out
-    json_path = args.json / f"{stack}.json" if several and args.json else args.json
-    document = formats.as_json(result)
-    if out:
-        written = _write(lambda: manifests.write(result.recording, out), out)
-        if fmt == "text":
-            print(f"Wrote {len(written)} Kubernetes manifests to {out}")
-    if json_path:
-        text = json.dumps(document, indent=2, default=_redact) + "\n"
-
-        def write_json() -> None:
-            json_path.parent.mkdir(parents=True, exist_ok=True)
-            json_path.write_text(text)
-
-        _write(write_json, json_path)
-    elapsed = time.monotonic() - started
-    if fmt == "text":
-        print(formats.text(result))
-        print(paint(f"\n{formats.verdict(result)} ({elapsed:.1f}s)\n"))
-    elif fmt == "github":
-        for line in formats.annotations(result, config.sources, formats.github_root()):
-            print(line)
-        for reason in result.skipped:
-            print(f"::warning title=spotproof plan {stack}: check skipped::skipped: {reason}")
-        print(f"{stack}: {formats.verdict(result).splitlines()[0]} ({elapsed:.1f}s)")
-    code = result.exit_code or (EXIT_VIOLATIONS if args.strict and result.skipped else EXIT_OK)
-    return _Planned(stack, code, document, formats.markdown(result))
-
-
-def _error_location(error: Exception, config: StackConfig | None) -> Location | None:
-    """Where a bad input was written: the key a spec error names, the line a file error
-    names, else nothing (an error with no file, such as an unknown stack)."""
-    from spotproof.fleet import SpecError  # noqa: PLC0415
-
-    if isinstance(error, SpecError) and config is not None:
-        return config.sources.locate(error.key)
-    return getattr(error, "location", None)
-
-
-def _append(path: Path, text: str) -> None:
-    with path.open("a", encoding="utf-8") as stream:
-        stream.write(text)
-
-
-def _write(action: Any, path: Path) -> Any:
-    try:
-        return action()
-    except OSError as error:
-        print(f"spotproof plan: cannot write {path}: {error.strerror}", file=sys.stderr)
-        raise SystemExit(EXIT_BAD_INPUT) from None
-
-
-def _redact(value: Any) -> str:
-    from spotproof.plan.reporting.formats import redact  # noqa: PLC0415
-
-    return redact(value)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -439,7 +279,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "plan":
-        return _plan(args)
+        from spotproof.plan.command import run  # noqa: PLC0415
+
+        return run(args)
     if args.command == "check":
         from spotproof.check.command import run  # noqa: PLC0415
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from spotproof.check.documents import CheckInputError, Document, load, load_stdin
 from spotproof.check.locate import line_of
+from spotproof.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from spotproof.plan import PlanResult, recheck
 from spotproof.plan.recording import manifests
 from spotproof.plan.recording.manifests import SCHEMA_POLICY
@@ -71,8 +72,8 @@ class CheckResult:
     @property
     def exit_code(self) -> int:
         if self.refused:
-            return 2
-        return 1 if self.findings else 0
+            return EXIT_BAD_INPUT
+        return EXIT_FAILED if self.findings else EXIT_OK
 
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")

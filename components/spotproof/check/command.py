@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from spotproof.check import CheckInputError, CheckResult, check, load_all
+from spotproof.commands import EXIT_BAD_INPUT
 from spotproof.extras import not_installed
 from spotproof.plan.config.sources import Location
 from spotproof.terminal import paint
-
-EXIT_BAD_INPUT = 2
 
 
 def run(files: Sequence[Path], stack: str | None, project_dir: Path | None, fmt: str) -> int:

@@ -12,8 +12,7 @@ from pathlib import Path
 from spotproof import __version__
 from spotproof.ci import workflow
 from spotproof.ci.stacks import StackListError, program_virtualenv, project_root, stacks
-
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
+from spotproof.commands import EXIT_BAD_INPUT, EXIT_OK
 
 
 def init(project_dir: Path | None, force: bool, to_stdout: bool) -> int:

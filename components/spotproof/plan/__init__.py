@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from spotproof.catalog import Cloud
+from spotproof.commands import EXIT_FAILED, EXIT_OK
 from spotproof.fleet import BucketSpec, FleetSpec, advice, fleet_from_config
 from spotproof.fleet.advice import SpecWarning
 from spotproof.fleet.config import CLOUDS
@@ -109,7 +110,7 @@ class PlanResult:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.violations else 0
+        return EXIT_FAILED if self.violations else EXIT_OK
 
 
 def check(spec: FleetSpec, recording: Recording) -> PlanResult:

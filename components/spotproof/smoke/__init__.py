@@ -6,3 +6,10 @@ free of torch, so that the CLI can check ``--nodes`` against it."""
 MAX_STEPS = 10**12
 """The most steps (and the longest checkpoint interval) the trainer accepts; the spec
 refuses a ``smokeTest`` that asks for more."""
+DEFAULT_STEPS = 240
+"""``TOTAL_STEPS`` of a rehearsal not given ``--steps`` nor a stack."""
+MAX_NODES = 8
+"""The largest gang ``spotproof smoke --nodes`` starts on one machine."""
+GANG_SIZES = tuple(n for n in range(1, MAX_NODES + 1) if BATCH_ROWS % n == 0)
+"""What ``--nodes`` may be: up to ``MAX_NODES`` ranks that split the trainer's batch
+evenly (1, 2, 4 or 8)."""

@@ -2,8 +2,8 @@
 
 A local preemption run of the trainer against a store emulator, alone or as a gang; with
 ``--stack``, a rehearsal of that stack's preemption path from its offline plan; with
-``--batch``, the batch workers' run against a queue emulator. Exit codes as ``cli``: 0
-passed, 1 failed, 2 bad input (one line on stderr).
+``--batch``, the batch workers' run against a queue emulator. Exit codes as every command's
+(``spotproof.commands``): 0 passed, 1 failed, 2 bad input (one line on stderr).
 """
 
 from __future__ import annotations
@@ -16,15 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from spotproof.cli import (
-    DEFAULT_SMOKE_STEPS,
-    EXIT_BAD_INPUT,
-    EXIT_OK,
-    EXIT_VIOLATIONS,
-)
+from spotproof.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from spotproof.fleet import SpecError
 from spotproof.plan import PlanInputError, run_plan
 from spotproof.runtime.launcher import Launcher
+from spotproof.smoke import DEFAULT_STEPS
 from spotproof.smoke.batch import BatchConfig, run_batch_smoke
 from spotproof.smoke.emulators import EmulatorError
 from spotproof.smoke.harness import run_smoke
@@ -46,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         store=args.store or "s3",
         preemptions=args.preemptions,
         hard_kills=args.hard_kills,
-        total_steps=args.steps or DEFAULT_SMOKE_STEPS,
+        total_steps=args.steps or DEFAULT_STEPS,
         interval=args.interval,
         model_mb=args.model_mb,
         seed=args.seed,
@@ -94,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             args.json.write_text(text)
 
         _written(write_report, args.json)
-    return EXIT_OK if report.passed else EXIT_VIOLATIONS
+    return EXIT_OK if report.passed else EXIT_FAILED
 
 
 def _batch(args: argparse.Namespace) -> int:
@@ -121,7 +117,7 @@ def _batch(args: argparse.Namespace) -> int:
     if args.json:
         text = json.dumps(report.as_json(), indent=2) + "\n"
         _written(lambda: args.json.write_text(text), args.json)
-    return EXIT_OK if report.passed else EXIT_VIOLATIONS
+    return EXIT_OK if report.passed else EXIT_FAILED
 
 
 class _BadInput(Exception):

@@ -27,8 +27,6 @@ from spotproof.scheduling import work_matrix
 if TYPE_CHECKING:
     from spotproof.plan import PlanResult
 
-FORMATS = ("text", "json", "markdown", "github")
-
 
 def protection(protect: bool | None) -> str:
     """Whether ``pulumi destroy`` may take the stack's cluster and bucket."""
