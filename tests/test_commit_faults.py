@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore, CommitFailed
-from spotproof.runtime.checkpointer.manifest import manifest_key, step_prefix
+from spotproof.runtime.checkpointer.layout import manifest_key, step_prefix
 from spotproof.runtime.failures import Failure
 from spotproof.runtime.storage import AlreadyExists, StorageError
 from spotproof.smoke.emulators import Bucket

@@ -21,7 +21,8 @@ import pytest
 
 from spotproof.runtime.checkpointer.checkpoint import Checkpoint, CheckpointStore, RestoreError
 from spotproof.runtime.checkpointer.gang import GangCheckpointStore, GangMismatch
-from spotproof.runtime.checkpointer.manifest import manifest_key, read_commit, shard_key
+from spotproof.runtime.checkpointer.layout import manifest_key, shard_key
+from spotproof.runtime.checkpointer.manifest import read_commit
 from spotproof.smoke.emulators import Bucket, free_port
 
 

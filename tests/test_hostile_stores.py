@@ -18,12 +18,8 @@ import pytest
 
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.checkpointer.integrity import crc32c_hex
-from spotproof.runtime.checkpointer.manifest import (
-    MAX_MANIFEST_BYTES,
-    ManifestError,
-    manifest_key,
-    part_key,
-)
+from spotproof.runtime.checkpointer.layout import manifest_key, part_key
+from spotproof.runtime.checkpointer.manifest import MAX_MANIFEST_BYTES, ManifestError
 from spotproof.runtime.storage import Unreadable
 from spotproof.smoke.emulators import Bucket
 

@@ -14,7 +14,8 @@ import pytest
 
 from spotproof.runtime.checkpointer import transfer
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
-from spotproof.runtime.checkpointer.manifest import Manifest, ManifestError, manifest_key
+from spotproof.runtime.checkpointer.layout import manifest_key
+from spotproof.runtime.checkpointer.manifest import Manifest, ManifestError
 
 PART = 1024
 

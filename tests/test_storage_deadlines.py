@@ -17,7 +17,7 @@ import pytest
 from spotproof.runtime import exit_codes
 from spotproof.runtime.checkpointer import transfer
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
-from spotproof.runtime.checkpointer.manifest import step_prefix
+from spotproof.runtime.checkpointer.layout import step_prefix
 from spotproof.runtime.storage import StorageError, deadlines, open_store
 from spotproof.smoke.emulators import AZURITE_ACCOUNT_KEY, Bucket, free_port
 from spotproof.smoke.process import TrainerProcess

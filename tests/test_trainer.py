@@ -14,7 +14,8 @@ import torch
 
 from spotproof.runtime import exit_codes
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
-from spotproof.runtime.checkpointer.manifest import GangManifest, Manifest, manifest_key
+from spotproof.runtime.checkpointer.layout import manifest_key
+from spotproof.runtime.checkpointer.manifest import GangManifest, Manifest
 from spotproof.runtime.checkpointer.torch_state import StateBuffer
 from spotproof.smoke.distributed import Solo
 from spotproof.smoke.process import TrainerProcess

@@ -13,7 +13,8 @@ import pytest
 from spotproof.runtime.checkpointer import transfer
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.checkpointer.integrity import crc32c_hex, header_value
-from spotproof.runtime.checkpointer.manifest import Manifest, manifest_key
+from spotproof.runtime.checkpointer.layout import manifest_key
+from spotproof.runtime.checkpointer.manifest import Manifest
 from spotproof.runtime.failures import Failure
 from spotproof.runtime.storage import ObjectStore, StorageError, open_store
 from spotproof.smoke.emulators import Bucket

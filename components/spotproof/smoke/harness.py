@@ -28,7 +28,8 @@ import signal
 import time
 
 from spotproof.runtime import exit_codes
-from spotproof.runtime.checkpointer.checkpoint import CheckpointStore, manifest_key, step_prefix
+from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
+from spotproof.runtime.checkpointer.layout import manifest_key, step_prefix
 from spotproof.runtime.storage import ObjectStore, open_store
 from spotproof.smoke.emulators import Bucket, emulated
 from spotproof.smoke.job import DISRUPTION_TARGET, JobController

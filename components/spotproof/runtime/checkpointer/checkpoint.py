@@ -52,6 +52,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from spotproof.runtime.checkpointer import transfer
+from spotproof.runtime.checkpointer.layout import (
+    MANIFESTS,
+    STEPS,
+    committed_step,
+    manifest_key,
+    payload_step,
+    step_prefix,
+    writer_prefix,
+)
 from spotproof.runtime.checkpointer.manifest import (
     DEFAULT_KEEP,
     MAX_MANIFEST_BYTES,
@@ -60,9 +69,7 @@ from spotproof.runtime.checkpointer.manifest import (
     Part,
     check_metadata,
     check_name,
-    manifest_key,
     read_commit,
-    step_prefix,
 )
 from spotproof.runtime.checkpointer.transfer import SaveCancelled
 from spotproof.runtime.failures import Failure
@@ -75,8 +82,6 @@ __all__ = [
     "RestoreError",
     "SaveCancelled",
     "SaveResult",
-    "manifest_key",
-    "step_prefix",
 ]
 
 SUPERSEDED = "another writer committed this step first"
@@ -84,11 +89,6 @@ SUPERSEDED = "another writer committed this step first"
 DEFAULT_COMMIT_ATTEMPTS = 3
 DEFAULT_COMMIT_BACKOFF = 0.2
 """Seconds before the second commit attempt; doubled for each one after."""
-
-
-_STEP = re.compile(r"[0-9]{12,18}")
-"""A step as :func:`manifest_key` and :func:`step_prefix` spell it (ASCII digits, zero
-padded); any other name under ``manifests/`` or ``steps/`` is none of ours."""
 
 
 class CommitFailed(StorageError):
@@ -195,7 +195,7 @@ class CheckpointStore:
         if self.store.exists(manifest_key(step)):
             return SaveResult(step, False, 0.0, 0, "step already committed")
 
-        prefix = f"{step_prefix(step)}/{self.writer_id}"
+        prefix = writer_prefix(step, self.writer_id)
         try:
             parts = self._upload(step, blobs, cancel)
             outcome = self._finish(step, parts, metadata, cancel)
@@ -241,7 +241,7 @@ class CheckpointStore:
             attempts=self.commit_attempts,
             backoff=self.commit_backoff,
         )
-        self.store.make_durable(f"{step_prefix(step)}/{self.writer_id}")
+        self.store.make_durable(writer_prefix(step, self.writer_id))
         if cancel is not None and cancel.is_set():
             raise SaveCancelled(f"save of step {step} superseded")
         return tuple(parts)
@@ -276,12 +276,8 @@ class CheckpointStore:
 
     def committed_steps(self) -> list[int]:
         """Steps that have a manifest, oldest first (not yet verified)."""
-        names = (key.rsplit("/", 1)[-1] for key in self.store.list("manifests"))
-        return sorted(
-            int(name[:-5])
-            for name in names
-            if name.endswith(".json") and _STEP.fullmatch(name[:-5])
-        )
+        steps = (committed_step(key) for key in self.store.list(MANIFESTS))
+        return sorted(step for step in steps if step is not None)
 
     def load_latest(
         self,
@@ -342,8 +338,8 @@ class CheckpointStore:
         kept = committed[-self.keep :]
         if kept:
             oldest_kept = kept[0]
-            for name in self.store.list("steps"):
-                leaf = name.rstrip("/").rsplit("/", 1)[-1]
-                if _STEP.fullmatch(leaf) and int(leaf) < oldest_kept and int(leaf) not in committed:
-                    self.store.delete_prefix(step_prefix(int(leaf)))
+            for name in self.store.list(STEPS):
+                step = payload_step(name)
+                if step is not None and step < oldest_kept and step not in committed:
+                    self.store.delete_prefix(step_prefix(step))
         return doomed

@@ -69,6 +69,11 @@ from spotproof.runtime.checkpointer.checkpoint import (
     CheckpointStore,
     Restore,
 )
+from spotproof.runtime.checkpointer.layout import (
+    manifest_key,
+    shard_key,
+    writer_prefix,
+)
 from spotproof.runtime.checkpointer.manifest import (
     MAX_MANIFEST_BYTES,
     GangManifest,
@@ -76,10 +81,7 @@ from spotproof.runtime.checkpointer.manifest import (
     Manifest,
     ManifestError,
     Part,
-    manifest_key,
     read_commit,
-    shard_key,
-    step_prefix,
 )
 from spotproof.runtime.checkpointer.transfer import SaveCancelled
 from spotproof.runtime.guard import PreemptionGuard
@@ -168,7 +170,7 @@ class GangCheckpointStore(CheckpointStore):
         there (with its own ``metadata``), the others wait for that commit."""
         shard = Manifest(step, self.writer_id, time.time(), parts)
         self.store.put(shard_key(step, self.writer_id), shard.encode())
-        self.store.make_durable(f"{step_prefix(step)}/{self.writer_id}")
+        self.store.make_durable(writer_prefix(step, self.writer_id))
         if self.rank == 0:
             return self._commit_gang(step, shard, metadata, cancel)
         return self._await_commit(step, cancel)

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spotproof.runtime.checkpointer.integrity import CRC32C_HEX, crc32c_hex
+from spotproof.runtime.checkpointer.layout import part_key
 
 DEFAULT_KEEP = 3
 """Committed checkpoints retention keeps; older ones are deleted, manifest first."""
@@ -66,28 +67,6 @@ _CHECKSUM = {1: "sha256", 2: "sha256", 3: "crc32c"}
 
 class ManifestError(ValueError):
     """A manifest that must not be loaded; the message says what is wrong with it."""
-
-
-def manifest_key(step: int) -> str:
-    """The commit object of ``step``."""
-    return f"manifests/{step:012d}.json"
-
-
-def step_prefix(step: int) -> str:
-    """Where every writer's payload of ``step`` lives."""
-    return f"steps/{step:012d}"
-
-
-def shard_key(step: int, writer: str) -> str:
-    """Where a gang's rank records the parts of its shard, for the committing rank to
-    collect; under the writer's prefix, so it goes with the payload."""
-    return f"{step_prefix(step)}/{writer}/shard.json"
-
-
-def part_key(step: int, writer: str, blob: str, index: int) -> str:
-    """Where part ``index`` of ``blob`` goes: under the writer's own prefix of the step, so
-    two writers never touch each other's payload."""
-    return f"{step_prefix(step)}/{writer}/{blob}.{index:05d}"
 
 
 @dataclass(frozen=True)

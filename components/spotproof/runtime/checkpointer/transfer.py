@@ -28,7 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from spotproof.runtime.checkpointer.integrity import crc32c_hex
-from spotproof.runtime.checkpointer.manifest import Manifest, Part, part_key, step_prefix
+from spotproof.runtime.checkpointer.layout import part_key, writer_prefix
+from spotproof.runtime.checkpointer.manifest import Manifest, Part
 from spotproof.runtime.failures import Failure
 from spotproof.runtime.storage import ObjectStore, StorageError
 
@@ -203,7 +204,7 @@ def download(
 def _check_stored(store: ObjectStore, manifest: Manifest) -> None:
     """Every part of ``manifest`` is listed under its writer's prefix, at least as large
     as the manifest says."""
-    stored = store.sizes_under(f"{step_prefix(manifest.step)}/{manifest.writer}")
+    stored = store.sizes_under(writer_prefix(manifest.step, manifest.writer))
     for part in manifest.parts:
         if part.key not in stored:
             raise FileNotFoundError(part.key)
