@@ -105,7 +105,7 @@ def _images(spec: FleetSpec) -> list[tuple[str, str]]:
 
 def _images_pinned(spec: FleetSpec) -> list[SpecWarning]:
     """In production, an image by tag: a re-pushed tag changes what the next pod runs,
-    even for a run resuming its own checkpoint (``spec.images``)."""
+    even for a run resuming its own checkpoint (``fleet.images``)."""
     if not spec.protect:
         return []
     return [

@@ -14,27 +14,18 @@ from typing import Any, ClassVar
 from spotproof.catalog import Cloud
 from spotproof.catalog import aks as aks_catalog
 from spotproof.fleet.errors import SpecError
-from spotproof.fleet.fields import (
-    ConfigObject,
-    config_key,
-    decode,
-    enumeration,
-    integer,
-    items,
-    read_settings,
-    setting,
-    text,
-)
+from spotproof.fleet.fields import ConfigObject, config_key, read_settings, setting
+from spotproof.fleet.pools import CapacityPool, SystemPool, Taint, check_node_range
+from spotproof.fleet.readers import decode, enumeration, integer, items, text
 from spotproof.fleet.shared import (
     DEFAULT_WEIGHT,
     CloudConfig,
     check_fallback_weights,
-    check_node_range,
     check_unique_names,
     dns_label,
     required,
 )
-from spotproof.fleet.types import CapacityPool, FleetSpec, SystemPool, Taint
+from spotproof.fleet.types import FleetSpec
 
 _LOCATION = re.compile(r"^[a-z]+[a-z0-9]*$")
 _RESOURCE_GROUP = re.compile(r"^[-\w.()]{0,89}[-\w()]$")

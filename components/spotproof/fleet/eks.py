@@ -15,16 +15,13 @@ from spotproof.fleet.errors import SpecError
 from spotproof.fleet.fields import (
     Checked,
     ConfigObject,
-    boolean,
     config_key,
-    integer,
-    items,
-    published,
     read_object,
     read_settings,
     setting,
-    text,
 )
+from spotproof.fleet.pools import CapacityPool, SystemPool
+from spotproof.fleet.readers import boolean, integer, items, published, text
 from spotproof.fleet.shared import (
     DEFAULT_WEIGHT,
     CloudConfig,
@@ -33,11 +30,7 @@ from spotproof.fleet.shared import (
     dns_label,
     required,
 )
-from spotproof.fleet.types import (
-    CapacityPool,
-    FleetSpec,
-    SystemPool,
-)
+from spotproof.fleet.types import FleetSpec
 
 _REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
 _SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")

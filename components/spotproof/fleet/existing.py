@@ -27,19 +27,10 @@ from typing import Any
 from spotproof.catalog import Cloud
 from spotproof.fleet.config import kubernetes_version
 from spotproof.fleet.errors import SpecError
-from spotproof.fleet.fields import (
-    Checked,
-    ConfigObject,
-    boolean,
-    check_label,
-    decode,
-    enumeration,
-    items,
-    judged,
-    read_settings,
-    setting,
-)
-from spotproof.fleet.types import FleetSpec, Taint, TaintEffect
+from spotproof.fleet.fields import Checked, ConfigObject, judged, read_settings, setting
+from spotproof.fleet.pools import Taint, TaintEffect
+from spotproof.fleet.readers import boolean, check_label, decode, enumeration, items
+from spotproof.fleet.types import FleetSpec
 
 KEY = "spotproof:existingCluster"
 

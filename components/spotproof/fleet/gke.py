@@ -13,32 +13,12 @@ from typing import Any, ClassVar
 from spotproof.catalog import Cloud
 from spotproof.catalog import gke as gke_catalog
 from spotproof.fleet.errors import SpecError
-from spotproof.fleet.fields import (
-    Checked,
-    ConfigObject,
-    boolean,
-    config_key,
-    decode,
-    integer,
-    items,
-    read_settings,
-    setting,
-    text,
-)
+from spotproof.fleet.fields import Checked, ConfigObject, config_key, read_settings, setting
 from spotproof.fleet.gke_network import GkeNetwork, read_network
-from spotproof.fleet.shared import (
-    CloudConfig,
-    check_node_range,
-    check_unique_names,
-    dns_label,
-    required,
-)
-from spotproof.fleet.types import (
-    CapacityPool,
-    FleetSpec,
-    PoolClass,
-    SystemPool,
-)
+from spotproof.fleet.pools import CapacityPool, PoolClass, SystemPool, check_node_range
+from spotproof.fleet.readers import boolean, decode, integer, items, text
+from spotproof.fleet.shared import CloudConfig, check_unique_names, dns_label, required
+from spotproof.fleet.types import FleetSpec
 
 NAMESPACE = "spotproof"
 

@@ -16,7 +16,8 @@ from typing import Any
 
 from spotproof.fleet.addresses import check_disjoint, private_range
 from spotproof.fleet.errors import SpecError
-from spotproof.fleet.fields import ConfigObject, config_key, read_settings, setting, text
+from spotproof.fleet.fields import ConfigObject, config_key, read_settings, setting
+from spotproof.fleet.readers import text
 
 _NAME = r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?"
 """A Compute Engine resource name (RFC 1035: 1-63 characters)."""

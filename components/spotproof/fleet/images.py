@@ -5,7 +5,7 @@ distribution's ``reference`` package). Without a tag the runtime pulls ``latest`
 ``latest`` tag, like any tag, can be pushed again, so two pods of one Job may run
 different code and a resumed run may not be the run that checkpointed. A tag other than
 ``latest`` is accepted (it is how images are usually released), a digest pins the bytes;
-in production the plan advises a digest (``spec.advice``).
+in production the plan advises a digest (``fleet.advice``).
 """
 
 from __future__ import annotations

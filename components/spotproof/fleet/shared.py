@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from spotproof.fleet.errors import SpecError
-from spotproof.fleet.fields import ConfigObject, dns_label
-from spotproof.fleet.types import Capacity, CloudFleet, FleetSpec, taints
+from spotproof.fleet.fields import ConfigObject
+from spotproof.fleet.pools import Capacity, check_node_range, taints
+from spotproof.fleet.readers import dns_label
+from spotproof.fleet.types import CloudFleet, FleetSpec
 
 __all__ = [
     "DEFAULT_WEIGHT",
@@ -27,7 +29,7 @@ __all__ = [
 @dataclass(frozen=True)
 class CloudConfig:
     """How one cloud's section of a stack's config is read; the shared reader
-    (``spec.config``) calls these and never branches on the cloud."""
+    (``fleet.config``) calls these and never branches on the cloud."""
 
     read_section: Callable[[ConfigObject, Mapping[str, Any]], tuple[CloudFleet, str]]
     """Reads the cloud's keys from the ``spotproof`` namespace (and its own namespace,
@@ -55,16 +57,6 @@ DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 def required(key: str, allowed: str) -> Any:
     raise SpecError(key, None, "required", allowed)
-
-
-def check_node_range(obj: ConfigObject, min_nodes: int, max_nodes: int) -> None:
-    if max_nodes < min_nodes:
-        raise SpecError(
-            obj.key_of("maxNodes"),
-            max_nodes,
-            f"below minNodes ({min_nodes})",
-            f"a number >= {min_nodes}",
-        )
 
 
 def check_unique_names(named: list[tuple[str, str]]) -> None:

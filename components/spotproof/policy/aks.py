@@ -10,7 +10,7 @@ from spotproof import scheduling
 from spotproof.catalog import Cloud
 from spotproof.catalog.aks import BLOB_DATA_CONTRIBUTOR, confined_prefix
 from spotproof.fleet.aks import PLATFORM_SPOT_TAINT
-from spotproof.fleet.types import PoolClass
+from spotproof.fleet.pools import PoolClass
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
 from spotproof.scheduling import node_shapes
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from spotproof import scheduling
-from spotproof.fleet.types import PoolClass
+from spotproof.fleet.pools import PoolClass
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
 from spotproof.scheduling import node_shapes
 

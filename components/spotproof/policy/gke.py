@@ -8,7 +8,7 @@ from typing import Any
 
 from spotproof import scheduling
 from spotproof.catalog import gke as gke_catalog
-from spotproof.fleet.types import PoolClass
+from spotproof.fleet.pools import PoolClass
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
 from spotproof.scheduling import node_shapes
 

@@ -127,7 +127,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
 
 
 def images_pinned(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
-    """No workload pulls ``latest``, whatever it is when each pod starts (``spec.images``):
+    """No workload pulls ``latest``, whatever it is when each pod starts (``fleet.images``):
     a gang's ranks or a resumed run could run different code."""
     for resource, _namespace, template in pod_templates.workload_templates(resources):
         for container in pod_templates.containers(template.spec):

@@ -24,7 +24,7 @@ from typing import Any
 
 from spotproof.catalog import Cloud
 from spotproof.catalog.labels import GKE_ACCELERATOR_LABEL, GKE_FLEX_START_LABEL
-from spotproof.fleet.types import PoolClass, Taint, TaintEffect
+from spotproof.fleet.pools import PoolClass, Taint, TaintEffect
 
 POOL_CLASS_LABEL = "spotproof.dev/pool-class"
 """Node label every spotproof pool carries; workloads select on it."""

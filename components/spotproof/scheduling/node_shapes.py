@@ -20,7 +20,7 @@ from spotproof.catalog import gke as gke_catalog
 from spotproof.catalog import labels as platform_labels
 from spotproof.catalog.gke import CatalogError
 from spotproof.fleet.aks import PLATFORM_SPOT_TAINT
-from spotproof.fleet.types import Taint
+from spotproof.fleet.pools import Taint
 from spotproof.scheduling import fit, node_resources
 
 GKE_NODE_POOL = "gcp:container/nodePool:NodePool"

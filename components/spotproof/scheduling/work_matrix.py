@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
-from spotproof.fleet.types import PoolClass
+from spotproof.fleet.pools import PoolClass
 
 WORK_LABEL = "spotproof.dev/work"
 

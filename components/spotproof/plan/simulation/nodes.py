@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from spotproof.catalog import aks as aks_catalog
-from spotproof.fleet.types import PoolClass, Taint
+from spotproof.fleet.pools import PoolClass, Taint
 from spotproof.plan.recording.recorder import Recording
 from spotproof.scheduling import POOL_CLASS_LABEL, fit, node_shapes
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from spotproof import scheduling
 from spotproof.catalog import Cloud, jobset
-from spotproof.fleet.types import PoolClass
+from spotproof.fleet.pools import PoolClass
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.simulation import admission, preemption, scale_up
 from spotproof.plan.simulation.nodes import Pool

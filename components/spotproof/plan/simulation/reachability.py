@@ -24,7 +24,7 @@ Kubernetes object, after the cloud resources are already created:
   AKS stack cannot be deployed by any runner.
 
 A public endpoint is reachable from ``authorizedNetworks``, which the stack is told must
-include the runner (``spec.ApiAccess``); the plan cannot know the runner's address.
+include the runner (``fleet.ApiAccess``); the plan cannot know the runner's address.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from typing import Any
 from spotproof import scheduling
 from spotproof.catalog import Cloud, jobset, kueue
 from spotproof.catalog import labels as platform_labels
-from spotproof.fleet.types import PoolClass
+from spotproof.fleet.pools import PoolClass
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.simulation.nodes import EXISTING_SYSTEM_POOL
 from spotproof.policy import Violation
