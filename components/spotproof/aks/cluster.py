@@ -33,6 +33,7 @@ from spotproof.aks.bucket import CONTAINER, CheckpointBucket, CheckpointBucketAr
 from spotproof.aks.pools import GpuAgentPools, GpuAgentPoolsArgs, system_pool_profile, taints_of
 from spotproof.aks.work_queue import WorkQueue, WorkQueueArgs
 from spotproof.catalog import Cloud
+from spotproof.cloud_tags import stack_tags
 from spotproof.fleet import ApiAccess, Capacity, FleetSpec, PoolClass, Taint
 from spotproof.fleet.aks import PLATFORM_SPOT_TAINT, AksFleet, GpuDriver
 from spotproof.kube import ClusterBaseline
@@ -82,7 +83,7 @@ class HybridCluster(pulumi.ComponentResource):
             raise TypeError(f"spotproof.aks.HybridCluster needs an AKS fleet, not {spec.cloud}")
         aks = self._aks = spec.platform
         child = pulumi.ResourceOptions(parent=self)
-        tags = {"spotproof-stack": spec.stack, "spotproof-env": spec.environment}
+        tags = stack_tags(spec.stack, env=spec.environment)
 
         if aks.resource_group:
             group: pulumi.Output[str] = pulumi.Output.from_input(aks.resource_group)

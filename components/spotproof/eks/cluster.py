@@ -13,6 +13,7 @@ import yaml
 
 from spotproof import scheduling
 from spotproof.catalog import Cloud
+from spotproof.cloud_tags import stack_tags
 from spotproof.eks import iam_documents, roles
 from spotproof.eks.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.eks.karpenter import Karpenter, KarpenterArgs
@@ -140,7 +141,7 @@ class HybridCluster(pulumi.ComponentResource):
         eks = spec.platform
         child = pulumi.ResourceOptions(parent=self)
         partition = aws.get_partition_output(opts=pulumi.InvokeOptions(parent=self)).partition
-        tags = {"spotproof-stack": spec.stack, "spotproof-env": spec.environment}
+        tags = stack_tags(spec.stack, env=spec.environment)
 
         network = Network(f"{name}-network", name, eks.network, opts=child)
         cluster_role, cluster_grants = roles.role(

@@ -15,6 +15,7 @@ import json
 import pulumi
 import pulumi_aws as aws
 
+from spotproof.cloud_tags import stack_tags
 from spotproof.eks import iam_documents
 
 RETENTION_SECONDS = 300
@@ -52,7 +53,7 @@ class InterruptionQueue(pulumi.ComponentResource):
             name=cluster,
             message_retention_seconds=RETENTION_SECONDS,
             sqs_managed_sse_enabled=True,
-            tags={"spotproof-stack": pulumi.get_stack()},
+            tags=stack_tags(pulumi.get_stack()),
             opts=child,
         )
         rules: list[aws.cloudwatch.EventRule] = []
@@ -64,7 +65,7 @@ class InterruptionQueue(pulumi.ComponentResource):
                     lambda c, detail_type=detail_type: f"{detail_type} -> Karpenter ({c})"
                 ),
                 event_pattern=event_pattern(source, detail_type),
-                tags={"spotproof-stack": pulumi.get_stack()},
+                tags=stack_tags(pulumi.get_stack()),
                 opts=child,
             )
             aws.cloudwatch.EventTarget(

@@ -13,6 +13,7 @@ import yaml
 from spotproof import scheduling
 from spotproof.catalog import Cloud, kueue
 from spotproof.catalog import gke as gke_catalog
+from spotproof.cloud_tags import stack_tags
 from spotproof.fleet import ApiAccess, FleetSpec, PoolClass
 from spotproof.fleet.gke import FlexStartPool, GkeFleet
 from spotproof.gke import pools
@@ -145,7 +146,7 @@ class HybridCluster(pulumi.ComponentResource):
             **api_endpoint(spec.api_access),
             cluster_autoscaling=self._autoprovisioning(spec, nodes.email),
             deletion_protection=spec.protect,
-            resource_labels={"spotproof-stack": spec.stack, "spotproof-env": spec.environment},
+            resource_labels=stack_tags(spec.stack, env=spec.environment),
             opts=pulumi.ResourceOptions(parent=self, protect=spec.protect),
         )
 
