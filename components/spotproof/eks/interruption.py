@@ -16,7 +16,7 @@ import pulumi
 import pulumi_aws as aws
 
 from spotproof.cloud_tags import stack_tags
-from spotproof.eks import iam_documents
+from spotproof.eks import karpenter_documents
 
 RETENTION_SECONDS = 300
 
@@ -80,7 +80,9 @@ class InterruptionQueue(pulumi.ComponentResource):
             f"{name}-policy",
             queue_url=queue.url,
             policy=pulumi.Output.all(queue.arn, *(rule.arn for rule in rules)).apply(
-                lambda arns: json.dumps(iam_documents.interruption_queue_policy(arns[0], arns[1:]))
+                lambda arns: json.dumps(
+                    karpenter_documents.interruption_queue_policy(arns[0], arns[1:])
+                )
             ),
             opts=child,
         )
