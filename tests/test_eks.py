@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from spotproof.eks import iam_documents
+from spotproof.eks import iam_documents, karpenter_documents
 from spotproof.kube.smoke import run_prefix
 from spotproof.plan import PlanResult, run_plan
 from spotproof.plan.recording.recorder import OFFLINE_ACCOUNT
@@ -480,10 +480,15 @@ def test_coredns_override_keeps_replicas_spread_over_nodes(eks_dev: PlanResult) 
 
 
 def test_every_controller_policy_document_is_attached(eks_dev: PlanResult) -> None:
-    scope = iam_documents.ControllerScope("aws", "us-west-2", OFFLINE_ACCOUNT, "c", "role", "queue")
-    assert tuple(iam_documents.controller_policies(scope)) == iam_documents.CONTROLLER_POLICIES
+    scope = karpenter_documents.ControllerScope(
+        "aws", "us-west-2", OFFLINE_ACCOUNT, "c", "role", "queue"
+    )
+    assert (
+        tuple(karpenter_documents.controller_policies(scope))
+        == karpenter_documents.CONTROLLER_POLICIES
+    )
     attached = {
         r.name.removeprefix("eks-dev-karpenter-controller-")
         for r in eks_dev.recording.of_type(POLICY)
     }
-    assert attached == set(iam_documents.CONTROLLER_POLICIES)
+    assert attached == set(karpenter_documents.CONTROLLER_POLICIES)

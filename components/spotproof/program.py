@@ -6,15 +6,15 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any, Protocol
+from typing import Any
 
 import pulumi
 from pulumi.runtime import config as runtime_config
 
 from spotproof.catalog import Cloud
-from spotproof.fleet import FleetSpec, PoolClass, SpecError, fleet_from_config
+from spotproof.fleet import FleetSpec, SpecError, fleet_from_config
 from spotproof.kube.batch import WorkQueueBinding
-from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
+from spotproof.kube.cluster import ClusterForWorkloads, trainer_account
 
 
 def stack_config() -> dict[str, Any]:
@@ -32,24 +32,6 @@ CLUSTER_PACKAGES = {
     Cloud.AKS: "spotproof.aks",
 }
 """Each cloud's package; its ``HybridCluster`` takes ``HybridClusterArgs(fleet)``."""
-
-
-class ClusterForWorkloads(Protocol):
-    """What every cloud's ``HybridCluster`` hands the workload layer."""
-
-    cluster_name: pulumi.Output[str]
-    kubeconfig: pulumi.Output[str]
-    provider: pulumi.ProviderResource
-    baseline: Any
-    bucket: Any
-    pool_names: list[str]
-    workload_identity: WorkloadIdentity
-    controllers: list[pulumi.Resource]
-    trainer_account: pulumi.Resource
-    work_queue: WorkQueueBinding | None
-    autoscaler: pulumi.Resource | None
-
-    def placement(self, target: PoolClass) -> TargetPlacement: ...
 
 
 def hybrid_cluster(spec: FleetSpec) -> ClusterForWorkloads:
@@ -103,7 +85,6 @@ def build(spec: FleetSpec) -> None:
 def batch_workers(spec: FleetSpec, cluster: ClusterForWorkloads, queue: WorkQueueBinding) -> None:
     """The stack's batch workers on their queue; exports where to publish and read."""
     from spotproof.kube.batch import BatchWorkers, BatchWorkersArgs  # noqa: PLC0415
-    from spotproof.kube.smoke import trainer_account  # noqa: PLC0415
 
     assert spec.batch is not None
     needs: list[pulumi.Resource] = [cluster.baseline]

@@ -31,6 +31,7 @@ import pulumi_kubernetes as k8s
 
 from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud
 from spotproof.catalog import aks as aks_catalog
+from spotproof.cloud_tags import stack_tags
 from spotproof.fleet.aks import AutoProvisionedPool, GpuDriver
 from spotproof.kube import nodepool
 
@@ -64,7 +65,7 @@ def node_class(pool: AutoProvisionedPool, stack: str) -> dict[str, Any]:
             "imageFamily": pool.image_family.value,
             "osDiskSizeGB": pool.disk_gb,
             "gpu": {"mode": GPU_MODE[pool.gpu_driver]},
-            "tags": {"spotproof-stack": stack, "spotproof-pool": pool.name},
+            "tags": stack_tags(stack, pool=pool.name),
         },
     }
 

@@ -44,6 +44,7 @@ from spotproof.aks.identity import (
 )
 from spotproof.catalog import Cloud
 from spotproof.catalog.aks import BLOB_DATA_CONTRIBUTOR, blobs_under
+from spotproof.cloud_tags import stack_tags
 from spotproof.fleet import BucketSpec
 from spotproof.fleet.config import judge_bucket
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
@@ -91,7 +92,7 @@ class CheckpointBucket(pulumi.ComponentResource):
         self._prefix = args.name_prefix or name
         settings, group = args.bucket, args.resource_group_name
         child = pulumi.ResourceOptions(parent=self)
-        tags = {"spotproof-stack": pulumi.get_stack(), "spotproof-purpose": "checkpoints"}
+        tags = stack_tags(pulumi.get_stack(), purpose="checkpoints")
         account = azure.storage.StorageAccount(
             f"{name}-account",
             account_name=settings.name,

@@ -25,7 +25,6 @@ from typing import Any
 
 import pulumi
 import pulumi_azure_native as azure
-import pulumi_kubernetes as k8s
 
 from spotproof import scheduling
 from spotproof.aks.autoprovisioning import AutoProvisionedPools, AutoProvisionedPoolsArgs
@@ -33,14 +32,12 @@ from spotproof.aks.bucket import CONTAINER, CheckpointBucket, CheckpointBucketAr
 from spotproof.aks.pools import GpuAgentPools, GpuAgentPoolsArgs, system_pool_profile, taints_of
 from spotproof.aks.work_queue import WorkQueue, WorkQueueArgs
 from spotproof.catalog import Cloud
-from spotproof.fleet import ApiAccess, Capacity, FleetSpec, PoolClass, Taint
+from spotproof.cloud_tags import stack_tags
+from spotproof.fleet import ApiAccess, BatchSpec, Capacity, FleetSpec, PoolClass, Taint
 from spotproof.fleet.aks import PLATFORM_SPOT_TAINT, AksFleet, GpuDriver
-from spotproof.kube import ClusterBaseline
-from spotproof.kube.batch import WorkQueueBinding, worker_account
-from spotproof.kube.connect import batch_autoscaler, connect, trainer_service_account
+from spotproof.kube.cluster import ClusterForWorkloads, trainer_account
 from spotproof.kube.device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginArgs
-from spotproof.kube.smoke import trainer_account
-from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
+from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, reclaim_grace
 
 
 @dataclass
@@ -49,29 +46,18 @@ class HybridClusterArgs:
     """An AKS fleet (``fleet.platform`` is an ``AksFleet``), e.g. from ``fleet_from_config``."""
 
 
-class HybridCluster(pulumi.ComponentResource):
+class HybridCluster(ClusterForWorkloads):
     """A resource group (or the stack's existing one), a cluster with a tainted System
     pool, workload identity and Cilium, spot GPU agent pools or node auto-provisioning
-    NodePools, the checkpoint storage and its identity, and the Kubernetes baseline.
-
-    Kubernetes objects use :attr:`provider`, built from the cluster's own credentials,
-    never an ambient kubeconfig.
+    NodePools, the checkpoint storage and its identity, the storage work queue with
+    ``spotproof:batch``, and the Kubernetes baseline. The kubeconfig is the cluster user's
+    (``listClusterUserCredential``).
     """
 
-    cluster_name: pulumi.Output[str]
-    resource_group_name: pulumi.Output[str]
-    kubeconfig: pulumi.Output[str]
-    """The cluster user's kubeconfig (``listClusterUserCredential``); a secret."""
-    oidc_issuer_url: pulumi.Output[str]
-    provider: k8s.Provider
     bucket: CheckpointBucket
-    baseline: ClusterBaseline
-    controllers: list[pulumi.Resource]
-    """Add-ons a multi-node ``TrainingJob`` needs installed first (the JobSet controller)."""
-    pool_names: list[str]
-    workload_identity: WorkloadIdentity
-    trainer_account: k8s.core.v1.ServiceAccount
-    """That service account, created with the cluster (whether or not it runs a smoke test)."""
+    gpu_pools: GpuAgentPools
+    resource_group_name: pulumi.Output[str]
+    oidc_issuer_url: pulumi.Output[str]
 
     def __init__(
         self, name: str, args: HybridClusterArgs, opts: pulumi.ResourceOptions | None = None
@@ -82,7 +68,7 @@ class HybridCluster(pulumi.ComponentResource):
             raise TypeError(f"spotproof.aks.HybridCluster needs an AKS fleet, not {spec.cloud}")
         aks = self._aks = spec.platform
         child = pulumi.ResourceOptions(parent=self)
-        tags = {"spotproof-stack": spec.stack, "spotproof-env": spec.environment}
+        tags = stack_tags(spec.stack, env=spec.environment)
 
         if aks.resource_group:
             group: pulumi.Output[str] = pulumi.Output.from_input(aks.resource_group)
@@ -126,7 +112,6 @@ class HybridCluster(pulumi.ComponentResource):
                 parent=self, protect=spec.protect, ignore_changes=["agentPoolProfiles[0].count"]
             ),
         )
-        self.cluster_name = cluster.name
         self.resource_group_name = group
         self.oidc_issuer_url = cluster.oidc_issuer_profile.apply(
             lambda profile: (profile.issuer_url if profile else None) or ""
@@ -143,65 +128,53 @@ class HybridCluster(pulumi.ComponentResource):
             opts=child,
         )
 
-        trainer = trainer_account(spec.smoke_test)
-        self.bucket = CheckpointBucket(
+        bucket = CheckpointBucket(
             f"{name}-checkpoints",
             CheckpointBucketArgs(
                 bucket=spec.bucket,
                 resource_group_name=group,
                 location=spec.region,
                 oidc_issuer_url=self.oidc_issuer_url,
-                trainer=trainer,
+                trainer=trainer_account(spec.smoke_test),
                 name_prefix=name,
                 protect=spec.protect,
             ),
             opts=child,
         )
-        self.workload_identity = self.bucket.identity
 
         credentials = azure.containerservice.list_managed_cluster_user_credentials_output(
             resource_group_name=group,
             resource_name=cluster.name,
             opts=pulumi.InvokeOutputOptions(parent=self),
         )
-        self.kubeconfig = pulumi.Output.secret(
+        config = pulumi.Output.secret(
             credentials.kubeconfigs.apply(
                 lambda configs: base64.b64decode(configs[0].value).decode()
             )
         )
-        kube = connect(
-            name,
-            self.kubeconfig,
-            trainer.namespace,
-            spec,
-            pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
+        self._connect(
+            name, spec, cluster_name=cluster.name, kubeconfig=config, depends_on=[cluster]
         )
-        self.provider, self.baseline = kube.provider, kube.baseline
-        self.controllers = kube.controllers
-        self.trainer_account = trainer_service_account(name, self.workload_identity, kube, self)
-        self.work_queue: WorkQueueBinding | None = None
-        self.autoscaler: pulumi.Resource | None = None
-        if spec.batch is not None:
-            work = WorkQueue(
+
+        def work_queue(batch: BatchSpec, worker: ServiceAccountRef) -> WorkQueue:
+            return WorkQueue(
                 f"{name}-work",
                 WorkQueueArgs(
-                    batch=spec.batch,
+                    batch=batch,
                     resource_group_name=group,
                     location=spec.region,
-                    account_name=self.bucket.name,
+                    account_name=bucket.name,
                     account=spec.bucket.name,
-                    container_id=self.bucket.container_id,
+                    container_id=bucket.container_id,
                     container=CONTAINER,
                     oidc_issuer_url=self.oidc_issuer_url,
-                    worker=worker_account(spec.batch),
+                    worker=worker,
                     name_prefix=name,
                 ),
                 opts=child,
             )
-            self.work_queue = work.binding
-            self.autoscaler = batch_autoscaler(
-                name, spec, work.keda_identity, kube, self, ready=work.binding.ready
-            )
+
+        self._trainer_and_batch(name, spec, bucket, work_queue)
         nap_names: list[str] = []
         if aks.node_auto_provisioning:
             nap = AutoProvisionedPools(
@@ -218,15 +191,8 @@ class HybridCluster(pulumi.ComponentResource):
                 NvidiaDevicePluginArgs(provider=self.provider, taints=advertised),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
             )
-        self.pool_names = ["system", *self.gpu_pools.pool_names, *nap_names]
-        self.register_outputs(
-            {
-                "cluster_name": self.cluster_name,
-                "kubeconfig": self.kubeconfig,
-                "oidc_issuer_url": self.oidc_issuer_url,
-                "bucket_url": self.bucket.url,
-                "pool_names": self.pool_names,
-            }
+        self._register(
+            [*self.gpu_pools.pool_names, *nap_names], oidc_issuer_url=self.oidc_issuer_url
         )
 
     def placement(self, target: PoolClass) -> TargetPlacement:

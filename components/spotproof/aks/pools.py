@@ -27,6 +27,7 @@ import pulumi_azure_native as azure
 
 from spotproof import scheduling
 from spotproof.catalog import Cloud
+from spotproof.cloud_tags import stack_tags
 from spotproof.fleet import Capacity, PoolClass, Taint
 from spotproof.fleet.aks import PLATFORM_SPOT_TAINT, AksSystemPool, GpuAgentPool
 
@@ -122,7 +123,7 @@ class GpuAgentPools(pulumi.ComponentResource):
             node_labels={**contract.labels, **pool.extra_labels},
             gpu_profile=azure.containerservice.GPUProfileArgs(driver=pool.gpu_driver.value),
             orchestrator_version=args.kubernetes_version,
-            tags={"spotproof-stack": pulumi.get_stack(), "spotproof-pool": pool.name},
+            tags=stack_tags(pulumi.get_stack(), pool=pool.name),
             **priority,
             opts=pulumi.ResourceOptions(parent=self),
         )

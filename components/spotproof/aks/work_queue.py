@@ -40,6 +40,7 @@ from spotproof.aks.identity import (
 )
 from spotproof.catalog import keda
 from spotproof.catalog.aks import BLOB_DATA_CONTRIBUTOR, blobs_under
+from spotproof.cloud_tags import stack_tags
 from spotproof.fleet import BatchSpec
 from spotproof.kube.batch import QueueScaler, WorkQueueBinding
 from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
@@ -109,7 +110,7 @@ class WorkQueue(pulumi.ComponentResource):
                 location=args.location,
                 issuer=args.oidc_issuer_url,
                 pod=pod,
-                tags={"spotproof-stack": pulumi.get_stack(), "spotproof-purpose": "batch"},
+                tags=stack_tags(pulumi.get_stack(), purpose="batch"),
                 opts=child,
             )
 

@@ -9,6 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from spotproof.catalog import Cloud
+from spotproof.cloud_tags import stack_tags
 from spotproof.eks import iam_documents
 from spotproof.eks.roles import pod_identity_role
 from spotproof.fleet import BucketSpec
@@ -69,7 +70,7 @@ class CheckpointBucket(pulumi.ComponentResource):
             bucket=settings.name,
             region=region,
             force_destroy=not args.protect,
-            tags={"spotproof-stack": pulumi.get_stack(), "spotproof-purpose": "checkpoints"},
+            tags=stack_tags(pulumi.get_stack(), purpose="checkpoints"),
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
         )
         public_access = aws.s3.BucketPublicAccessBlock(

@@ -8,23 +8,20 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 import yaml
 
 from spotproof import scheduling
 from spotproof.catalog import Cloud
+from spotproof.cloud_tags import stack_tags
 from spotproof.eks import iam_documents, roles
 from spotproof.eks.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.eks.karpenter import Karpenter, KarpenterArgs
 from spotproof.eks.network import Network
 from spotproof.eks.work_queue import WorkQueue, WorkQueueArgs
-from spotproof.fleet import ApiAccess, FleetSpec, PoolClass
+from spotproof.fleet import ApiAccess, BatchSpec, FleetSpec, PoolClass
 from spotproof.fleet.eks import EksFleet
-from spotproof.kube import ClusterBaseline
-from spotproof.kube.batch import WorkQueueBinding, worker_account
-from spotproof.kube.connect import batch_autoscaler, connect, trainer_service_account
-from spotproof.kube.smoke import trainer_account
-from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, reclaim_grace
+from spotproof.kube.cluster import ClusterForWorkloads, trainer_account
+from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, reclaim_grace
 
 CONTROL_PLANE_LOGS = ["api", "audit", "authenticator"]
 SYSTEM_AMI = "AL2023_x86_64_STANDARD"
@@ -106,29 +103,18 @@ class HybridClusterArgs:
     """An EKS fleet (``fleet.platform`` is an ``EksFleet``), e.g. from ``fleet_from_config``."""
 
 
-class HybridCluster(pulumi.ComponentResource):
+class HybridCluster(ClusterForWorkloads):
     """An EKS cluster in API authentication mode (access entries, no aws-auth ConfigMap),
     in the stack's subnets or a minimal VPC; an ON_DEMAND managed node group as the system
     pool, tainted ``CriticalAddonsOnly``; the Pod Identity agent; Karpenter with
-    interruption handling and GPU NodePools; the S3 checkpoint bucket; and the
-    cluster-wide Kubernetes baseline.
-
-    Kubernetes children use :attr:`provider`, built from the cluster's own outputs.
+    interruption handling and GPU NodePools; the S3 checkpoint bucket, whose trainer role
+    Pod Identity hands the trainer's service account; the SQS work queue with
+    ``spotproof:batch``; and the cluster-wide Kubernetes baseline. The kubeconfig
+    authenticates with ``aws eks get-token``.
     """
 
-    cluster_name: pulumi.Output[str]
-    kubeconfig: pulumi.Output[str]
-    provider: k8s.Provider
     bucket: CheckpointBucket
-    baseline: ClusterBaseline
-    controllers: list[pulumi.Resource]
-    """Add-ons a multi-node ``TrainingJob`` needs installed first (the JobSet controller)."""
     karpenter: Karpenter
-    pool_names: list[str]
-    workload_identity: WorkloadIdentity
-    """The trainer's service account and its Pod Identity role."""
-    trainer_account: k8s.core.v1.ServiceAccount
-    """That service account, created with the cluster (whether or not it runs a smoke test)."""
 
     def __init__(
         self, name: str, args: HybridClusterArgs, opts: pulumi.ResourceOptions | None = None
@@ -140,7 +126,7 @@ class HybridCluster(pulumi.ComponentResource):
         eks = spec.platform
         child = pulumi.ResourceOptions(parent=self)
         partition = aws.get_partition_output(opts=pulumi.InvokeOptions(parent=self)).partition
-        tags = {"spotproof-stack": spec.stack, "spotproof-env": spec.environment}
+        tags = stack_tags(spec.stack, env=spec.environment)
 
         network = Network(f"{name}-network", name, eks.network, opts=child)
         cluster_role, cluster_grants = roles.role(
@@ -203,16 +189,12 @@ class HybridCluster(pulumi.ComponentResource):
             opts=after_system,
         )
 
-        self.cluster_name = cluster.name
-        self.kubeconfig = pulumi.Output.secret(
+        config = pulumi.Output.secret(
             pulumi.Output.all(cluster.name, cluster.endpoint, cluster.certificate_authority).apply(
                 lambda parts: kubeconfig(parts[0], parts[1], parts[2]["data"], spec.region)
             )
         )
-        trainer = trainer_account(spec.smoke_test)
-        kube = connect(name, self.kubeconfig, trainer.namespace, spec, after_system)
-        self.provider, self.baseline = kube.provider, kube.baseline
-        self.controllers = kube.controllers
+        self._connect(name, spec, cluster_name=cluster.name, kubeconfig=config, depends_on=[system])
         self.karpenter = Karpenter(
             f"{name}-karpenter",
             KarpenterArgs(
@@ -229,51 +211,38 @@ class HybridCluster(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        self.bucket = CheckpointBucket(
+        bucket = CheckpointBucket(
             f"{name}-checkpoints",
             CheckpointBucketArgs(
                 bucket=spec.bucket,
                 region=spec.region,
                 cluster_name=cluster.name,
-                trainer=trainer,
+                trainer=trainer_account(spec.smoke_test),
                 name_prefix=name,
                 protect=spec.protect,
             ),
             opts=child,
         )
-        self.workload_identity = self.bucket.identity
-        self.trainer_account = trainer_service_account(name, self.workload_identity, kube, self)
-        self.work_queue: WorkQueueBinding | None = None
-        self.autoscaler: pulumi.Resource | None = None
-        if spec.batch is not None:
-            work = WorkQueue(
+
+        def work_queue(batch: BatchSpec, worker: ServiceAccountRef) -> WorkQueue:
+            return WorkQueue(
                 f"{name}-work",
                 WorkQueueArgs(
-                    batch=spec.batch,
+                    batch=batch,
                     region=spec.region,
                     cluster_name=cluster.name,
-                    bucket_name=self.bucket.name,
-                    bucket_arn=self.bucket.arn,
+                    bucket_name=bucket.name,
+                    bucket_arn=bucket.arn,
                     kms_key=spec.bucket.kms_key,
-                    worker=worker_account(spec.batch),
+                    worker=worker,
                     name_prefix=name,
                 ),
                 opts=child,
             )
-            self.work_queue = work.binding
-            self.autoscaler = batch_autoscaler(
-                name, spec, work.keda_identity, kube, self, ready=work.binding.ready
-            )
+
+        self._trainer_and_batch(name, spec, bucket, work_queue)
         self._spot_falls_back = bool(spec.pools_of(PoolClass.ON_DEMAND_GPU))
-        self.pool_names = ["system", *self.karpenter.node_pool_names]
-        self.register_outputs(
-            {
-                "cluster_name": self.cluster_name,
-                "kubeconfig": self.kubeconfig,
-                "bucket_url": self.bucket.url,
-                "pool_names": self.pool_names,
-            }
-        )
+        self._register(self.karpenter.node_pool_names)
 
     def placement(self, target: PoolClass) -> TargetPlacement:
         """Spot work may fall back to the on-demand NodePool: Karpenter's weights try spot

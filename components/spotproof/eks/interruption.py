@@ -15,7 +15,8 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from spotproof.eks import iam_documents
+from spotproof.cloud_tags import stack_tags
+from spotproof.eks import karpenter_documents
 
 RETENTION_SECONDS = 300
 
@@ -52,7 +53,7 @@ class InterruptionQueue(pulumi.ComponentResource):
             name=cluster,
             message_retention_seconds=RETENTION_SECONDS,
             sqs_managed_sse_enabled=True,
-            tags={"spotproof-stack": pulumi.get_stack()},
+            tags=stack_tags(pulumi.get_stack()),
             opts=child,
         )
         rules: list[aws.cloudwatch.EventRule] = []
@@ -64,7 +65,7 @@ class InterruptionQueue(pulumi.ComponentResource):
                     lambda c, detail_type=detail_type: f"{detail_type} -> Karpenter ({c})"
                 ),
                 event_pattern=event_pattern(source, detail_type),
-                tags={"spotproof-stack": pulumi.get_stack()},
+                tags=stack_tags(pulumi.get_stack()),
                 opts=child,
             )
             aws.cloudwatch.EventTarget(
@@ -79,7 +80,9 @@ class InterruptionQueue(pulumi.ComponentResource):
             f"{name}-policy",
             queue_url=queue.url,
             policy=pulumi.Output.all(queue.arn, *(rule.arn for rule in rules)).apply(
-                lambda arns: json.dumps(iam_documents.interruption_queue_policy(arns[0], arns[1:]))
+                lambda arns: json.dumps(
+                    karpenter_documents.interruption_queue_policy(arns[0], arns[1:])
+                )
             ),
             opts=child,
         )

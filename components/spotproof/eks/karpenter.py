@@ -20,7 +20,7 @@ import pulumi_kubernetes as k8s
 from spotproof import scheduling
 from spotproof.catalog import Cloud
 from spotproof.catalog import labels as platform_labels
-from spotproof.eks import iam_documents, nodepools, roles
+from spotproof.eks import iam_documents, karpenter_documents, nodepools, roles
 from spotproof.eks.interruption import InterruptionQueue
 from spotproof.eks.nodepools import DISCOVERY_TAG
 from spotproof.fleet import PoolClass
@@ -179,7 +179,7 @@ class Karpenter(pulumi.ComponentResource):
         documents = (
             pulumi.Output.all(partition, args.region, account, cluster, node_role.arn, queue.arn)
             .apply(
-                lambda parts: iam_documents.ControllerScope(
+                lambda parts: karpenter_documents.ControllerScope(
                     partition=parts[0],
                     region=parts[1],
                     account=parts[2],
@@ -188,10 +188,10 @@ class Karpenter(pulumi.ComponentResource):
                     queue_arn=parts[5],
                 )
             )
-            .apply(iam_documents.controller_policies)
+            .apply(karpenter_documents.controller_policies)
         )
         grants: list[pulumi.Resource] = []
-        for concern in iam_documents.CONTROLLER_POLICIES:
+        for concern in karpenter_documents.CONTROLLER_POLICIES:
             policy = aws.iam.Policy(
                 f"{name}-controller-{concern}",
                 name=f"{prefix}-karpenter-{concern}",

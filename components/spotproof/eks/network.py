@@ -15,6 +15,7 @@ import ipaddress
 import pulumi
 import pulumi_aws as aws
 
+from spotproof.cloud_tags import stack_tags
 from spotproof.eks.nodepools import DISCOVERY_TAG
 from spotproof.fleet.eks import NetworkSpec
 
@@ -58,7 +59,7 @@ class Network(pulumi.ComponentResource):
         self.register_outputs({"subnet_ids": self.subnet_ids})
 
     def _tags(self, name: str, **extra: str) -> dict[str, str]:
-        return {"Name": name, "spotproof-stack": self._cluster, **extra}
+        return {"Name": name, **stack_tags(self._cluster), **extra}
 
     def _create(self, name: str, spec: NetworkSpec) -> pulumi.Output[list[str]]:
         child = self._child

@@ -43,6 +43,7 @@ from spotproof.catalog.eks import (
     INSTANCE_GPU_COUNT_LABEL,
     INSTANCE_TYPE_LABEL,
 )
+from spotproof.cloud_tags import stack_tags
 from spotproof.fleet.eks import KarpenterPool, KarpenterSpec
 from spotproof.kube import nodepool
 
@@ -131,6 +132,6 @@ def node_class(
                 "httpPutResponseHopLimit": 1,
                 "httpTokens": "required",
             },
-            "tags": {"spotproof-stack": stack, "spotproof-pool": name},
+            "tags": stack_tags(stack, pool=name),
         },
     }

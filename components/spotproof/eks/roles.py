@@ -9,6 +9,7 @@ from collections.abc import Iterable
 import pulumi
 import pulumi_aws as aws
 
+from spotproof.cloud_tags import stack_tags
 from spotproof.eks import iam_documents
 from spotproof.kube.workload import ServiceAccountRef
 
@@ -64,7 +65,7 @@ def pod_identity_role(
     """A role only the service account ``pod`` of one cluster assumes, through EKS Pod
     Identity (``iam_documents.pod_identity_trust``), with ``policy`` inline (the resource
     ``<name>-<policy_suffix>``) and the association that hands it to the pod."""
-    tags = {"spotproof-stack": stack}
+    tags = stack_tags(stack)
     role = aws.iam.Role(
         name,
         name=role_name,

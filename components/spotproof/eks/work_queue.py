@@ -29,6 +29,7 @@ import pulumi
 import pulumi_aws as aws
 
 from spotproof.catalog import keda
+from spotproof.cloud_tags import stack_tags
 from spotproof.eks import iam_documents
 from spotproof.eks.roles import pod_identity_role
 from spotproof.fleet import BatchSpec
@@ -71,7 +72,7 @@ class WorkQueue(pulumi.ComponentResource):
         self._prefix = args.name_prefix or name
         batch, prefix, region = args.batch, self._prefix, args.region
         child = pulumi.ResourceOptions(parent=self)
-        tags = {"spotproof-stack": pulumi.get_stack(), "spotproof-purpose": "batch"}
+        tags = stack_tags(pulumi.get_stack(), purpose="batch")
 
         dead = aws.sqs.Queue(
             f"{name}-dead",

@@ -8,6 +8,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from spotproof.catalog import Cloud
+from spotproof.cloud_tags import stack_tags
 from spotproof.fleet import BucketSpec
 from spotproof.fleet.config import judge_bucket
 from spotproof.gke.identity import annotations, bind_workload_identity, under_prefix
@@ -90,7 +91,7 @@ class CheckpointBucket(pulumi.ComponentResource):
                 {"action": {"type": "AbortIncompleteMultipartUpload"}, "condition": {"age": 1}},
             ],
             force_destroy=not args.protect,
-            labels={"spotproof-stack": pulumi.get_stack(), "spotproof-purpose": "checkpoints"},
+            labels=stack_tags(pulumi.get_stack(), purpose="checkpoints"),
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
         )
 

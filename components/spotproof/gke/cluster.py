@@ -13,7 +13,8 @@ import yaml
 from spotproof import scheduling
 from spotproof.catalog import Cloud, kueue
 from spotproof.catalog import gke as gke_catalog
-from spotproof.fleet import ApiAccess, FleetSpec, PoolClass
+from spotproof.cloud_tags import stack_tags
+from spotproof.fleet import ApiAccess, BatchSpec, FleetSpec, PoolClass
 from spotproof.fleet.gke import FlexStartPool, GkeFleet
 from spotproof.gke import pools
 from spotproof.gke.bucket import CheckpointBucket, CheckpointBucketArgs
@@ -21,17 +22,9 @@ from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.gke.network import Network, NetworkArgs, joined
 from spotproof.gke.pools import GpuNodePools, GpuNodePoolsArgs
 from spotproof.gke.work_queue import WorkQueue, WorkQueueArgs
-from spotproof.kube import ClusterBaseline
-from spotproof.kube.batch import WorkQueueBinding, worker_account
-from spotproof.kube.connect import batch_autoscaler, connect, trainer_service_account
+from spotproof.kube.cluster import ClusterForWorkloads, trainer_account
 from spotproof.kube.provisioning_queue import ProvisioningQueue, ProvisioningQueueArgs
-from spotproof.kube.smoke import trainer_account
-from spotproof.kube.workload import (
-    LocalQueueRef,
-    TargetPlacement,
-    WorkloadIdentity,
-    reclaim_grace,
-)
+from spotproof.kube.workload import LocalQueueRef, ServiceAccountRef, TargetPlacement, reclaim_grace
 
 PRIVATE_NODES = {"enable_private_nodes": True}
 """Nodes without external IPs, every pool and auto-provisioned node included: they reach
@@ -49,37 +42,20 @@ class HybridClusterArgs:
     """A GKE fleet (``fleet.platform`` is a ``GkeFleet``), e.g. from ``fleet_from_config``."""
 
 
-class HybridCluster(pulumi.ComponentResource):
+class HybridCluster(ClusterForWorkloads):
     """A tainted on-demand system pool, diversified spot GPU pools, an optional on-demand
     GPU fallback and DWS flex-start pool, node auto-provisioning with GPU limits, Workload
-    Identity, the regional checkpoint bucket, and the cluster-wide Kubernetes baseline.
+    Identity, the regional checkpoint bucket, the Pub/Sub work queue with
+    ``spotproof:batch``, and the cluster-wide Kubernetes baseline.
 
     The default node pool is removed: every pool is declared here, each with the taints
-    and labels of its class from ``spotproof.scheduling``.
-
-    Children are Kubernetes objects too; they use :attr:`provider`, built from the
-    cluster's own outputs, never an ambient kubeconfig.
+    and labels of its class from ``spotproof.scheduling``. The kubeconfig authenticates
+    with ``gke-gcloud-auth-plugin``; a queued flex-start pool's queue is among the
+    :attr:`controllers`.
     """
 
-    cluster_name: pulumi.Output[str]
-    kubeconfig: pulumi.Output[str]
-    """A kubeconfig using ``gke-gcloud-auth-plugin``; a secret, as it names the endpoint."""
-    provider: k8s.Provider
     bucket: CheckpointBucket
-    baseline: ClusterBaseline
-    controllers: list[pulumi.Resource]
-    """What a ``TrainingJob`` needs installed first: the JobSet controller and, with a
-    queued flex-start pool, Kueue and the pool's queue."""
     gpu_pools: GpuNodePools
-    pool_names: list[str]
-    workload_identity: WorkloadIdentity
-    """The trainer's service account and its Workload Identity binding."""
-    trainer_account: k8s.core.v1.ServiceAccount
-    """That service account, created with the cluster (whether or not it runs a smoke test)."""
-    work_queue: WorkQueueBinding | None
-    """With ``spotproof:batch``: the Pub/Sub work queue, results prefix and worker identity."""
-    autoscaler: pulumi.Resource | None
-    """KEDA, where it scales the batch workers."""
 
     def __init__(
         self, name: str, args: HybridClusterArgs, opts: pulumi.ResourceOptions | None = None
@@ -145,7 +121,7 @@ class HybridCluster(pulumi.ComponentResource):
             **api_endpoint(spec.api_access),
             cluster_autoscaling=self._autoprovisioning(spec, nodes.email),
             deletion_protection=spec.protect,
-            resource_labels={"spotproof-stack": spec.stack, "spotproof-env": spec.environment},
+            resource_labels=stack_tags(spec.stack, env=spec.environment),
             opts=pulumi.ResourceOptions(parent=self, protect=spec.protect),
         )
 
@@ -176,7 +152,7 @@ class HybridCluster(pulumi.ComponentResource):
         )
 
         trainer = trainer_account(spec.smoke_test)
-        self.bucket = CheckpointBucket(
+        bucket = CheckpointBucket(
             f"{name}-checkpoints",
             CheckpointBucketArgs(
                 bucket=spec.bucket,
@@ -187,10 +163,8 @@ class HybridCluster(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        self.workload_identity = self.bucket.identity
 
-        self.cluster_name = cluster.name
-        self.kubeconfig = pulumi.Output.secret(
+        config = pulumi.Output.secret(
             pulumi.Output.all(
                 cluster.name, api_server(cluster, spec.api_access), cluster.master_auth
             ).apply(
@@ -198,52 +172,35 @@ class HybridCluster(pulumi.ComponentResource):
             )
         )
         # Kubernetes objects wait for the system pool: admission webhooks and add-ons need a node.
-        kube = connect(
-            name,
-            self.kubeconfig,
-            trainer.namespace,
-            spec,
-            pulumi.ResourceOptions(parent=self, depends_on=[system]),
+        kueue = self._connect(
+            name, spec, cluster_name=cluster.name, kubeconfig=config, depends_on=[system]
         )
-        self.provider, self.baseline = kube.provider, kube.baseline
-        self.controllers = kube.controllers
-        self.trainer_account = trainer_service_account(name, self.workload_identity, kube, self)
-        self._queue: LocalQueueRef | None = None
-        flex = gke.flex_start
-        if kube.kueue is not None and flex is not None and flex.queued_provisioning:
-            queue = ProvisioningQueue(
-                f"{name}-{flex.name}-queue",
-                queued_pool_queue(flex, trainer.namespace, kube.provider, kube.kueue),
-                opts=child,
-            )
-            self._queue = LocalQueueRef(trainer.namespace, queue.queue_name)
-            self.controllers = [*self.controllers, queue]
-        self.work_queue, self.autoscaler = None, None
-        if spec.batch is not None:
-            work = WorkQueue(
+
+        def work_queue(batch: BatchSpec, worker: ServiceAccountRef) -> WorkQueue:
+            return WorkQueue(
                 f"{name}-work",
                 WorkQueueArgs(
-                    batch=spec.batch,
+                    batch=batch,
                     project=gke.project,
-                    bucket_name=self.bucket.name,
-                    worker=worker_account(spec.batch),
+                    bucket_name=bucket.name,
+                    worker=worker,
                     name_prefix=name,
                 ),
                 opts=child,
             )
-            self.work_queue = work.binding
-            self.autoscaler = batch_autoscaler(
-                name, spec, work.keda_identity, kube, self, ready=work.binding.ready
+
+        self._trainer_and_batch(name, spec, bucket, work_queue)
+        self._queue: LocalQueueRef | None = None
+        flex = gke.flex_start
+        if kueue is not None and flex is not None and flex.queued_provisioning:
+            queue = ProvisioningQueue(
+                f"{name}-{flex.name}-queue",
+                queued_pool_queue(flex, trainer.namespace, self.provider, kueue),
+                opts=child,
             )
-        self.pool_names = ["system", *self.gpu_pools.pool_names]
-        self.register_outputs(
-            {
-                "cluster_name": self.cluster_name,
-                "kubeconfig": self.kubeconfig,
-                "bucket_url": self.bucket.url,
-                "pool_names": self.pool_names,
-            }
-        )
+            self._queue = LocalQueueRef(trainer.namespace, queue.queue_name)
+            self.controllers = [*self.controllers, queue]
+        self._register(self.gpu_pools.pool_names)
 
     def placement(self, target: PoolClass) -> TargetPlacement:
         """A workload aimed at ``target`` requires one of its pools' GPU models: GKE labels

@@ -19,6 +19,7 @@ import pulumi_gcp as gcp
 from spotproof import scheduling
 from spotproof.catalog import Cloud
 from spotproof.catalog import gke as gke_catalog
+from spotproof.cloud_tags import stack_tags
 from spotproof.fleet import PoolClass, SpecError, SystemPool, Taint
 from spotproof.fleet.gke import FlexStartPool, GkeGpuPool
 
@@ -104,10 +105,7 @@ class PoolContext:
                 "oauth_scopes": CLOUD_PLATFORM_SCOPE,
                 "labels": {**contract.labels, **(extra_labels or {})},
                 "taints": scheduling.cloud_taints([*contract.taints, *extra_taints]),
-                "resource_labels": {
-                    "spotproof-stack": pulumi.get_stack(),
-                    "spotproof-pool-class": pool_class.value,
-                },
+                "resource_labels": stack_tags(pulumi.get_stack(), pool_class=pool_class.value),
                 # Workload Identity needs the GKE metadata server on every node.
                 "workload_metadata_config": {"mode": "GKE_METADATA"},
                 "shielded_instance_config": {

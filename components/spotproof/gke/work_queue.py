@@ -38,6 +38,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from spotproof.catalog import keda
+from spotproof.cloud_tags import stack_tags
 from spotproof.fleet import BatchSpec
 from spotproof.gke.identity import annotations, bind_workload_identity, under_prefix
 from spotproof.gke.names import service_account_id, service_account_member
@@ -81,7 +82,7 @@ class WorkQueue(pulumi.ComponentResource):
         self._prefix = args.name_prefix or name
         batch, project, prefix = args.batch, args.project, self._prefix
         child = pulumi.ResourceOptions(parent=self)
-        labels = {"spotproof-stack": pulumi.get_stack(), "spotproof-purpose": "batch"}
+        labels = stack_tags(pulumi.get_stack(), purpose="batch")
         retention = f"{batch.retention_days * 86400}s"
 
         topic = gcp.pubsub.Topic(

@@ -44,11 +44,10 @@ from spotproof.fleet import PoolClass, SmokeTest
 from spotproof.kube import training
 from spotproof.kube.baseline import MANAGED_BY
 from spotproof.kube.training import Trainer
-from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
+from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
 
 TRAINER_COMMAND = ["python", "-m", "spotproof.smoke.train"]
 JOB_NAME = "spotproof-smoke"
-SERVICE_ACCOUNT_NAME = "spotproof-trainer"
 
 
 @dataclass
@@ -66,12 +65,6 @@ class SmokeTestJobArgs:
 
 def pod_labels() -> dict[str, str]:
     return {"app.kubernetes.io/name": "spotproof-smoke", "app.kubernetes.io/component": "trainer"}
-
-
-def trainer_account(smoke: SmokeTest | None) -> ServiceAccountRef:
-    """The service account trainers run as, which the bucket's identity trusts: in the
-    smoke test's namespace, or the default one when the stack has no smoke test."""
-    return ServiceAccountRef((smoke or SmokeTest()).namespace, SERVICE_ACCOUNT_NAME)
 
 
 def run_prefix(smoke: SmokeTest) -> str:
