@@ -27,6 +27,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+# The Pulumi SDK before any module that reads YAML: an install without the extra is then
+# told of the module the extra is for, not of one it happens to bring along.
+import pulumi  # noqa: F401
+
 from spotproof.catalog import Cloud
 from spotproof.commands import EXIT_FAILED, EXIT_OK
 from spotproof.fleet import BucketSpec, FleetSpec, advice, fleet_from_config
