@@ -15,6 +15,8 @@ from spotproof.catalog.gke import LIST_PREFIX_ATTRIBUTE
 from spotproof.plan import PlanResult, run_plan
 
 REPO = Path(__file__).resolve().parents[1]
+STACKS = ("gke-dev", "gke-prod", "eks-dev", "eks-prod", "aks-dev", "aks-prod")
+"""The stacks this repository ships under ``stacks/``."""
 _PLANS: dict[str, PlanResult] = {}
 INSTALLED_SIZES: dict[str, int] = {}
 """Environment label -> bytes in its site-packages, filled by ``test_packaging``."""
