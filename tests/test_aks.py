@@ -27,7 +27,7 @@ from spotproof.kube.smoke import run_prefix
 from spotproof.kube.workload import ServiceAccountRef
 from spotproof.plan import PlanResult
 from spotproof.testing import Recording, record
-from tests.support import REPO, plan_of, run_cli, stack_config
+from tests.support import REPO, run_cli, stack_config
 from tests.test_spec import _set
 
 AGENT_POOL = "azure-native:containerservice:AgentPool"
@@ -35,16 +35,6 @@ CLUSTER = "azure-native:containerservice:ManagedCluster"
 ROLE = "azure-native:authorization:RoleAssignment"
 STORAGE = "azure-native:storage:StorageAccount"
 AKS_SPOT_TAINT = "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"
-
-
-@pytest.fixture
-def aks_dev() -> PlanResult:
-    return plan_of("aks-dev")
-
-
-@pytest.fixture
-def aks_prod() -> PlanResult:
-    return plan_of("aks-prod")
 
 
 def _violations(plan: PlanResult) -> list[str]:
