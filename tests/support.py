@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,36 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     code = cli.main(list(argv))
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def set_key(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """A change to a stack config: ``path`` like ``spotproof:gpuPools.1.gpusPerNode``."""
+
+    def mutate(config: dict[str, Any]) -> None:
+        key, *rest = path.split(".")
+        if not rest:
+            config[key] = value
+            return
+        node = config[key]
+        for part in rest[:-1]:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        last = rest[-1]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return mutate
+
+
+def plan_refuses_config(capsys: pytest.CaptureFixture[str], root: Path, stack: str) -> str:
+    """``spotproof plan`` refuses ``stack``'s config in the project at ``root`` as bad input:
+    exit 2, nothing on stdout, one line on stderr that says what is allowed; that line."""
+    code, out, err = run_cli(capsys, "plan", "--stack", stack, "--project-dir", str(root))
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1, err
+    assert "allowed:" in err
+    return err
 
 
 def iam_condition_allows(
