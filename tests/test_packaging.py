@@ -406,7 +406,7 @@ def test_aws_install_without_nodejs_says_it_skipped_the_schemas_and_strict_fails
 
 
 def test_the_bundled_schemas_judge_like_the_npm_package(aws_venv: Venv) -> None:
-    bundle = aws_venv.root / SITE / "spotproof" / "plan" / "karpenter_schemas" / "validators.mjs"
+    bundle = aws_venv.root / SITE / "spotproof/plan/schemas/karpenter_schemas/validators.mjs"
     eks_dev = plan_of("eks-dev")
     pool = manifest(
         eks_dev.recording.one(
