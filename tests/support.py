@@ -30,6 +30,13 @@ def plan_of(stack: str) -> PlanResult:
     return copy.deepcopy(_PLANS[stack])
 
 
+def smoke_checkpoint_url(plan: PlanResult) -> str:
+    """Where the stack's smoke Job checkpoints: its ``CHECKPOINT_URL``."""
+    job = plan.recording.one("kubernetes:batch/v1:Job", f"{plan.spec.stack}-smoke-job").inputs
+    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    return next(e["value"] for e in env if e["name"] == "CHECKPOINT_URL")
+
+
 def stack_config(stack: str) -> dict[str, Any]:
     return yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
 
