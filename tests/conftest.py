@@ -97,6 +97,11 @@ def aks_dev() -> PlanResult:
 
 
 @pytest.fixture
+def aks_prod() -> PlanResult:
+    return plan_of("aks-prod")
+
+
+@pytest.fixture
 def make_project(tmp_path: Path) -> Callable[..., Path]:
     """A copy of this project whose ``stacks/`` holds one stack, with its config given."""
 

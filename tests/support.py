@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from spotproof.catalog.gke import LIST_PREFIX_ATTRIBUTE
 from spotproof.plan import PlanResult, run_plan
 
 REPO = Path(__file__).resolve().parents[1]
+STACKS = ("gke-dev", "gke-prod", "eks-dev", "eks-prod", "aks-dev", "aks-prod")
+"""The stacks this repository ships under ``stacks/``."""
 _PLANS: dict[str, PlanResult] = {}
 INSTALLED_SIZES: dict[str, int] = {}
 """Environment label -> bytes in its site-packages, filled by ``test_packaging``."""
@@ -27,6 +30,13 @@ def plan_of(stack: str) -> PlanResult:
     return copy.deepcopy(_PLANS[stack])
 
 
+def smoke_checkpoint_url(plan: PlanResult) -> str:
+    """Where the stack's smoke Job checkpoints: its ``CHECKPOINT_URL``."""
+    job = plan.recording.one("kubernetes:batch/v1:Job", f"{plan.spec.stack}-smoke-job").inputs
+    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    return next(e["value"] for e in env if e["name"] == "CHECKPOINT_URL")
+
+
 def stack_config(stack: str) -> dict[str, Any]:
     return yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
 
@@ -35,6 +45,36 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     code = cli.main(list(argv))
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def set_key(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """A change to a stack config: ``path`` like ``spotproof:gpuPools.1.gpusPerNode``."""
+
+    def mutate(config: dict[str, Any]) -> None:
+        key, *rest = path.split(".")
+        if not rest:
+            config[key] = value
+            return
+        node = config[key]
+        for part in rest[:-1]:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        last = rest[-1]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return mutate
+
+
+def plan_refuses_config(capsys: pytest.CaptureFixture[str], root: Path, stack: str) -> str:
+    """``spotproof plan`` refuses ``stack``'s config in the project at ``root`` as bad input:
+    exit 2, nothing on stdout, one line on stderr that says what is allowed; that line."""
+    code, out, err = run_cli(capsys, "plan", "--stack", stack, "--project-dir", str(root))
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1, err
+    assert "allowed:" in err
+    return err
 
 
 def iam_condition_allows(

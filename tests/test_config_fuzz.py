@@ -18,9 +18,8 @@ import pytest
 
 from spotproof.fleet import SpecError, fleet_from_config
 from spotproof.fleet.fields import ConfigObject
-from tests.support import BILLION_LAUGHS, run_cli, stack_config
+from tests.support import BILLION_LAUGHS, STACKS, run_cli, stack_config
 
-STACKS = ("gke-dev", "gke-prod", "eks-dev", "eks-prod", "aks-dev", "aks-prod")
 WRONG_VALUES: tuple[Any, ...] = (
     "",
     "bad value",

@@ -11,7 +11,7 @@ import pytest
 from spotproof.catalog import aks as aks_catalog
 from spotproof.plan import PlanResult
 from spotproof.plan.schemas.controller_versions import check, values_at
-from tests.support import plan_of
+from tests.support import STACKS, plan_of
 
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
@@ -39,7 +39,7 @@ def _gte(plan: PlanResult) -> None:
 
 
 def test_the_stacks_as_shipped_use_nothing_their_releases_lack() -> None:
-    for stack in ("gke-dev", "gke-prod", "eks-dev", "eks-prod", "aks-dev", "aks-prod"):
+    for stack in STACKS:
         assert _messages(plan_of(stack)) == [], stack
 
 

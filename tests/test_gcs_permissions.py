@@ -14,19 +14,13 @@ from spotproof.plan import PlanResult
 from spotproof.smoke.emulators import Bucket
 from tests.fault_proxy import Fault, emulator_port, fault_proxy, through
 from tests.gcs_iam import GcsRequest, requests_of
-from tests.support import iam_condition_allows, plan_of, two_trainer_runs
+from tests.support import iam_condition_allows, plan_of, smoke_checkpoint_url, two_trainer_runs
 
 TRAINER_GRANT = (
     "gcp:storage/bucketIAMMember:BucketIAMMember",
     "gke-dev-checkpoints-trainer-objects",
 )
 BUCKET_METADATA = "storage.buckets.get"
-
-
-def _checkpoint_url(plan: PlanResult) -> str:
-    job = plan.recording.one("kubernetes:batch/v1:Job", "gke-dev-smoke-job").inputs
-    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
-    return next(e["value"] for e in env if e["name"] == "CHECKPOINT_URL")
 
 
 def _allowed(plan: PlanResult, request: GcsRequest) -> bool:
@@ -39,7 +33,7 @@ def trainer_traffic(emulators: dict[str, Bucket]) -> list[GcsRequest]:
     """Every request of two trainer runs (a fresh one that prunes as it goes, then one
     that resumes the finished run) on the stack's checkpoint path, with what the grant
     refuses refused."""
-    url = urlparse(_checkpoint_url(plan_of("gke-dev")))
+    url = urlparse(smoke_checkpoint_url(plan_of("gke-dev")))
     path, bucket = url.path.strip("/"), url.netloc
     top = path.split("/")[0]
     emulator = emulators["gcs"]
@@ -70,7 +64,7 @@ def test_every_object_request_of_a_trainer_run_is_allowed_by_the_rendered_grant(
 def test_the_run_lists_reads_writes_and_prunes_under_its_prefix_only(
     trainer_traffic: list[GcsRequest],
 ) -> None:
-    path = urlparse(_checkpoint_url(plan_of("gke-dev"))).path.strip("/")
+    path = urlparse(smoke_checkpoint_url(plan_of("gke-dev"))).path.strip("/")
     permissions = {r.permission for r in trainer_traffic} - {BUCKET_METADATA}
     assert permissions == {
         "storage.objects.list",

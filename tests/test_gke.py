@@ -1,4 +1,5 @@
-"""What the GKE components render, read from the recorded registrations of real stacks."""
+"""What the GKE components render, read from the recorded registrations of real stacks.
+(Settings that each stand alone for one behaviour are rows of test_rendered_settings.)"""
 
 from __future__ import annotations
 
@@ -86,17 +87,6 @@ def test_spot_pool_is_spot_tainted_in_gcp_spelling_and_scales_from_zero_anywhere
     assert pool["initialNodeCount"] == 0
 
 
-def test_gpu_pools_declare_accelerators_with_managed_driver(gke_dev: PlanResult) -> None:
-    accelerators = _pool(gke_dev, "t4-spot")["nodeConfig"]["guestAccelerators"]
-    assert accelerators == [
-        {
-            "type": "nvidia-tesla-t4",
-            "count": 1,
-            "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"},
-        }
-    ]
-
-
 def test_each_gpu_machine_type_is_its_own_pool(gke_prod: PlanResult) -> None:
     machine_types = {
         r.inputs["name"]: r.inputs["nodeConfig"]["machineType"]
@@ -127,14 +117,6 @@ def test_flex_start_pool_meets_gke_requirements(gke_dev: PlanResult) -> None:
     assert pool["management"]["autoRepair"] is False
     assert pool["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 2, "locationPolicy": "ANY"}
     assert "queuedProvisioning" not in pool
-
-
-def test_queued_provisioning_is_enabled_when_asked(gke_prod: PlanResult) -> None:
-    assert _pool(gke_prod, "h100-flex")["queuedProvisioning"] == {"enabled": True}
-
-
-def test_zones_pin_a_pool_to_those_zones(gke_prod: PlanResult) -> None:
-    assert _pool(gke_prod, "h100-spot")["nodeLocations"] == ["us-central1-a", "us-central1-c"]
 
 
 def test_every_pool_runs_the_gke_metadata_server(gke_dev: PlanResult) -> None:

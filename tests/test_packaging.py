@@ -145,36 +145,26 @@ ENVIRONMENTS = {
 }
 
 
-def _environment(name: str, factory: pytest.TempPathFactory, wheel: Path) -> Venv:
+def _environment(name: str) -> Any:
+    """The module fixture ``<name>_venv``: a clean environment holding the wheel with the
+    extras :data:`ENVIRONMENTS` gives ``name``, its size recorded under its label."""
     extras, label, constrained = ENVIRONMENTS[name]
-    venv = Venv(factory.mktemp("venv") / name, wheel)
-    venv.install(extras, label, constrained=constrained)
-    return venv
+
+    @pytest.fixture(scope="module", name=f"{name}_venv")
+    def environment(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Venv:
+        """The wheel with one kind of user's extras, in a clean environment of its own."""
+        venv = Venv(tmp_path_factory.mktemp("venv") / name, wheel)
+        venv.install(extras, label, constrained=constrained)
+        return venv
+
+    return environment
 
 
-@pytest.fixture(scope="module")
-def runtime_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Venv:
-    return _environment("runtime", tmp_path_factory, wheel)
-
-
-@pytest.fixture(scope="module")
-def gcp_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Venv:
-    return _environment("gcp", tmp_path_factory, wheel)
-
-
-@pytest.fixture(scope="module")
-def aws_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Venv:
-    return _environment("aws", tmp_path_factory, wheel)
-
-
-@pytest.fixture(scope="module")
-def azure_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Venv:
-    return _environment("azure", tmp_path_factory, wheel)
-
-
-@pytest.fixture(scope="module")
-def policy_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Venv:
-    return _environment("policy", tmp_path_factory, wheel)
+runtime_venv = _environment("runtime")
+gcp_venv = _environment("gcp")
+aws_venv = _environment("aws")
+azure_venv = _environment("azure")
+policy_venv = _environment("policy")
 
 
 # --- the wheel -------------------------------------------------------------------------
@@ -416,7 +406,7 @@ def test_aws_install_without_nodejs_says_it_skipped_the_schemas_and_strict_fails
 
 
 def test_the_bundled_schemas_judge_like_the_npm_package(aws_venv: Venv) -> None:
-    bundle = aws_venv.root / SITE / "spotproof" / "plan" / "karpenter_schemas" / "validators.mjs"
+    bundle = aws_venv.root / SITE / "spotproof/plan/schemas/karpenter_schemas/validators.mjs"
     eks_dev = plan_of("eks-dev")
     pool = manifest(
         eks_dev.recording.one(

@@ -17,20 +17,24 @@ from spotproof import plan as spotproof_plan
 from spotproof.plan import PlanResult
 from spotproof.plan.recording.recorder import Resource
 from spotproof.plan.recording.tree import render
-from tests.support import REPO, run_cli, stack_config
+from tests.support import REPO, STACKS, run_cli, stack_config
 
 JOB = "kubernetes:batch/v1:Job"
 POOL = "gcp:container/nodePool:NodePool"
 
 
-@pytest.mark.parametrize("stack", ["gke-dev", "gke-prod"])
+@pytest.mark.parametrize("stack", STACKS)
 def test_real_stack_plans_with_zero_violations(
-    stack: str, capsys: pytest.CaptureFixture[str]
+    stack: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    code, out, err = run_cli(capsys, "plan", "--stack", stack, "--project-dir", str(REPO))
+    code, out, err = run_cli(
+        capsys, "plan", "--stack", stack, "--project-dir", str(REPO), "--out", str(tmp_path)
+    )
     assert (code, err) == (0, "")
     assert "0 violations" in out
-    assert "spotproof:gke:HybridCluster" in out
+    cloud = stack.partition("-")[0]
+    assert f"spotproof:{cloud}:HybridCluster" in out
+    assert "Scale-up" in out and "Preemption path" in out
 
 
 def test_json_report_lists_resources_with_parents_and_violations(

@@ -1,5 +1,6 @@
-"""``spotproof plan`` on EKS stacks: Karpenter objects validate against Karpenter's published
-schemas, and NodePools take part in the scheduling check as pools."""
+"""``spotproof plan`` on EKS stacks: the manifests it writes order node classes, pools and the
+Job, Karpenter objects validate against Karpenter's published schemas, and NodePools take
+part in the scheduling check as pools."""
 
 from __future__ import annotations
 
@@ -19,15 +20,13 @@ NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 
 
 @pytest.mark.parametrize("stack", ["eks-dev", "eks-prod"])
-def test_real_eks_stack_plans_with_zero_violations(
+def test_manifests_written_put_node_classes_before_pools_before_the_job(
     stack: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    code, out, err = run_cli(
+    code, _, err = run_cli(
         capsys, "plan", "--stack", stack, "--project-dir", str(REPO), "--out", str(tmp_path)
     )
     assert (code, err) == (0, "")
-    assert "0 violations" in out
-    assert "spotproof:eks:HybridCluster" in out
     kinds = [yaml.safe_load(p.read_text())["kind"] for p in sorted(tmp_path.glob("*.yaml"))]
     assert {"Job", "NodePool", "EC2NodeClass", "PriorityClass"} <= set(kinds)
     # Node classes before the pools that name them, both before the Job that needs nodes.

@@ -12,7 +12,7 @@ import pytest
 from spotproof import policy
 from spotproof.plan.recording.recorder import Resource
 from spotproof.policy.pod_security import refused
-from tests.support import plan_of
+from tests.support import STACKS, plan_of
 
 RESTRICTED_POD: dict[str, Any] = {
     "securityContext": {
@@ -44,9 +44,7 @@ def _container(pod: dict[str, Any]) -> dict[str, Any]:
     return pod["containers"][0]
 
 
-@pytest.mark.parametrize(
-    "stack", ["gke-dev", "gke-prod", "eks-dev", "eks-prod", "aks-dev", "aks-prod"]
-)
+@pytest.mark.parametrize("stack", STACKS)
 def test_every_pod_a_stack_renders_is_admitted_by_its_namespace(stack: str) -> None:
     plan = plan_of(stack)
     assert [v for v in plan.violations if v.policy == "pod-security"] == []

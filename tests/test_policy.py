@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from spotproof import policy
-from spotproof.plan import PlanResult
-from tests.support import plan_of
+from tests.support import STACKS, plan_of
 
 POOL = "gcp:container/nodePool:NodePool"
 
@@ -469,13 +468,8 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
 }
 
 
-def test_real_plan_violates_no_rule(gke_dev: PlanResult, gke_prod: PlanResult) -> None:
-    assert policy.evaluate(gke_dev.recording.resources) == []
-    assert policy.evaluate(gke_prod.recording.resources) == []
-
-
-@pytest.mark.parametrize("stack", ["eks-dev", "eks-prod", "aks-dev", "aks-prod"])
-def test_real_eks_and_aks_plans_violate_no_rule(stack: str) -> None:
+@pytest.mark.parametrize("stack", STACKS)
+def test_real_plan_violates_no_rule(stack: str) -> None:
     assert policy.evaluate(plan_of(stack).recording.resources) == []
 
 

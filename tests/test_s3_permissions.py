@@ -15,7 +15,7 @@ from spotproof.runtime.storage.s3 import IAM_ACTIONS, iam_requests
 from spotproof.smoke.emulators import Bucket
 from tests.fault_proxy import emulator_port, fault_proxy, through
 from tests.s3_iam import requests_of
-from tests.support import plan_of, two_trainer_runs
+from tests.support import plan_of, smoke_checkpoint_url, two_trainer_runs
 
 TRAINER_POLICY = ("aws:iam/rolePolicy:RolePolicy", "eks-dev-checkpoints-trainer-checkpoints")
 
@@ -24,20 +24,14 @@ def _trainer_policy(plan: PlanResult) -> str:
     return str(plan.recording.one(*TRAINER_POLICY).inputs["policy"])
 
 
-def _checkpoint_url(plan: PlanResult) -> str:
-    job = plan.recording.one("kubernetes:batch/v1:Job", "eks-dev-smoke-job").inputs
-    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
-    return next(e["value"] for e in env if e["name"] == "CHECKPOINT_URL")
-
-
 @pytest.fixture(scope="module")
 def trainer_traffic(emulators: dict[str, Bucket]) -> list[Request]:
     """Every request of two trainer runs (a fresh one that prunes as it goes, then one
     that resumes the finished run) on the stack's checkpoint path in moto's bucket."""
     eks_dev = plan_of("eks-dev")  # cached; the fixture of that name is per test
     emulator = emulators["s3"]
-    path = urlparse(_checkpoint_url(eks_dev)).path.strip("/")
-    bucket = urlparse(_checkpoint_url(eks_dev)).netloc
+    path = urlparse(smoke_checkpoint_url(eks_dev)).path.strip("/")
+    bucket = urlparse(smoke_checkpoint_url(eks_dev)).netloc
     with fault_proxy(emulator_port("s3", emulator.env)) as proxy:
         two_trainer_runs(through("s3", emulator.env, proxy), emulator.prefix(path))
         seen = list(proxy.log)
@@ -62,7 +56,7 @@ def test_the_run_makes_exactly_the_calls_the_runtime_declares(
     # The plan's s3-checkpoint-access rule evaluates iam_requests, not a run: the two must
     # agree, and the run must have pruned (deletes) and resumed (reads) to show it.
     assert {r.action for r in trainer_traffic} == set(IAM_ACTIONS)
-    url = urlparse(_checkpoint_url(eks_dev))
+    url = urlparse(smoke_checkpoint_url(eks_dev))
     declared = iam_requests(url.netloc, url.path.strip("/"))
     assert {action for action, _, _ in declared} == set(IAM_ACTIONS)
     prefix = f"{url.path.strip('/')}/"
@@ -75,7 +69,7 @@ def test_the_run_makes_exactly_the_calls_the_runtime_declares(
 
 def test_a_listing_of_the_bucket_root_is_refused(eks_dev: PlanResult) -> None:
     # What the store's reachability check used to send: every pod failed to start on EKS.
-    bucket = urlparse(_checkpoint_url(eks_dev)).netloc
+    bucket = urlparse(smoke_checkpoint_url(eks_dev)).netloc
     root_listing = Request(
         "s3:ListBucket",
         f"arn:aws:s3:::{bucket}",
@@ -85,7 +79,7 @@ def test_a_listing_of_the_bucket_root_is_refused(eks_dev: PlanResult) -> None:
 
 
 def test_objects_outside_the_checkpoint_prefix_are_out_of_reach(eks_dev: PlanResult) -> None:
-    bucket = urlparse(_checkpoint_url(eks_dev)).netloc
+    bucket = urlparse(smoke_checkpoint_url(eks_dev)).netloc
     policy = _trainer_policy(eks_dev)
     for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
         elsewhere = Request(action, f"arn:aws:s3:::{bucket}/batch-results/x")
