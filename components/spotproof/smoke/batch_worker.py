@@ -5,30 +5,12 @@ result of an item is its payload hashed ``ROUNDS`` times, after ``ITEM_SECONDS``
 "inference", so any number of workers, interrupted any way, must end with the results of
 a plain loop over the items.
 
-Configuration (environment):
-
-================== =================================================== ========= =============
-QUEUE_URL          the work queue (``sqs://``, ``pubsub://``,           required
-                   ``azqueue://``)
-RESULTS_URL        where results go (file://, s3://, gs://, az://)      required
-GRACE_SECONDS      budget from SIGTERM to SIGKILL                       15        1 to 86400
-ITEM_SECONDS       time each item takes                                 0.05      0 to 86400
-LEASE_SECONDS      whole seconds a pulled item stays hidden, extended   10        1 to 43200
-                   while held (SQS's visibility timeout ends at 43200)
-BATCH_SIZE         items pulled at a time                               4         1 to 1000
-STOP_WHEN_IDLE     exit 0 after the queue has been empty this long      (never)   0 to 86400
-STOP_AFTER_STORED  SIGSTOP itself once its Nth result is stored,        (never)   1 to 10^9
-                   before the ack
-RESULTS_TABLE      also UPSERT results into this table (sqlite:///,     (none)
-                   postgresql://)
-MAX_DELIVERIES     the queue's dead-letter limit, to count dead-        (unknown) 1 to 1000
-                   lettered items
-PROGRESS_SECONDS   how often a ``progress`` line gives the counts       30        1 to 86400
-================== =================================================== ========= =============
-
-Numbers are read strictly (``spotproof.runtime.variables``): a value outside its range,
-or one that is not a plain number (a fraction where whole seconds are meant), stops the
-worker before it starts, with exit 2 and one line naming it.
+Configuration (environment), each variable defined in ``spotproof.runtime.settings`` with
+its meaning, default and range: ``QUEUE_URL`` and ``RESULTS_URL`` (required),
+``GRACE_SECONDS``, ``ITEM_SECONDS``, ``LEASE_SECONDS``, ``BATCH_SIZE``, ``STOP_WHEN_IDLE``,
+``STOP_AFTER_STORED``, ``RESULTS_TABLE``, ``MAX_DELIVERIES`` and ``PROGRESS_SECONDS``. A
+value outside its range, or one that is not a plain number (a fraction where whole seconds
+are meant), stops the worker before it starts, with exit 2 and one line naming it.
 
 Output: one JSON object per line (``done``, ``already_done``, ``duplicate``,
 ``handed_back``, ``summary``...). Exit codes: ``spotproof.runtime.exit_codes``.
@@ -44,21 +26,17 @@ import sys
 import time
 from typing import Any
 
-from spotproof.runtime import exit_codes
+from spotproof.runtime import exit_codes, settings
 from spotproof.runtime.batch import ResultStore, WorkItem, open_queue, run_worker
 from spotproof.runtime.batch.queues import QueueURLError
 from spotproof.runtime.batch.table import TableUnavailable, TableURLError, open_table
 from spotproof.runtime.failures import Failure, classify
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.messages import first_line, redacted
+from spotproof.runtime.settings import ConfigError
 from spotproof.runtime.storage import StorageError, StorageURLError, open_store
-from spotproof.runtime.variables import ConfigError, Variables
 
 ROUNDS = 1000
-MAX_SECONDS = 86400
-MAX_LEASE_SECONDS = 43200
-"""SQS's largest visibility timeout (Pub/Sub's ack deadline stops at 600 and is clamped
-there by ``pubsub``; Azure's visibility timeout goes to 7 days)."""
 
 
 def result_of(item: WorkItem) -> bytes:
@@ -73,20 +51,20 @@ def main() -> int:
     def emit(event: dict[str, Any]) -> None:
         print(json.dumps(event), flush=True)
 
-    read = Variables(os.environ)
+    env = os.environ
     queue_url = ""
     try:
-        queue_url = read.required("QUEUE_URL", "an sqs://, pubsub:// or azqueue:// URL")
-        results_url = read.required("RESULTS_URL", "a file://, s3://, gs:// or az:// URL")
-        grace = read.number("GRACE_SECONDS", 15.0, 1, MAX_SECONDS)
-        item_seconds = read.number("ITEM_SECONDS", 0.05, 0, MAX_SECONDS)
-        lease = read.whole("LEASE_SECONDS", 10, 1, MAX_LEASE_SECONDS)
-        batch = read.whole("BATCH_SIZE", 4, 1, 1000)
-        idle = read.optional_number("STOP_WHEN_IDLE", 0, MAX_SECONDS)
-        stop_after = read.optional_whole("STOP_AFTER_STORED", 1, 10**9) or 0
-        deliveries = read.optional_whole("MAX_DELIVERIES", 1, 1000)
-        progress = read.number("PROGRESS_SECONDS", 30.0, 1, MAX_SECONDS)
-        table_url = read.text("RESULTS_TABLE")
+        queue_url = settings.QUEUE_URL.read(env)
+        results_url = settings.RESULTS_URL.read(env)
+        grace = settings.GRACE_SECONDS.read(env)
+        item_seconds = settings.ITEM_SECONDS.read(env)
+        lease = settings.LEASE_SECONDS.read(env)
+        batch = settings.BATCH_SIZE.read(env)
+        idle = settings.STOP_WHEN_IDLE.read(env)
+        stop_after = settings.STOP_AFTER_STORED.read(env) or 0
+        deliveries = settings.MAX_DELIVERIES.read(env)
+        progress = settings.PROGRESS_SECONDS.read(env)
+        table_url = settings.RESULTS_TABLE.read(env)
         queue = open_queue(queue_url)
         results = ResultStore(open_store(results_url))
         table = open_table(table_url) if table_url else None
