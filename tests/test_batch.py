@@ -17,8 +17,9 @@ import pytest
 from spotproof.runtime import exit_codes
 from spotproof.runtime.batch import ResultStore, WorkItem, run_worker
 from spotproof.runtime.batch.azure_queue import AzureQueue
+from spotproof.runtime.batch.items import QueueURLError, decode
 from spotproof.runtime.batch.producer import ManifestError, from_manifest, publish
-from spotproof.runtime.batch.queues import QueueURLError, decode, open_queue
+from spotproof.runtime.batch.queues import open_queue
 from spotproof.runtime.batch.sqs import SqsQueue
 from spotproof.runtime.batch.table import open_table
 from spotproof.runtime.guard import PreemptionGuard

@@ -12,7 +12,7 @@ import pytest
 
 from spotproof.runtime import exit_codes
 from spotproof.runtime.batch import ResultStore, run_worker, worker
-from spotproof.runtime.batch.queues import Lease, WorkItem
+from spotproof.runtime.batch.items import Lease, WorkItem
 from spotproof.runtime.batch.worker import WorkerReport
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.storage import open_store

@@ -28,7 +28,7 @@ from typing import Any
 
 from spotproof.runtime import exit_codes, settings
 from spotproof.runtime.batch import ResultStore, WorkItem, open_queue, run_worker
-from spotproof.runtime.batch.queues import QueueURLError
+from spotproof.runtime.batch.items import QueueURLError
 from spotproof.runtime.batch.table import TableUnavailable, TableURLError, open_table
 from spotproof.runtime.failures import Failure, classify
 from spotproof.runtime.guard import PreemptionGuard
