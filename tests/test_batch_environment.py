@@ -21,7 +21,7 @@ from spotproof.smoke.queue_emulators import emulated_queue
 
 def _worker(env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "spotproof.smoke.batch_worker"],
+        [sys.executable, "-m", "spotproof.runtime.batch"],
         env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", **env},
         capture_output=True,
         text=True,

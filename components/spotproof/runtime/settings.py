@@ -5,8 +5,9 @@ meaning on the docstring under it. Both sides use the definition: the components
 render a container's environment (``kube.smoke``, ``kube.training``, ``kube.jobset``,
 ``kube.batch``, and the rehearsal's harness) spell the name through it, and the processes
 that read the environment (``runtime.loop``, ``smoke.train`` and ``smoke.distributed``,
-``smoke.batch_worker``) read it through it, so the two cannot drift apart. This module
-imports nothing else of spotproof: a Pulumi program imports it without the runtime.
+``runtime.batch.entry`` and ``smoke.batch_work``) read it through it, so the two cannot
+drift apart. This module imports nothing else of spotproof: a Pulumi program imports it
+without the runtime.
 
 Reading is strict, since a manifest is where a typo is easy and a silent reinterpretation
 costly: ``int()`` takes ``"٣"``, ``"1_000"`` and ``" 5 "``, ``float()`` takes ``"nan"``
@@ -288,4 +289,4 @@ STOP_AFTER_STORED = OptionalWhole("STOP_AFTER_STORED", 1, 10**9)
 the acknowledgement, 1 to 10^9; unset, never."""
 ITEM_SECONDS = Number("ITEM_SECONDS", 0, MAX_SECONDS, default=0.05)
 """The "inference" time of each item of the rehearsal's reference work
-(``smoke.batch_worker``), 0 to 86,400; default 0.05."""
+(``smoke.batch_work``), 0 to 86,400; default 0.05."""

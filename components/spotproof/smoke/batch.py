@@ -3,9 +3,10 @@
 Against a real queue emulator (moto server's SQS, the Cloud SDK's Pub/Sub emulator,
 Azurite's queue service; ``queue_emulators``), the harness publishes ``items`` work
 items (twice: the second publication must add nothing), computes the expected results with
-a plain loop, and runs ``workers`` worker processes (``spotproof.smoke.batch_worker``)
-the way a Deployment on spot nodes would, starting a replacement for each one stopped.
-While they work it:
+a plain loop, and runs ``workers`` worker processes (``python -m spotproof.runtime.batch``,
+a stack's default worker, serving the reference work of ``batch_work``) the way a
+Deployment on spot nodes would, starting a replacement for each one stopped. While they
+work it:
 
 - **preempts** workers (SIGTERM): a worker hands back what it has not started at once and
   must exit ``PREEMPTED``;
@@ -34,7 +35,7 @@ from spotproof.runtime.batch import ResultStore, WorkItem, WorkQueue, open_queue
 from spotproof.runtime.batch.producer import publish
 from spotproof.runtime.batch.table import open_table
 from spotproof.runtime.storage import open_store
-from spotproof.smoke.batch_worker import result_of
+from spotproof.smoke.batch_work import result_of
 from spotproof.smoke.databases import result_table
 from spotproof.smoke.process import TrainerProcess, container_exit_code
 from spotproof.smoke.queue_emulators import emulated_queue
@@ -187,7 +188,7 @@ class _Fleet:
             {**self.env, **extra},
             self.origin,
             index=len(self.started),
-            module="spotproof.smoke.batch_worker",
+            module="spotproof.runtime.batch",
         )
         self.started.append(worker)
         return worker

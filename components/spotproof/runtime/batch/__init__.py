@@ -23,7 +23,8 @@ item in flight if the grace period is expected to allow it (its duration so far,
 the items it has done), else hands that one back too and exits at once; it exits
 ``PREEMPTED`` either way, as the trainer does. Queues (``open_queue``): ``sqs``,
 ``pubsub`` and ``azure_queue``, each module stating the service's lease rules; what they
-share (items, leases, the queue interface) is ``items``.
+share (items, leases, the queue interface) is ``items``. ``entry`` is a whole worker
+process configured by its environment: ``python -m spotproof.runtime.batch``.
 """
 
 from spotproof.runtime.batch.items import Lease, WorkItem, WorkQueue
