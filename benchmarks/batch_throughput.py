@@ -6,7 +6,7 @@
 Against the queue's emulator, with results in its cloud's store emulator:
 
 - **throughput**: the same items, the same ``process`` (``--item-ms`` of "inference"
-  plus the smoke worker's hashing) and the same result writes, done by a plain loop with
+  plus the reference work's hashing) and the same result writes, done by a plain loop with
   no queue (the limit), by one worker process and by three, rounds interleaved; items/s
   and the ratio to the loop;
 - **a reclaim**: one worker holding a batch of 4 items of 0.5 s is stopped after its
@@ -30,7 +30,7 @@ from spotproof.runtime.batch import ResultStore, WorkItem, open_queue
 from spotproof.runtime.batch.producer import publish
 from spotproof.runtime.storage import open_store
 from spotproof.smoke.batch import BatchConfig, lease_of
-from spotproof.smoke.batch_worker import result_of
+from spotproof.smoke.batch_work import result_of
 from spotproof.smoke.process import TrainerProcess
 from spotproof.smoke.queue_emulators import QueueService, emulated_queue
 
@@ -60,7 +60,7 @@ def _workers(
             },
             origin,
             index=n,
-            module="spotproof.smoke.batch_worker",
+            module="spotproof.runtime.batch",
         )
         for n in range(count)
     ]

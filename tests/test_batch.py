@@ -17,14 +17,15 @@ import pytest
 from spotproof.runtime import exit_codes
 from spotproof.runtime.batch import ResultStore, WorkItem, run_worker
 from spotproof.runtime.batch.azure_queue import AzureQueue
+from spotproof.runtime.batch.items import QueueURLError, decode
 from spotproof.runtime.batch.producer import ManifestError, from_manifest, publish
-from spotproof.runtime.batch.queues import QueueURLError, decode, open_queue
+from spotproof.runtime.batch.queues import open_queue
 from spotproof.runtime.batch.sqs import SqsQueue
 from spotproof.runtime.batch.table import open_table
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.storage import StorageError, open_store
 from spotproof.smoke.batch import BatchConfig, BatchReport, run_batch_smoke
-from spotproof.smoke.batch_worker import result_of
+from spotproof.smoke.batch_work import result_of
 from spotproof.smoke.emulators import Bucket, emulated
 from spotproof.smoke.process import TrainerProcess
 from spotproof.smoke.queue_emulators import emulated_queue
@@ -70,7 +71,7 @@ def _worker(moto: Bucket, queue: SqsQueue, results: ResultStore, **env: str) -> 
             **env,
         },
         time.monotonic(),
-        module="spotproof.smoke.batch_worker",
+        module="spotproof.runtime.batch",
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from spotproof.runtime import exit_codes
 from spotproof.runtime.batch import ResultStore, run_worker, worker
-from spotproof.runtime.batch.queues import Lease, WorkItem
+from spotproof.runtime.batch.items import Lease, WorkItem
 from spotproof.runtime.batch.worker import WorkerReport
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.storage import open_store
@@ -21,7 +21,7 @@ from spotproof.smoke.queue_emulators import emulated_queue
 
 def _worker(env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "spotproof.smoke.batch_worker"],
+        [sys.executable, "-m", "spotproof.runtime.batch"],
         env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", **env},
         capture_output=True,
         text=True,

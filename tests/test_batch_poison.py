@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from spotproof.runtime.batch import ResultStore, run_worker
-from spotproof.runtime.batch.queues import NotAnItem, WorkItem, decode, open_queue
+from spotproof.runtime.batch.items import NotAnItem, WorkItem, decode
+from spotproof.runtime.batch.queues import open_queue
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.storage import open_store
-from spotproof.smoke.batch_worker import result_of
+from spotproof.smoke.batch_work import result_of
 from spotproof.smoke.queue_emulators import PUBSUB_PROJECT, QueueService, emulated_queue
 
 MAX_DELIVERIES = 5

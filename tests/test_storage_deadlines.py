@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from spotproof.runtime import exit_codes
+from spotproof.runtime import exit_codes, settings
 from spotproof.runtime.checkpointer import transfer
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.checkpointer.layout import step_prefix
@@ -93,7 +93,7 @@ def test_opening_a_store_that_never_answers_fails_within_the_startup_deadline(
 ) -> None:
     with silent_endpoint() as port:
         url, env = _pointed_at(store, port)
-        for key, value in {**env, deadlines.STARTUP_VARIABLE: "2"}.items():
+        for key, value in {**env, settings.STORAGE_STARTUP_SECONDS.name: "2"}.items():
             monkeypatch.setenv(key, value)
         started = time.monotonic()
         with pytest.raises(StorageError, match="reaching the bucket: no answer within 2 s"):
@@ -134,7 +134,7 @@ def test_a_trainer_whose_store_never_answers_exits_for_a_retry_in_one_line() -> 
                 "CHECKPOINT_URL": url,
                 "CHECKPOINT_INTERVAL": "5",
                 "TOTAL_STEPS": "10",
-                deadlines.STARTUP_VARIABLE: "3",
+                settings.STORAGE_STARTUP_SECONDS.name: "3",
             },
             started,
         )

@@ -17,9 +17,10 @@ from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.checkpointer.layout import manifest_key
 from spotproof.runtime.checkpointer.manifest import GangManifest, Manifest
 from spotproof.runtime.checkpointer.torch_state import StateBuffer
+from spotproof.runtime.settings import usable_cpus
 from spotproof.smoke.distributed import Solo
 from spotproof.smoke.process import TrainerProcess
-from spotproof.smoke.train import ConfigError, TrainConfig, build, usable_cpus
+from spotproof.smoke.train import ConfigError, TrainConfig, build
 
 
 def _env(url: str, **overrides: object) -> dict[str, str]:

@@ -65,10 +65,10 @@ class BatchSpec:
     depth. Declared by ``spotproof:batch``; a stack without it has none of these."""
 
     image: str = setting("image", image_reference, "ghcr.io/spotproof/smoke-trainer:0.1.0")
-    """The worker's image. The default carries spotproof's smoke worker, whose results
-    are checkable against a plain loop (``spotproof.smoke.batch_worker``)."""
+    """The worker's image. The default carries spotproof's batch worker and its reference
+    work, whose results are checkable against a plain loop (``spotproof.smoke.batch_work``)."""
     command: tuple[str, ...] = setting(
-        "command", _command, ("python", "-m", "spotproof.smoke.batch_worker")
+        "command", _command, ("python", "-m", "spotproof.runtime.batch")
     )
     """What the container runs; it reads ``QUEUE_URL``, ``RESULTS_URL``, ``GRACE_SECONDS``,
     ``LEASE_SECONDS``, ``BATCH_SIZE`` and ``MAX_DELIVERIES`` (``spotproof.runtime.batch``)."""

@@ -36,10 +36,10 @@ from spotproof.kube.baseline import MANAGED_BY, RESTRICTED
 from spotproof.kube.network_policy import isolate_namespace
 from spotproof.kube.training import Trainer, pod_spec
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
+from spotproof.runtime import settings
 
 WORKER_CONTAINER = "worker"
 WORKER_SERVICE_ACCOUNT = "batch-worker"
-PROGRESS_SECONDS = 30
 
 
 def worker_account(batch: BatchSpec) -> ServiceAccountRef:
@@ -164,18 +164,18 @@ class BatchWorkers(pulumi.ComponentResource):
 def worker_environment(
     batch: BatchSpec, queue: WorkQueueBinding, *, queue_url: str, results_url: str
 ) -> dict[str, str]:
-    """What ``spotproof.runtime.batch`` reads (``spotproof.smoke.batch_worker`` documents
-    each variable)."""
+    """What the batch worker reads (``spotproof.runtime.settings`` defines each variable),
+    and what the queue's and the identity's clients need."""
     return {
         **queue.identity.environment,
         **queue.environment,
-        "QUEUE_URL": queue_url,
-        "RESULTS_URL": results_url,
-        "GRACE_SECONDS": str(batch.grace_period_seconds),
-        "LEASE_SECONDS": str(batch.lease_seconds),
-        "BATCH_SIZE": str(batch.batch_size),
-        "MAX_DELIVERIES": str(batch.max_deliveries),
-        "PROGRESS_SECONDS": str(PROGRESS_SECONDS),
+        settings.QUEUE_URL.name: queue_url,
+        settings.RESULTS_URL.name: results_url,
+        settings.GRACE_SECONDS.name: str(batch.grace_period_seconds),
+        settings.LEASE_SECONDS.name: str(batch.lease_seconds),
+        settings.BATCH_SIZE.name: str(batch.batch_size),
+        settings.MAX_DELIVERIES.name: str(batch.max_deliveries),
+        settings.PROGRESS_SECONDS.name: f"{settings.PROGRESS_SECONDS.default:g}",
     }
 
 

@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from spotproof.catalog import jobset
-from spotproof.runtime import exit_codes, launcher
+from spotproof.runtime import exit_codes, launcher, settings
 
 WORKERS = "workers"
 """The replicated Job's name: pods are ``<jobset>-workers-<0>-<rank>``."""
@@ -125,10 +125,10 @@ def gang_environment(name: str, nodes: int) -> list[dict[str, Any]]:
     """What a trainer that forms its own process group (one process per pod) reads: its
     rank is the pod's completion index."""
     return [
-        {"name": "WORLD_SIZE", "value": str(nodes)},
-        {"name": "RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
-        {"name": "MASTER_ADDR", "value": rendezvous_host(name)},
-        {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
+        {"name": settings.WORLD_SIZE.name, "value": str(nodes)},
+        {"name": settings.RANK.name, "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
+        {"name": settings.MASTER_ADDR.name, "value": rendezvous_host(name)},
+        {"name": settings.MASTER_PORT.name, "value": str(MASTER_PORT)},
     ]
 
 

@@ -45,6 +45,7 @@ from spotproof.kube import training
 from spotproof.kube.baseline import MANAGED_BY
 from spotproof.kube.training import Trainer
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
+from spotproof.runtime import settings
 
 TRAINER_COMMAND = ["python", "-m", "spotproof.smoke.train"]
 JOB_NAME = "spotproof-smoke"
@@ -82,12 +83,12 @@ def trainer_env(
     terminationGracePeriodSeconds, and what the store's client needs (``store``)."""
     values = {
         **(store or {}),
-        "CHECKPOINT_URL": checkpoint_url,
-        "CHECKPOINT_INTERVAL": smoke.checkpoint_interval,
-        "TOTAL_STEPS": smoke.total_steps,
-        "SEED": smoke.seed,
-        "MODEL_MB": smoke.model_mb,
-        "GRACE_SECONDS": smoke.grace_period_seconds,
+        settings.CHECKPOINT_URL.name: checkpoint_url,
+        settings.CHECKPOINT_INTERVAL.name: smoke.checkpoint_interval,
+        settings.TOTAL_STEPS.name: smoke.total_steps,
+        settings.SEED.name: smoke.seed,
+        settings.MODEL_MB.name: smoke.model_mb,
+        settings.GRACE_SECONDS.name: smoke.grace_period_seconds,
     }
     return [{"name": name, "value": str(value)} for name, value in values.items()]
 

@@ -36,7 +36,7 @@ from spotproof.fleet import PoolClass
 from spotproof.kube import jobset
 from spotproof.kube.baseline import MANAGED_BY
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
-from spotproof.runtime import exit_codes
+from spotproof.runtime import exit_codes, settings
 from spotproof.runtime.launcher import Launcher
 from spotproof.scheduling.work_matrix import WORK_LABEL, Work
 
@@ -279,8 +279,8 @@ class TrainingJob(pulumi.ComponentResource):
             environment = {
                 **args.identity.environment,
                 **args.trainer.env,
-                "CHECKPOINT_URL": url,
-                "GRACE_SECONDS": str(grace),
+                settings.CHECKPOINT_URL.name: url,
+                settings.GRACE_SECONDS.name: str(grace),
             }
             env: list[dict[str, Any]] = [
                 {"name": k, "value": str(v)} for k, v in environment.items()

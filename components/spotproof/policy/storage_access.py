@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 
 from spotproof.policy import aws_iam
 from spotproof.policy.base import PlannedResource, StackRule
+from spotproof.runtime import settings
 from spotproof.runtime.storage.s3 import iam_requests
 from spotproof.scheduling import pod_templates
 
@@ -23,15 +24,14 @@ ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 POLICY = "aws:iam/policy:Policy"
-STORE_VARIABLE = "CHECKPOINT_URL"
 
 
 def _s3_stores(spec: Mapping[str, Any]) -> Iterator[str]:
     for container in pod_templates.containers(spec):
         for variable in container.get("env") or []:
             value = variable.get("value")
-            is_store = variable.get("name") == STORE_VARIABLE and isinstance(value, str)
-            if is_store and value.startswith("s3://"):
+            is_store = variable.get("name") == settings.CHECKPOINT_URL.name
+            if is_store and isinstance(value, str) and value.startswith("s3://"):
                 yield value
 
 

@@ -41,7 +41,7 @@ from typing import Any, NoReturn, Protocol
 
 import torch
 
-from spotproof.runtime import exit_codes
+from spotproof.runtime import exit_codes, settings
 from spotproof.runtime.checkpointer import torch_state
 from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpointer.checkpoint import (
@@ -52,11 +52,8 @@ from spotproof.runtime.checkpointer.checkpoint import (
 )
 from spotproof.runtime.guard import FINAL_SAVE_MARGIN, PreemptionGuard
 from spotproof.runtime.messages import redacted
+from spotproof.runtime.settings import ConfigError
 from spotproof.runtime.storage import StorageError, StorageURLError
-from spotproof.runtime.variables import ConfigError, Variables
-
-MAX_INTERVAL = 10**12
-MAX_GRACE_SECONDS = 86_400
 
 
 class Stateful(Protocol):
@@ -200,31 +197,30 @@ def training(
     """Checkpointed training of ``model`` and ``optimizer`` and any other ``Stateful``
     given by name (``scheduler=...``, ``data=...``).
 
-    Settings not given are read from the environment the Job sets: ``CHECKPOINT_URL``
-    (file://, s3://, gs://, az://; required), ``CHECKPOINT_INTERVAL`` (steps between
-    checkpoints, 1 to 10^12; required) and ``GRACE_SECONDS`` (SIGTERM to SIGKILL, 1 to
-    86,400; default 15: GKE's notice to non-system pods). A bad one exits 2 in one line."""
+    Settings not given are read from the environment the Job sets: ``CHECKPOINT_URL``,
+    ``CHECKPOINT_INTERVAL`` and ``GRACE_SECONDS`` (``spotproof.runtime.settings`` gives
+    each one's meaning, range and default). A bad one exits 2 in one line."""
     try:
-        read = Variables(os.environ)
-        settings = {
-            "url": url or read.required("CHECKPOINT_URL", "a file://, s3://, gs:// or az:// URL"),
+        env = os.environ
+        resolved = {
+            "url": url or settings.CHECKPOINT_URL.read(env),
             "interval": interval
             if interval is not None
-            else read.whole("CHECKPOINT_INTERVAL", None, 1, MAX_INTERVAL),
+            else settings.CHECKPOINT_INTERVAL.read(env),
             "grace_seconds": grace_seconds
             if grace_seconds is not None
-            else read.number("GRACE_SECONDS", 15, 1, MAX_GRACE_SECONDS),
+            else settings.GRACE_SECONDS.read(env),
         }
-        if read.whole("WORLD_SIZE", 1, 1, 1_000_000) > 1:
+        if settings.WORLD_SIZE.read(env) > 1:
             raise ConfigError(
                 "WORLD_SIZE > 1: training() checkpoints one process; a gang's ranks each "
                 "save their shard with spotproof.runtime.checkpointer.gang.GangCheckpointStore"
             )
     except ConfigError as error:
         _leave(exit_codes.BAD_CONFIG, str(error))
-    if not isinstance(settings["interval"], int) or settings["interval"] < 1:
-        raise ValueError(f"interval={settings['interval']!r}: allowed: a whole number >= 1")
-    return Training(model, optimizer, others, **settings)
+    if not isinstance(resolved["interval"], int) or resolved["interval"] < 1:
+        raise ValueError(f"interval={resolved['interval']!r}: allowed: a whole number >= 1")
+    return Training(model, optimizer, others, **resolved)
 
 
 def _leave(code: int, message: str) -> NoReturn:

@@ -3,9 +3,10 @@
 Against a real queue emulator (moto server's SQS, the Cloud SDK's Pub/Sub emulator,
 Azurite's queue service; ``queue_emulators``), the harness publishes ``items`` work
 items (twice: the second publication must add nothing), computes the expected results with
-a plain loop, and runs ``workers`` worker processes (``spotproof.smoke.batch_worker``)
-the way a Deployment on spot nodes would, starting a replacement for each one stopped.
-While they work it:
+a plain loop, and runs ``workers`` worker processes (``python -m spotproof.runtime.batch``,
+a stack's default worker, serving the reference work of ``batch_work``) the way a
+Deployment on spot nodes would, starting a replacement for each one stopped. While they
+work it:
 
 - **preempts** workers (SIGTERM): a worker hands back what it has not started at once and
   must exit ``PREEMPTED``;
@@ -29,12 +30,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from spotproof.runtime import exit_codes
+from spotproof.runtime import exit_codes, settings
 from spotproof.runtime.batch import ResultStore, WorkItem, WorkQueue, open_queue
 from spotproof.runtime.batch.producer import publish
 from spotproof.runtime.batch.table import open_table
 from spotproof.runtime.storage import open_store
-from spotproof.smoke.batch_worker import result_of
+from spotproof.smoke.batch_work import result_of
 from spotproof.smoke.databases import result_table
 from spotproof.smoke.process import TrainerProcess, container_exit_code
 from spotproof.smoke.queue_emulators import emulated_queue
@@ -144,16 +145,16 @@ def run_batch_smoke(config: BatchConfig, progress: Progress = print) -> BatchRep
         expected = {item.id: result_of(item) for item in items}
         env = {
             **service.env,
-            "QUEUE_URL": url,
-            "RESULTS_URL": results_url,
-            "GRACE_SECONDS": str(config.grace_seconds),
-            "ITEM_SECONDS": str(config.item_seconds),
-            "LEASE_SECONDS": str(lease),
+            settings.QUEUE_URL.name: url,
+            settings.RESULTS_URL.name: results_url,
+            settings.GRACE_SECONDS.name: str(config.grace_seconds),
+            settings.ITEM_SECONDS.name: str(config.item_seconds),
+            settings.LEASE_SECONDS.name: str(lease),
             # Longer than a lease: a killed worker's items come back within one.
-            "STOP_WHEN_IDLE": str(lease + 3),
-            "MAX_DELIVERIES": str(MAX_RECEIVES),
-            "PROGRESS_SECONDS": "2",
-            **({"RESULTS_TABLE": table_url} if table_url else {}),
+            settings.STOP_WHEN_IDLE.name: str(lease + 3),
+            settings.MAX_DELIVERIES.name: str(MAX_RECEIVES),
+            settings.PROGRESS_SECONDS.name: "2",
+            **({settings.RESULTS_TABLE.name: table_url} if table_url else {}),
         }
         fleet = _Fleet(env, config, report, progress)
         fleet.run()
@@ -187,14 +188,14 @@ class _Fleet:
             {**self.env, **extra},
             self.origin,
             index=len(self.started),
-            module="spotproof.smoke.batch_worker",
+            module="spotproof.runtime.batch",
         )
         self.started.append(worker)
         return worker
 
     def run(self) -> None:
         # The first worker freezes between its third stored result and that ack.
-        aimed = self.start(STOP_AFTER_STORED="3")
+        aimed = self.start(**{settings.STOP_AFTER_STORED.name: "3"})
         running = [aimed, *(self.start() for _ in range(self.config.workers - 1))]
         if aimed.wait_for(lambda e: e["event"] == "stored", 60) is not None:
             self._frozen_kill(aimed)

@@ -32,10 +32,11 @@ from collections.abc import Callable, Mapping
 import torch
 import torch.distributed as dist
 
+from spotproof.runtime import settings
 from spotproof.runtime.checkpointer.checkpoint import Checkpoint, CheckpointStore, Restore
 from spotproof.runtime.checkpointer.gang import GangCheckpointStore, new_gang_id
 from spotproof.runtime.guard import PreemptionGuard
-from spotproof.runtime.variables import ConfigError, Variables
+from spotproof.runtime.settings import ConfigError
 from spotproof.smoke import BATCH_ROWS
 
 
@@ -47,10 +48,6 @@ class RendezvousInterrupted(Exception):
     """SIGTERM arrived while the gang was still assembling: nothing to save, leave now."""
 
 
-RENDEZVOUS_SECONDS = 600.0
-"""How long ranks wait for each other at start-up by default (``RENDEZVOUS_SECONDS``).
-torch's own default is 30 minutes; peers of a gang start within seconds of each other
-once placed, but placing a pod can take minutes (a node scaled up for it)."""
 _HOST = re.compile(
     r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
     r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?"
@@ -58,16 +55,16 @@ _HOST = re.compile(
 """A DNS name as RFC 1123 spells one."""
 
 
-def gang_from(read: Variables) -> tuple[int, int, str, int]:
+def gang_from(env: Mapping[str, str]) -> tuple[int, int, str, int]:
     """``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``, each checked;
     :class:`ConfigError` names the first that is wrong."""
-    size = read.whole("WORLD_SIZE", 1, 1, BATCH_ROWS)
+    size = settings.WORLD_SIZE.within(BATCH_ROWS).read(env)
     if BATCH_ROWS % size:
         raise ConfigError(f"WORLD_SIZE={size}: must divide the batch of {BATCH_ROWS} rows")
-    rank = read.whole("RANK", 0, 0, size - 1)
+    rank = settings.RANK.within(size - 1).read(env)
     if size == 1:
         return rank, size, "", 0
-    address = read.required("MASTER_ADDR", "the host name or address of rank 0")
+    address = settings.MASTER_ADDR.read(env)
     if not _HOST.fullmatch(address):
         try:
             ipaddress.ip_address(address)
@@ -75,7 +72,7 @@ def gang_from(read: Variables) -> tuple[int, int, str, int]:
             raise ConfigError(
                 f"MASTER_ADDR={address!r:.80}: not a host name or an IP address"
             ) from None
-    port = read.whole("MASTER_PORT", None, 1, 65535)
+    port = settings.MASTER_PORT.read(env)
     return rank, size, address, port
 
 
@@ -177,7 +174,7 @@ class Gang(Solo):
     ) -> Solo:
         """A gang when ``WORLD_SIZE`` is over 1, assembled (see :func:`_rendezvous`), else
         :class:`Solo`; :class:`ConfigError` for a variable that cannot describe one."""
-        rank, size, address, port = gang_from(Variables(env))
+        rank, size, address, port = gang_from(env)
         if size == 1:
             return Solo()
         _rendezvous(rank, size, rendezvous_seconds, guard, f"{address}:{port}")

@@ -44,7 +44,7 @@ import signal
 import sys
 import time
 
-from spotproof.runtime import exit_codes, launcher
+from spotproof.runtime import exit_codes, launcher, settings
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.launcher import Launcher
 from spotproof.smoke.emulators import Bucket, emulated, free_port
@@ -111,10 +111,10 @@ def _rank_env(started_by: Launcher, nodes: int, rank: int, port: int) -> dict[st
     if started_by is Launcher.TORCHRUN:
         return {}
     return {
-        "RANK": str(rank),
-        "WORLD_SIZE": str(nodes),
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(port),
+        settings.RANK.name: str(rank),
+        settings.WORLD_SIZE.name: str(nodes),
+        settings.MASTER_ADDR.name: "127.0.0.1",
+        settings.MASTER_PORT.name: str(port),
     }
 
 
@@ -178,7 +178,7 @@ def _interrupted(
     progress(f"interrupted gang: {' -> '.join(SCENARIOS)}")
     env = trainer_env(config, bucket, "interrupted")
     with bucket.apply():
-        observer = CheckpointStore(env["CHECKPOINT_URL"])
+        observer = CheckpointStore(env[settings.CHECKPOINT_URL.name])
     schedule = random.Random(config.schedule_seed)
     origin = time.monotonic()
     gang = _Gang(env, nodes, origin, 0, started_by)

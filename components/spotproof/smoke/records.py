@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from spotproof.runtime import settings
 from spotproof.smoke.emulators import Bucket
 from spotproof.smoke.job import JobPolicy
 from spotproof.smoke.process import TrainerProcess
@@ -114,15 +115,15 @@ def trainer_env(config: SmokeConfig, bucket: Bucket, name: str) -> dict[str, str
     """The environment of a trainer writing under ``name`` in ``bucket``."""
     return {
         **bucket.env,
-        "CHECKPOINT_URL": bucket.prefix(name),
-        "CHECKPOINT_INTERVAL": str(config.interval),
-        "TOTAL_STEPS": str(config.total_steps),
-        "SEED": str(config.seed),
-        "MODEL_MB": str(config.model_mb),
-        "GRACE_SECONDS": str(config.grace_seconds),
-        "STEP_SECONDS": str(config.step_seconds),
-        "CHECKPOINT_PART_KB": str(config.part_kb),
-        "EMIT_STEPS": "1",
+        settings.CHECKPOINT_URL.name: bucket.prefix(name),
+        settings.CHECKPOINT_INTERVAL.name: str(config.interval),
+        settings.TOTAL_STEPS.name: str(config.total_steps),
+        settings.SEED.name: str(config.seed),
+        settings.MODEL_MB.name: str(config.model_mb),
+        settings.GRACE_SECONDS.name: str(config.grace_seconds),
+        settings.STEP_SECONDS.name: str(config.step_seconds),
+        settings.CHECKPOINT_PART_KB.name: str(config.part_kb),
+        settings.EMIT_STEPS.name: "1",
     }
 
 

@@ -29,6 +29,7 @@ from urllib.parse import urlparse
 from spotproof.kube.smoke import JOB_NAME
 from spotproof.plan import PlanResult
 from spotproof.plan.simulation.preemption import PreemptionPath
+from spotproof.runtime import settings
 from spotproof.runtime.storage import SCHEMES
 from spotproof.smoke.job import JobPolicy
 from spotproof.smoke.records import SmokeConfig
@@ -53,12 +54,14 @@ class Rehearsal:
     """The trainer environment the Job renders, for the report."""
 
     def describe(self) -> list[str]:
-        env = self.job_env
+        def shown(setting: settings.Setting) -> str:
+            return f"{setting.name}={self.job_env.get(setting.name)}"
+
         lines = [
-            f"Job {JOB_NAME}: CHECKPOINT_INTERVAL={env.get('CHECKPOINT_INTERVAL')} "
-            f"SEED={env.get('SEED')} GRACE_SECONDS={env.get('GRACE_SECONDS')}; it trains "
-            f"TOTAL_STEPS={env.get('TOTAL_STEPS')} of MODEL_MB={env.get('MODEL_MB')}, "
-            f"rehearsed as {self.config.total_steps} steps of {self.config.model_mb:g} MiB",
+            f"Job {JOB_NAME}: {shown(settings.CHECKPOINT_INTERVAL)} {shown(settings.SEED)} "
+            f"{shown(settings.GRACE_SECONDS)}; it trains {shown(settings.TOTAL_STEPS)} of "
+            f"{shown(settings.MODEL_MB)}, rehearsed as {self.config.total_steps} steps of "
+            f"{self.config.model_mb:g} MiB",
         ]
         if self.path is None:
             lines.append("no reclaimable capacity: rehearsing hard kills (node failures) only")
@@ -100,7 +103,7 @@ def rehearsal(
     pod = (spec.get("template") or {}).get("spec") or {}
     container = (pod.get("containers") or [{}])[0]
     env = {e.get("name"): str(e.get("value")) for e in container.get("env") or []}
-    interval = int(env.get("CHECKPOINT_INTERVAL") or base.interval)
+    interval = int(env.get(settings.CHECKPOINT_INTERVAL.name) or base.interval)
     outcome = next(o for o in result.outcomes if o.workload.resource == resource)
     path = outcome.paths[0] if outcome.paths else None
     declared = float(pod.get("terminationGracePeriodSeconds", 30))
@@ -114,11 +117,11 @@ def rehearsal(
     interruptions = base.preemptions + base.hard_kills
     config = replace(
         base,
-        store=store or emulated_store(env.get("CHECKPOINT_URL", "")),
+        store=store or emulated_store(env.get(settings.CHECKPOINT_URL.name, "")),
         interval=interval,
         total_steps=total_steps or max(base.total_steps, 3 * (interruptions + 1) * interval),
         step_seconds=max(base.step_seconds, wait / (2 * interval)),
-        seed=int(env.get("SEED") or base.seed),
+        seed=int(env.get(settings.SEED.name) or base.seed),
         grace_seconds=grace * time_scale,
         job=JobPolicy.of(spec),
     )

@@ -5,33 +5,16 @@ data position is the step, batches are generated from ``SEED`` and the step) goe
 each checkpoint, so a run interrupted any number of times ends with the same ``digest`` as
 one that never was.
 
-Configuration (environment); a variable missing, malformed, not finite or out of its
-range stops the trainer before it starts, with exit 2 and one line naming it:
-
-=================== ====================================================== ======= ===========
-CHECKPOINT_URL      where checkpoints go (file://, s3://, gs://, az://)    required
-CHECKPOINT_INTERVAL steps between periodic checkpoints                     required 1 to 10^12
-TOTAL_STEPS         steps to train                                         required 1 to 10^12
-SEED                seed of weights, data and dropout                      0       0 to 2^32-1
-MODEL_MB            size of model + optimizer state in MiB                 16      0.01 to 65536
-GRACE_SECONDS       budget from SIGTERM to SIGKILL                         15      1 to 86400
-STEP_SECONDS        pause after each step (lets a harness interrupt)       0       0 to 86400
-KEEP_CHECKPOINTS    committed checkpoints kept                             3       1 to 1000
-CHECKPOINT_PART_KB  size of each uploaded part; 0: sized from the state    0       0 to 65536
-EMIT_STEPS          1 to print a ``step`` event after every step           0       0 or 1
-TRAIN_THREADS       torch intra-op threads                                 1       1 to the CPUs
-                                                                                   it may use
-PEER_WAIT_SECONDS   a rank stopped by a peer waits this long to be torn    600     0 to 86400
-                    down
-RENDEZVOUS_SECONDS  ranks wait this long for each other at start-up;       600     10 to 86400
-                    then exit PEER_LOST (a SIGTERM ends the wait at once)
-STORAGE_STARTUP_    opening the store may take this long; then exit       60      1 to 3600
-SECONDS             STORAGE_UNAVAILABLE for a retry (each call is bounded
-                    too: ``spotproof.runtime.storage.deadlines``)
-WORLD_SIZE, RANK,   a gang of ranks over torch.distributed (gloo), as      1       WORLD_SIZE
-MASTER_ADDR/PORT    torchrun and a JobSet set them                                 divides 16,
-                    (``spotproof.smoke.distributed``)                              RANK below it
-=================== ====================================================== ======= ===========
+Configuration (environment), each variable defined in ``spotproof.runtime.settings`` with
+its meaning, default and range: ``CHECKPOINT_URL``, ``CHECKPOINT_INTERVAL`` and
+``TOTAL_STEPS`` (required), ``SEED``, ``MODEL_MB``, ``GRACE_SECONDS``, ``STEP_SECONDS``,
+``KEEP_CHECKPOINTS``, ``CHECKPOINT_PART_KB``, ``EMIT_STEPS``, ``TRAIN_THREADS``,
+``PEER_WAIT_SECONDS``, ``RENDEZVOUS_SECONDS``, ``STORAGE_STARTUP_SECONDS``, and for a gang
+of ranks over torch.distributed (gloo), as torchrun and a JobSet set them,
+``WORLD_SIZE`` (a divisor of the batch's 16 rows), ``RANK``, ``MASTER_ADDR`` and
+``MASTER_PORT`` (``spotproof.smoke.distributed``). A variable missing, malformed, not
+finite or out of its range stops the trainer before it starts, with exit 2 and one line
+naming it.
 
 SEED and MODEL_MB define the run: they are recorded in every checkpoint's manifest, and a
 trainer pointed at a checkpoint of another run refuses to resume it (exit 2) rather than
@@ -59,7 +42,7 @@ from typing import Any, NoReturn
 
 import torch
 
-from spotproof.runtime import exit_codes
+from spotproof.runtime import exit_codes, settings
 from spotproof.runtime.checkpointer import torch_state
 from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpointer.checkpoint import (
@@ -68,16 +51,14 @@ from spotproof.runtime.checkpointer.checkpoint import (
     SaveCancelled,
     SaveResult,
 )
-from spotproof.runtime.checkpointer.gang import PEER_WAIT_SECONDS, await_teardown
-from spotproof.runtime.checkpointer.manifest import DEFAULT_KEEP, GangMismatch
-from spotproof.runtime.checkpointer.transfer import MAX_PART
+from spotproof.runtime.checkpointer.gang import await_teardown
+from spotproof.runtime.checkpointer.manifest import GangMismatch
 from spotproof.runtime.guard import FINAL_SAVE_MARGIN, PreemptionGuard
 from spotproof.runtime.messages import redacted
-from spotproof.runtime.storage import StorageError, StorageURLError, deadlines
-from spotproof.runtime.variables import ConfigError, Variables
-from spotproof.smoke import BATCH_ROWS, MAX_STEPS
+from spotproof.runtime.settings import ConfigError
+from spotproof.runtime.storage import StorageError, StorageURLError
+from spotproof.smoke import BATCH_ROWS
 from spotproof.smoke.distributed import (
-    RENDEZVOUS_SECONDS,
     Gang,
     PeerLost,
     RendezvousInterrupted,
@@ -87,12 +68,6 @@ from spotproof.smoke.distributed import (
 
 DEPTH = 4
 BYTES_PER_PARAMETER = 12  # fp32 weight + AdamW's two moments
-# Ranges of the variables. SEED and MODEL_MB are the stack's own (``spec.SmokeTest``); the
-# data seed is SEED * 1_000_003 + step, which a 32-bit SEED keeps inside torch's 64 bits.
-MAX_SEED = 2**32 - 1
-MAX_MODEL_MB = 65536
-MAX_SECONDS = 86400
-MAX_KEEP = 1000
 
 
 @dataclass(frozen=True)
@@ -100,56 +75,46 @@ class TrainConfig:
     checkpoint_url: str
     interval: int
     total_steps: int
-    seed: int = 0
-    model_mb: float = 16
-    grace_seconds: float = 15
-    step_seconds: float = 0
-    keep: int = DEFAULT_KEEP
+    seed: int = settings.SEED.default
+    model_mb: float = settings.MODEL_MB.default
+    grace_seconds: float = settings.GRACE_SECONDS.default
+    step_seconds: float = settings.STEP_SECONDS.default
+    keep: int = settings.KEEP_CHECKPOINTS.default
     part_kb: int | None = None
     """None: parts sized from the state (``spotproof.runtime.checkpointer.transfer.plan``)."""
-    emit_steps: bool = False
-    threads: int = 1
-    peer_wait_seconds: float = PEER_WAIT_SECONDS
-    rendezvous_seconds: float = RENDEZVOUS_SECONDS
+    emit_steps: bool = settings.EMIT_STEPS.default
+    threads: int = settings.TRAIN_THREADS.default
+    peer_wait_seconds: float = settings.PEER_WAIT_SECONDS.default
+    rendezvous_seconds: float = settings.RENDEZVOUS_SECONDS.default
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TrainConfig:
         """The configuration from ``env``; :class:`ConfigError` names the first variable
         that is missing, malformed or out of its range, and the range."""
-
-        read = Variables(env)
         config = cls(
-            checkpoint_url=read.required("CHECKPOINT_URL", "a file://, s3://, gs:// or az:// URL"),
-            interval=read.whole("CHECKPOINT_INTERVAL", None, 1, MAX_STEPS),
-            total_steps=read.whole("TOTAL_STEPS", None, 1, MAX_STEPS),
-            seed=read.whole("SEED", 0, 0, MAX_SEED),
-            model_mb=read.number("MODEL_MB", 16, 0.01, MAX_MODEL_MB),
-            grace_seconds=read.number("GRACE_SECONDS", 15, 1, MAX_SECONDS),
-            step_seconds=read.number("STEP_SECONDS", 0, 0, MAX_SECONDS),
-            keep=read.whole("KEEP_CHECKPOINTS", DEFAULT_KEEP, 1, MAX_KEEP),
-            part_kb=read.whole("CHECKPOINT_PART_KB", 0, 0, MAX_PART // 1024) or None,
-            emit_steps=read.choice("EMIT_STEPS", "0", ("0", "1")) == "1",
-            threads=read.whole("TRAIN_THREADS", 1, 1, usable_cpus()),
-            peer_wait_seconds=read.number("PEER_WAIT_SECONDS", PEER_WAIT_SECONDS, 0, MAX_SECONDS),
-            rendezvous_seconds=read.number(
-                "RENDEZVOUS_SECONDS", RENDEZVOUS_SECONDS, 10, MAX_SECONDS
-            ),
+            checkpoint_url=settings.CHECKPOINT_URL.read(env),
+            interval=settings.CHECKPOINT_INTERVAL.read(env),
+            total_steps=settings.TOTAL_STEPS.read(env),
+            seed=settings.SEED.read(env),
+            model_mb=settings.MODEL_MB.read(env),
+            grace_seconds=settings.GRACE_SECONDS.read(env),
+            step_seconds=settings.STEP_SECONDS.read(env),
+            keep=settings.KEEP_CHECKPOINTS.read(env),
+            part_kb=settings.CHECKPOINT_PART_KB.read(env) or None,
+            emit_steps=settings.EMIT_STEPS.read(env),
+            threads=settings.TRAIN_THREADS.read(env),
+            peer_wait_seconds=settings.PEER_WAIT_SECONDS.read(env),
+            rendezvous_seconds=settings.RENDEZVOUS_SECONDS.read(env),
         )
         # Read by the storage layer itself (runtime.storage.deadlines); only checked here.
-        read.number(deadlines.STARTUP_VARIABLE, deadlines.STARTUP_SECONDS, 1, 3600)
-        gang_from(read)  # read again where the gang assembles
+        settings.STORAGE_STARTUP_SECONDS.read(env)
+        gang_from(env)  # read again where the gang assembles
         return config
 
     def run_identity(self) -> dict[str, Any]:
         """What makes two runs the same run: the weights and the data follow from these,
         so a checkpoint written under other values must never be resumed."""
         return {"seed": self.seed, "model_mb": self.model_mb}
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity, not the machine's count): more torch
-    threads than that only contend."""
-    return len(os.sched_getaffinity(0))
 
 
 def check_same_run(config: TrainConfig, checkpoint: Checkpoint) -> None:
@@ -401,7 +366,7 @@ def _leave(code: int) -> NoReturn:
     now and then even after the rank left the group in order. That would hide the exit
     code the Job's failure policy reads; everything it wrote is flushed or committed by
     now."""
-    if os.environ.get("WORLD_SIZE", "1") not in ("", "1"):
+    if os.environ.get(settings.WORLD_SIZE.name, "1") not in ("", "1"):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -22,10 +22,13 @@ it holds but has not started (the lease is released, not left to expire). It fin
 item in flight if the grace period is expected to allow it (its duration so far, against
 the items it has done), else hands that one back too and exits at once; it exits
 ``PREEMPTED`` either way, as the trainer does. Queues (``open_queue``): ``sqs``,
-``pubsub`` and ``azure_queue``, each module stating the service's lease rules.
+``pubsub`` and ``azure_queue``, each module stating the service's lease rules; what they
+share (items, leases, the queue interface) is ``items``. ``entry`` is a whole worker
+process configured by its environment: ``python -m spotproof.runtime.batch``.
 """
 
-from spotproof.runtime.batch.queues import Lease, WorkItem, WorkQueue, open_queue
+from spotproof.runtime.batch.items import Lease, WorkItem, WorkQueue
+from spotproof.runtime.batch.queues import open_queue
 from spotproof.runtime.batch.results import ResultStore
 from spotproof.runtime.batch.worker import WorkerReport, run_worker
 

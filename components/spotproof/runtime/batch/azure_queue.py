@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from spotproof.runtime.batch.queues import Lease, WorkItem, encode, lease_of
+from spotproof.runtime.batch.items import Lease, WorkItem, encode, lease_of
 
 MAX_PER_CALL = 32
 POISON_SUFFIX = "-poison"

@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from spotproof.runtime.batch.queues import WorkItem, WorkQueue
+from spotproof.runtime.batch.items import WorkItem, WorkQueue
 from spotproof.runtime.batch.results import ResultStore
 from spotproof.runtime.storage import AlreadyExists, ObjectStore
 

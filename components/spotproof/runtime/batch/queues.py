@@ -1,118 +1,22 @@
-"""Work queues behind one interface: lease items, extend, acknowledge, hand back.
+"""Work queues behind one interface, opened by URL: ``sqs://``, ``pubsub://``, ``azqueue://``.
 
-Every queue here delivers an item at least once, and again after its lease (visibility
-timeout, ack deadline) runs out without an acknowledgement; workers make that safe by
-storing results idempotently (``results``). Items travel as JSON ``{"id", "payload"}``,
-both strings (``1`` and ``"1"`` would otherwise share a result).
-
-A message that is no such item (not UTF-8, not JSON, not an object, a missing or non-string
-id or payload, text that is no UTF-8) is still leased, marked :attr:`Lease.rejected`: the
-worker hands it back untouched, so it alone takes the queue's dead-letter path (the
-redrive of SQS, the dead-letter topic of Pub/Sub, the poison queue here on Azure), and the
-good messages of the same pull are worked as if it were not there.
+Each queue's module states the service's lease rules; what they share (items, leases, the
+:class:`~spotproof.runtime.batch.items.WorkQueue` interface) is ``items``. The services'
+SDKs are imported only when a queue of theirs is opened.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
 from urllib.parse import parse_qs, urlparse
 
-
-class QueueURLError(ValueError):
-    """A queue URL this module cannot open; the message names what is allowed."""
-
+from spotproof.runtime.batch.azure_queue import AzureQueue
+from spotproof.runtime.batch.items import QueueURLError, WorkQueue
+from spotproof.runtime.batch.pubsub import PubSubQueue
+from spotproof.runtime.batch.sqs import SqsQueue
 
 ALLOWED = (
     "sqs://QUEUE, pubsub://PROJECT/SUBSCRIPTION, azqueue://QUEUE[?max_deliveries=N&ttl_days=D]"
 )
-
-
-@dataclass(frozen=True)
-class WorkItem:
-    id: str
-    """Unique per item of the dataset: the result's key comes from it."""
-    payload: str
-
-
-@dataclass(frozen=True)
-class Lease:
-    """One delivery of an item to this worker."""
-
-    item: WorkItem
-    attempt: int
-    """1 on the first delivery; more after redeliveries."""
-    handle: Any
-    """What the queue needs to extend, acknowledge or release this delivery."""
-    rejected: str | None = None
-    """Why the message is no work item; its ``item`` then names the message, with an
-    empty payload."""
-
-
-class NotAnItem(ValueError):
-    """A message body that is no work item; the message says why."""
-
-
-def encode(item: WorkItem) -> str:
-    return json.dumps({"id": item.id, "payload": item.payload}, separators=(",", ":"))
-
-
-ITEM_FIELDS = frozenset({"id", "payload"})
-
-
-def decode(body: str | bytes) -> WorkItem:
-    """The work item a message carries; :class:`NotAnItem` for anything else."""
-    try:
-        text = body.decode("utf-8") if isinstance(body, bytes) else body
-        data = json.loads(text)
-    except (UnicodeDecodeError, ValueError, RecursionError, TypeError) as error:
-        raise NotAnItem(f"not UTF-8 JSON ({type(error).__name__})") from None
-    if not isinstance(data, dict):
-        raise NotAnItem(f"a JSON {type(data).__name__}, not an object")
-    if set(data) != ITEM_FIELDS:
-        raise NotAnItem(f"fields {sorted(data)}; allowed exactly {sorted(ITEM_FIELDS)}")
-    item_id, payload = data["id"], data["payload"]
-    if not isinstance(item_id, str) or not item_id:
-        raise NotAnItem(f"id {item_id!r:.40} is not a non-empty string")
-    if not isinstance(payload, str):
-        raise NotAnItem(f"payload is a {type(payload).__name__}, not a string")
-    try:
-        item_id.encode("utf-8")
-        payload.encode("utf-8")
-    except UnicodeEncodeError:
-        raise NotAnItem("text that is no UTF-8 (a lone surrogate)") from None
-    return WorkItem(item_id, payload)
-
-
-def lease_of(body: str | bytes, attempt: int, handle: Any, message_id: str) -> Lease:
-    """A lease on the message; a rejected one when the body is no work item."""
-    try:
-        return Lease(decode(body), attempt, handle)
-    except NotAnItem as error:
-        return Lease(WorkItem(f"message {message_id}", ""), attempt, handle, str(error))
-
-
-class WorkQueue(Protocol):
-    def publish(self, items: Sequence[WorkItem]) -> None: ...
-
-    def pull(self, max_items: int, lease_seconds: int) -> list[Lease]:
-        """Up to ``max_items`` items, each hidden from others for ``lease_seconds``; waits
-        briefly for some, returns an empty list if there are none."""
-        ...
-
-    def extend(self, leases: Sequence[Lease], lease_seconds: int) -> None:
-        """Keep ``leases`` for another ``lease_seconds`` from now."""
-        ...
-
-    def ack(self, lease: Lease) -> None:
-        """The item is done: never deliver it again (at least, not on purpose)."""
-        ...
-
-    def release(self, leases: Sequence[Lease]) -> None:
-        """Hand the items back now, for another worker, without waiting for the lease."""
-        ...
 
 
 def _whole(url: str, query: dict[str, list[str]], name: str, default: int, most: int) -> int:
@@ -127,16 +31,10 @@ def open_queue(url: str) -> WorkQueue:
     parsed = urlparse(url)
     path = parsed.path.strip("/")
     if parsed.scheme == "sqs" and parsed.netloc and not path:
-        from spotproof.runtime.batch.sqs import SqsQueue  # noqa: PLC0415
-
         return SqsQueue(parsed.netloc)
     if parsed.scheme == "pubsub" and parsed.netloc and path and "/" not in path:
-        from spotproof.runtime.batch.pubsub import PubSubQueue  # noqa: PLC0415
-
         return PubSubQueue(parsed.netloc, path)
     if parsed.scheme == "azqueue" and parsed.netloc and not path:
-        from spotproof.runtime.batch.azure_queue import AzureQueue  # noqa: PLC0415
-
         query = parse_qs(parsed.query)
         deliveries = _whole(url, query, "max_deliveries", 5, 100)
         return AzureQueue(parsed.netloc, deliveries, _whole(url, query, "ttl_days", 7, 365))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from spotproof.runtime.batch.queues import Lease, QueueURLError, WorkItem, encode, lease_of
+from spotproof.runtime.batch.items import Lease, QueueURLError, WorkItem, encode, lease_of
 
 MAX_PER_CALL = 10
 WAIT_SECONDS = 1

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spotproof.runtime import exit_codes
-from spotproof.runtime.batch.queues import Lease, WorkItem, WorkQueue
+from spotproof.runtime.batch.items import Lease, WorkItem, WorkQueue
 from spotproof.runtime.batch.results import ResultStore
 from spotproof.runtime.batch.table import ResultTable
 from spotproof.runtime.failures import Failure, classify
@@ -53,7 +53,7 @@ class WorkerReport:
     """Failures on an item's last allowed delivery: the queue dead-letters it."""
     rejected: int = 0
     """Deliveries of messages that are no work item: handed back untouched, so that the
-    queue dead-letters them alone (``queues.Lease.rejected``)."""
+    queue dead-letters them alone (``items.Lease.rejected``)."""
     exit_code: int = exit_codes.COMPLETED
     durations: list[float] = field(default_factory=list)
 

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from spotproof.runtime import settings
 from spotproof.runtime.failures import Failure
 from spotproof.runtime.storage.errors import StorageError
 
@@ -35,13 +36,14 @@ READ_SECONDS = 20
 """The longest silence on an open connection before the call is retried."""
 ATTEMPTS = 3
 """Tries of one call, the first included."""
-STARTUP_SECONDS = 60.0
+STARTUP_SECONDS = settings.STORAGE_STARTUP_SECONDS.default
 """Opening a store, reachability check included; ``STORAGE_STARTUP_SECONDS`` overrides."""
-STARTUP_VARIABLE = "STORAGE_STARTUP_SECONDS"
 
 
 def startup_seconds() -> float:
-    raw = os.environ.get(STARTUP_VARIABLE, "")
+    """``STORAGE_STARTUP_SECONDS``, read leniently: any process may open a store, and only
+    the trainer checks the variable strictly (``TrainConfig.from_env``)."""
+    raw = os.environ.get(settings.STORAGE_STARTUP_SECONDS.name, "")
     try:
         value = float(raw) if raw else STARTUP_SECONDS
     except ValueError:

@@ -1,0 +1,292 @@
+"""Every environment variable the trainer and the batch worker read, named once.
+
+Each variable below is one definition: its name, its default and its range, with its
+meaning on the docstring under it. Both sides use the definition: the components that
+render a container's environment (``kube.smoke``, ``kube.training``, ``kube.jobset``,
+``kube.batch``, and the rehearsal's harness) spell the name through it, and the processes
+that read the environment (``runtime.loop``, ``smoke.train`` and ``smoke.distributed``,
+``runtime.batch.entry`` and ``smoke.batch_work``) read it through it, so the two cannot
+drift apart. This module imports nothing else of spotproof: a Pulumi program imports it
+without the runtime.
+
+Reading is strict, since a manifest is where a typo is easy and a silent reinterpretation
+costly: ``int()`` takes ``"٣"``, ``"1_000"`` and ``" 5 "``, ``float()`` takes ``"nan"``
+and ``"1e999"``, and truncating ``0.5`` to a whole number turns a half-second lease into
+none at all. So a number here is ASCII digits in the plain notation (an optional sign,
+decimals and exponent for reals only), at most :data:`MAX_CHARACTERS` long, finite and
+inside the range of its definition; a whole number is refused when it has a fraction
+rather than rounded. An empty value counts as unset. Anything else raises
+:class:`ConfigError`, one line that names the variable, what it held and what is allowed,
+which the process turns into exit 2 (``exit_codes.BAD_CONFIG``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+MAX_CHARACTERS = 32
+"""Longer than any number in range; refused before conversion (Python refuses integers
+over 4,300 digits with an error of its own)."""
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_REAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+MAX_SECONDS = 86_400
+"""A day: the longest wait, pause or grace any variable asks for."""
+MAX_STEPS = 10**12
+"""The most steps, and the longest checkpoint interval, a run may ask for."""
+MAX_WORLD_SIZE = 1_000_000
+"""More processes than any gang: a bound for the reader, not a limit of torch."""
+
+
+class ConfigError(Exception):
+    """A configuration the process must not go on with: exit 2 with this one line. Not a
+    ``ValueError``, so that no handler meant for bad data (a corrupt checkpoint, a poison
+    message) mistakes it for one."""
+
+
+def _raw(env: Mapping[str, str], name: str) -> str | None:
+    raw = env.get(name)
+    return None if raw is None or raw == "" else raw
+
+
+def _whole(name: str, raw: str, low: int, high: int) -> int:
+    if len(raw) > MAX_CHARACTERS or not _WHOLE.fullmatch(raw):
+        raise ConfigError(f"{name}={raw!r:.60}: not a whole number; allowed {low} to {high}")
+    value = int(raw)
+    if not low <= value <= high:
+        raise ConfigError(f"{name}={raw!r}: allowed {low} to {high}")
+    return value
+
+
+def _number(name: str, raw: str, low: float, high: float) -> float:
+    if len(raw) > MAX_CHARACTERS or not _REAL.fullmatch(raw):
+        raise ConfigError(f"{name}={raw!r:.60}: not a number; allowed {low:g} to {high:g}")
+    value = float(raw)
+    if not math.isfinite(value) or not low <= value <= high:
+        raise ConfigError(f"{name}={raw!r}: allowed {low:g} to {high:g}")
+    return value
+
+
+@dataclass(frozen=True)
+class Text:
+    """A required string."""
+
+    name: str
+    what: str
+    """What it must be, for the line that says it is missing."""
+
+    def read(self, env: Mapping[str, str]) -> str:
+        raw = _raw(env, self.name)
+        if raw is None:
+            raise ConfigError(f"{self.name} is required ({self.what})")
+        return raw
+
+
+@dataclass(frozen=True)
+class OptionalText:
+    """A string, or None when unset."""
+
+    name: str
+
+    def read(self, env: Mapping[str, str]) -> str | None:
+        return _raw(env, self.name)
+
+
+@dataclass(frozen=True)
+class Whole:
+    """A whole number in ``low..high``; ``default`` when unset."""
+
+    name: str
+    low: int
+    high: int | Callable[[], int]
+    """A callable for a bound known only where the process runs."""
+    default: int
+
+    def read(self, env: Mapping[str, str]) -> int:
+        raw = _raw(env, self.name)
+        high = self.high() if callable(self.high) else self.high
+        return self.default if raw is None else _whole(self.name, raw, self.low, high)
+
+    def within(self, high: int) -> Whole:
+        """The same variable, read by a process that takes at most ``high``."""
+        return replace(self, high=high)
+
+
+@dataclass(frozen=True)
+class RequiredWhole:
+    """A whole number in ``low..high`` that must be set."""
+
+    name: str
+    low: int
+    high: int
+
+    def read(self, env: Mapping[str, str]) -> int:
+        raw = _raw(env, self.name)
+        if raw is None:
+            raise ConfigError(
+                f"{self.name} is required (a whole number, {self.low} to {self.high})"
+            )
+        return _whole(self.name, raw, self.low, self.high)
+
+
+@dataclass(frozen=True)
+class OptionalWhole:
+    """A whole number in ``low..high``, or None when unset."""
+
+    name: str
+    low: int
+    high: int
+
+    def read(self, env: Mapping[str, str]) -> int | None:
+        raw = _raw(env, self.name)
+        return None if raw is None else _whole(self.name, raw, self.low, self.high)
+
+
+@dataclass(frozen=True)
+class Number:
+    """A finite number in ``low..high``; ``default`` when unset."""
+
+    name: str
+    low: float
+    high: float
+    default: float
+
+    def read(self, env: Mapping[str, str]) -> float:
+        raw = _raw(env, self.name)
+        return self.default if raw is None else _number(self.name, raw, self.low, self.high)
+
+
+@dataclass(frozen=True)
+class OptionalNumber:
+    """A finite number in ``low..high``, or None when unset."""
+
+    name: str
+    low: float
+    high: float
+
+    def read(self, env: Mapping[str, str]) -> float | None:
+        raw = _raw(env, self.name)
+        return None if raw is None else _number(self.name, raw, self.low, self.high)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """``0`` or ``1``; ``default`` when unset."""
+
+    name: str
+    default: bool = False
+
+    def read(self, env: Mapping[str, str]) -> bool:
+        raw = _raw(env, self.name) or ("1" if self.default else "0")
+        if raw not in ("0", "1"):
+            raise ConfigError(f"{self.name}={raw!r:.60}: allowed 0 or 1")
+        return raw == "1"
+
+
+Setting = (
+    Text | OptionalText | Whole | RequiredWhole | OptionalWhole | Number | OptionalNumber | Flag
+)
+"""Any of the variables below."""
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity, not the machine's count)."""
+    return len(os.sched_getaffinity(0))
+
+
+# Checkpoints: the smoke trainer, training() and a TrainingJob's own trainer.
+
+CHECKPOINT_URL = Text("CHECKPOINT_URL", "a file://, s3://, gs:// or az:// URL")
+"""Where checkpoints go; required. The smoke Job and a ``TrainingJob`` set it to their
+run's prefix in the stack's bucket."""
+CHECKPOINT_INTERVAL = RequiredWhole("CHECKPOINT_INTERVAL", 1, MAX_STEPS)
+"""Steps between periodic checkpoints, 1 to 10^12; required."""
+GRACE_SECONDS = Number("GRACE_SECONDS", 1, MAX_SECONDS, default=15)
+"""Seconds from SIGTERM to SIGKILL, 1 to 86,400; default 15, GKE's notice to non-system
+pods. Rendered from the same field as the pod's ``terminationGracePeriodSeconds``: the
+final checkpoint, or a batch worker's item in flight, must fit in what is left of it."""
+KEEP_CHECKPOINTS = Whole("KEEP_CHECKPOINTS", 1, 1000, default=3)
+"""Committed checkpoints kept, 1 to 1,000; default 3, the checkpointer's own
+(``checkpointer.manifest.DEFAULT_KEEP``)."""
+CHECKPOINT_PART_KB = Whole("CHECKPOINT_PART_KB", 0, 65_536, default=0)
+"""KiB in each uploaded part, 0 to 65,536 (the transfer's largest part,
+``checkpointer.transfer.MAX_PART``); default 0, parts sized from the state."""
+STORAGE_STARTUP_SECONDS = Number("STORAGE_STARTUP_SECONDS", 1, 3600, default=60.0)
+"""How long opening the store, reachability check included, may take before the process
+exits ``STORAGE_UNAVAILABLE`` for a retry, 1 to 3,600; default 60 (each call is bounded
+too: ``storage.deadlines``). The storage layer reads it itself; the trainer checks it."""
+
+# The smoke trainer (spotproof.smoke.train) alone. SEED and MODEL_MB define its run: they
+# are recorded in every checkpoint, and a checkpoint of other values is never resumed.
+
+TOTAL_STEPS = RequiredWhole("TOTAL_STEPS", 1, MAX_STEPS)
+"""Steps to train, 1 to 10^12; required."""
+SEED = Whole("SEED", 0, 2**32 - 1, default=0)
+"""Seed of weights, data and dropout, 0 to 2^32-1; default 0. The data of a step is
+seeded ``SEED * 1_000_003 + step``, which a 32-bit seed keeps inside torch's 64 bits."""
+MODEL_MB = Number("MODEL_MB", 0.01, 65_536, default=16)
+"""MiB of model and optimizer state, 0.01 to 65,536; default 16."""
+STEP_SECONDS = Number("STEP_SECONDS", 0, MAX_SECONDS, default=0)
+"""Pause after each step, 0 to 86,400; default 0. Lets a harness interrupt a tiny model
+mid-run, as a real model's seconds-long steps would be."""
+EMIT_STEPS = Flag("EMIT_STEPS")
+"""1: a ``step`` event after every step; default 0."""
+TRAIN_THREADS = Whole("TRAIN_THREADS", 1, usable_cpus, default=1)
+"""torch's intra-op threads, 1 to the CPUs the process may run on (more only contend);
+default 1."""
+PEER_WAIT_SECONDS = Number("PEER_WAIT_SECONDS", 0, MAX_SECONDS, default=600.0)
+"""How long a rank stopped by a peer waits to be torn down before it exits ``PEER_LOST``,
+0 to 86,400; default 600, the checkpointer's (``checkpointer.gang.PEER_WAIT_SECONDS``
+says why)."""
+RENDEZVOUS_SECONDS = Number("RENDEZVOUS_SECONDS", 10, MAX_SECONDS, default=600.0)
+"""How long a gang's ranks wait for each other at start-up before they exit ``PEER_LOST``
+(a SIGTERM ends the wait at once), 10 to 86,400; default 600. torch's own default is 30
+minutes; the ranks of a gang start within seconds of each other once placed, but placing
+a pod can take minutes (a node scaled up for it)."""
+
+# A gang, as torchrun and a JobSet start one (kube.jobset renders them for a trainer that
+# forms its own process group).
+
+WORLD_SIZE = Whole("WORLD_SIZE", 1, MAX_WORLD_SIZE, default=1)
+"""Processes in the gang; default 1, a process alone. The smoke trainer takes a divisor of
+its batch's rows (``smoke.BATCH_ROWS``); ``training()`` only 1."""
+RANK = Whole("RANK", 0, MAX_WORLD_SIZE - 1, default=0)
+"""This process's place in the gang, 0 to ``WORLD_SIZE`` - 1; default 0."""
+MASTER_ADDR = Text("MASTER_ADDR", "the host name or address of rank 0")
+"""Where rank 0 serves the rendezvous: a host name or an IP address; required in a gang."""
+MASTER_PORT = RequiredWhole("MASTER_PORT", 1, 65_535)
+"""Rank 0's rendezvous port, 1 to 65,535; required in a gang."""
+
+# The batch worker (spotproof.runtime.batch).
+
+QUEUE_URL = Text("QUEUE_URL", "an sqs://, pubsub:// or azqueue:// URL")
+"""The work queue (``runtime.batch.queues.open_queue``); required."""
+RESULTS_URL = Text("RESULTS_URL", "a file://, s3://, gs:// or az:// URL")
+"""Where results go; required."""
+LEASE_SECONDS = Whole("LEASE_SECONDS", 1, 43_200, default=10)
+"""Whole seconds a pulled item stays hidden from other workers, extended while held, 1 to
+43,200 (SQS's longest visibility timeout; Pub/Sub's ack deadline stops at 600 and is
+clamped there by ``runtime.batch.pubsub``); default 10."""
+BATCH_SIZE = Whole("BATCH_SIZE", 1, 1000, default=4)
+"""Items pulled at a time, 1 to 1,000; default 4."""
+MAX_DELIVERIES = OptionalWhole("MAX_DELIVERIES", 1, 1000)
+"""The queue's dead-letter limit, 1 to 1,000, so that a failure on an item's last delivery
+is counted as dead-lettered; unset, none is."""
+PROGRESS_SECONDS = Number("PROGRESS_SECONDS", 1, MAX_SECONDS, default=30.0)
+"""How often a ``progress`` line gives the counts so far, 1 to 86,400; default 30."""
+RESULTS_TABLE = OptionalText("RESULTS_TABLE")
+"""Also UPSERT each result into this table (``sqlite:///PATH``, ``postgresql://...``);
+unset, results go to ``RESULTS_URL`` only."""
+STOP_WHEN_IDLE = OptionalNumber("STOP_WHEN_IDLE", 0, MAX_SECONDS)
+"""Exit 0 once the queue has been empty this long, 0 to 86,400; unset, never (a
+Deployment's worker runs until it is scaled down)."""
+STOP_AFTER_STORED = OptionalWhole("STOP_AFTER_STORED", 1, 10**9)
+"""The rehearsal's probe: the worker SIGSTOPs itself once its Nth result is stored, before
+the acknowledgement, 1 to 10^9; unset, never."""
+ITEM_SECONDS = Number("ITEM_SECONDS", 0, MAX_SECONDS, default=0.05)
+"""The "inference" time of each item of the rehearsal's reference work
+(``smoke.batch_work``), 0 to 86,400; default 0.05."""

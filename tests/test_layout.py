@@ -1,0 +1,107 @@
+"""The library's structure, as docs/layout.md draws it: imports run one way, no module
+grows past what a reader takes in at once, and the map names every room."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import spotproof
+
+PACKAGE_ROOT = Path(spotproof.__file__).parent
+MAX_LINES = 400
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the library by dotted name (a package by its own name)."""
+    found = {}
+    for path in sorted(PACKAGE_ROOT.rglob("*.py")):
+        parts = path.relative_to(PACKAGE_ROOT.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The library modules ``name`` imports, at module level or inside a function (an import
+    deferred into a function still ties the two modules), outside ``if TYPE_CHECKING``;
+    ``from package import module`` counts as the module."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            node.body = []
+    targets = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                child = f"{node.module}.{alias.name}"
+                targets.add(child if child in modules else node.module)
+    return {t for t in targets if t in modules and t != name}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_two_modules_import_each_other_even_through_others() -> None:
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    assert _cycles(graph) == []
+
+
+def test_no_module_passes_four_hundred_lines() -> None:
+    longer = {
+        name: count
+        for name, path in _modules().items()
+        if (count := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert longer == {}
+
+
+def test_the_layout_page_names_every_package_and_module() -> None:
+    """docs/layout.md names each module by its path below ``spotproof`` (``plan.recording``
+    for a package, ``recorder`` within its package's row), so a new room cannot go unmapped."""
+    page = (Path(__file__).parents[1] / "docs" / "layout.md").read_text()
+    named = set(re.findall(r"`([a-z_][a-z0-9_.]*)`", page))
+    unnamed = sorted(
+        name
+        for name in _modules()
+        if name != "spotproof"
+        and name.removeprefix("spotproof.") not in named
+        and name.rsplit(".", 1)[-1] not in named
+    )
+    assert unnamed == []
