@@ -8,15 +8,15 @@ the one line a user can act on.
 
 from __future__ import annotations
 
+from spotproof.catalog import PROFILES
+
 PACKAGE_EXTRAS: dict[str, str] = {
     # Pulumi components and `plan`/`check`: the core, then one extra per cloud provider.
     "pulumi": "iac",
     "pulumi_kubernetes": "iac",
     "yaml": "iac",
     "kubernetes_validate": "iac",
-    "pulumi_gcp": "gcp",
-    "pulumi_aws": "aws",
-    "pulumi_azure_native": "azure",
+    **{profile.sdk_module: profile.extra for profile in PROFILES.values()},
     "pulumi_policy": "policy",
     # The runtime's torch integration and its stores.
     "torch": "train",
@@ -36,6 +36,11 @@ PACKAGE_EXTRAS: dict[str, str] = {
     "gcs_server": "smoke",
     "matplotlib": "smoke",
 }
+
+
+_CLOUD_EXTRA_NAMES = [f"spotproof[{profile.extra}]" for profile in PROFILES.values()]
+CLOUD_EXTRAS = f"{', '.join(_CLOUD_EXTRA_NAMES[:-1])} or {_CLOUD_EXTRA_NAMES[-1]}"
+"""Every cloud's extra, as the error that cannot tell which one a user needs names them."""
 
 
 def extra_for(module: str) -> str | None:
@@ -61,7 +66,7 @@ def missing_extra(error: ModuleNotFoundError, command: str) -> str | None:
         extra = "smoke"
     if extra == "iac":
         # Every cloud's extra brings the components' core; the user knows their cloud.
-        install = "the extra of your cloud: spotproof[gcp], spotproof[aws] or spotproof[azure]"
+        install = f"the extra of your cloud: {CLOUD_EXTRAS}"
     else:
         install = f"spotproof[{extra}]"
     return f"spotproof {command}: the Python module {module!r} is missing; install {install}"

@@ -11,7 +11,8 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from spotproof.catalog import Cloud
+from spotproof import clouds
+from spotproof.catalog import PROFILES
 from spotproof.fleet import FleetSpec, SpecError, fleet_from_config
 from spotproof.kube.batch import WorkQueueBinding
 from spotproof.kube.cluster import ClusterForWorkloads, trainer_account
@@ -26,11 +27,7 @@ def stack_config() -> dict[str, Any]:
     return {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
 
 
-CLUSTER_PACKAGES = {
-    Cloud.GKE: "spotproof.gke",
-    Cloud.EKS: "spotproof.eks",
-    Cloud.AKS: "spotproof.aks",
-}
+CLUSTER_PACKAGES = {cloud: clouds.module_name("spotproof", cloud) for cloud in PROFILES}
 """Each cloud's package; its ``HybridCluster`` takes ``HybridClusterArgs(fleet)``."""
 
 

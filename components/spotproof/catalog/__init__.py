@@ -2,9 +2,18 @@
 
 Nothing here imports a cloud SDK: the spec validates against these facts before any
 resource is declared, and the scheduling check uses them to know what a node carries.
+
+Each cloud's facts live in its own module (``catalog.gke``, ``catalog.eks``,
+``catalog.aks``), ending in its :class:`~spotproof.catalog.profile.CloudProfile`: what
+shared code asks of the cloud. This module is the registry: a cloud is added by its member
+of :class:`Cloud` and its entry in :data:`PROFILES`, and every layer finds the cloud from
+there (``spotproof.clouds``).
 """
 
 from enum import StrEnum
+
+from spotproof.catalog import aks, eks, gke
+from spotproof.catalog.profile import CloudProfile
 
 
 class Cloud(StrEnum):
@@ -15,39 +24,25 @@ class Cloud(StrEnum):
     AKS = "aks"
 
 
-# Seconds a non-system pod has between the preemption notice and its node going away.
-# GKE: spot VMs stop 30 s after notice; on GKE >= 1.22.8 graceful node shutdown gives
-# non-system pods the first 15 s and system pods the last 15 s, so a grace period above
-# 15 s has no effect there. AWS: a best-effort two-minute spot interruption notice.
-# Azure: Scheduled Events announce a spot eviction 30 s ahead.
-PREEMPTION_NOTICE_SECONDS: dict[Cloud, int] = {
-    Cloud.GKE: 15,
-    Cloud.EKS: 120,
-    Cloud.AKS: 30,
+PROFILES: dict[Cloud, CloudProfile] = {
+    Cloud.GKE: gke.PROFILE,
+    Cloud.EKS: eks.PROFILE,
+    Cloud.AKS: aks.PROFILE,
 }
+"""Every cloud spotproof builds for, in the order rule lists and reports take them."""
 
-INTERRUPTION_DELIVERY_SECONDS: dict[Cloud, int] = {
-    Cloud.GKE: 0,
-    Cloud.EKS: 30,
-    Cloud.AKS: 0,
-}
-"""Budget for the notice to reach whatever stops the pod. GKE's kubelet hears the VM's
-shutdown itself. On EKS the warning travels EventBridge -> SQS -> Karpenter, which then
-deletes the NodeClaim and drains the node; 30 s is a budget for that hop, not a measured
-figure. AKS drains on the Scheduled Event."""
+DEFAULT_CLOUD = Cloud.GKE
+"""The cloud a plan of Kubernetes objects alone is judged on: no resource says another."""
 
-# Default (and largest) terminationGracePeriodSeconds: what the preemption path delivers,
-# the notice less its delivery. A longer period is cut short when the node goes away, and
-# the final save with it.
+
+def profile(cloud: Cloud) -> CloudProfile:
+    return PROFILES[cloud]
+
+
 GRACE_PERIOD_SECONDS: dict[Cloud, int] = {
-    cloud: PREEMPTION_NOTICE_SECONDS[cloud] - INTERRUPTION_DELIVERY_SECONDS[cloud]
-    for cloud in Cloud
+    cloud: cloud_profile.grace_seconds for cloud, cloud_profile in PROFILES.items()
 }
-
-KARPENTER_TERMINATION_GRACE_SECONDS = GRACE_PERIOD_SECONDS[Cloud.EKS]
-"""NodePool ``terminationGracePeriod`` on EKS: a drain that PDBs or ``do-not-disrupt`` hold
-back ends this long after it starts, so a pod with up to this much grace finishes by the
-end of the two-minute notice."""
+"""Each cloud's :attr:`CloudProfile.grace_seconds`, for code that takes it by cloud."""
 
 EXPENDABLE_PRIORITY_CUTOFF = -10
 """The cluster autoscaler's ``--expendable-pods-priority-cutoff`` default, which GKE keeps:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from spotproof.catalog.profile import CloudProfile
 from spotproof.catalog.versions import Introduced
 
 
@@ -163,3 +164,49 @@ def confined_prefix(condition: str, version: object) -> str | None:
         return None
     prefix = found.pop()
     return prefix if prefix and condition == blobs_under(prefix) else None
+
+
+# --- what shared code asks of AKS ------------------------------------------------------
+
+NAP_DRAIN_CAVEAT = (
+    "AKS documents no drain of a node auto-provisioning spot VM on its Preempt event: node "
+    "auto-drain covers scale-set agent pools only (MicrosoftDocs/azure-aks-docs "
+    "articles/aks/node-auto-drain.md), and Karpenter repairs a node whose "
+    "PreemptionScheduled condition is set only from karpenter-provider-azure v1.13.0 and "
+    "only with its NodeRepair feature gate, off by default (pkg/cloudprovider/cloudprovider.go "
+    "RepairPolicies; kubernetes-sigs/karpenter pkg/operator/options), which AKS does not say "
+    "it turns on. Without that repair the VM is gone 30 s after the notice without a SIGTERM, "
+    "the pod garbage collector ends the pod, and the run resumes from its last periodic "
+    "checkpoint"
+)
+"""Why the drain of an AKS node auto-provisioning spot node is not assured (its sources
+inline, as the plan's warning quotes it)."""
+
+PROFILE = CloudProfile(
+    # Scheduled Events announce a spot eviction 30 s ahead.
+    preemption_notice_seconds=30,
+    # AKS drains on the Scheduled Event.
+    interruption_delivery_seconds=0,
+    cluster_type="azure-native:containerservice:ManagedCluster",
+    provider_prefix="azure-native:",
+    region_key="azure-native:location",
+    extra="azure",
+    sdk_module="pulumi_azure_native",
+    keda_identity="azure-workload",
+    # Workload identity needs no node endpoint: the token is a projected file, exchanged
+    # over HTTPS. AKS always creates the cluster's VNet with it, and spotproof joins none.
+    # Node auto-drain evicts on ``Preempt`` and nothing ends a budget's wait
+    # (``articles/aks/node-auto-drain.md``; ``plan.preemption``).
+    reclaim_waits_on_budgets=True,
+    karpenter_drain_caveat=NAP_DRAIN_CAVEAT,
+    karpenter_drain_caveat_key="spotproof:autoProvisionedPools",
+    # Storage account names are global
+    # (https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules).
+    unique_names={
+        "azure-native:resources:ResourceGroup": ("resourceGroupName",),
+        "azure-native:storage:StorageAccount": ("accountName",),
+        "azure-native:containerservice:ManagedCluster": ("resourceGroupName", "resourceName"),
+        "azure-native:managedidentity:UserAssignedIdentity": ("resourceGroupName", "resourceName"),
+    },
+)
+"""What shared code asks of AKS (``catalog.profile``)."""

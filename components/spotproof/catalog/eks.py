@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from spotproof.catalog.profile import CloudProfile
 from spotproof.catalog.versions import Introduced
 
 
@@ -134,3 +135,42 @@ def region_zones(region: str) -> tuple[str, ...] | None:
     """Zone codes of ``region``; None for a region not in :data:`REGION_ZONES`."""
     letters = REGION_ZONES.get(region)
     return tuple(f"{region}{letter}" for letter in letters) if letters else None
+
+
+# --- what shared code asks of EKS ------------------------------------------------------
+
+PROFILE = CloudProfile(
+    # A best-effort two-minute spot interruption notice.
+    preemption_notice_seconds=120,
+    # The warning travels EventBridge -> SQS -> Karpenter, which then deletes the NodeClaim
+    # and drains the node; 30 s is a budget for that hop, not a measured figure.
+    interruption_delivery_seconds=30,
+    cluster_type="aws:eks/cluster:Cluster",
+    provider_prefix="aws:",
+    region_key="aws:region",
+    extra="aws",
+    sdk_module="pulumi_aws",
+    # ``aws-eks`` is deprecated.
+    keda_identity="aws",
+    network_type="aws:ec2/vpc:Vpc",
+    existing_network_setting="network.subnets",
+    # The EKS Pod Identity agent, which pods call for credentials
+    # (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html).
+    identity_endpoints=(("169.254.170.23/32", 80),),
+    # S3 bucket names are global; IAM role names unique per account
+    # (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html).
+    unique_names={
+        "aws:s3/bucket:Bucket": ("bucket",),
+        "aws:iam/role:Role": ("name",),
+        "aws:iam/policy:Policy": ("name",),
+        "aws:eks/cluster:Cluster": ("region", "name"),
+        "aws:sqs/queue:Queue": ("region", "name"),
+        "aws:cloudwatch/eventRule:EventRule": ("region", "name"),
+    },
+)
+"""What shared code asks of EKS (``catalog.profile``)."""
+
+KARPENTER_TERMINATION_GRACE_SECONDS = PROFILE.grace_seconds
+"""NodePool ``terminationGracePeriod`` on EKS: a drain that PDBs or ``do-not-disrupt`` hold
+back ends this long after it starts, so a pod with up to this much grace finishes by the
+end of the two-minute notice."""

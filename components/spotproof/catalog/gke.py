@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from spotproof.catalog.profile import CloudProfile
+
 
 class CatalogError(ValueError):
     """A machine type / GPU combination that GKE cannot create.
@@ -323,3 +325,51 @@ DNS_ENDPOINT_SUFFIX = ".gke.goog"
 """The domain of every control plane's DNS-based endpoint (``gke-<id>.<location>.gke.goog``),
 which serves a publicly trusted certificate rather than one of the cluster's CA
 (google-github-actions/get-gke-credentials writes its kubeconfig without one)."""
+
+
+# --- what shared code asks of GKE ------------------------------------------------------
+
+SYSTEM_TAINT = ("components.gke.io/gke-managed-components", "true")
+"""The system pool's taint on GKE. GKE's own add-ons tolerate this key (event-exporter,
+for one, tolerates nothing else), not ``CriticalAddonsOnly``: a system pool tainted that
+way would leave them without a node, and node auto-provisioning would create an
+untainted pool for them. Google's cluster toolkit taints its system pool the same way
+(GoogleCloudPlatform/cluster-toolkit, ``community/modules/scheduler/gke-cluster/variables.tf``,
+``system_node_pool_taints``)."""
+
+PROFILE = CloudProfile(
+    # Spot VMs stop 30 s after notice; on GKE >= 1.22.8 graceful node shutdown gives
+    # non-system pods the first 15 s and system pods the last 15 s, so a grace period
+    # above 15 s has no effect there.
+    preemption_notice_seconds=15,
+    # GKE's kubelet hears the VM's shutdown itself.
+    interruption_delivery_seconds=0,
+    cluster_type="gcp:container/cluster:Cluster",
+    provider_prefix="gcp:",
+    region_key="gcp:region",
+    extra="gcp",
+    sdk_module="pulumi_gcp",
+    keda_identity="gcp",
+    system_taint=SYSTEM_TAINT,
+    network_type="gcp:compute/network:Network",
+    existing_network_setting="network.existing",
+    project_key="gcp:project",
+    # NodeLocal DNSCache, and the metadata server with Cloud DNS; Workload Identity's
+    # metadata server, port 80 with Dataplane V2 and 988 otherwise
+    # (https://cloud.google.com/kubernetes-engine/docs/concepts/workload-identity; the
+    # other sources in ``kube.network_policy``'s docstring).
+    host_dns=("169.254.20.10/32", "169.254.169.254/32"),
+    identity_endpoints=(("169.254.169.254/32", 80), ("169.254.169.252/32", 988)),
+    # Bucket names are global; service account ids are unique per project.
+    unique_names={
+        "gcp:storage/bucket:Bucket": ("name",),
+        "gcp:serviceaccount/account:Account": ("project", "accountId"),
+        "gcp:container/cluster:Cluster": ("project", "location", "name"),
+        "gcp:compute/network:Network": ("project", "name"),
+        "gcp:compute/subnetwork:Subnetwork": ("project", "region", "name"),
+        "gcp:compute/router:Router": ("project", "region", "name"),
+        "gcp:pubsub/topic:Topic": ("project", "name"),
+        "gcp:pubsub/subscription:Subscription": ("project", "name"),
+    },
+)
+"""What shared code asks of GKE (``catalog.profile``)."""

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from spotproof import bounded_yaml
+from spotproof.catalog import PROFILES
 
 CLOUD_KEY = "spotproof:cloud"
-EXTRAS = {"gke": "gcp", "eks": "aws", "aks": "azure"}
+EXTRAS = {cloud.value: profile.extra for cloud, profile in PROFILES.items()}
 """Each cloud's extra: its provider SDK and the components."""
 
 
@@ -57,7 +58,7 @@ def stacks(root: Path) -> list[Stack]:
     return found
 
 
-PROVIDER_PREFIXES = {"gcp:": "gke", "aws:": "eks", "azure-native:": "aks"}
+PROVIDER_PREFIXES = {profile.provider_prefix: cloud.value for cloud, profile in PROFILES.items()}
 """A stack of components on an existing cluster sets no ``spotproof:cloud``; its
 ``spotproof:existingCluster.cloud`` or its providers' settings say the cloud."""
 

@@ -37,11 +37,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from spotproof.catalog import KARPENTER_TERMINATION_GRACE_SECONDS
 from spotproof.catalog.eks import (
     INSTANCE_FAMILY_LABEL,
     INSTANCE_GPU_COUNT_LABEL,
     INSTANCE_TYPE_LABEL,
+    KARPENTER_TERMINATION_GRACE_SECONDS,
 )
 from spotproof.cloud_tags import stack_tags
 from spotproof.fleet.eks import KarpenterPool, KarpenterSpec

@@ -316,6 +316,7 @@ def _fixed_system_pool(spec: FleetSpec) -> FleetSpec:
 
 
 CONFIG = CloudConfig(
+    section=AksFleet,
     read_section=_section,
     default_bucket_name=lambda _section, stack, region: default_storage_account(stack, region),
     bucket_name_ok=lambda name: bool(STORAGE_ACCOUNT.fullmatch(name)),

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from spotproof.catalog import Cloud
-from spotproof.fleet import aks, eks, gke
+from spotproof import clouds
+from spotproof.catalog import PROFILES, Cloud
 from spotproof.fleet.addons import read_jobset, read_keda, read_kueue
 from spotproof.fleet.api_access import API_ACCESS_ALLOWED, read_api_access
 from spotproof.fleet.errors import SpecError
@@ -28,6 +28,9 @@ from spotproof.fleet.types import BucketSpec, FleetSpec
 from spotproof.fleet.workloads import read_batch, read_smoke_test
 
 NAMESPACE = "spotproof"
+CLOUDS: dict[Cloud, CloudConfig] = {
+    cloud: clouds.module("spotproof.fleet", cloud).CONFIG for cloud in PROFILES
+}
 TOP_LEVEL_KEYS = {
     "cloud",
     "environment",
@@ -43,17 +46,10 @@ TOP_LEVEL_KEYS = {
     "batch",
     "keda",
     "existingCluster",
-    *setting_keys(gke.GkeFleet),
-    *setting_keys(eks.EksFleet),
-    *setting_keys(aks.AksFleet),
+    *(key for config in CLOUDS.values() for key in setting_keys(config.section)),
 }
 """Every key of the ``spotproof`` namespace, on any cloud: one close to these but not
 among them is a misspelling, reported before any value is judged."""
-CLOUDS: dict[Cloud, CloudConfig] = {
-    Cloud.GKE: gke.CONFIG,
-    Cloud.EKS: eks.CONFIG,
-    Cloud.AKS: aks.CONFIG,
-}
 KUBERNETES_VERSIONS = tuple(f"1.{minor}" for minor in range(31, 38))
 """Minor versions with GA podFailurePolicy (1.31+) that kubernetes-validate has schemas for."""
 

@@ -345,6 +345,7 @@ def _check_karpenter_replicas(spec: FleetSpec) -> FleetSpec:
 
 
 CONFIG = CloudConfig(
+    section=EksFleet,
     read_section=_section,
     default_bucket_name=lambda _section, stack, region: f"spotproof-{stack}-{region}",
     bucket_name_ok=bucket_name_ok,

@@ -385,6 +385,7 @@ def _gke(spec: FleetSpec) -> GkeFleet:
 
 
 CONFIG = CloudConfig(
+    section=GkeFleet,
     read_section=_section,
     default_bucket_name=lambda section, stack, region: f"{section.project}-{stack}-checkpoints",
     bucket_name_ok=bucket_name_ok,

@@ -31,6 +31,9 @@ class CloudConfig:
     """How one cloud's section of a stack's config is read; the shared reader
     (``fleet.config``) calls these and never branches on the cloud."""
 
+    section: type[CloudFleet]
+    """The section's dataclass: its fields name the cloud's keys in the ``spotproof``
+    namespace, which any stack's config may hold."""
     read_section: Callable[[ConfigObject, Mapping[str, Any]], tuple[CloudFleet, str]]
     """Reads the cloud's keys from the ``spotproof`` namespace (and its own namespace,
     such as ``gcp:project``) into its section, returning it with the stack's region."""

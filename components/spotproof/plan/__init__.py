@@ -31,7 +31,7 @@ from typing import Any
 # told of the module the extra is for, not of one it happens to bring along.
 import pulumi  # noqa: F401
 
-from spotproof.catalog import Cloud
+from spotproof.catalog import DEFAULT_CLOUD, PROFILES, Cloud
 from spotproof.commands import EXIT_FAILED, EXIT_OK
 from spotproof.fleet import BucketSpec, FleetSpec, advice, fleet_from_config
 from spotproof.fleet.advice import SpecWarning
@@ -125,7 +125,7 @@ def check(spec: FleetSpec, recording: Recording) -> PlanResult:
 def check_existing(stack: str, cluster: ExistingCluster, recording: Recording) -> PlanResult:
     """Every check that needs no fleet, over a program's components on an existing cluster,
     with that cluster's system pool as its stack describes it."""
-    cloud = cluster.cloud or cloud_of(recording.resources) or Cloud.GKE
+    cloud = cluster.cloud or cloud_of(recording.resources) or DEFAULT_CLOUD
     facts = StackFacts(stack, cloud, cluster.kubernetes_version, None, cluster)
     system = nodes.existing_system_pool(cluster.system_pool.taints, cluster.system_pool.labels)
     return _judge(facts, None, recording, [system], gpus_advertised=cluster.gpus_advertised)
@@ -232,8 +232,9 @@ def run_program(project: Project, config: StackConfig, cloud: OfflineCloud) -> R
     )
 
 
-REGION_KEYS = ("gcp:region", "aws:region", "azure-native:location")
+REGION_KEYS = tuple(profile.region_key for profile in PROFILES.values())
 """Where a program that reads no spotproof config finds its region: its providers'."""
+PROJECT_KEYS = tuple(profile.project_key for profile in PROFILES.values() if profile.project_key)
 
 
 def _offline_cloud(spec: FleetSpec | None, values: Mapping[str, Any]) -> OfflineCloud:
@@ -242,9 +243,9 @@ def _offline_cloud(spec: FleetSpec | None, values: Mapping[str, Any]) -> Offline
         project_id = CLOUDS[spec.cloud].project_of(spec.platform) or OfflineCloud.project
         return OfflineCloud(project=project_id, region=spec.region)
     region = next((str(values[key]) for key in REGION_KEYS if values.get(key)), None)
+    project = next((str(values[key]) for key in PROJECT_KEYS if values.get(key)), None)
     return OfflineCloud(
-        project=str(values.get("gcp:project") or OfflineCloud.project),
-        region=region or OfflineCloud.region,
+        project=project or OfflineCloud.project, region=region or OfflineCloud.region
     )
 
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spotproof.catalog import Cloud, keda
+from spotproof.catalog import keda, profile
 from spotproof.policy.base import PlannedResource, StackRule
 from spotproof.policy.kubernetes import cloud_of
 
@@ -34,8 +34,6 @@ SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
 HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
 HELM_CHART = "kubernetes:helm.sh/v4:Chart"
 POD_IDENTITY_ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
-CLOUD_PROVIDER = {Cloud.GKE: "gcp", Cloud.EKS: "aws", Cloud.AKS: "azure-workload"}
-"""The pod identity each cloud's clusters offer KEDA (``aws-eks`` is deprecated)."""
 
 
 def _name_and_namespace(resource: PlannedResource) -> tuple[str, str]:
@@ -209,11 +207,12 @@ def _operator_identity(
     if expected == "azure-workload" and provider != expected:
         yield (resource.name, f"the {kind} scaler accepts only the azure-workload pod identity")
     cloud = cloud_of(resources)
-    if cloud is not None and provider != CLOUD_PROVIDER[cloud]:
+    offered = profile(cloud).keda_identity if cloud is not None else None
+    if offered is not None and provider != offered:
         yield (
             resource.name,
             f"trigger {kind} uses pod identity {provider!r}, which a {cloud.value.upper()} "
-            f"cluster does not offer; allowed: {CLOUD_PROVIDER[cloud]}",
+            f"cluster does not offer; allowed: {offered}",
         )
         return
     if installed is None:

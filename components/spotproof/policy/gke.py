@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from spotproof import scheduling
+from spotproof.catalog import Cloud
 from spotproof.catalog import gke as gke_catalog
 from spotproof.fleet.pools import PoolClass
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
@@ -53,7 +54,7 @@ def system_pool_on_demand(inputs: Mapping[str, Any]) -> Iterator[str]:
         return
     if shape.spot:
         yield "the system pool must be on-demand: add-ons cannot survive spot reclaims"
-    taint = scheduling.GKE_SYSTEM_TAINT
+    taint = scheduling.system_taint(Cloud.GKE)
     if taint not in shape.taints:
         yield (
             f"the system pool must be tainted {taint.key}={taint.value}:NO_SCHEDULE, the "

@@ -6,18 +6,14 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from spotproof import scheduling
-from spotproof.catalog import PREEMPTION_NOTICE_SECONDS, Cloud, pulumi_kubernetes
+from spotproof.catalog import PROFILES, Cloud, profile, pulumi_kubernetes
 from spotproof.fleet import images
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
 from spotproof.scheduling import fit, pod_templates
 
 JOB = "kubernetes:batch/v1:Job"
 PRIORITY_CLASS = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
-CLUSTER_TYPES = {
-    "gcp:container/cluster:Cluster": Cloud.GKE,
-    "aws:eks/cluster:Cluster": Cloud.EKS,
-    "azure-native:containerservice:ManagedCluster": Cloud.AKS,
-}
+CLUSTER_TYPES = {cloud_profile.cluster_type: cloud for cloud, cloud_profile in PROFILES.items()}
 
 
 def _pod_spec(job_inputs: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -60,7 +56,9 @@ def spot_priority_negative(inputs: Mapping[str, Any]) -> Iterator[str]:
         yield "the spot batch PriorityClass must be negative so spot work is preempted first"
 
 
-PROVIDER_CLOUDS = {"gcp:": Cloud.GKE, "aws:": Cloud.EKS, "azure-native:": Cloud.AKS}
+PROVIDER_CLOUDS = {
+    cloud_profile.provider_prefix: cloud for cloud, cloud_profile in PROFILES.items()
+}
 """A program that adds components to an existing cluster declares no cluster: its
 resources' provider says which cloud the cluster is on."""
 
@@ -89,18 +87,19 @@ def job_fits_preemption_notice(resources: list[PlannedResource]) -> Iterator[tup
         for r in resources
         if r.type == PRIORITY_CLASS
     }
+    notice = profile(cloud).preemption_notice_seconds if cloud else None
     spot_taint = scheduling.contract(scheduling.PoolClass.SPOT_GPU).taints[0]
     for job in (r for r in resources if r.type == JOB):
         pod = _pod_spec(job.inputs)
         grace = pod.get("terminationGracePeriodSeconds", 30)
         # Only spot nodes are reclaimed with the notice; flex-start and on-demand are not.
         on_spot = fit.tolerates(pod.get("tolerations") or [], spot_taint)
-        if cloud and on_spot and grace > PREEMPTION_NOTICE_SECONDS[cloud]:
+        if notice is not None and on_spot and grace > notice:
             yield (
                 job.name,
                 (
-                    f"terminationGracePeriodSeconds {grace} exceeds the {cloud.value} preemption "
-                    f"notice of {PREEMPTION_NOTICE_SECONDS[cloud]} s; the final save would be lost"
+                    f"terminationGracePeriodSeconds {grace} exceeds the {cloud} preemption "
+                    f"notice of {notice} s; the final save would be lost"
                 ),
             )
         if on_spot:

@@ -22,8 +22,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spotproof.catalog import Cloud
+from spotproof.catalog import PROFILES, Cloud
 from spotproof.catalog.labels import GKE_ACCELERATOR_LABEL, GKE_FLEX_START_LABEL
+from spotproof.catalog.profile import CRITICAL_ADDONS_ONLY
 from spotproof.fleet.pools import PoolClass, Taint, TaintEffect
 
 POOL_CLASS_LABEL = "spotproof.dev/pool-class"
@@ -32,16 +33,9 @@ CAPACITY_TAINT_KEY = "spotproof.dev/capacity"
 """Taint key that keeps ordinary pods off spot and flex-start capacity."""
 GPU_RESOURCE = "nvidia.com/gpu"
 
-SYSTEM_TAINT = Taint("CriticalAddonsOnly", "true", TaintEffect.NO_SCHEDULE)
-"""The system pool's taint on EKS and AKS, whose add-ons (CoreDNS, Karpenter as configured
-here) tolerate it."""
-GKE_SYSTEM_TAINT = Taint("components.gke.io/gke-managed-components", "true")
-"""The system pool's taint on GKE. GKE's own add-ons tolerate this key (event-exporter,
-for one, tolerates nothing else), not ``CriticalAddonsOnly``: a system pool tainted that
-way would leave them without a node, and node auto-provisioning would create an
-untainted pool for them. Google's cluster toolkit taints its system pool the same way
-(GoogleCloudPlatform/cluster-toolkit, ``community/modules/scheduler/gke-cluster/variables.tf``,
-``system_node_pool_taints``)."""
+SYSTEM_TAINT = Taint(*CRITICAL_ADDONS_ONLY, TaintEffect.NO_SCHEDULE)
+"""The system pool's taint where the platform's add-ons follow the Kubernetes convention;
+a cloud whose add-ons tolerate another names it in its profile (``system_taint``)."""
 GPU_TAINT = Taint(GPU_RESOURCE, "present", TaintEffect.NO_SCHEDULE)
 """GKE taints the nodes of a GPU pool added to a cluster that already runs a non-GPU pool
 ("GKE automatically taints the GPU nodes", https://cloud.google.com/kubernetes-engine/docs/how-to/gpus;
@@ -92,11 +86,11 @@ class PoolContract:
 _SYSTEM_CONTRACTS: dict[Cloud, PoolContract] = {
     cloud: PoolContract(
         PoolClass.SYSTEM,
-        (GKE_SYSTEM_TAINT if cloud is Cloud.GKE else SYSTEM_TAINT,),
+        (Taint(*profile.system_taint, TaintEffect.NO_SCHEDULE),),
         {POOL_CLASS_LABEL: "system"},
         PLATFORM_PRIORITY,
     )
-    for cloud in Cloud
+    for cloud, profile in PROFILES.items()
 }
 _CONTRACTS: dict[PoolClass, PoolContract] = {
     PoolClass.SPOT_GPU: PoolContract(

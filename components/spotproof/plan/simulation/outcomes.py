@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spotproof import scheduling
-from spotproof.catalog import Cloud, jobset
+from spotproof.catalog import DEFAULT_CLOUD, jobset
 from spotproof.fleet.pools import PoolClass
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.simulation import admission, preemption, scale_up
@@ -63,7 +63,7 @@ class Outcome:
 def outcomes(recording: Recording, pools: list[Pool]) -> list[Outcome]:
     limits = scale_up.cluster_limits(recording, pools)
     kueue_objects = admission.KueueObjects.of(recording)
-    cloud = cloud_of(recording.resources) or Cloud.GKE
+    cloud = cloud_of(recording.resources) or DEFAULT_CLOUD
     found = []
     for workload in workloads(recording):
         fits = tuple(p for p in pools if not fit.misfits(workload.pod_spec, p.shape))

@@ -24,8 +24,9 @@ Checked for every workload of a plan, and so for every manifest ``spotproof chec
 - ``gang-budget``: a voluntary disruption (scale-down, consolidation, a node upgrade) that
   evicts one pod of a gang restarts all of it, so a budget must allow no eviction of any
   of its pods (``minAvailable`` equal to its pods), as the field guide's pitfall 7 asks.
-  Not on AKS, where a spot agent pool's reclaim drain would wait on that budget until the
-  VM is gone (``plan.preemption`` reports a budget there instead);
+  Not where a spot pool's reclaim drain would wait on that budget until the VM is gone
+  (``CloudProfile.reclaim_waits_on_budgets``: AKS; ``plan.preemption`` reports a budget
+  there instead);
 - ``rendezvous-host``: torchrun's ``c10d`` rendezvous on a name only cluster DNS resolves
   leaves every rank waiting for a store nobody hosts while the record is late, and the
   gang exits 1 (``runtime.launcher``, "The rendezvous").
@@ -37,7 +38,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from spotproof import scheduling
-from spotproof.catalog import Cloud, jobset
+from spotproof.catalog import jobset, profile
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.simulation.outcomes import Outcome
 from spotproof.plan.simulation.scale_up import BUILTIN_PRIORITIES, PRIORITY_CLASS
@@ -62,8 +63,9 @@ def check(recording: Recording, found: list[Outcome]) -> list[Violation]:
     classes = {*BUILTIN_PRIORITIES} | {
         (r.inputs.get("metadata") or {}).get("name") for r in recording.of_type(PRIORITY_CLASS)
     }
-    # On AKS a spot pool's reclaim drain would wait on a gang's budget (module docstring).
-    budgets_wanted = cloud_of(recording.resources) is not Cloud.AKS
+    # Where a spot pool's reclaim drain would wait on a gang's budget, none is asked for.
+    cloud = cloud_of(recording.resources)
+    budgets_wanted = cloud is None or not profile(cloud).reclaim_waits_on_budgets
     violations = []
     for outcome in found:
         workload = outcome.workload

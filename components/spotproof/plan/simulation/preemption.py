@@ -16,7 +16,7 @@ CRD's own description of ``terminationGracePeriod`` in ``karpenter.sh_nodepools.
 "that pod will be deleted at T = node timeout - pod terminationGracePeriodSeconds";
 "If left undefined, the controller will wait indefinitely"): AWS warns two
 minutes ahead (best effort) through EventBridge; the warning reaches Karpenter through
-the interruption queue (budgeted at ``catalog.INTERRUPTION_DELIVERY_SECONDS``), which then
+the interruption queue (budgeted at ``interruption_delivery_seconds`` of its profile), which then
 deletes the NodeClaim and drains the node through the Eviction API. The eviction waits for
 every PodDisruptionBudget that allows no disruption, and pods annotated
 ``karpenter.sh/do-not-disrupt`` are not evicted at all. The NodePool's
@@ -33,7 +33,7 @@ before the VM is gone. Without one the pod gets SIGTERM at once, with up to 30 s
 
 AKS node auto-provisioning is Karpenter: once Karpenter drains, the same path as EKS, with
 AKS's 30 s notice and no queue to cross. Whether anything drains is not assured
-(:data:`AKS_NAP_DRAIN_CAVEAT`), so the plan shows the path Karpenter would take and warns
+(``catalog.aks.NAP_DRAIN_CAVEAT``), so the plan shows the path Karpenter would take and warns
 that a reclaim may instead end the pod with the node, the run resuming from its last
 periodic checkpoint.
 
@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from spotproof.catalog import INTERRUPTION_DELIVERY_SECONDS, PREEMPTION_NOTICE_SECONDS, Cloud
+from spotproof.catalog import PROFILES, Cloud, profile
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.simulation.nodes import Pool, Provisioner
 from spotproof.policy import disruption
@@ -67,19 +67,18 @@ GKE_SPOT_VM_SECONDS = 30
 DEFAULT_GRACE_SECONDS = 30
 """``terminationGracePeriodSeconds`` when a pod does not set it."""
 POLICY = "preemption-path"
-AKS_NAP_DRAIN_CAVEAT = (
-    "AKS documents no drain of a node auto-provisioning spot VM on its Preempt event: node "
-    "auto-drain covers scale-set agent pools only (MicrosoftDocs/azure-aks-docs "
-    "articles/aks/node-auto-drain.md), and Karpenter repairs a node whose "
-    "PreemptionScheduled condition is set only from karpenter-provider-azure v1.13.0 and "
-    "only with its NodeRepair feature gate, off by default (pkg/cloudprovider/cloudprovider.go "
-    "RepairPolicies; kubernetes-sigs/karpenter pkg/operator/options), which AKS does not say "
-    "it turns on. Without that repair the VM is gone 30 s after the notice without a SIGTERM, "
-    "the pod garbage collector ends the pod, and the run resumes from its last periodic "
-    "checkpoint"
-)
-"""Why the drain of an AKS node auto-provisioning spot node is not assured (sources above)."""
-CAVEAT_KEYS = {"AKS spot (Karpenter)": "spotproof:autoProvisionedPools"}
+
+
+def karpenter_capacity(cloud: Cloud) -> str:
+    """How reports name a cloud's spot capacity that Karpenter provisions."""
+    return f"{cloud.value.upper()} spot (Karpenter)"
+
+
+CAVEAT_KEYS = {
+    karpenter_capacity(cloud): cloud_profile.karpenter_drain_caveat_key
+    for cloud, cloud_profile in PROFILES.items()
+    if cloud_profile.karpenter_drain_caveat
+}
 """The stack config key each capacity with a caveat comes from."""
 
 
@@ -154,7 +153,7 @@ class PreemptionPath:
 def _gke_spot(workload: str, pools: tuple[str, ...], pod: Mapping[str, Any]) -> PreemptionPath:
     declared = int(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
     critical = pod.get("priorityClassName") in ("system-cluster-critical", "system-node-critical")
-    share = PREEMPTION_NOTICE_SECONDS[Cloud.GKE]
+    share = profile(Cloud.GKE).preemption_notice_seconds
     start = share if critical else 0
     grace = min(declared, share)
     who = "system pods" if critical else "non-system pods"
@@ -180,7 +179,7 @@ def _gke_spot(workload: str, pools: tuple[str, ...], pod: Mapping[str, Any]) -> 
 def _aks_spot(
     workload: str, pools: tuple[str, ...], pod: Mapping[str, Any], blocking_budgets: list[str]
 ) -> PreemptionPath:
-    notice = PREEMPTION_NOTICE_SECONDS[Cloud.AKS]
+    notice = profile(Cloud.AKS).preemption_notice_seconds
     declared = int(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
     steps = [f"Preempt notice {notice} s (best effort)", "AKS node auto-drain evicts at once"]
     fix = (
@@ -240,9 +239,10 @@ def _karpenter_spot(
     *,
     cloud: Cloud,
 ) -> PreemptionPath:
-    notice = PREEMPTION_NOTICE_SECONDS[cloud]
-    drain = INTERRUPTION_DELIVERY_SECONDS[cloud]
-    capacity = f"{cloud.value.upper()} spot (Karpenter)"
+    facts = profile(cloud)
+    notice = facts.preemption_notice_seconds
+    drain = facts.interruption_delivery_seconds
+    capacity = karpenter_capacity(cloud)
     budget = notice - drain
     declared = int(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
     names = tuple(p.name for p in pools)
@@ -289,7 +289,6 @@ def _karpenter_spot(
         f"SIGTERM at {sigterm:g} s with {grace:g} s grace (declared {declared} s)",
         f"node gone at {notice} s",
     ]
-    caveat = AKS_NAP_DRAIN_CAVEAT if cloud is Cloud.AKS else ""
     return PreemptionPath(
         workload,
         capacity,
@@ -301,7 +300,7 @@ def _karpenter_spot(
         tuple(steps),
         ending,
         fix,
-        caveat,
+        facts.karpenter_drain_caveat,
     )
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from spotproof.catalog import Cloud
+from spotproof.catalog import Cloud, profile
 from spotproof.catalog import gke as gke_catalog
 from spotproof.fleet import ApiAccess
 from spotproof.plan.recording.recorder import Recording, Resource, reveal
@@ -43,11 +43,6 @@ from spotproof.policy import Violation
 POLICY = "api-reachable"
 PROVIDER = "pulumi:providers:kubernetes"
 GKE_CLUSTER = "gcp:container/cluster:Cluster"
-CREATED_NETWORK = {
-    Cloud.GKE: "gcp:compute/network:Network",
-    Cloud.EKS: "aws:ec2/vpc:Vpc",
-}
-"""A network the run itself creates; AKS always creates the cluster's VNet."""
 RUNNER_INSIDE = "apiAccess.runnerInNetwork: true with a network that exists before the run"
 
 
@@ -76,7 +71,8 @@ def _server(provider: Resource) -> str | None:
 def _unreachable(
     cloud: Cloud, access: ApiAccess, recording: Recording, server: str | None
 ) -> Iterator[str]:
-    created = CREATED_NETWORK.get(cloud)
+    facts = profile(cloud)
+    created = facts.network_type
     network_made_here = created is None or bool(recording.of_type(created))
     if cloud is Cloud.GKE and not access.runner_in_network:
         yield from _gke_dns_endpoint(recording, server)
@@ -96,7 +92,7 @@ def _unreachable(
         yield (
             "pulumi up is said to run inside the cluster's network, but this run creates "
             f"that network, so nothing is inside it yet; allowed: {RUNNER_INSIDE} "
-            f"({'network.existing' if cloud is Cloud.GKE else 'network.subnets'})"
+            f"({facts.existing_network_setting})"
         )
 
 

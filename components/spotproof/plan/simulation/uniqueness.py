@@ -19,30 +19,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
+from spotproof.catalog import PROFILES
 from spotproof.plan.recording.recorder import Recording, Resource
 from spotproof.policy import Violation
 
 RULE = "unique-names"
 
 CLOUD_IDENTITY: dict[str, tuple[str, ...]] = {
-    "gcp:storage/bucket:Bucket": ("name",),
-    "gcp:serviceaccount/account:Account": ("project", "accountId"),
-    "gcp:container/cluster:Cluster": ("project", "location", "name"),
-    "gcp:compute/network:Network": ("project", "name"),
-    "gcp:compute/subnetwork:Subnetwork": ("project", "region", "name"),
-    "gcp:compute/router:Router": ("project", "region", "name"),
-    "gcp:pubsub/topic:Topic": ("project", "name"),
-    "gcp:pubsub/subscription:Subscription": ("project", "name"),
-    "aws:s3/bucket:Bucket": ("bucket",),
-    "aws:iam/role:Role": ("name",),
-    "aws:iam/policy:Policy": ("name",),
-    "aws:eks/cluster:Cluster": ("region", "name"),
-    "aws:sqs/queue:Queue": ("region", "name"),
-    "aws:cloudwatch/eventRule:EventRule": ("region", "name"),
-    "azure-native:resources:ResourceGroup": ("resourceGroupName",),
-    "azure-native:storage:StorageAccount": ("accountName",),
-    "azure-native:containerservice:ManagedCluster": ("resourceGroupName", "resourceName"),
-    "azure-native:managedidentity:UserAssignedIdentity": ("resourceGroupName", "resourceName"),
+    type_: names for profile in PROFILES.values() for type_, names in profile.unique_names.items()
 }
 """Per resource type, the inputs that name it where the cloud requires names unique."""
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spotproof import scheduling
-from spotproof.catalog import Cloud, jobset, kueue
+from spotproof.catalog import DEFAULT_CLOUD, jobset, kueue
 from spotproof.catalog import labels as platform_labels
 from spotproof.fleet.pools import PoolClass
 from spotproof.plan.recording.recorder import Recording
@@ -287,7 +287,7 @@ def reference_add_on(recording: Recording, nodes: Sequence[fit.NodeShape] = ()) 
     """A pod modelled on the platform's own add-ons, for the plan's cloud. On a cluster
     spotproof did not create they also tolerate the taints its stack describes on its
     system pool (``spotproof:existingCluster.systemPool``): that cluster's add-ons run."""
-    cloud = cloud_of(recording.resources) or Cloud.GKE
+    cloud = cloud_of(recording.resources) or DEFAULT_CLOUD
     pod = dict(fit.reference_system_pod(cloud))
     # Only a described cluster's: a fleet's system pool must suit the platform's add-ons as
     # they are (a CriticalAddonsOnly taint on a GKE system pool leaves them homeless).

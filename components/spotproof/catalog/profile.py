@@ -1,0 +1,79 @@
+"""What spotproof's shared code asks of a cloud, as one record per cloud.
+
+Each cloud's catalog module holds its :class:`CloudProfile` (``catalog.gke.PROFILE``) beside
+the facts it is read from, and ``catalog.PROFILES`` registers it. Shared code (the
+scheduling contract, the policy rules, the offline plan, the CI matrix) reads a cloud's
+profile rather than branching on the cloud, so a cloud it does not know yet needs no edit
+there. What differs as behaviour rather than data lives in each layer's module named after
+the cloud (``scheduling.gke``, ``plan.gke``), found through ``spotproof.clouds``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+CRITICAL_ADDONS_ONLY = ("CriticalAddonsOnly", "true")
+"""(key, value) of the taint Kubernetes add-ons conventionally tolerate on the nodes kept
+for them: EKS's and AKS's add-ons (CoreDNS, and Karpenter as spotproof configures it) do."""
+
+
+@dataclass(frozen=True)
+class CloudProfile:
+    """One cloud's facts that shared code needs; every field says where it is used."""
+
+    preemption_notice_seconds: int
+    """Seconds a non-system pod has between the preemption notice and its node going away:
+    what a grace period above it loses (``policy.kubernetes``, ``plan.preemption``)."""
+    interruption_delivery_seconds: int
+    """Budget for the notice to reach whatever stops the pod, taken off the notice."""
+    cluster_type: str
+    """Pulumi type of the managed cluster: a plan that declares one is this cloud's."""
+    provider_prefix: str
+    """What every type of the cloud's Pulumi provider starts with (``gcp:``): a program of
+    components on an existing cluster declares no cluster, so its resources say the cloud,
+    in the plan and in the CI matrix alike."""
+    region_key: str
+    """The provider's config key for the region, where a program that reads no spotproof
+    config finds it (the offline plan fakes regional ids with it)."""
+    extra: str
+    """The pip extra that installs the cloud's Pulumi provider with the components."""
+    sdk_module: str
+    """Import name of that provider, for the one-line error when it is missing."""
+    keda_identity: str
+    """The pod identity (``podIdentity.provider``) the cloud's clusters offer KEDA's
+    scalers; any other is refused when the operator reconciles (``policy.autoscaling``)."""
+    system_taint: tuple[str, str] = CRITICAL_ADDONS_ONLY
+    """(key, value) of the NoSchedule taint on the system pool: one the platform's own
+    add-ons tolerate, or they are left without a node."""
+    network_type: str | None = None
+    """Pulumi type of the network a run creates for its cluster, whose API a private
+    endpoint then keeps from any runner (``plan.reachability``); None where the cluster's
+    network is always created with it."""
+    existing_network_setting: str | None = None
+    """The stack setting that puts the cluster into a network that exists before the run,
+    which a runner can already be inside; None where spotproof cannot."""
+    project_key: str | None = None
+    """The provider's config key for the project ids derive from, where it has one."""
+    host_dns: tuple[str, ...] = ()
+    """DNS servers on the node's host network, which NetworkPolicies must let pods reach."""
+    identity_endpoints: tuple[tuple[str, int], ...] = ()
+    """(address, TCP port) of the node-local endpoint that hands pods their cloud identity."""
+    reclaim_waits_on_budgets: bool = False
+    """A spot reclaim drains through the Eviction API and nothing ends a blocking
+    PodDisruptionBudget's wait before the VM is gone: a budget that keeps a gang whole would
+    cost it its SIGTERM, so none is asked for (``plan.pitfalls``)."""
+    karpenter_drain_caveat: str = ""
+    """Why a spot reclaim of a Karpenter node may not drain it at all; the plan warns."""
+    karpenter_drain_caveat_key: str = "spotproof:cloud"
+    """The stack setting that caveat is about."""
+    unique_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per resource type, the inputs that name it where the cloud requires names unique:
+    a second create with the same names fails with "already exists" (``plan.uniqueness``)."""
+
+    @property
+    def grace_seconds(self) -> int:
+        """Default (and largest) ``terminationGracePeriodSeconds``: what the preemption path
+        delivers, the notice less its delivery. A longer period is cut short when the node
+        goes away, and the final save with it."""
+        return self.preemption_notice_seconds - self.interruption_delivery_seconds
