@@ -9,7 +9,9 @@ from spotproof import scheduling
 from spotproof.catalog import Cloud
 from spotproof.catalog import labels as platform_labels
 from spotproof.fleet import PoolClass, Taint, TaintEffect
+from spotproof.scheduling import aks as aks_shapes
 from spotproof.scheduling import fit, node_resources
+from spotproof.scheduling import gke as gke_shapes
 
 SPOT_NODE = fit.NodeShape(
     pool="l4-spot",
@@ -162,7 +164,7 @@ G2_NODE = fit.NodeShape(
     taints=SPOT_NODE.taints,
     gpus=1,
     spot=True,
-    allocatable=node_resources.gke(8, 32),  # g2-standard-8
+    allocatable=gke_shapes.allocatable(8, 32),  # g2-standard-8
 )
 
 
@@ -175,7 +177,7 @@ def _requesting(**requests: str) -> dict:
 def test_gke_keeps_part_of_a_node_for_itself_by_its_documented_tiers() -> None:
     # 8 vCPUs: 6% + 1% + 2 x 0.5% + 4 x 0.25% of a core = 90 millicores kept.
     # 32 GiB: 25% of 4 + 20% of 4 + 10% of 8 + 6% of 16 GiB = 3.56 GiB, and 100 MiB.
-    assert node_resources.gke(8, 32) == node_resources.Allocatable(
+    assert gke_shapes.allocatable(8, 32) == node_resources.Allocatable(
         7910, int(32 * 2**30 - 3.56 * 2**30 - 100 * 2**20)
     )
 
@@ -206,5 +208,5 @@ def test_init_containers_count_by_their_largest_not_their_sum() -> None:
 
 
 def test_an_aks_size_bounds_cpu_by_the_vcpus_in_its_name() -> None:
-    assert node_resources.aks("Standard_NC24ads_A100_v4").cpu_millis == 24_000
-    assert node_resources.aks("custom").cpu_millis is None
+    assert aks_shapes.allocatable("Standard_NC24ads_A100_v4").cpu_millis == 24_000
+    assert aks_shapes.allocatable("custom").cpu_millis is None

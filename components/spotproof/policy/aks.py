@@ -12,16 +12,17 @@ from spotproof.catalog.aks import BLOB_DATA_CONTRIBUTOR, confined_prefix
 from spotproof.fleet.aks import PLATFORM_SPOT_TAINT
 from spotproof.fleet.pools import PoolClass
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
+from spotproof.scheduling import aks as aks_shapes
 from spotproof.scheduling import node_shapes
 
-AGENT_POOL = node_shapes.AKS_AGENT_POOL
-CLUSTER = node_shapes.AKS_CLUSTER
+AGENT_POOL = aks_shapes.AGENT_POOL
+CLUSTER = aks_shapes.CLUSTER
 STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 
 
 def agent_pool(inputs: Mapping[str, Any]) -> Iterator[str]:
-    shape = node_shapes.aks_agent_pool(inputs)
+    shape = aks_shapes.agent_pool(inputs)
     name = shape.pool
     if node_shapes.pool_class(shape) == PoolClass.SYSTEM or inputs.get("mode") == "System":
         if shape.spot:
@@ -48,7 +49,7 @@ def agent_pool(inputs: Mapping[str, Any]) -> Iterator[str]:
 
 
 def cluster(inputs: Mapping[str, Any]) -> Iterator[str]:
-    for pool in node_shapes.cluster_pools(inputs):
+    for pool in aks_shapes.cluster_pools(inputs):
         yield from agent_pool(pool)
     if not (inputs.get("oidcIssuerProfile") or {}).get("enabled"):
         yield "the OIDC issuer must be enabled: workload identity federates to it"

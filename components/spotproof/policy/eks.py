@@ -13,10 +13,11 @@ from typing import Any
 from spotproof import scheduling
 from spotproof.fleet.pools import PoolClass
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
+from spotproof.scheduling import eks as eks_shapes
 from spotproof.scheduling import node_shapes
 
 CLUSTER = "aws:eks/cluster:Cluster"
-NODE_GROUP = node_shapes.EKS_NODE_GROUP
+NODE_GROUP = eks_shapes.NODE_GROUP
 ROLE = "aws:iam/role:Role"
 QUEUE = "aws:sqs/queue:Queue"
 QUEUE_POLICY = "aws:sqs/queuePolicy:QueuePolicy"
@@ -29,7 +30,7 @@ POD_IDENTITY_TAGS = ("kubernetes-namespace", "kubernetes-service-account")
 
 
 def system_node_group(inputs: Mapping[str, Any]) -> Iterator[str]:
-    shape = node_shapes.eks_node_group(inputs)
+    shape = eks_shapes.node_group(inputs)
     if node_shapes.pool_class(shape) != PoolClass.SYSTEM:
         return
     if shape.spot:

@@ -11,9 +11,10 @@ from spotproof.catalog import Cloud
 from spotproof.catalog import gke as gke_catalog
 from spotproof.fleet.pools import PoolClass
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
+from spotproof.scheduling import gke as gke_shapes
 from spotproof.scheduling import node_shapes
 
-NODE_POOL = node_shapes.GKE_NODE_POOL
+NODE_POOL = gke_shapes.NODE_POOL
 CLUSTER = "gcp:container/cluster:Cluster"
 BUCKET = "gcp:storage/bucket:Bucket"
 SERVICE_ACCOUNT_KEY = "gcp:serviceaccount/key:Key"
@@ -49,7 +50,7 @@ _ADMITS_THE_BUCKET = re.compile(
 
 
 def system_pool_on_demand(inputs: Mapping[str, Any]) -> Iterator[str]:
-    shape = node_shapes.gke_node_pool(inputs)
+    shape = gke_shapes.node_pool(inputs)
     if node_shapes.pool_class(shape) != PoolClass.SYSTEM:
         return
     if shape.spot:
@@ -63,7 +64,7 @@ def system_pool_on_demand(inputs: Mapping[str, Any]) -> Iterator[str]:
 
 
 def spot_pool_isolated(inputs: Mapping[str, Any]) -> Iterator[str]:
-    shape = node_shapes.gke_node_pool(inputs)
+    shape = gke_shapes.node_pool(inputs)
     if not shape.spot:
         return
     spot_taint = scheduling.contract(PoolClass.SPOT_GPU).taints[0]

@@ -21,6 +21,9 @@ from spotproof.catalog import aks as aks_catalog
 from spotproof.fleet.pools import PoolClass, Taint
 from spotproof.plan.recording.recorder import Recording
 from spotproof.scheduling import POOL_CLASS_LABEL, fit, node_shapes
+from spotproof.scheduling import aks as aks_shapes
+from spotproof.scheduling import eks as eks_shapes
+from spotproof.scheduling import gke as gke_shapes
 
 
 class Provisioner(StrEnum):
@@ -72,14 +75,14 @@ class Pool:
 def pools(recording: Recording) -> list[Pool]:
     """Sorted by pool name: registration order under mocks depends on timing."""
     scalings = {
-        node_shapes.GKE_NODE_POOL: _gke_scaling,
-        node_shapes.EKS_NODE_GROUP: _eks_scaling,
+        gke_shapes.NODE_POOL: _gke_scaling,
+        eks_shapes.NODE_GROUP: _eks_scaling,
         node_shapes.KARPENTER_NODE_POOL: _karpenter_scaling,
-        node_shapes.AKS_AGENT_POOL: _aks_scaling,
+        aks_shapes.AGENT_POOL: _aks_scaling,
     }
     found = [
         Pool(
-            _named(node_shapes.READERS[pool_type](inputs), r.name),
+            _named(node_shapes.readers()[pool_type](inputs), r.name),
             scalings[pool_type](r.name, inputs),
         )
         for r in recording.resources
