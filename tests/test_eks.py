@@ -9,7 +9,7 @@ from pathlib import Path
 from spotproof.eks import iam_documents, karpenter_documents
 from spotproof.kube.smoke import run_prefix
 from spotproof.plan import PlanResult, run_plan
-from spotproof.plan.recording.recorder import OFFLINE_ACCOUNT
+from spotproof.plan.recording.offline import OFFLINE_ACCOUNT
 from spotproof.policy.aws_iam import Request, decide
 from tests.support import stack_config
 

@@ -22,6 +22,7 @@ an exported output that is unknown reads back as ``None``. One program runs at a
 process.
 """
 
-from spotproof.plan.recording.recorder import OfflineCloud, Recording, Resource, Secret, record
+from spotproof.plan.recording.offline import OfflineCloud
+from spotproof.plan.recording.recorder import Recording, Resource, Secret, record
 
 __all__ = ["OfflineCloud", "Recording", "Resource", "Secret", "record"]

@@ -40,7 +40,8 @@ from spotproof.fleet.existing import ExistingCluster, builds_a_cluster, existing
 from spotproof.plan.config.project import PlanInputError, Project, find_project
 from spotproof.plan.config.stack import StackConfig, stack_config
 from spotproof.plan.recording import manifests
-from spotproof.plan.recording.recorder import OfflineCloud, Recording, record
+from spotproof.plan.recording.offline import OfflineCloud
+from spotproof.plan.recording.recorder import Recording, record
 from spotproof.plan.schemas import controller_versions
 from spotproof.plan.simulation import (
     gpu_advertising,

@@ -2,19 +2,16 @@
 
 This is how ``spotproof plan`` and the component tests see what a program would create
 without the Pulumi engine, providers or credentials. :class:`RecordingMonitor` extends
-the SDK's mock monitor to keep what the plain one drops: each resource's parent and
-whether it is a component. :class:`OfflineMocks` answers registrations with the inputs
-plus plausible values for the outputs a program reads back (a cluster's endpoint, a
-service account's email), so ``apply`` chains run to completion.
+the SDK's mock monitor to keep what the plain one drops, and as the engine would: each
+resource's URN, parent, options and dependencies. What the mocks answer in place of the
+clouds is ``plan.recording.offline``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import os
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +19,8 @@ from typing import Any
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.sync_await import _sync_await
+
+from spotproof.plan.recording.offline import OfflineCloud, OfflineMocks
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 
@@ -151,227 +150,6 @@ def whole_numbers(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [whole_numbers(v) for v in value]
     return value
-
-
-OFFLINE_ACCOUNT = "123456789012"
-"""AWS account id the offline plan pretends to run in (AWS's documentation example)."""
-OFFLINE_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
-OFFLINE_TENANT = "11111111-1111-1111-1111-111111111111"
-"""Azure subscription and tenant the offline plan pretends to run in."""
-_FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\noffline\n-----END").decode()
-
-
-@dataclass(frozen=True)
-class OfflineCloud:
-    """Where the offline plan pretends to run: the values fakers put into outputs."""
-
-    project: str = "offline-project"
-    project_number: str = "123456789012"
-    region: str = "us-east-1"
-    account: str = OFFLINE_ACCOUNT
-    subscription: str = OFFLINE_SUBSCRIPTION
-    tenant: str = OFFLINE_TENANT
-
-    def arn(self, service: str, resource: str, *, regional: bool = True) -> str:
-        return f"arn:aws:{service}:{self.region if regional else ''}:{self.account}:{resource}"
-
-
-# Outputs a program reads back from resources, per type, computed from the inputs.
-OutputFaker = Callable[[str, dict[str, Any], OfflineCloud], dict[str, Any]]
-_OUTPUTS: dict[str, OutputFaker] = {
-    "gcp:container/cluster:Cluster": lambda name, inputs, cloud: {
-        "name": inputs.get("name", name),
-        "endpoint": "203.0.113.10",
-        "masterAuth": {"clusterCaCertificate": _FAKE_CA},
-        "controlPlaneEndpointsConfig": {
-            **inputs.get("controlPlaneEndpointsConfig", {}),
-            "dnsEndpointConfig": {
-                **(inputs.get("controlPlaneEndpointsConfig") or {}).get("dnsEndpointConfig", {}),
-                "endpoint": f"gke-0ff1ine.{inputs.get('location', cloud.region)}.gke.goog",
-            },
-        },
-        "selfLink": f"https://container.googleapis.com/v1/projects/{cloud.project}/clusters/{name}",
-    },
-    "gcp:serviceaccount/account:Account": lambda name, inputs, cloud: {
-        "email": f"{inputs.get('accountId', name)}@{cloud.project}.iam.gserviceaccount.com",
-        "name": f"projects/{cloud.project}/serviceAccounts/{inputs.get('accountId', name)}",
-    },
-    "gcp:storage/bucket:Bucket": lambda name, inputs, _cloud: {
-        "name": inputs.get("name", name),
-        "url": f"gs://{inputs.get('name', name)}",
-    },
-    # Pub/Sub refers to topics and subscriptions by their full path (their ``id``).
-    "gcp:pubsub/topic:Topic": lambda name, inputs, cloud: {
-        "name": inputs.get("name", name),
-        "id": f"projects/{inputs.get('project', cloud.project)}/topics/{inputs.get('name', name)}",
-    },
-    "gcp:compute/network:Network": lambda name, inputs, cloud: {
-        "id": f"projects/{inputs.get('project', cloud.project)}/global/networks/"
-        + inputs.get("name", name),
-        "name": inputs.get("name", name),
-    },
-    "gcp:compute/subnetwork:Subnetwork": lambda name, inputs, cloud: {
-        "id": f"projects/{inputs.get('project', cloud.project)}/regions/"
-        f"{inputs.get('region')}/subnetworks/{inputs.get('name', name)}",
-        "name": inputs.get("name", name),
-    },
-    "gcp:pubsub/subscription:Subscription": lambda name, inputs, cloud: {
-        "name": inputs.get("name", name),
-        "id": f"projects/{inputs.get('project', cloud.project)}/subscriptions/"
-        + inputs.get("name", name),
-    },
-    "aws:eks/cluster:Cluster": lambda name, inputs, cloud: {
-        "name": inputs.get("name", name),
-        "arn": cloud.arn("eks", f"cluster/{inputs.get('name', name)}"),
-        "endpoint": f"https://OFFLINE.gr7.{cloud.region}.eks.amazonaws.com",
-        "certificateAuthority": {"data": _FAKE_CA},
-        "vpcConfig": {**inputs.get("vpcConfig", {}), "clusterSecurityGroupId": "sg-0offline"},
-    },
-    "aws:cloudwatch/eventRule:EventRule": lambda name, inputs, cloud: {
-        "name": inputs.get("name", name),
-        # A rule on the default event bus: rule/NAME (on another bus: rule/BUS/NAME).
-        "arn": cloud.arn("events", f"rule/{inputs.get('name', name)}"),
-    },
-    "aws:ec2/launchTemplate:LaunchTemplate": lambda name, inputs, _cloud: {
-        "name": inputs.get("name") or f"{inputs.get('namePrefix', name)}offline",
-        "latestVersion": 1,
-    },
-    "aws:iam/role:Role": lambda name, inputs, cloud: {
-        "id": inputs.get("name", name),  # a role's id is its name
-        "name": inputs.get("name", name),
-        "arn": cloud.arn("iam", f"role/{inputs.get('name', name)}", regional=False),
-    },
-    "aws:iam/policy:Policy": lambda name, inputs, cloud: {
-        "arn": cloud.arn("iam", f"policy/{inputs.get('name', name)}", regional=False),
-    },
-    "aws:sqs/queue:Queue": lambda name, inputs, cloud: {
-        "name": inputs.get("name", name),
-        "arn": cloud.arn("sqs", inputs.get("name", name)),
-        "url": f"https://sqs.{cloud.region}.amazonaws.com/{cloud.account}/"
-        + inputs.get("name", name),
-    },
-    "azure-native:resources:ResourceGroup": lambda name, inputs, cloud: {
-        "name": inputs.get("resourceGroupName", name),
-        "id": f"/subscriptions/{cloud.subscription}/resourceGroups/"
-        + inputs.get("resourceGroupName", name),
-    },
-    "azure-native:containerservice:ManagedCluster": lambda name, inputs, cloud: {
-        "name": inputs.get("resourceName", name),
-        "oidcIssuerProfile": {
-            **inputs.get("oidcIssuerProfile", {}),
-            "issuerURL": f"https://{inputs.get('location')}.oic.prod-aks.azure.com/"
-            f"{cloud.tenant}/offline/",
-        },
-    },
-    "azure-native:managedidentity:UserAssignedIdentity": lambda name, inputs, cloud: {
-        "name": inputs.get("resourceName", name),
-        # One pair per identity, as Azure gives: rules tell identities apart by them.
-        "clientId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"client/{name}")),
-        "principalId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"principal/{name}")),
-        "tenantId": cloud.tenant,
-    },
-    "azure-native:storage:StorageAccount": lambda name, inputs, _cloud: {
-        "name": inputs.get("accountName", name),
-    },
-    "azure-native:storage:BlobContainer": lambda name, inputs, cloud: {
-        "name": inputs.get("containerName", name),
-        "id": f"/subscriptions/{cloud.subscription}/resourceGroups/"
-        f"{inputs.get('resourceGroupName')}/providers/Microsoft.Storage/storageAccounts/"
-        f"{inputs.get('accountName')}/blobServices/default/containers/"
-        f"{inputs.get('containerName', name)}",
-    },
-    "azure-native:storage:Queue": lambda name, inputs, cloud: {
-        "name": inputs.get("queueName", name),
-        "id": f"/subscriptions/{cloud.subscription}/resourceGroups/"
-        f"{inputs.get('resourceGroupName')}/providers/Microsoft.Storage/storageAccounts/"
-        f"{inputs.get('accountName')}/queueServices/default/queues/"
-        f"{inputs.get('queueName', name)}",
-    },
-    "aws:s3/bucket:Bucket": lambda name, inputs, _cloud: {
-        "bucket": inputs.get("bucket", name),
-        "arn": f"arn:aws:s3:::{inputs.get('bucket', name)}",
-    },
-}
-
-# Results of the data sources (invokes) a program calls.
-_CALLS: dict[str, Callable[[OfflineCloud], dict[str, Any]]] = {
-    "gcp:organizations/getProject:getProject": lambda cloud: {
-        "projectId": cloud.project,
-        "number": cloud.project_number,
-        "name": cloud.project,
-        "id": f"projects/{cloud.project}",
-    },
-    "azure-native:authorization:getClientConfig": lambda cloud: {
-        "subscriptionId": cloud.subscription,
-        "tenantId": cloud.tenant,
-        "clientId": "44444444-4444-4444-4444-444444444444",
-        "objectId": "55555555-5555-5555-5555-555555555555",
-    },
-    "azure-native:containerservice:listManagedClusterUserCredentials": lambda _cloud: {
-        "kubeconfigs": [
-            {
-                "name": "clusterUser",
-                "value": base64.b64encode(
-                    b"apiVersion: v1\nkind: Config\nclusters: []\nusers: []\ncontexts: []\n"
-                ).decode(),
-            }
-        ]
-    },
-    "aws:index/getPartition:getPartition": lambda _cloud: {
-        "partition": "aws",
-        "dnsSuffix": "amazonaws.com",
-        "reverseDnsPrefix": "com.amazonaws",
-        "id": "aws",
-    },
-    "aws:index/getCallerIdentity:getCallerIdentity": lambda cloud: {
-        "accountId": cloud.account,
-        "arn": f"arn:aws:iam::{cloud.account}:user/offline",
-        "userId": "OFFLINE",
-        "id": cloud.account,
-    },
-}
-
-
-# An input that is unknown until deploy (an output of another stack, say) is handed to the
-# fakers as this text, and whatever they derive from it comes back unknown, as in a preview.
-_UNKNOWN_MARK = "\x00unknown\x00"
-
-
-def _leaves(value: Any, leaf: Callable[[Any], Any]) -> Any:
-    """``value`` with ``leaf`` applied to everything that is not a mapping or a list."""
-    if isinstance(value, Mapping):
-        return {k: _leaves(v, leaf) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_leaves(v, leaf) for v in value]
-    return leaf(value)
-
-
-def _marked(value: Any) -> Any:
-    return _UNKNOWN_MARK if isinstance(value, pulumi.output.Unknown) else value
-
-
-def _unknown_where_marked(value: Any) -> Any:
-    if isinstance(value, str) and _UNKNOWN_MARK in value:
-        return pulumi.runtime.rpc.UNKNOWN
-    return value
-
-
-class OfflineMocks(pulumi_mocks.Mocks):
-    def __init__(self, cloud: OfflineCloud) -> None:
-        self.cloud = cloud
-
-    def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict]:
-        outputs = dict(args.inputs)
-        faker = _OUTPUTS.get(args.typ)
-        if faker:
-            faked = faker(args.name, _leaves(args.inputs, _marked), self.cloud)
-            outputs.update(_leaves(faked, _unknown_where_marked))
-        # Azure resources are referred to by their ARM id, which a faker builds.
-        return outputs.pop("id", f"{args.name}-id"), outputs
-
-    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict, list]:
-        result = _CALLS.get(args.token)
-        return (result(self.cloud) if result else {}), []
 
 
 def record(

@@ -6,9 +6,10 @@ releases' fields (``plan.jobsets``, ``plan.kueue_objects``, ``plan.keda_objects`
 field or value an older release's CRD does not know is pruned by the API server, or the
 object refused under strict field validation, so an object that passes against the newest
 schema may mean something else, or nothing, on the release a stack pins. The releases are
-the stack's (``spotproof:jobset.version``, ``kueue.version``, ``keda.version``,
-``karpenter.version``) and, for AKS node auto-provisioning, the one AKS runs
-(``catalog.aks.NAP_KARPENTER_VERSION``).
+the stack's (``spotproof:jobset.version``, ``kueue.version``, ``keda.version``) and
+those of the controllers its cloud runs (``CloudPlan.releases``: EKS's Karpenter at
+``karpenter.version``; for AKS node auto-provisioning, the one AKS runs,
+``catalog.aks.NAP_KARPENTER_VERSION``).
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from spotproof.catalog import Cloud, jobset, keda, kueue
-from spotproof.catalog import aks as aks_catalog
-from spotproof.catalog import eks as eks_catalog
+from spotproof.catalog import jobset, keda, kueue
 from spotproof.catalog.versions import Introduced, older
 from spotproof.fleet import FleetSpec
+from spotproof.plan.cloud import plan_of
 from spotproof.plan.recording.recorder import Recording
 from spotproof.policy import Violation
 
@@ -49,26 +49,7 @@ def releases(spec: FleetSpec) -> list[Release]:
         found.append(Release("Kueue", spec.kueue.version, ("kueue.x-k8s.io",), kueue.INTRODUCED))
     if spec.keda is not None:
         found.append(Release("KEDA", spec.keda.version, ("keda.sh",), keda.INTRODUCED))
-    karpenter = getattr(spec.platform, "karpenter", None)
-    if spec.cloud is Cloud.EKS and karpenter is not None:
-        found.append(
-            Release(
-                "Karpenter",
-                karpenter.version,
-                ("karpenter.sh", "karpenter.k8s.aws"),
-                eks_catalog.KARPENTER_INTRODUCED,
-            )
-        )
-    if spec.cloud is Cloud.AKS and getattr(spec.platform, "node_auto_provisioning", False):
-        found.append(
-            Release(
-                "AKS node auto-provisioning (karpenter-provider-azure)",
-                aks_catalog.NAP_KARPENTER_VERSION,
-                ("karpenter.sh", "karpenter.azure.com"),
-                aks_catalog.NAP_INTRODUCED,
-            )
-        )
-    return found
+    return [*found, *plan_of(spec.cloud).releases(spec.platform)]
 
 
 def values_at(obj: Any, path: str) -> Iterator[Any]:

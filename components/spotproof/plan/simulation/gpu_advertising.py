@@ -5,7 +5,9 @@ A pool whose VMs carry GPUs that nothing advertises is worse than no pool: the a
 adds a node for a pending GPU pod, the pod never fits it, and the node runs, billed, until
 scale-down gives up on it. The plan therefore counts a pool's GPUs only where something
 advertises them, so every later check (fit, scale-up, gang capacity) sees the nodes as the
-scheduler will, and reports each pool that would carry GPUs nothing advertises:
+scheduler will, and reports each pool that would carry GPUs nothing advertises. What
+advertises them is, where the cloud runs a plugin itself, its plan module's to say
+(``CloudPlan.gpu_plugins``, ``node_classes``), else a DaemonSet's:
 
 - a GKE node pool: GKE's own plugin, once GKE installs the driver (``DEFAULT``/``LATEST``);
 - a Karpenter NodePool on EKS: Bottlerocket's built-in plugin (``bottlerocket@`` alias);
@@ -22,8 +24,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from spotproof.catalog import nvidia
+from spotproof.catalog import PROFILES, nvidia
 from spotproof.fleet.images import parse
+from spotproof.plan.cloud import every_plan, plan_of
 from spotproof.plan.recording.recorder import Recording, Resource
 from spotproof.plan.simulation.nodes import Pool
 from spotproof.policy import Violation
@@ -31,10 +34,6 @@ from spotproof.scheduling import fit, pod_templates
 
 POLICY = "gpu-advertised"
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
-NODE_CLASSES = {
-    "karpenter.k8s.aws": "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass",
-    "karpenter.azure.com": "kubernetes:karpenter.azure.com/v1beta1:AKSNodeClass",
-}
 
 
 def advertised(recording: Recording, pools: list[Pool]) -> tuple[list[Pool], list[Violation]]:
@@ -93,48 +92,30 @@ def _pool_inputs(resource: Resource, pool: str) -> Mapping[str, Any]:
 
 
 def _built_in(type_: str, inputs: Mapping[str, Any], recording: Recording) -> str | None:
-    """What advertises a pool's GPUs without a DaemonSet of the stack's, if anything."""
-    if type_ == "gcp:container/nodePool:NodePool":
-        accelerators = (inputs.get("nodeConfig") or {}).get("guestAccelerators") or []
-        versions = {
-            (a.get("gpuDriverInstallationConfig") or {}).get("gpuDriverVersion")
-            for a in accelerators
-        }
-        if versions and versions <= nvidia.GKE_MANAGED_DRIVER_VERSIONS:
-            return "GKE's device plugin"
-        return None
-    if type_.endswith("containerservice:AgentPool") or type_.endswith(
-        "containerservice:ManagedCluster"
-    ):
-        driver = (inputs.get("gpuProfile") or {}).get("driver", "Install")
-        return "the GPU Operator's (gpuDriver None)" if driver == "None" else None
-    node_class = _node_class(inputs, recording)
-    if node_class is None:
-        return None
-    spec = node_class.get("spec") or {}
-    if (spec.get("gpu") or {}).get("mode") == "None":
-        return "the GPU Operator's (gpu.mode None)"
-    aliases = [str(term.get("alias", "")) for term in spec.get("amiSelectorTerms") or []]
-    if aliases and all(a.startswith(nvidia.BOTTLEROCKET_ALIAS_PREFIX) for a in aliases):
-        return "Bottlerocket's built-in plugin"
-    return None
-
-
-def _node_class(node_pool: Mapping[str, Any], recording: Recording) -> Mapping[str, Any] | None:
-    template = ((node_pool.get("spec") or {}).get("template") or {}).get("spec") or {}
+    """What advertises a pool's GPUs without a DaemonSet of the stack's, if anything: the
+    cloud's own plugin on its pool type (``CloudPlan.gpu_plugins``), or on the nodes of
+    the Karpenter node class a NodePool names (``CloudPlan.node_classes``)."""
+    plugins = {t: read for plan in every_plan() for t, read in plan.gpu_plugins.items()}
+    if type_ in plugins:
+        return plugins[type_](inputs)
+    template = ((inputs.get("spec") or {}).get("template") or {}).get("spec") or {}
     reference = template.get("nodeClassRef") or {}
-    type_ = NODE_CLASSES.get(str(reference.get("group")))
-    for resource in recording.of_type(type_ or ""):
+    node_classes = {g: kind for plan in every_plan() for g, kind in plan.node_classes.items()}
+    group = str(reference.get("group"))
+    if group not in node_classes:
+        return None
+    node_class_type, plugin = node_classes[group]
+    for resource in recording.of_type(node_class_type):
         if (resource.inputs.get("metadata") or {}).get("name") == reference.get("name"):
-            return resource.inputs
+            return plugin(resource.inputs.get("spec") or {})
     return None
 
 
 def _why(type_: str, inputs: Mapping[str, Any]) -> str:
     template = ((inputs.get("spec") or {}).get("template") or {}).get("spec") or {}
     group = (template.get("nodeClassRef") or {}).get("group")
-    if type_.startswith("gcp:"):
-        return "GKE installs no driver: gpuDriverInstallationConfig unset or INSTALLATION_DISABLED"
-    if type_.startswith("azure-native:") or group == "karpenter.azure.com":
-        return "AKS installs the driver only, and no NVIDIA device plugin DaemonSet lands there"
-    return "its AMI is not Bottlerocket's, and no NVIDIA device plugin DaemonSet lands there"
+    for cloud, facts in PROFILES.items():
+        plan = plan_of(cloud)
+        if type_.startswith(facts.provider_prefix) or group in plan.node_classes:
+            return plan.unadvertised
+    return "nothing spotproof knows of advertises them"

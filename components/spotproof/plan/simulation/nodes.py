@@ -5,9 +5,10 @@ Built from the *rendered* pool resources (not from the spec), so that what is ch
 what would be deployed. The nodes' shapes come from :mod:`spotproof.scheduling.node_shapes`, the
 readers the policy rules use too.
 
-Each :class:`Pool` also carries its :class:`Scaling`: who creates its nodes (the GKE
-cluster autoscaler, Karpenter, or nobody for a fixed node group), within which bounds and
-zones. ``plan.scaleup`` and ``plan.preemption`` read that.
+Each :class:`Pool` also carries its :class:`Scaling`: who creates its nodes (a cluster
+autoscaler, Karpenter, or nobody for a fixed node group), within which bounds and zones,
+read by the cloud whose pool type it is (``CloudPlan.scalings``; Karpenter's NodePool
+here). ``plan.scaleup`` and ``plan.preemption`` read that.
 """
 
 from __future__ import annotations
@@ -17,23 +18,21 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from spotproof.catalog import aks as aks_catalog
 from spotproof.fleet.pools import PoolClass, Taint
+from spotproof.plan.cloud import ScalingReader, every_plan
 from spotproof.plan.recording.recorder import Recording
 from spotproof.scheduling import POOL_CLASS_LABEL, fit, node_shapes
-from spotproof.scheduling import aks as aks_shapes
-from spotproof.scheduling import eks as eks_shapes
-from spotproof.scheduling import gke as gke_shapes
 
 
 class Provisioner(StrEnum):
     """What creates a pool's nodes when pods are pending."""
 
-    GKE_AUTOSCALER = "GKE cluster autoscaler"
-    AKS_AUTOSCALER = "AKS cluster autoscaler"
+    CLUSTER_AUTOSCALER = "cluster autoscaler"
+    """The cluster autoscaler, as a cloud runs it for a pool (GKE's, AKS's)."""
     KARPENTER = "Karpenter"
     NONE = "no autoscaler"
-    """An EKS managed node group: its size changes only when someone changes it."""
+    """A fixed-size pool (an EKS managed node group): its size changes only when someone
+    changes it."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +49,14 @@ class Scaling:
     """Where nodes may be created; empty when the pool inherits the cluster's zones."""
     per_zone: bool = False
     """``min_nodes``/``max_nodes`` were given per zone (GKE ``minNodeCount``)."""
+    zones_by_default: int = 1
+    """Zones a pool that names none spans (a GKE regional cluster's three), for per-zone
+    bounds."""
+    offered_zones: frozenset[str] | None = None
+    """Which of ``zones`` offer the pool's accelerator, where the cloud's catalog can tell:
+    no node is ever created in the others."""
+    autoscaler: str = ""
+    """Who runs the cluster autoscaler, for reports (``GKE cluster autoscaler``)."""
     machine_type: str | None = None
     accelerator: str | None = None
     queued: bool = False
@@ -74,11 +81,9 @@ class Pool:
 
 def pools(recording: Recording) -> list[Pool]:
     """Sorted by pool name: registration order under mocks depends on timing."""
-    scalings = {
-        gke_shapes.NODE_POOL: _gke_scaling,
-        eks_shapes.NODE_GROUP: _eks_scaling,
+    scalings: dict[str, ScalingReader] = {
         node_shapes.KARPENTER_NODE_POOL: _karpenter_scaling,
-        aks_shapes.AGENT_POOL: _aks_scaling,
+        **{type_: read for plan in every_plan() for type_, read in plan.scalings.items()},
     }
     found = [
         Pool(
@@ -118,65 +123,12 @@ def shapes_of(recording: Recording) -> list[fit.NodeShape]:
 # --- how each pool gets nodes ----------------------------------------------------------
 
 
-def _int(value: Any, default: int = 0) -> int:
+def node_count(value: Any, default: int = 0) -> int:
+    """A pool's node count as its inputs give it (absent: ``default``)."""
     return int(value) if value is not None else default
 
 
-def _gke_scaling(resource: str, inputs: dict) -> Scaling:
-    config = inputs.get("nodeConfig") or {}
-    accelerators = config.get("guestAccelerators") or []
-    autoscaling = inputs.get("autoscaling") or {}
-    zones = tuple(str(z) for z in inputs.get("nodeLocations") or ())
-    if autoscaling:
-        total = "totalMaxNodeCount" in autoscaling
-        minimum = autoscaling.get("totalMinNodeCount" if total else "minNodeCount")
-        maximum = autoscaling.get("totalMaxNodeCount" if total else "maxNodeCount")
-        provisioner, per_zone = Provisioner.GKE_AUTOSCALER, not total
-    else:
-        minimum = maximum = inputs.get("nodeCount", inputs.get("initialNodeCount"))
-        provisioner, per_zone = Provisioner.NONE, True
-    run = str(config.get("maxRunDuration") or "")
-    return Scaling(
-        provisioner=provisioner,
-        resource=resource,
-        min_nodes=_int(minimum),
-        max_nodes=_int(maximum),
-        zones=zones,
-        per_zone=per_zone,
-        machine_type=config.get("machineType"),
-        accelerator=accelerators[0].get("type") if accelerators else None,
-        queued=bool((inputs.get("queuedProvisioning") or {}).get("enabled")),
-        max_run_seconds=int(run[:-1]) if run.endswith("s") and run[:-1].isdigit() else None,
-    )
-
-
-def _eks_scaling(resource: str, inputs: dict) -> Scaling:
-    sizes = inputs.get("scalingConfig") or {}
-    return Scaling(
-        provisioner=Provisioner.NONE,
-        resource=resource,
-        min_nodes=_int(sizes.get("minSize")),
-        max_nodes=_int(sizes.get("maxSize")),
-        machine_type=next(iter(inputs.get("instanceTypes") or []), None),
-    )
-
-
-def _aks_scaling(resource: str, inputs: dict) -> Scaling:
-    autoscaled = bool(inputs.get("enableAutoScaling"))
-    size = aks_catalog.GPU_VM_SIZES.get(str(inputs.get("vmSize")))
-    count = inputs.get("count")
-    return Scaling(
-        provisioner=Provisioner.AKS_AUTOSCALER if autoscaled else Provisioner.NONE,
-        resource=resource,
-        min_nodes=_int(inputs.get("minCount") if autoscaled else count),
-        max_nodes=_int(inputs.get("maxCount") if autoscaled else count),
-        zones=tuple(str(z) for z in inputs.get("availabilityZones") or ()),
-        machine_type=inputs.get("vmSize"),
-        accelerator=size.gpu if size else None,
-    )
-
-
-def _karpenter_scaling(resource: str, inputs: dict) -> Scaling:
+def _karpenter_scaling(resource: str, inputs: Mapping[str, Any]) -> Scaling:
     spec = inputs.get("spec") or {}
     node_spec = (spec.get("template") or {}).get("spec") or {}
     return Scaling(

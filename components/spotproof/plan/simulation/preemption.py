@@ -2,13 +2,10 @@
 
 A trainer survives a reclaim only if SIGTERM reaches it while there is still time to
 commit its final checkpoint. Each cloud delivers the reclaim its own way, and what can
-hold SIGTERM back differs with it:
-
-GKE spot (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms): the VM
-stops 30 s after its notice; the kubelet's graceful node shutdown hears it at once and
-gives non-system pods the first 15 s, system pods (``system-*-critical`` priority) the
-last 15 s. A ``terminationGracePeriodSeconds`` above 15 is cut to 15. PodDisruptionBudgets
-and annotations play no part: the kubelet is not the Eviction API.
+hold SIGTERM back differs with it. A cloud's reclaim of the spot pools it scales itself is
+its plan module's (``CloudPlan.spot_path``: GKE's kubelet shutdown in ``plan.gke``, AKS's
+node auto-drain in ``plan.aks``); Karpenter's, on any cloud, is here, with the cloud's
+notice and delivery from its profile:
 
 EKS spot through Karpenter (https://karpenter.sh/docs/concepts/disruption/, in the source
 tree aws/karpenter-provider-aws ``website/content/en/docs/concepts/disruption.md``, and the
@@ -24,12 +21,6 @@ every PodDisruptionBudget that allows no disruption, and pods annotated
 latest ``terminationGracePeriod - terminationGracePeriodSeconds`` after the drain began,
 so it gets its whole grace period before the node's period ends. Without it a blocked pod
 stays until the instance is gone and never gets SIGTERM.
-
-AKS spot agent pools (``articles/virtual-machines/linux/scheduled-events.md``: a
-``Preempt`` event comes at least 30 s ahead, best effort; ``articles/aks/node-auto-drain.md``:
-AKS cordons and drains the node on ``Preempt``, best effort): the drain evicts, so a
-PodDisruptionBudget allowing no disruption holds SIGTERM back, and nothing ends that wait
-before the VM is gone. Without one the pod gets SIGTERM at once, with up to 30 s.
 
 AKS node auto-provisioning is Karpenter: once Karpenter drains, the same path as EKS, with
 AKS's 30 s notice and no queue to cross. Whether anything drains is not assured
@@ -57,13 +48,12 @@ from enum import StrEnum
 from typing import Any
 
 from spotproof.catalog import PROFILES, Cloud, profile
+from spotproof.plan.cloud import plan_of
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.simulation.nodes import Pool, Provisioner
 from spotproof.policy import disruption
 
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
-GKE_SPOT_VM_SECONDS = 30
-"""A GKE spot VM stops this long after its preemption notice."""
 DEFAULT_GRACE_SECONDS = 30
 """``terminationGracePeriodSeconds`` when a pod does not set it."""
 POLICY = "preemption-path"
@@ -150,62 +140,12 @@ class PreemptionPath:
         return f"{text} (if Karpenter drains at all: not assured)" if self.caveat else text
 
 
-def _gke_spot(workload: str, pools: tuple[str, ...], pod: Mapping[str, Any]) -> PreemptionPath:
-    declared = int(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
-    critical = pod.get("priorityClassName") in ("system-cluster-critical", "system-node-critical")
-    share = profile(Cloud.GKE).preemption_notice_seconds
-    start = share if critical else 0
-    grace = min(declared, share)
-    who = "system pods" if critical else "non-system pods"
-    return PreemptionPath(
-        workload,
-        "GKE spot",
-        pools,
-        GKE_SPOT_VM_SECONDS,
-        start,
-        grace,
-        declared,
-        (
-            f"notice {GKE_SPOT_VM_SECONDS} s",
-            f"kubelet's graceful shutdown gives {who} {share} s from {start} s",
-            f"SIGTERM at {start} s with {grace:g} s grace (declared {declared} s)",
-            f"node gone at {GKE_SPOT_VM_SECONDS} s",
-        ),
-        Ending.KUBELET_SHUTDOWN,
-        f"set terminationGracePeriodSeconds to at most {share} and save within it",
-    )
+def pod_grace(pod: Mapping[str, Any]) -> int:
+    """The grace period a pod declares."""
+    return int(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
 
 
-def _aks_spot(
-    workload: str, pools: tuple[str, ...], pod: Mapping[str, Any], blocking_budgets: list[str]
-) -> PreemptionPath:
-    notice = profile(Cloud.AKS).preemption_notice_seconds
-    declared = int(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
-    steps = [f"Preempt notice {notice} s (best effort)", "AKS node auto-drain evicts at once"]
-    fix = (
-        f"remove PodDisruptionBudget {', '.join(blocking_budgets)} (AKS's drain has no bound "
-        "that would end its wait) and keep terminationGracePeriodSeconds at most "
-        f"{notice}"
-    )
-    if blocking_budgets:
-        steps.append(
-            f"PodDisruptionBudget {', '.join(blocking_budgets)} holds the eviction and nothing "
-            "ends the wait"
-        )
-        return _node_gone_first(
-            workload, "AKS spot", pools, notice=notice, declared=declared, steps=steps, fix=fix
-        )
-    grace = min(declared, notice)
-    steps += [
-        f"SIGTERM at 0 s with {grace:g} s grace (declared {declared} s)",
-        f"node gone at {notice} s",
-    ]
-    return PreemptionPath(
-        workload, "AKS spot", pools, notice, 0, grace, declared, tuple(steps), Ending.EVICTION, fix
-    )
-
-
-def _node_gone_first(
+def node_gone_first(
     workload: str,
     capacity: str,
     pools: tuple[str, ...],
@@ -244,7 +184,7 @@ def _karpenter_spot(
     drain = facts.interruption_delivery_seconds
     capacity = karpenter_capacity(cloud)
     budget = notice - drain
-    declared = int(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
+    declared = pod_grace(pod)
     names = tuple(p.name for p in pools)
     steps = [f"notice {notice} s", f"Karpenter drains after ~{drain} s"]
     holders = [f"PodDisruptionBudget {b}" for b in blocking_budgets]
@@ -281,7 +221,7 @@ def _karpenter_spot(
         if late:
             sigterm = None
     if sigterm is None:
-        return _node_gone_first(
+        return node_gone_first(
             workload, capacity, names, notice=notice, declared=declared, steps=steps, fix=fix
         )
     grace = min(declared, notice - sigterm)
@@ -314,7 +254,8 @@ def paths(
     cloud: Cloud,
 ) -> list[PreemptionPath]:
     """The preemption path of a workload on each kind of reclaimable pool it fits, in the
-    plan's ``cloud``."""
+    plan's ``cloud``: its own reclaim of the spot pools it scales (``CloudPlan.spot_path``),
+    Karpenter's of its NodePools."""
     found = []
     node_pools = tuple(
         p.name
@@ -324,10 +265,9 @@ def paths(
     karpenter_spot = [
         p for p in fitting if p.shape.spot and p.scaling.provisioner is Provisioner.KARPENTER
     ]
-    if node_pools and cloud is Cloud.AKS:
-        found.append(_aks_spot(workload, node_pools, pod, blocking_budgets))
-    elif node_pools:
-        found.append(_gke_spot(workload, node_pools, pod))
+    spot_path = plan_of(cloud).spot_path
+    if node_pools and spot_path is not None:
+        found.append(spot_path(workload, node_pools, pod, blocking_budgets))
     if karpenter_spot:
         found.append(
             _karpenter_spot(

@@ -4,7 +4,7 @@ Fitting a pool's node shape is not enough: every GPU pool starts at zero nodes, 
 runs only if the provisioner behind a pool it fits creates a node for it. This module asks
 that question per workload and pool, with the rule each provisioner documents:
 
-GKE cluster autoscaler (also node auto-provisioning, NAP):
+The cluster autoscaler, as GKE runs it (also with node auto-provisioning, NAP) and AKS:
 
 - pods below the expendable cutoff never trigger a scale-up
   (``--expendable-pods-priority-cutoff``, default -10; a pod is expendable when its
@@ -18,13 +18,15 @@ GKE cluster autoscaler (also node auto-provisioning, NAP):
   autoscaler's own design notes say it "supports cluster-wide limits on resources (like
   total CPU and memory)", kubernetes/autoscaler
   ``cluster-autoscaler/proposals/granular-resource-limits.md``): a pool scales up only
-  while every limit leaves room for one more of its nodes;
+  while every limit leaves room for one more of its nodes (the cloud whose cluster sets
+  limits reads them: ``CloudPlan.cluster_limits``);
 - a queued-provisioning pool gets nodes only through a ProvisioningRequest, never for an
   ordinary pending pod (https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest):
   one of class ``queued-provisioning.gke.io`` that Kueue writes for a workload it would
   admit (``plan.queues``), or one the pods consume by annotation;
-- nodes are created only in the pool's zones that offer its accelerator
-  (``catalog.gke.accelerator_zones``).
+- nodes are created only in the pool's zones that offer its accelerator, where the
+  cloud's catalog can tell (``catalog.gke.accelerator_zones``, read into
+  ``Scaling.offered_zones``).
 
 Karpenter (https://karpenter.sh/docs/concepts/nodepools/#speclimits):
 
@@ -42,20 +44,18 @@ pitfall), and nothing in Kubernetes reports why.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from spotproof import scheduling
 from spotproof.catalog import EXPENDABLE_PRIORITY_CUTOFF, kueue
-from spotproof.catalog import gke as gke_catalog
+from spotproof.plan.cloud import every_plan
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.simulation.admission import Route
 from spotproof.plan.simulation.nodes import Pool, Provisioner
 from spotproof.scheduling import quantity
 
-GKE_CLUSTER = "gcp:container/cluster:Cluster"
 PRIORITY_CLASS = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
 BUILTIN_PRIORITIES = {
     "system-cluster-critical": 2_000_000_000,
@@ -79,39 +79,21 @@ class Verdict:
         return f"{self.pool}: {self.detail}" + (f" (fix: {self.fix})" if self.fix else "")
 
 
-@dataclass(frozen=True)
-class ClusterLimits:
-    """GKE node auto-provisioning limits, and what the pools keep running under them."""
-
-    maximum: Mapping[str, float]
-    """Resource type (``cpu``, ``memory`` in GB, accelerator names) to its maximum."""
-    baseline: Mapping[str, float]
-    """What every pool's minimum nodes already use."""
+class ClusterLimits(Protocol):
+    """Limits a cluster puts on all of its pools together (GKE node auto-provisioning's),
+    as the cloud whose cluster it is reads them (``CloudPlan.cluster_limits``)."""
 
     def room_for(self, pool: Pool) -> Verdict | None:
         """Why one more node of ``pool`` would break a limit; None if it fits."""
-        node = _node_resources(pool)
-        for resource, amount in sorted(node.items()):
-            limit = self.maximum.get(resource)
-            used = self.baseline.get(resource, 0)
-            if limit is None:
-                if resource in ("cpu", "memory"):
-                    continue
-                return Verdict(
-                    pool.name,
-                    False,
-                    f"node auto-provisioning sets no limit for {resource}, so none are allowed",
-                    f"add a resource limit for {resource} of at least {used + amount:g}",
-                )
-            if used + amount > limit:
-                return Verdict(
-                    pool.name,
-                    False,
-                    f"one more node needs {amount:g} {resource}; the cluster-wide limit is "
-                    f"{limit:g} and the pools' minimum nodes already use {used:g}",
-                    f"raise the {resource} limit to at least {used + amount:g}",
-                )
-        return None
+
+
+def cluster_limits(recording: Recording, pools: Sequence[Pool]) -> ClusterLimits | None:
+    """The limits the recording's cluster puts on scaling up; None without any."""
+    for plan in every_plan():
+        limits = plan.cluster_limits(recording, pools)
+        if limits is not None:
+            return limits
+    return None
 
 
 def priority_of(pod_spec: Mapping[str, Any], recording: Recording) -> int:
@@ -130,38 +112,7 @@ def priority_of(pod_spec: Mapping[str, Any], recording: Recording) -> int:
 
 
 def zone_count(pool: Pool) -> int:
-    return len(pool.scaling.zones) or gke_catalog.DEFAULT_POOL_ZONES
-
-
-def _node_resources(pool: Pool) -> dict[str, float]:
-    """What one node of ``pool`` counts against the cluster's limits; CPU and memory only
-    where the catalog knows the machine type."""
-    node: dict[str, float] = {}
-    with contextlib.suppress(gke_catalog.CatalogError):
-        node["cpu"], node["memory"] = gke_catalog.machine_resources(pool.scaling.machine_type or "")
-    if pool.scaling.accelerator:
-        node[pool.scaling.accelerator] = pool.shape.gpus
-    return node
-
-
-def cluster_limits(recording: Recording, pools: list[Pool]) -> ClusterLimits | None:
-    """NAP limits of the plan's GKE cluster; None without node auto-provisioning."""
-    clusters = recording.of_type(GKE_CLUSTER)
-    autoscaling = (clusters[0].inputs.get("clusterAutoscaling") or {}) if clusters else {}
-    if not autoscaling.get("enabled"):
-        return None
-    maximum = {
-        str(limit.get("resourceType")): float(limit.get("maximum") or 0)
-        for limit in autoscaling.get("resourceLimits") or []
-    }
-    baseline: dict[str, float] = {}
-    for pool in pools:
-        if pool.scaling.provisioner is Provisioner.KARPENTER:
-            continue
-        count = pool.scaling.min_nodes * (zone_count(pool) if pool.scaling.per_zone else 1)
-        for resource, amount in _node_resources(pool).items():
-            baseline[resource] = baseline.get(resource, 0) + count * amount
-    return ClusterLimits(maximum, baseline)
+    return len(pool.scaling.zones) or pool.scaling.zones_by_default
 
 
 def _queued_verdict(
@@ -203,7 +154,7 @@ def _queued_verdict(
     return None
 
 
-def gke_verdict(
+def autoscaler_verdict(
     pool: Pool,
     priority: int,
     annotations: Mapping[str, str],
@@ -225,18 +176,15 @@ def gke_verdict(
             return blocked
     if not scaling.max_nodes:
         return Verdict(pool.name, False, "its autoscaling maximum is 0 nodes", "raise maxNodeCount")
-    usable = list(scaling.zones)
-    if scaling.accelerator and scaling.zones:
-        region = scaling.zones[0].rsplit("-", 1)[0]
-        offered = gke_catalog.accelerator_zones(scaling.accelerator, region)
-        usable = [z for z in scaling.zones if offered is None or z in offered]
-        if not usable:
-            return Verdict(
-                pool.name,
-                False,
-                f"none of its zones ({', '.join(scaling.zones)}) offers {scaling.accelerator}",
-                f"use zones that offer it: {', '.join(sorted(offered or ()))}",
-            )
+    offered = scaling.offered_zones
+    usable = [z for z in scaling.zones if offered is None or z in offered]
+    if scaling.zones and not usable:
+        return Verdict(
+            pool.name,
+            False,
+            f"none of its zones ({', '.join(scaling.zones)}) offers {scaling.accelerator}",
+            f"use zones that offer it: {', '.join(sorted(offered or ()))}",
+        )
     if limits is not None:
         blocked = limits.room_for(pool)
         if blocked:
@@ -247,8 +195,7 @@ def gke_verdict(
     return Verdict(
         pool.name,
         True,
-        f"{scaling.provisioner.value}, {scaling.min_nodes}-{scaling.max_nodes} nodes{per}{where}"
-        f"{through}",
+        f"{scaling.autoscaler}, {scaling.min_nodes}-{scaling.max_nodes} nodes{per}{where}{through}",
     )
 
 
@@ -301,4 +248,4 @@ def verdict(
         return karpenter_verdict(pool)
     if pool.scaling.provisioner is Provisioner.NONE:
         return _existing(pool)
-    return gke_verdict(pool, priority, annotations, limits, route)
+    return autoscaler_verdict(pool, priority, annotations, limits, route)

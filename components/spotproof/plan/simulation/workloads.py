@@ -17,7 +17,6 @@ add-on's configuration (EKS CoreDNS) and a Helm chart's values (the Karpenter co
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +25,7 @@ from spotproof import scheduling
 from spotproof.catalog import DEFAULT_CLOUD, jobset, kueue
 from spotproof.catalog import labels as platform_labels
 from spotproof.fleet.pools import PoolClass
+from spotproof.plan.cloud import every_plan
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.simulation.nodes import EXISTING_SYSTEM_POOL
 from spotproof.policy import Violation
@@ -92,7 +92,6 @@ class Workload:
 
 
 _PLACEMENT_VALUES = ("tolerations", "nodeSelector", "affinity", "priorityClassName")
-EKS_ADDON = "aws:eks/addon:Addon"
 HELM_CHART = "kubernetes:helm.sh/v4:Chart"
 CHART_PLACEMENT_KEY = {jobset.CHART: "controller", kueue.CHART: "controllerManager"}
 """Charts that nest their controller's placement under one key of their values
@@ -121,7 +120,7 @@ def workloads(recording: Recording) -> list[Workload]:
     return sorted(found, key=lambda w: (w.kind, w.namespace, w.name))
 
 
-def _placed_pod(values: Mapping[str, Any], priority: str) -> dict[str, Any]:
+def placed_pod(values: Mapping[str, Any], priority: str) -> dict[str, Any]:
     """A pod spec carrying the placement a chart or add-on is configured with."""
     pod: dict[str, Any] = {k: values[k] for k in _PLACEMENT_VALUES if values.get(k)}
     pod.setdefault("priorityClassName", priority)
@@ -130,21 +129,9 @@ def _placed_pod(values: Mapping[str, Any], priority: str) -> dict[str, Any]:
 
 
 def _installed_workloads(recording: Recording) -> list[Workload]:
-    """Pods a managed add-on or a Helm chart will run, placed as the program configured."""
-    found = []
-    for addon in recording.of_type(EKS_ADDON):
-        raw = addon.inputs.get("configurationValues")
-        values = json.loads(raw) if isinstance(raw, str) and raw else {}
-        if addon.inputs.get("addonName") == "coredns":
-            found.append(
-                Workload(
-                    addon.name,
-                    "Deployment",
-                    "kube-system",
-                    "coredns",
-                    _placed_pod(values, "system-cluster-critical"),
-                )
-            )
+    """Pods a managed add-on (``CloudPlan.installed_workloads``) or a Helm chart will run,
+    placed as the program configured."""
+    found = [w for plan in every_plan() for w in plan.installed_workloads(recording)]
     for chart in recording.of_type(HELM_CHART):
         values = chart.inputs.get("values") or {}
         nested = CHART_PLACEMENT_KEY.get(str(chart.inputs.get("chart")))
@@ -157,7 +144,7 @@ def _installed_workloads(recording: Recording) -> list[Workload]:
                     "Chart",
                     str(chart.inputs.get("namespace") or "default"),
                     str(chart.inputs.get("name") or chart.name),
-                    _placed_pod(values, ""),
+                    placed_pod(values, ""),
                 )
             )
     return found
