@@ -8,7 +8,8 @@ its inputs (camelCase, as both the mocks and CrossGuard present them).
 
 Resource rules judge one resource at a time; stack rules need several (a bucket against
 its cluster's region, a Job against the PriorityClasses it uses). One module per subject:
-``gke``, ``eks``, ``aks``, ``karpenter`` for NodePools on any cloud, ``kubernetes`` for the
+each registered cloud's own (``gke``, ``eks``, ``aks``: its resources, found through
+``spotproof.clouds``), ``karpenter`` for NodePools on any cloud, ``kubernetes`` for the
 objects every cloud renders, and
 ``disruption`` for PodDisruptionBudgets, ``work_queues`` for batch queues and their
 consumers on every cloud, ``autoscaling`` for KEDA's ScaledObjects, ``pod_security`` for
@@ -17,13 +18,10 @@ what Pod Security admission refuses.
 
 from __future__ import annotations
 
+from spotproof import clouds
 from spotproof.policy import (
-    aks,
     autoscaling,
     disruption,
-    eks,
-    exposure,
-    gke,
     identity_readiness,
     karpenter,
     kubernetes,
@@ -44,18 +42,15 @@ __all__ = [
     "evaluate",
 ]
 
+_CLOUDS = clouds.modules("spotproof.policy")
+
 RESOURCE_RULES: tuple[ResourceRule, ...] = (
-    *gke.RESOURCE_RULES,
-    *eks.RESOURCE_RULES,
-    *aks.RESOURCE_RULES,
+    *(rule for cloud in _CLOUDS for rule in cloud.RESOURCE_RULES),
     *karpenter.RESOURCE_RULES,
     *kubernetes.RESOURCE_RULES,
-    *exposure.RESOURCE_RULES,
 )
 STACK_RULES: tuple[StackRule, ...] = (
-    *gke.STACK_RULES,
-    *eks.STACK_RULES,
-    *aks.STACK_RULES,
+    *(rule for cloud in _CLOUDS for rule in cloud.STACK_RULES),
     *karpenter.STACK_RULES,
     *kubernetes.STACK_RULES,
     *disruption.STACK_RULES,

@@ -11,6 +11,7 @@ from spotproof.catalog import Cloud
 from spotproof.catalog.aks import BLOB_DATA_CONTRIBUTOR, confined_prefix
 from spotproof.fleet.aks import PLATFORM_SPOT_TAINT
 from spotproof.fleet.pools import PoolClass
+from spotproof.policy import exposure
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
 from spotproof.scheduling import aks as aks_shapes
 from spotproof.scheduling import node_shapes
@@ -94,6 +95,29 @@ def role_scoped_to_container(resources: list[PlannedResource]) -> Iterator[tuple
             )
 
 
+# --- what the internet can reach (``policy.exposure``) --------------------
+# Unless told otherwise AKS's API server answers any address.
+
+
+def api_restricted(inputs: Mapping[str, Any]) -> Iterator[str]:
+    profile = inputs.get("apiServerAccessProfile") or {}
+    if profile.get("enablePrivateCluster"):
+        return
+    ranges = profile.get("authorizedIPRanges") or []
+    if not ranges:
+        yield f"the API server accepts every address; {exposure.FIX}"
+    elif opened := exposure.open_ranges(ranges):
+        yield f"authorized range {opened[0]} opens the API to everyone; {exposure.FIX}"
+    for pool in inputs.get("agentPoolProfiles") or []:
+        if pool.get("enableNodePublicIP"):
+            yield f"agent pool {pool.get('name')} gives each node a public IP"
+
+
+def pool_private(inputs: Mapping[str, Any]) -> Iterator[str]:
+    if inputs.get("enableNodePublicIP"):
+        yield "enableNodePublicIP gives each node of this pool a public IP"
+
+
 RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ResourceRule(
         "aks-agent-pool-safe", "Spot pools tainted; system pool Regular.", AGENT_POOL, agent_pool
@@ -109,6 +133,18 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         "Storage account private, Entra-only, TLS 1.2.",
         STORAGE_ACCOUNT,
         storage_account,
+    ),
+    ResourceRule(
+        "aks-api-restricted",
+        "The Kubernetes API is private or open to named networks only.",
+        CLUSTER,
+        api_restricted,
+    ),
+    ResourceRule(
+        "aks-pool-private-nodes",
+        "Agent pools give nodes no public IPs.",
+        AGENT_POOL,
+        pool_private,
     ),
 )
 

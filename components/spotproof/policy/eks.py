@@ -12,6 +12,7 @@ from typing import Any
 
 from spotproof import scheduling
 from spotproof.fleet.pools import PoolClass
+from spotproof.policy import exposure
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
 from spotproof.scheduling import eks as eks_shapes
 from spotproof.scheduling import node_shapes
@@ -182,6 +183,33 @@ def s3_bucket_in_cluster_region(resources: list[PlannedResource]) -> Iterator[tu
             )
 
 
+# --- what the internet can reach (``policy.exposure``) --------------------
+# Unless told otherwise EKS opens the API's public endpoint to every address
+# (``publicAccessCidrs``' default).
+
+
+def api_restricted(inputs: Mapping[str, Any]) -> Iterator[str]:
+    vpc = inputs.get("vpcConfig") or {}
+    if vpc.get("endpointPublicAccess") is False:
+        return
+    cidrs = vpc.get("publicAccessCidrs") or [exposure.EVERYWHERE]  # EKS's default when unset
+    if opened := exposure.open_ranges(cidrs):
+        yield f"the API's public endpoint accepts {opened[0]}; {exposure.FIX}"
+
+
+def nodes_private(inputs: Mapping[str, Any]) -> Iterator[str]:
+    """Unset, a node's public IP follows its subnet's ``MapPublicIpOnLaunch``, which the
+    plan cannot see for subnets a stack names: only an explicit false is private."""
+    value = (inputs.get("spec") or {}).get("associatePublicIPAddress")
+    if value is True:
+        yield "associatePublicIPAddress gives Karpenter's nodes public IPs; allowed: false"
+    elif value is None:
+        yield (
+            "associatePublicIPAddress is unset, so a node in a public subnet gets a public IP; "
+            "allowed: false"
+        )
+
+
 RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ResourceRule(
         "eks-node-group-template",
@@ -224,6 +252,18 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         "The interruption queue is encrypted.",
         QUEUE,
         interruption_queue,
+    ),
+    ResourceRule(
+        "eks-api-restricted",
+        "The Kubernetes API is private or open to named networks only.",
+        CLUSTER,
+        api_restricted,
+    ),
+    ResourceRule(
+        "eks-nodes-private",
+        "Karpenter's nodes get no public IPs.",
+        NODE_CLASS,
+        nodes_private,
     ),
 )
 

@@ -10,6 +10,7 @@ from spotproof import scheduling
 from spotproof.catalog import Cloud
 from spotproof.catalog import gke as gke_catalog
 from spotproof.fleet.pools import PoolClass
+from spotproof.policy import exposure
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
 from spotproof.scheduling import gke as gke_shapes
 from spotproof.scheduling import node_shapes
@@ -221,6 +222,51 @@ def object_listing_scoped(inputs: Mapping[str, Any]) -> Iterator[str]:
         yield f"{role} lets {inputs.get('member')} list every object in the bucket; {allowed}"
 
 
+# --- what the internet can reach (``policy.exposure``) --------------------
+# Unless told otherwise GKE gives nodes external IPs and the API a public endpoint for
+# any address.
+
+
+def api_restricted(inputs: Mapping[str, Any]) -> Iterator[str]:
+    """A private endpoint needs the authorized-networks block too: without it the provider
+    sends ``enabled: false`` (terraform-provider-google
+    ``expandMasterAuthorizedNetworksConfig``) and GKE answers "Master authorized networks
+    must be enabled if private endpoint is enabled" (GoogleCloudPlatform/magic-modules#8338);
+    it also refuses Google Cloud's public ranges beside a private endpoint."""
+    authorized = inputs.get("masterAuthorizedNetworksConfig")
+    if (inputs.get("privateClusterConfig") or {}).get("enablePrivateEndpoint"):
+        if authorized is None:
+            yield (
+                "a private endpoint without masterAuthorizedNetworksConfig is refused by GKE "
+                "at pulumi up (the provider sends it disabled); allowed: the block, with "
+                "gcpPublicCidrsAccessEnabled false"
+            )
+        elif authorized.get("gcpPublicCidrsAccessEnabled"):
+            yield "GKE refuses gcpPublicCidrsAccessEnabled beside a private endpoint"
+        return
+    if not authorized:
+        yield f"the API's public endpoint accepts every address; {exposure.FIX}"
+        return
+    blocks = [block.get("cidrBlock") for block in authorized.get("cidrBlocks") or []]
+    if opened := exposure.open_ranges(blocks):
+        yield f"authorized network {opened[0]} opens the API to everyone; {exposure.FIX}"
+    if authorized.get("gcpPublicCidrsAccessEnabled"):
+        yield "gcpPublicCidrsAccessEnabled lets any Google Cloud VM of any project reach the API"
+
+
+def private_nodes(inputs: Mapping[str, Any]) -> Iterator[str]:
+    if not (inputs.get("privateClusterConfig") or {}).get("enablePrivateNodes"):
+        yield (
+            "nodes get external IPs; allowed: privateClusterConfig.enablePrivateNodes true "
+            "(they reach the internet through Cloud NAT)"
+        )
+
+
+def pool_private(inputs: Mapping[str, Any]) -> Iterator[str]:
+    if (inputs.get("networkConfig") or {}).get("enablePrivateNodes") is False:
+        yield "networkConfig.enablePrivateNodes false gives this pool's nodes external IPs"
+
+
 RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ResourceRule(
         "gke-system-pool-on-demand",
@@ -287,6 +333,19 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ),
     ResourceRule(
         "gcp-no-static-keys", "No service account keys.", SERVICE_ACCOUNT_KEY, no_static_keys
+    ),
+    ResourceRule(
+        "gke-api-restricted",
+        "The Kubernetes API is private or open to named networks only.",
+        CLUSTER,
+        api_restricted,
+    ),
+    ResourceRule("gke-private-nodes", "Nodes have no external IPs.", CLUSTER, private_nodes),
+    ResourceRule(
+        "gke-pool-private-nodes",
+        "No pool overrides private nodes.",
+        NODE_POOL,
+        pool_private,
     ),
 )
 
