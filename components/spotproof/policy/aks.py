@@ -13,6 +13,7 @@ from spotproof.fleet.aks import PLATFORM_SPOT_TAINT
 from spotproof.fleet.pools import PoolClass
 from spotproof.policy import exposure
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
+from spotproof.policy.identity_readiness import IdentityBinding
 from spotproof.scheduling import aks as aks_shapes
 from spotproof.scheduling import node_shapes
 
@@ -116,6 +117,24 @@ def api_restricted(inputs: Mapping[str, Any]) -> Iterator[str]:
 def pool_private(inputs: Mapping[str, Any]) -> Iterator[str]:
     if inputs.get("enableNodePublicIP"):
         yield "enableNodePublicIP gives each node of this pool a public IP"
+
+
+# --- the identity a pod runs as (``policy.identity_readiness``) ----------------------
+
+FEDERATED_CREDENTIAL = "azure-native:managedidentity:FederatedIdentityCredential"
+
+
+def _federated_account(inputs: Mapping[str, Any]) -> tuple[str, str] | None:
+    """A credential whose subject is ``system:serviceaccount:NAMESPACE:NAME``."""
+    parts = str(inputs.get("subject", "")).split(":")
+    if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"]:
+        return parts[2], parts[3]
+    return None
+
+
+# A role assignment names the identity by its principal id, an output the plan does not
+# see: only the federated credential is checked.
+IDENTITY_BINDINGS = (IdentityBinding(FEDERATED_CREDENTIAL, _federated_account),)
 
 
 RESOURCE_RULES: tuple[ResourceRule, ...] = (

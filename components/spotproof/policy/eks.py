@@ -14,6 +14,7 @@ from spotproof import scheduling
 from spotproof.fleet.pools import PoolClass
 from spotproof.policy import exposure
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
+from spotproof.policy.identity_readiness import IdentityBinding
 from spotproof.scheduling import eks as eks_shapes
 from spotproof.scheduling import node_shapes
 
@@ -208,6 +209,34 @@ def nodes_private(inputs: Mapping[str, Any]) -> Iterator[str]:
             "associatePublicIPAddress is unset, so a node in a public subnet gets a public IP; "
             "allowed: false"
         )
+
+
+# --- the identity a pod runs as (``policy.identity_readiness``) ----------------------
+
+POD_IDENTITY_ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+
+
+def _associated_account(inputs: Mapping[str, Any]) -> tuple[str, str]:
+    return str(inputs.get("namespace")), str(inputs.get("serviceAccount"))
+
+
+def _role_policies(
+    resources: list[PlannedResource], association: PlannedResource, _account: Mapping[str, Any]
+) -> list[PlannedResource]:
+    """The policies of the associated role, inline and attached."""
+    role = str(association.inputs.get("roleArn", "")).rpartition("/")[2]
+    return [
+        r
+        for r in resources
+        if r.type in (ROLE_POLICY, ROLE_POLICY_ATTACHMENT) and r.inputs.get("role") == role
+    ]
+
+
+IDENTITY_BINDINGS = (
+    IdentityBinding(POD_IDENTITY_ASSOCIATION, _associated_account, _role_policies),
+)
 
 
 RESOURCE_RULES: tuple[ResourceRule, ...] = (

@@ -12,6 +12,7 @@ from spotproof.catalog import gke as gke_catalog
 from spotproof.fleet.pools import PoolClass
 from spotproof.policy import exposure
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
+from spotproof.policy.identity_readiness import IdentityBinding
 from spotproof.scheduling import gke as gke_shapes
 from spotproof.scheduling import node_shapes
 
@@ -265,6 +266,42 @@ def private_nodes(inputs: Mapping[str, Any]) -> Iterator[str]:
 def pool_private(inputs: Mapping[str, Any]) -> Iterator[str]:
     if (inputs.get("networkConfig") or {}).get("enablePrivateNodes") is False:
         yield "networkConfig.enablePrivateNodes false gives this pool's nodes external IPs"
+
+
+# --- the identity a pod runs as (``policy.identity_readiness``) ----------------------
+
+ACCOUNT_IAM_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
+WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
+
+
+def _workload_identity_account(inputs: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``roles/iam.workloadIdentityUser`` granted to ``PROJECT.svc.id.goog[NAMESPACE/NAME]``."""
+    if inputs.get("role") != "roles/iam.workloadIdentityUser":
+        return None
+    member = str(inputs.get("member", ""))
+    if "[" in member and member.endswith("]"):
+        namespace, _, name = member[member.index("[") + 1 : -1].partition("/")
+        return namespace, name
+    return None
+
+
+def _account_grants(
+    resources: list[PlannedResource], _binding: PlannedResource, account: Mapping[str, Any]
+) -> list[PlannedResource]:
+    """The IAM members of the Google service account the Kubernetes one is annotated with."""
+    annotations = (account.get("metadata") or {}).get("annotations") or {}
+    email = annotations.get(WORKLOAD_IDENTITY_ANNOTATION)
+    return [
+        r
+        for r in resources
+        if r.type in (BUCKET_IAM_MEMBER, PROJECT_IAM_MEMBER)
+        and r.inputs.get("member") == f"serviceAccount:{email}"
+    ]
+
+
+IDENTITY_BINDINGS = (
+    IdentityBinding(ACCOUNT_IAM_MEMBER, _workload_identity_account, _account_grants),
+)
 
 
 RESOURCE_RULES: tuple[ResourceRule, ...] = (

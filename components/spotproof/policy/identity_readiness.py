@@ -16,7 +16,8 @@ so a Job that depends on none of these can be created first, and its pods fail:
 
 Either way the trainer exits ``STORAGE_UNAVAILABLE`` and the failure counts against the
 Job's ``backoffLimit``. The rule follows every workload's service account to the
-resources that bind it and grant its identity, and requires each among the workload's
+resources that bind it and grant its identity (each cloud's policy module says which:
+:class:`IdentityBinding`), and requires each among the workload's
 dependencies, directly or through others. Bindings and grants are themselves eventually
 consistent (the same page: "may take several seconds to be effective"), so this orders
 what can be ordered and the Job's retries absorb the rest.
@@ -27,63 +28,47 @@ and are not judged.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from spotproof import clouds
 from spotproof.policy.base import PlannedResource, StackRule
 from spotproof.scheduling import pod_templates
 
-ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
-ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
-ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
-GCP_ACCOUNT_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
-GCP_GRANTS = ("gcp:storage/bucketIAMMember:BucketIAMMember", "gcp:projects/iAMMember:IAMMember")
-GKE_ANNOTATION = "iam.gke.io/gcp-service-account"
-FEDERATION = "azure-native:managedidentity:FederatedIdentityCredential"
+ACCOUNT_TYPE = "kubernetes:core/v1:ServiceAccount"
+Grants = Callable[
+    [list[PlannedResource], PlannedResource, Mapping[str, Any]], list[PlannedResource]
+]
 
 
-def _account(resource: PlannedResource) -> tuple[str, str] | None:
-    """The (namespace, name) of the Kubernetes service account ``resource`` binds."""
-    inputs = resource.inputs
-    if resource.type == ASSOCIATION:
-        return str(inputs.get("namespace")), str(inputs.get("serviceAccount"))
-    if (
-        resource.type == GCP_ACCOUNT_MEMBER
-        and inputs.get("role") == "roles/iam.workloadIdentityUser"
-    ):
-        member = str(inputs.get("member", ""))
-        if "[" in member and member.endswith("]"):
-            namespace, _, name = member[member.index("[") + 1 : -1].partition("/")
-            return namespace, name
-    if resource.type == FEDERATION:
-        parts = str(inputs.get("subject", "")).split(":")
-        if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"]:
-            return parts[2], parts[3]
-    return None
-
-
-def _grants(
-    resources: list[PlannedResource], binding: PlannedResource, account: Mapping[str, Any]
+def _no_grants(
+    _resources: list[PlannedResource], _binding: PlannedResource, _account: Mapping[str, Any]
 ) -> list[PlannedResource]:
-    """What grants the bound identity its rights, where the plan can tell: the role's
-    policies (EKS), the Google service account's IAM members (GKE). An Azure role
-    assignment names the identity by its principal id, an output the plan does not see;
-    on AKS only the federated credential is checked."""
-    if binding.type == ASSOCIATION:
-        role = str(binding.inputs.get("roleArn", "")).rpartition("/")[2]
-        return [
-            r
-            for r in resources
-            if r.type in (ROLE_POLICY, ROLE_POLICY_ATTACHMENT) and r.inputs.get("role") == role
-        ]
-    if binding.type == GCP_ACCOUNT_MEMBER:
-        email = ((account.get("metadata") or {}).get("annotations") or {}).get(GKE_ANNOTATION)
-        return [
-            r
-            for r in resources
-            if r.type in GCP_GRANTS and r.inputs.get("member") == f"serviceAccount:{email}"
-        ]
     return []
+
+
+@dataclass(frozen=True)
+class IdentityBinding:
+    """How a cloud binds a Kubernetes service account to its identity: each cloud's policy
+    module lists its own (``IDENTITY_BINDINGS``)."""
+
+    type: str
+    """The Pulumi type of the resource that binds."""
+    account: Callable[[Mapping[str, Any]], tuple[str, str] | None]
+    """The (namespace, name) of the service account a binding's inputs bind; None when the
+    resource binds none."""
+    grants: Grants = _no_grants
+    """What grants the bound identity its rights, where the plan can tell: (every
+    resource, the binding, the service account's inputs) -> the grants."""
+
+
+def _bindings() -> dict[str, IdentityBinding]:
+    return {
+        binding.type: binding
+        for cloud in clouds.modules("spotproof.policy")
+        for binding in cloud.IDENTITY_BINDINGS
+    }
 
 
 def _closure(resource: PlannedResource, by_urn: Mapping[str, PlannedResource]) -> set[str]:
@@ -108,15 +93,16 @@ def _waits_for(resource: PlannedResource) -> list[str]:
 
 def identity_ready(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
     by_urn = {r.urn: r for r in resources}
+    kinds = _bindings()
     bindings: dict[tuple[str, str], list[PlannedResource]] = {}
     for resource in resources:
-        if (account := _account(resource)) is not None:
+        kind = kinds.get(resource.type)
+        if kind is not None and (account := kind.account(resource.inputs)) is not None:
             bindings.setdefault(account, []).append(resource)
     accounts = {
         (str(meta.get("namespace", "default")), str(meta.get("name"))): r.inputs
         for r in resources
-        if r.type == "kubernetes:core/v1:ServiceAccount"
-        and (meta := r.inputs.get("metadata") or {})
+        if r.type == ACCOUNT_TYPE and (meta := r.inputs.get("metadata") or {})
     }
     for workload, namespace, template in pod_templates.workload_templates(resources):
         if workload.dependencies is None:
@@ -126,7 +112,10 @@ def identity_ready(resources: list[PlannedResource]) -> Iterator[tuple[str, str]
         needed = [
             needed
             for binding in bindings.get(account, [])
-            for needed in (binding, *_grants(resources, binding, accounts.get(account, {})))
+            for needed in (
+                binding,
+                *kinds[binding.type].grants(resources, binding, accounts.get(account, {})),
+            )
         ]
         missing = [f"{r.name} ({r.type.rpartition(':')[2]})" for r in needed if r.urn not in before]
         if missing:
