@@ -152,6 +152,8 @@ PROFILE = CloudProfile(
     sdk_module="pulumi_aws",
     # ``aws-eks`` is deprecated.
     keda_identity="aws",
+    # With public access off the API answers inside the VPC only
+    # (https://docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html).
     network_type="aws:ec2/vpc:Vpc",
     existing_network_setting="network.subnets",
     # The EKS Pod Identity agent, which pods call for credentials
