@@ -25,7 +25,9 @@ CLOUD_OWN = re.compile(r"(^|/)(gke|eks|aks)(/|(_\w+)?\.py$)")
 NAMES_A_CLOUD = re.compile(r"""Cloud\.(GKE|EKS|AKS)\b|["'](gcp|aws|azure-native):""")
 STILL_NAMING_A_CLOUD = {
     "catalog/__init__.py": "the registry itself",
-    "plan/simulation/lifecycle.py": "replays each object store's lifecycle rules by type",
+    "plan/simulation/lifecycle/azure.py": "one object store's lifecycle rules, by store",
+    "plan/simulation/lifecycle/gcs.py": "one object store's lifecycle rules, by store",
+    "plan/simulation/lifecycle/s3.py": "one object store's lifecycle rules, by store",
     "policy/autoscaling.py": "an EKS Pod Identity association gives KEDA's operator its identity",
     "policy/storage_access.py": "evaluates AWS IAM, the one cloud's grants read offline",
     "policy/work_queues.py": "one section per cloud's queue service",
