@@ -29,6 +29,6 @@ RUN pip install --break-system-packages --constraint constraints.txt ".[train,${
 
 # The Job runs as 10001 (above the node's own UIDs) with a read-only root filesystem; /tmp
 # is an emptyDir. Batch workers run the same image with their own command
-# (python -m spotproof.runtime.batch).
+# (python -m spotproof.runtime.batch <package.module:work>).
 USER 10001:10001
 ENTRYPOINT ["python", "-m", "spotproof.smoke.train"]

@@ -30,7 +30,7 @@ from spotproof.runtime.batch import ResultStore, WorkItem, open_queue
 from spotproof.runtime.batch.producer import publish
 from spotproof.runtime.storage import open_store
 from spotproof.smoke.batch import BatchConfig, lease_of
-from spotproof.smoke.batch_work import result_of
+from spotproof.smoke.batch_work import WORKER_COMMAND, result_of
 from spotproof.smoke.process import TrainerProcess
 from spotproof.smoke.queue_emulators import QueueService, emulated_queue
 
@@ -60,7 +60,7 @@ def _workers(
             },
             origin,
             index=n,
-            module="spotproof.runtime.batch",
+            argv=WORKER_COMMAND,
         )
         for n in range(count)
     ]

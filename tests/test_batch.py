@@ -25,7 +25,7 @@ from spotproof.runtime.batch.table import open_table
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.storage import StorageError, open_store
 from spotproof.smoke.batch import BatchConfig, BatchReport, run_batch_smoke
-from spotproof.smoke.batch_work import result_of
+from spotproof.smoke.batch_work import WORKER_COMMAND, result_of
 from spotproof.smoke.emulators import Bucket, emulated
 from spotproof.smoke.process import TrainerProcess
 from spotproof.smoke.queue_emulators import emulated_queue
@@ -71,7 +71,7 @@ def _worker(moto: Bucket, queue: SqsQueue, results: ResultStore, **env: str) -> 
             **env,
         },
         time.monotonic(),
-        module="spotproof.runtime.batch",
+        argv=WORKER_COMMAND,
     )
 
 

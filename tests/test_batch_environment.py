@@ -5,23 +5,25 @@ is one line too, and no line carries a credential."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from spotproof.fleet import BatchSpec
 from spotproof.runtime import exit_codes
 from spotproof.runtime.batch import ResultStore, run_worker, worker
+from spotproof.runtime.batch.entry import load_work
 from spotproof.runtime.batch.items import Lease, WorkItem
 from spotproof.runtime.batch.worker import WorkerReport
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.storage import open_store
+from spotproof.smoke.batch_work import WORKER_COMMAND, reference_work
 from spotproof.smoke.queue_emulators import emulated_queue
 
 
 def _worker(env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "spotproof.runtime.batch"],
+        list(WORKER_COMMAND),
         env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", **env},
         capture_output=True,
         text=True,
@@ -139,3 +141,36 @@ def test_a_queue_that_never_answers_raises_after_the_last_attempt(
 ) -> None:
     with pytest.raises(ConnectionResetError):
         _work(FlakyQueue(failures=worker.PULL_ATTEMPTS), tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        ([], "usage: python -m spotproof.runtime.batch package.module:function"),
+        (["not a reference"], "is not a reference; allowed: package.module:function"),
+        (["no_such_package.work:make"], "cannot import no_such_package.work"),
+        (["spotproof.smoke.batch_work:no_such_work"], "has no function no_such_work"),
+    ],
+    ids=["missing", "malformed", "unimportable", "no-such-function"],
+)
+def test_a_work_reference_the_worker_cannot_load_stops_it_in_one_line(
+    base: dict[str, str], argv: list[str], says: str
+) -> None:
+    done = subprocess.run(
+        [*WORKER_COMMAND[:3], *argv],
+        env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", **base},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == exit_codes.BAD_CONFIG
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert says in done.stderr
+
+
+def test_the_default_batch_command_names_the_reference_work() -> None:
+    """A stack's default worker command serves the work the rehearsal checks."""
+    command = BatchSpec().command
+    assert command[:3] == ("python", "-m", "spotproof.runtime.batch")
+    assert load_work(command[3]) is reference_work

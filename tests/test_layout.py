@@ -11,6 +11,20 @@ import spotproof
 
 PACKAGE_ROOT = Path(spotproof.__file__).parent
 MAX_LINES = 400
+LAYERS = [
+    {"catalog", "commands", "terminal", "bounded_yaml", "cloud_tags"},
+    {"extras", "clouds", "runtime"},
+    {"fleet", "ci"},
+    {"scheduling"},
+    {"kube", "policy"},
+    {"gke", "eks", "aks", "plan"},
+    {"program", "testing", "check"},
+    {"smoke"},
+    {"cli"},
+]
+"""The library's top-level parts, lowest first, as docs/layout.md lists them: each may
+import only from a lower layer (``clouds`` and ``program`` reach each cloud's module by
+name through the registry, which is not an import)."""
 
 
 def _modules() -> dict[str, Path]:
@@ -81,6 +95,26 @@ def test_no_two_modules_import_each_other_even_through_others() -> None:
     modules = _modules()
     graph = {name: _imports(name, path, modules) for name, path in modules.items()}
     assert _cycles(graph) == []
+
+
+def test_every_import_runs_down_the_layers() -> None:
+    rank = {part: level for level, parts in enumerate(LAYERS) for part in parts}
+    modules = _modules()
+    upward = sorted(
+        f"{name} imports {target}"
+        for name, path in modules.items()
+        if name != "spotproof"
+        for target in _imports(name, path, modules)
+        if target != "spotproof"
+        and (mine := name.split(".")[1]) != (theirs := target.split(".")[1])
+        and rank[theirs] >= rank[mine]
+    )
+    assert upward == []
+
+
+def test_every_part_of_the_library_has_its_layer() -> None:
+    parts = {name.split(".")[1] for name in _modules() if name != "spotproof"}
+    assert parts == set().union(*LAYERS)
 
 
 def test_no_module_passes_four_hundred_lines() -> None:

@@ -13,7 +13,7 @@ auto-provisioning (managed Karpenter) fills with GPU VMs.
 - **Weights.** The NodePool with the highest ``weight`` that fits wins
   (``articles/aks/node-auto-provisioning-node-pools.md``): spot above on-demand.
 - **Preemption.** A spot eviction is announced 30 s ahead (Scheduled Events ``Preempt``).
-  Whether anything drains the node is not assured (``plan.preemption.AKS_NAP_DRAIN_CAVEAT``:
+  Whether anything drains the node is not assured (``catalog.aks.NAP_DRAIN_CAVEAT``:
   Karpenter's repair of ``PreemptionScheduled`` nodes needs v1.13.0 and a feature gate
   off by default); where Karpenter drains, the template's ``terminationGracePeriod``
   bounds it to the notice, as on EKS, and elsewhere the periodic checkpoints bound the

@@ -22,7 +22,7 @@ until the instance is gone and the trainer would never get SIGTERM. The template
 ``terminationGracePeriod`` is that bound: Karpenter deletes each remaining pod early
 enough that its own ``terminationGracePeriodSeconds`` ends when the node's period does.
 Set to the notice less the time the warning takes to arrive
-(``catalog.KARPENTER_TERMINATION_GRACE_SECONDS``), every pod whose grace fits that
+(``catalog.eks.KARPENTER_TERMINATION_GRACE_SECONDS``), every pod whose grace fits that
 budget gets SIGTERM with its whole grace period before AWS takes the instance back.
 Karpenter's disruption docs: https://karpenter.sh/docs/concepts/disruption/ and the
 NodePool reference https://karpenter.sh/docs/concepts/nodepools/.

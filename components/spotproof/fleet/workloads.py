@@ -14,7 +14,7 @@ from spotproof.fleet.fields import ConfigObject, config_key, read_settings, sett
 from spotproof.fleet.images import image_reference
 from spotproof.fleet.pools import PoolClass
 from spotproof.fleet.readers import boolean, choice, dns_label, integer, items, key_prefix, text
-from spotproof.smoke import MAX_STEPS
+from spotproof.runtime.settings import MAX_STEPS
 
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 
@@ -68,10 +68,20 @@ class BatchSpec:
     """The worker's image. The default carries spotproof's batch worker and its reference
     work, whose results are checkable against a plain loop (``spotproof.smoke.batch_work``)."""
     command: tuple[str, ...] = setting(
-        "command", _command, ("python", "-m", "spotproof.runtime.batch")
+        "command",
+        _command,
+        (
+            "python",
+            "-m",
+            "spotproof.runtime.batch",
+            "spotproof.smoke.batch_work:reference_work",
+        ),
     )
-    """What the container runs; it reads ``QUEUE_URL``, ``RESULTS_URL``, ``GRACE_SECONDS``,
-    ``LEASE_SECONDS``, ``BATCH_SIZE`` and ``MAX_DELIVERIES`` (``spotproof.runtime.batch``)."""
+    """What the container runs: by default spotproof's worker serving the reference work; a
+    worker of your own names its work factory in the last word (``package.module:function``,
+    ``spotproof.runtime.batch.entry.Work``). It reads ``QUEUE_URL``, ``RESULTS_URL``,
+    ``GRACE_SECONDS``, ``LEASE_SECONDS``, ``BATCH_SIZE`` and ``MAX_DELIVERIES``
+    (``spotproof.runtime.settings``)."""
     namespace: str = setting("namespace", dns_label(63), "spotproof")
     target: PoolClass = setting("target", None, PoolClass.SPOT_GPU)
     """Pool class the workers run on: spot-gpu (the point), on-demand-gpu, or a flex-start

@@ -35,7 +35,7 @@ from spotproof.runtime.batch import ResultStore, WorkItem, WorkQueue, open_queue
 from spotproof.runtime.batch.producer import publish
 from spotproof.runtime.batch.table import open_table
 from spotproof.runtime.storage import open_store
-from spotproof.smoke.batch_work import result_of
+from spotproof.smoke.batch_work import WORKER_COMMAND, result_of
 from spotproof.smoke.databases import result_table
 from spotproof.smoke.process import TrainerProcess, container_exit_code
 from spotproof.smoke.queue_emulators import emulated_queue
@@ -188,7 +188,7 @@ class _Fleet:
             {**self.env, **extra},
             self.origin,
             index=len(self.started),
-            module="spotproof.runtime.batch",
+            argv=WORKER_COMMAND,
         )
         self.started.append(worker)
         return worker

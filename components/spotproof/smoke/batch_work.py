@@ -3,12 +3,14 @@
 The result of an item is its payload hashed :data:`ROUNDS` times (:func:`result_of`), after
 ``ITEM_SECONDS`` of "inference" (``spotproof.runtime.settings``), so any number of workers,
 interrupted any way, must end with the results of a plain loop over the items.
-``python -m spotproof.runtime.batch`` serves it.
+``python -m spotproof.runtime.batch spotproof.smoke.batch_work:reference_work`` serves it
+(:data:`WORKER_COMMAND`), as a stack's batch workers do by default.
 """
 
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 from collections.abc import Mapping
 
@@ -17,6 +19,10 @@ from spotproof.runtime.batch.entry import Process
 from spotproof.runtime.batch.items import WorkItem
 
 ROUNDS = 1000
+REFERENCE = "spotproof.smoke.batch_work:reference_work"
+"""How a worker's command names :func:`reference_work`."""
+WORKER_COMMAND = (sys.executable, "-m", "spotproof.runtime.batch", REFERENCE)
+"""A worker serving the reference work, as the rehearsal and the tests start one."""
 
 
 def result_of(item: WorkItem) -> bytes:

@@ -24,7 +24,8 @@ the items it has done), else hands that one back too and exits at once; it exits
 ``PREEMPTED`` either way, as the trainer does. Queues (``open_queue``): ``sqs``,
 ``pubsub`` and ``azure_queue``, each module stating the service's lease rules; what they
 share (items, leases, the queue interface) is ``items``. ``entry`` is a whole worker
-process configured by its environment: ``python -m spotproof.runtime.batch``.
+process configured by its environment: ``python -m spotproof.runtime.batch
+package.module:function`` serves the work that function returns.
 """
 
 from spotproof.runtime.batch.items import Lease, WorkItem, WorkQueue

@@ -14,14 +14,16 @@ a URL that cannot be opened and a queue that does not exist stop the worker at o
 (``BAD_CONFIG``), one line naming what is wrong. A store, table or queue that cannot be
 reached now exits 1 (``STORAGE_UNAVAILABLE``: the Deployment restarts it). Output: one JSON
 object per line (``started``, ``done``, ``already_done``, ``duplicate``, ``handed_back``,
-``summary``...). ``python -m spotproof.runtime.batch`` serves the rehearsal's reference
-work (``__main__``).
+``summary``...). ``python -m spotproof.runtime.batch MODULE:FUNCTION`` serves the work
+that reference names (``__main__``, :func:`load_work`).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Mapping
@@ -45,6 +47,29 @@ Work = Callable[[Mapping[str, str]], Process]
 """Given the worker's environment, the function that computes an item's result. Called
 once, before the queue is opened, so that what it loads is ready for the first item; a
 ``ConfigError`` it raises (a variable of its own that is wrong) exits 2 like the worker's."""
+
+
+WORK_REFERENCE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+"""``package.module:function``, as a worker's command names its work."""
+
+
+def load_work(reference: str) -> Work:
+    """The work factory ``reference`` (``package.module:function``) names, imported;
+    :class:`ConfigError` when it is malformed, cannot be imported or is not callable."""
+    if not WORK_REFERENCE.match(reference):
+        raise ConfigError(
+            f"work {reference!r} is not a reference; allowed: package.module:function, "
+            "e.g. spotproof.smoke.batch_work:reference_work"
+        )
+    module_name, _, function = reference.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ConfigError(f"work {reference!r}: cannot import {module_name}: {error}") from None
+    work = getattr(module, function, None)
+    if not callable(work):
+        raise ConfigError(f"work {reference!r}: {module_name} has no function {function}")
+    return work
 
 
 @dataclass(frozen=True)
