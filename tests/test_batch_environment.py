@@ -8,11 +8,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from botocore.exceptions import EndpointConnectionError
 
 from spotproof.fleet import BatchSpec
 from spotproof.runtime import exit_codes
 from spotproof.runtime.batch import ResultStore, run_worker, worker
-from spotproof.runtime.batch.entry import load_work
+from spotproof.runtime.batch.entry import load_work, serve
 from spotproof.runtime.batch.items import Lease, WorkItem
 from spotproof.runtime.batch.worker import WorkerReport
 from spotproof.runtime.guard import PreemptionGuard
@@ -174,3 +175,23 @@ def test_the_default_batch_command_names_the_reference_work() -> None:
     command = BatchSpec().command
     assert command[:3] == ("python", "-m", "spotproof.runtime.batch")
     assert load_work(command[3]) is reference_work
+
+
+def test_a_work_that_cannot_reach_its_store_at_start_is_not_blamed_on_the_queue(
+    base: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    def work(env: object) -> object:
+        raise EndpointConnectionError(endpoint_url="https://models.example")
+
+    assert serve(work, base) == exit_codes.STORAGE_UNAVAILABLE  # type: ignore[arg-type]
+    said = capsys.readouterr().err
+    assert said.startswith("batch worker: work could not start: EndpointConnectionError")
+    assert "queue" not in said
+
+
+def test_a_bug_in_the_work_keeps_its_traceback(base: dict[str, str]) -> None:
+    def work(env: object) -> object:
+        raise TypeError("the work's own bug")
+
+    with pytest.raises(TypeError, match="the work's own bug"):
+        serve(work, base)  # type: ignore[arg-type]

@@ -284,3 +284,20 @@ def test_a_stack_whose_program_imports_a_missing_module_is_one_line(
         "spotproof check: the program imports 'acme_nets', which is not installed in this "
         "environment\n"
     )
+
+
+def test_a_program_importing_a_module_that_moved_is_told_where_it_lives_now(
+    make_project: Callable[..., Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    root = make_project(
+        {"gcp:region": "us-central1"},
+        stack="prod",
+        program="from spotproof.spec.gke import GkeGpuPool\n",
+    )
+    code, out, err = run_cli(
+        capsys, "check", str(_job(tmp_path)), "--stack", str(root / "stacks" / "Pulumi.prod.yaml")
+    )
+    assert (code, out) == (2, "")
+    assert err == (
+        "spotproof check: the program imports 'spotproof.spec', which is now spotproof.fleet\n"
+    )

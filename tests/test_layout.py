@@ -22,9 +22,10 @@ LAYERS = [
     {"smoke"},
     {"cli"},
 ]
-"""The library's top-level parts, lowest first, as docs/layout.md lists them: each may
-import only from a lower layer (``clouds`` and ``program`` reach each cloud's module by
-name through the registry, which is not an import)."""
+"""The library's top-level parts, lowest first; docs/layout.md's table lists them in an
+order these layers allow. Each may import only from a lower layer. ``clouds`` and
+``program`` reach each cloud's module through the registry, an import made when first asked
+for, which this static reading does not follow (docs/layout.md says why that is allowed)."""
 
 
 def _modules() -> dict[str, Path]:

@@ -81,8 +81,8 @@ def test_every_manifest_written_passes_kubernetes_validate_strict(
 ) -> None:
     run_cli(capsys, "plan", "--stack", stack, "--out", str(tmp_path), "--project-dir", str(REPO))
     written = {f: yaml.safe_load(f.read_text()) for f in sorted(tmp_path.glob("*.yaml"))}
-    # Kueue's and KEDA's objects have no schema in kubernetes-validate; plan.kueue_objects
-    # and plan.keda_objects check them.
+    # Kueue's and KEDA's objects have no schema in kubernetes-validate; plan.schemas.kueue
+    # and plan.schemas.keda check them.
     files = [
         f for f, obj in written.items() if not obj["apiVersion"].startswith(("kueue.", "keda."))
     ]

@@ -54,6 +54,46 @@ def extra_for(module: str) -> str | None:
     return next((e for name, e in PACKAGE_EXTRAS.items() if name.startswith(f"{module}.")), None)
 
 
+MOVED = {
+    "spotproof.spec": "spotproof.fleet",
+    "spotproof.fit": "spotproof.scheduling.fit",
+    "spotproof.pool_shapes": "spotproof.scheduling.node_shapes",
+    "spotproof.podtemplates": "spotproof.scheduling.pod_templates",
+    "spotproof.quantity": "spotproof.scheduling.quantity",
+    "spotproof.matrix": "spotproof.scheduling.work_matrix",
+    "spotproof.node_resources": "spotproof.scheduling.node_resources",
+    "spotproof.kube.connect": "spotproof.kube.cluster",
+    "spotproof.kube.queues": "spotproof.kube.provisioning_queue",
+    "spotproof.runtime.variables": "spotproof.runtime.settings",
+    "spotproof.smoke.batch_worker": "spotproof.runtime.batch (python -m spotproof.runtime.batch "
+    "spotproof.smoke.batch_work:reference_work)",
+    **{
+        f"spotproof.runtime.{name}": f"spotproof.runtime.checkpointer.{name}"
+        for name in (
+            "checkpoint",
+            "manifest",
+            "async_save",
+            "gang",
+            "integrity",
+            "transfer",
+            "torch_state",
+        )
+    },
+}
+"""Modules of spotproof 0.1.0 that live elsewhere now: a program still importing one is
+told where, not that it is missing."""
+
+
+def moved_to(module: str) -> str | None:
+    """Where ``module``, or the package above it, lives now, if it moved."""
+    parts = module.split(".")
+    for length in range(len(parts), 1, -1):
+        old = ".".join(parts[:length])
+        if old in MOVED:
+            return MOVED[old] + module[len(old) :] if " " not in MOVED[old] else MOVED[old]
+    return None
+
+
 def missing_extra(error: ModuleNotFoundError, command: str) -> str | None:
     """One line saying which extra ``command`` needs, or None when the missing module is
     not one an extra of ours installs (the user's own program imported it)."""
@@ -78,4 +118,7 @@ def not_installed(error: ModuleNotFoundError, command: str) -> str:
     line = missing_extra(error, command)
     if line:
         return line.removeprefix(f"spotproof {command}: ")
+    moved = moved_to(error.name or "")
+    if moved:
+        return f"the program imports {error.name!r}, which is now {moved}"
     return f"the program imports {error.name!r}, which is not installed in this environment"

@@ -1,6 +1,6 @@
 """Facts about the clouds that the rest of spotproof must get right.
 
-Nothing here imports a cloud SDK: the spec validates against these facts before any
+Nothing here imports a cloud SDK: the fleet is validated against these facts before any
 resource is declared, and the scheduling check uses them to know what a node carries.
 
 Each cloud's facts live in its own module (``catalog.gke``, ``catalog.eks``,

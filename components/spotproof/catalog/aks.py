@@ -196,7 +196,7 @@ PROFILE = CloudProfile(
     # Workload identity needs no node endpoint: the token is a projected file, exchanged
     # over HTTPS. AKS always creates the cluster's VNet with it, and spotproof joins none.
     # Node auto-drain evicts on ``Preempt`` and nothing ends a budget's wait
-    # (``articles/aks/node-auto-drain.md``; ``plan.preemption``).
+    # (``articles/aks/node-auto-drain.md``; ``plan.simulation.preemption``).
     reclaim_waits_on_budgets=True,
     karpenter_drain_caveat=NAP_DRAIN_CAVEAT,
     karpenter_drain_caveat_key="spotproof:autoProvisionedPools",

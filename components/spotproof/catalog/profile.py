@@ -24,7 +24,7 @@ class CloudProfile:
 
     preemption_notice_seconds: int
     """Seconds a non-system pod has between the preemption notice and its node going away:
-    what a grace period above it loses (``policy.kubernetes``, ``plan.preemption``)."""
+    what a grace period above it loses (``policy.kubernetes``, ``plan.simulation.preemption``)."""
     interruption_delivery_seconds: int
     """Budget for the notice to reach whatever stops the pod, taken off the notice."""
     cluster_type: str
@@ -48,7 +48,7 @@ class CloudProfile:
     add-ons tolerate, or they are left without a node."""
     network_type: str | None = None
     """Pulumi type of the network a run creates for its cluster, whose API a private
-    endpoint then keeps from any runner (``plan.reachability``); None where the cluster's
+    endpoint then keeps from any runner (``plan.simulation.reachability``); None where the cluster's
     network is always created with it."""
     existing_network_setting: str | None = None
     """The stack setting that puts the cluster into a network that exists before the run,
@@ -62,14 +62,15 @@ class CloudProfile:
     reclaim_waits_on_budgets: bool = False
     """A spot reclaim drains through the Eviction API and nothing ends a blocking
     PodDisruptionBudget's wait before the VM is gone: a budget that keeps a gang whole would
-    cost it its SIGTERM, so none is asked for (``plan.pitfalls``)."""
+    cost it its SIGTERM, so none is asked for (``plan.simulation.pitfalls``)."""
     karpenter_drain_caveat: str = ""
     """Why a spot reclaim of a Karpenter node may not drain it at all; the plan warns."""
     karpenter_drain_caveat_key: str = "spotproof:cloud"
     """The stack setting that caveat is about."""
     unique_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Per resource type, the inputs that name it where the cloud requires names unique:
-    a second create with the same names fails with "already exists" (``plan.uniqueness``)."""
+    a second create with the same names fails with "already exists"
+    (``plan.simulation.uniqueness``)."""
 
     @property
     def grace_seconds(self) -> int:

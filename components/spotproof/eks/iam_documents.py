@@ -97,8 +97,8 @@ def checkpoint_access(bucket_arn: str, prefix: str, kms_key: str | None) -> Docu
     ``prefix`` would admit a listing of ``prefix-other/`` as well, since S3 matches a
     listing's prefix as the start of a key), so a trainer cannot even see other keys.
     Deletes are allowed because retention prunes old checkpoints. No multipart actions:
-    parts and manifests are single PUTs of at most 64 MiB (``runtime.transfer``,
-    ``runtime.manifest.MAX_MANIFEST_BYTES``), below where s3fs would start a multipart
+    parts and manifests are single PUTs of at most 64 MiB (``runtime.checkpointer.transfer``,
+    ``runtime.checkpointer.manifest.MAX_MANIFEST_BYTES``), below where s3fs would start a multipart
     upload.
     """
     statements: list[Document] = [

@@ -52,7 +52,7 @@ class BucketSpec(Checked):
     def recorded(self) -> dict[str, Any]:
         """What a ``CheckpointBucket`` component records as its own inputs, so that the
         plan replays each bucket's lifecycle with that bucket's prefix and days, whatever
-        program declared it (``plan.lifecycle``)."""
+        program declared it (``plan.simulation.lifecycle``)."""
         return {"prefix": self.prefix, "noncurrentDays": self.noncurrent_days}
 
     @classmethod

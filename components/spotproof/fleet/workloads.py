@@ -80,8 +80,8 @@ class BatchSpec:
     """What the container runs: by default spotproof's worker serving the reference work; a
     worker of your own names its work factory in the last word (``package.module:function``,
     ``spotproof.runtime.batch.entry.Work``). It reads ``QUEUE_URL``, ``RESULTS_URL``,
-    ``GRACE_SECONDS``, ``LEASE_SECONDS``, ``BATCH_SIZE`` and ``MAX_DELIVERIES``
-    (``spotproof.runtime.settings``)."""
+    ``GRACE_SECONDS``, ``LEASE_SECONDS``, ``BATCH_SIZE``, ``MAX_DELIVERIES`` and
+    ``PROGRESS_SECONDS`` (``spotproof.runtime.settings``)."""
     namespace: str = setting("namespace", dns_label(63), "spotproof")
     target: PoolClass = setting("target", None, PoolClass.SPOT_GPU)
     """Pool class the workers run on: spot-gpu (the point), on-demand-gpu, or a flex-start

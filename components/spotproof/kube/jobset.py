@@ -22,9 +22,8 @@ makes a reclaim cost nothing from the failure budget, while crashes still count:
   ``pkg/controllers/failure_policy.go``). Under torchrun the pod exits 1 whatever the
   trainer returned, so there a configuration error counts as a crash;
 - ranks stopped by a peer wait to be torn down rather than fail their own Job first
-  (``spotproof.runtime.checkpointer.gang``), since the controller acts on the first rule that
-  matches
-  any failed child Job (``catalog.jobset.FIRST_MATCHING_RULE_WINS``).
+  (``spotproof.runtime.checkpointer.gang``), since the controller acts on the first rule
+  that matches any failed child Job (``catalog.jobset.FIRST_MATCHING_RULE_WINS``).
 
 The rendezvous: the controller creates a headless Service named after the JobSet and gives
 each pod a hostname (``catalog.jobset.pod_hostname``), so every rank reaches rank 0's pod

@@ -71,8 +71,8 @@ def pod_labels() -> dict[str, str]:
 def run_prefix(smoke: SmokeTest) -> str:
     """``run-`` and 12 hex digits of the smoke settings: the same for every pod of one Job,
     new whenever a setting (and so the Job) changes."""
-    settings = json.dumps(asdict(smoke), sort_keys=True, default=str)
-    return f"run-{hashlib.sha256(settings.encode()).hexdigest()[:12]}"
+    chosen = json.dumps(asdict(smoke), sort_keys=True, default=str)
+    return f"run-{hashlib.sha256(chosen.encode()).hexdigest()[:12]}"
 
 
 def trainer_env(

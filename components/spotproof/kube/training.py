@@ -250,8 +250,8 @@ class TrainingJobArgs:
     """Pods, one per node, each with ``trainer.gpus`` GPUs; above one, a JobSet gang."""
     work: Work | None = None
     """What kind of work it is (``spotproof.scheduling.work_matrix``): its pods are labelled
-    with it and the
-    plan shows the capacity the decision matrix advises next to the target."""
+    with it and the plan shows the capacity the decision matrix advises next to the
+    target."""
     controllers: Sequence[pulumi.Resource] = ()
     """What the run needs installed first: ``cluster.controllers`` (the JobSet controller
     for a gang; Kueue and its queue for a queued pool, whose webhook must see the Job

@@ -10,7 +10,7 @@ Steps, each in its own module:
    OpenAPI schema of the cluster's Kubernetes version;
 5. ``spotproof.policy`` and ``workloads`` run the policy rules and the scheduling check
    over the pools the plan would create (``nodes``);
-6. ``outcomes`` asks, per workload, which pools would get a node for it (``scaleup``)
+6. ``outcomes`` asks, per workload, which pools would get a node for it (``scale_up``)
    and what a reclaim does to it (``preemption``); ``pitfalls`` looks for the field
    guide's workload pitfalls; ``lifecycle`` replays the runtime's checkpoint history
    against each bucket's lifecycle rules.

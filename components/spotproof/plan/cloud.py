@@ -70,7 +70,8 @@ class CloudPlan:
     """Cluster-wide limits the recording's cluster puts on scaling up, if any."""
     private_api: Callable[[ApiAccess, Recording, str | None], list[str] | None] = _shared_reading
     """Why a runner could not reach a private API endpoint (empty: it could), where the
-    cloud's reading differs from the shared one (``plan.reachability``); None: it does not."""
+    cloud's reading differs from the shared one (``plan.simulation.reachability``); None:
+    it does not."""
     gpu_plugins: Mapping[str, PluginReader] = field(default_factory=dict)
     """By pool type: the cloud's own device plugin on the pool's nodes."""
     node_classes: Mapping[str, tuple[str, PluginReader]] = field(default_factory=dict)

@@ -208,7 +208,7 @@ def train(config: TrainConfig, env: Mapping[str, str]) -> int:
             code == exit_codes.PREEMPTED and not guard.preempted
         )
         if stopped_by_peer:
-            # The disrupted rank's Job must fail first, not this one's (runtime.gang).
+            # The disrupted rank's Job must fail first, not this one's (runtime.checkpointer.gang).
             emit("awaiting_teardown", seconds=config.peer_wait_seconds)
             if not await_teardown(guard, config.peer_wait_seconds):
                 return exit_codes.PEER_LOST

@@ -11,7 +11,7 @@ and ``Validate``; schema ``sdk/go/common/workspace/project.json``):
   list is that ``value``;
 - ``default`` and ``value`` exclude each other, and a typed default must have its type.
 
-How stack files are merged with these declarations is ``stackconfig``'s concern.
+How stack files are merged with these declarations is ``plan.config.stack``'s concern.
 """
 
 from __future__ import annotations

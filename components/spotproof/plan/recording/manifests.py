@@ -100,9 +100,9 @@ def write(recording: Recording, out_dir: Path) -> list[Path]:
 def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violation], list[str]]:
     """Strict validation of every object: core objects against the OpenAPI schema of the
     cluster's Kubernetes version, Karpenter's against Karpenter's published schemas,
-    JobSets against the JobSet API's fields and webhook (``plan.jobsets``), Kueue's and
-    KEDA's objects against their APIs' fields (``plan.kueue_objects``,
-    ``plan.keda_objects``).
+    JobSets against the JobSet API's fields and webhook (``plan.schemas.jobset``), Kueue's and
+    KEDA's objects against their APIs' fields (``plan.schemas.kueue``,
+    ``plan.schemas.keda``).
     Unknown fields, wrong types and missing required fields are all violations.
 
     Returns the violations and the checks skipped, with why (Karpenter's schemas need

@@ -1,8 +1,8 @@
 """Every object of a pinned controller, checked against the release the stack installs.
 
 The plan validates JobSet, Kueue, KEDA and Karpenter objects against their latest
-releases' fields (``plan.jobsets``, ``plan.kueue_objects``, ``plan.keda_objects``,
-``plan.karpenter``); this adds what differs between releases (``catalog.versions``): a
+releases' fields (``plan.schemas.jobset``, ``plan.schemas.kueue``, ``plan.schemas.keda``,
+``plan.schemas.karpenter``); this adds what differs between releases (``catalog.versions``): a
 field or value an older release's CRD does not know is pruned by the API server, or the
 object refused under strict field validation, so an object that passes against the newest
 schema may mean something else, or nothing, on the release a stack pins. The releases are

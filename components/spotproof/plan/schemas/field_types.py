@@ -1,7 +1,7 @@
 """The JSON types of an object's fields, checked before any rule reads them.
 
 kubernetes-validate checks core kinds against their OpenAPI schemas; for kinds it has no
-schema for (JobSet here) the checks of ``plan.jobsets`` read fields directly, and a list
+schema for (JobSet here) the checks of ``plan.schemas.jobset`` read fields directly, and a list
 where an object belongs would crash them instead of being reported. A *shape* says what
 type each field the checks read must have:
 

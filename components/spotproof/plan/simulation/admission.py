@@ -18,7 +18,7 @@ v0.19.2 requires:
    workload whole (quota borrowed from a cohort is not counted here).
 
 The provisioning class of its ProvisioningRequest checks is what then gets the nodes; a
-queued-provisioning pool answers only ``queued-provisioning.gke.io`` (``plan.scaleup``).
+queued-provisioning pool answers only ``queued-provisioning.gke.io`` (``plan.simulation.scale_up``).
 """
 
 from __future__ import annotations

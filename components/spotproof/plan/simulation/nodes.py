@@ -8,7 +8,7 @@ readers the policy rules use too.
 Each :class:`Pool` also carries its :class:`Scaling`: who creates its nodes (a cluster
 autoscaler, Karpenter, or nobody for a fixed node group), within which bounds and zones,
 read by the cloud whose pool type it is (``CloudPlan.scalings``; Karpenter's NodePool
-here). ``plan.scaleup`` and ``plan.preemption`` read that.
+here). ``plan.simulation.scale_up`` and ``plan.simulation.preemption`` read that.
 """
 
 from __future__ import annotations

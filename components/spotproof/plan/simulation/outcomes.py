@@ -1,7 +1,7 @@
 """Will each workload run, and will it survive a reclaim? The plan's per-workload verdict.
 
 For every workload the plan renders: the pools it fits (``workloads``), which of those
-would get a node for it (``scaleup``), and what a reclaim of each kind of reclaimable
+would get a node for it (``scale_up``), and what a reclaim of each kind of reclaimable
 capacity it fits does to it (``preemption``). Two checks come out of it:
 
 - ``scale-up``: a workload meant to run must, for every pool class it targets, fit a pool

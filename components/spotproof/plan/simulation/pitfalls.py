@@ -25,7 +25,7 @@ Checked for every workload of a plan, and so for every manifest ``spotproof chec
   evicts one pod of a gang restarts all of it, so a budget must allow no eviction of any
   of its pods (``minAvailable`` equal to its pods), as the field guide's pitfall 7 asks.
   Not where a spot pool's reclaim drain would wait on that budget until the VM is gone
-  (``CloudProfile.reclaim_waits_on_budgets``: AKS; ``plan.preemption`` reports a budget
+  (``CloudProfile.reclaim_waits_on_budgets``: AKS; ``plan.simulation.preemption`` reports a budget
   there instead);
 - ``rendezvous-host``: torchrun's ``c10d`` rendezvous on a name only cluster DNS resolves
   leaves every rank waiting for a store nobody hosts while the record is late, and the

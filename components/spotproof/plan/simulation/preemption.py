@@ -37,7 +37,7 @@ condition (https://kubernetes.io/docs/concepts/workloads/pods/disruptions/#pod-d
 reasons ``TerminationByKubelet``, ``EvictionByEvictionAPI``, ``DeletionByPodGC``), but
 Karpenter's deletion at ``terminationGracePeriod`` is a plain DELETE, which adds none
 (kubernetes-sigs/karpenter ``terminator.go``, ``DeleteExpiringPods``): there the Job has
-only the container's exit code (``plan.reclaims``).
+only the container's exit code (``plan.simulation.reclaims``).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ The cluster autoscaler, as GKE runs it (also with node auto-provisioning, NAP) a
 - a queued-provisioning pool gets nodes only through a ProvisioningRequest, never for an
   ordinary pending pod (https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest):
   one of class ``queued-provisioning.gke.io`` that Kueue writes for a workload it would
-  admit (``plan.queues``), or one the pods consume by annotation;
+  admit (``plan.simulation.admission``), or one the pods consume by annotation;
 - nodes are created only in the pool's zones that offer its accelerator, where the
   cloud's catalog can tell (``catalog.gke.accelerator_zones``, read into
   ``Scaling.offered_zones``).

@@ -112,11 +112,16 @@ def serve(work: Work, env: Mapping[str, str] = os.environ) -> int:
     def emit(event: dict[str, Any]) -> None:
         print(json.dumps(event), flush=True)
 
-    queue_url = ""
     try:
         config = WorkerConfig.from_env(env)
-        queue_url = config.queue_url
         process = work(env)
+    except ConfigError as error:
+        print(f"batch worker: {redacted(str(error))}", file=sys.stderr)
+        return exit_codes.BAD_CONFIG
+    except Exception as error:
+        return _work_failed(error)
+    queue_url = config.queue_url
+    try:
         queue = open_queue(config.queue_url)
         results = ResultStore(open_store(config.results_url))
         table = open_table(config.results_table) if config.results_table else None
@@ -158,6 +163,16 @@ def serve(work: Work, env: Mapping[str, str] = os.environ) -> int:
         except Exception as error:
             return _queue_failed(queue_url, error)
     return report.exit_code
+
+
+def _work_failed(error: Exception) -> int:
+    """The work's own start-up failing (loading a model, say), told apart from the queue's:
+    a store or service it could not reach may pass (1: the Deployment restarts the worker);
+    an error no SDK raised is a bug in the work, and keeps its traceback."""
+    if classify(error) is Failure.OTHER:
+        raise error
+    print(f"batch worker: work could not start: {first_line(error)}", file=sys.stderr)
+    return exit_codes.STORAGE_UNAVAILABLE
 
 
 def _queue_failed(queue_url: str, error: Exception) -> int:

@@ -5,14 +5,13 @@ The commit protocol
 A checkpoint of step ``S`` written by writer ``W`` (one process: host, pid, random suffix):
 
 1. **Payload.** Each named blob is cut into parts and uploaded, several at a time and each
-   with its CRC32C, to ``steps/<S>/<W>/<blob>.<part>``
-   (``spotproof.runtime.checkpointer.transfer``).
-   The prefix is private to the writer, so two writers never touch each other's payload
-   objects. The store then makes the payload durable (``make_durable``: a no-op for object
-   stores, whose PUTs are durable once answered; directory fsyncs on a file system).
-2. **Commit.** ``manifests/<S>.json`` (``spotproof.runtime.checkpointer.manifest``) is
-   written *last*,
-   with a create-only write (S3 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``, Azure
+   with its CRC32C, to ``steps/<S>/<W>/<blob>.<part>`` (``runtime.checkpointer.transfer``;
+   ``layout`` names the keys). The prefix is private to the writer, so two writers never
+   touch each other's payload objects. The store then makes the payload durable
+   (``make_durable``: a no-op for object stores, whose PUTs are durable once answered;
+   directory fsyncs on a file system).
+2. **Commit.** ``manifests/<S>.json`` (``runtime.checkpointer.manifest``) is written
+   *last*, with a create-only write (S3 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``, Azure
    ``If-None-Match: *``, local ``link()`` of a fully written temporary file). It lists every
    part with its size and CRC32C. The checkpoint is committed when, and only when, this
    object exists. When the store answers "already exists", the manifest there is read

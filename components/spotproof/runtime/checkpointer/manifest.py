@@ -10,12 +10,10 @@ checksum, and each blob's total size. It is JSON::
      "metadata": {...}}
 
 Formats: 1 had sha256 per part and no blob sizes, 2 added the blob sizes, 3 (written
-now by one process) checks parts with CRC32C (``spotproof.runtime.checkpointer.integrity``
-says why).
-All load. Format 4 is a gang's manifest (:class:`GangManifest`, written by
-``spotproof.runtime.checkpointer.gang``): one shard per rank, each shaped like a format-3
-manifest of
-that rank's writer, plus the world size::
+now by one process) checks parts with CRC32C (``runtime.checkpointer.integrity`` says
+why). All load. Format 4 is a gang's manifest (:class:`GangManifest`, written by
+``runtime.checkpointer.gang``): one shard per rank, each shaped like a format-3 manifest
+of that rank's writer, plus the world size::
 
     {"format": 4, "step": 40, "created": 1700000000.0, "world_size": 2,
      "replicated": false, "metadata": {...},
