@@ -142,6 +142,7 @@ class ClusterForWorkloads(pulumi.ComponentResource, ABC):
         """The trainer's service account, bound to ``bucket``'s identity, and with
         ``spotproof:batch`` the cloud's work queue for the workers' service account
         (``work_queue``) and KEDA scaling them. Needs :meth:`_connect` first."""
+        self._require("_connect", "provider")
         self.bucket = bucket
         self.workload_identity = bucket.identity
         self.trainer_account = self._trainer_service_account(name, bucket.identity)
@@ -155,7 +156,9 @@ class ClusterForWorkloads(pulumi.ComponentResource, ABC):
 
     def _register(self, gpu_pool_names: list[str], **more: pulumi.Input[str]) -> None:
         """:attr:`pool_names`, the system pool first, and the outputs every cluster
-        registers, with the cloud's own (``more``)."""
+        registers, with the cloud's own (``more``). Last: after :meth:`_connect` and
+        :meth:`_trainer_and_batch`."""
+        self._require("_trainer_and_batch", "trainer_account")
         self.pool_names = ["system", *gpu_pool_names]
         self.register_outputs(
             {
@@ -166,6 +169,12 @@ class ClusterForWorkloads(pulumi.ComponentResource, ABC):
                 "pool_names": self.pool_names,
             }
         )
+
+    def _require(self, step: str, sets: str) -> None:
+        # A cloud's HybridCluster calls the steps in order; one skipped would otherwise
+        # surface as an AttributeError far from the cause.
+        if not hasattr(self, sets):
+            raise TypeError(f"{type(self).__name__} must call {step} first")
 
     def _trainer_service_account(
         self, name: str, identity: WorkloadIdentity
