@@ -65,8 +65,7 @@ MOVED = {
     "spotproof.kube.connect": "spotproof.kube.cluster",
     "spotproof.kube.queues": "spotproof.kube.provisioning_queue",
     "spotproof.runtime.variables": "spotproof.runtime.settings",
-    "spotproof.smoke.batch_worker": "spotproof.runtime.batch (python -m spotproof.runtime.batch "
-    "spotproof.smoke.batch_work:reference_work)",
+    "spotproof.smoke.batch_worker": "spotproof.runtime.batch",
     **{
         f"spotproof.runtime.{name}": f"spotproof.runtime.checkpointer.{name}"
         for name in (
@@ -90,7 +89,7 @@ def moved_to(module: str) -> str | None:
     for length in range(len(parts), 1, -1):
         old = ".".join(parts[:length])
         if old in MOVED:
-            return MOVED[old] + module[len(old) :] if " " not in MOVED[old] else MOVED[old]
+            return MOVED[old] + module[len(old) :]
     return None
 
 
