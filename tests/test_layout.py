@@ -18,7 +18,7 @@ LAYERS = [
     {"scheduling"},
     {"kube", "policy"},
     {"gke", "eks", "aks", "plan"},
-    {"program", "testing", "check"},
+    {"program", "testing", "check", "drill"},
     {"smoke"},
     {"cli"},
 ]

@@ -363,6 +363,29 @@ def test_gcp_install_reports_a_missing_required_secret_in_one_line(
     )
 
 
+def test_a_drill_from_the_gcp_install_names_its_extra_then_asks_for_the_stacks_grant(
+    gcp_venv: Venv, tmp_path: Path
+) -> None:
+    (tmp_path / "outputs.json").write_text(json.dumps({"cluster_name": "ml"}))
+    (tmp_path / "kubeconfig").write_text("apiVersion: v1\nkind: Config\n")
+    drill = ("drill", "--cloud", "gke", "--kubeconfig", "kubeconfig", "--outputs", "outputs.json")
+    drill += ("--job", "trainer")
+
+    without = gcp_venv.spotproof(*drill, cwd=tmp_path)
+    gcp_venv.install("gcp,drill-gcp", "drill for GKE: spotproof[gcp,drill-gcp]")
+    done = gcp_venv.spotproof(*drill, cwd=tmp_path)
+
+    assert (without.code, without.out) == (2, "")
+    assert "install the drill extra of your cloud: spotproof[drill-gcp]" in without.err
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        "spotproof drill: --outputs outputs.json has no 'drill' output, so the drill may "
+        "reclaim none of its nodes; set spotproof:drill.enabled true, run pulumi up, then "
+        "drill again\n"
+    )
+    assert "No broken requirements found." in gcp_venv.pip("check")
+
+
 def test_the_installed_cli_names_its_version(gcp_venv: Venv) -> None:
     done = gcp_venv.spotproof("--version", cwd=gcp_venv.root)
     assert (done.code, done.out) == (0, f"spotproof {__version__}\n")

@@ -72,6 +72,9 @@ def test_path_without_sigterm_makes_the_rehearsal_fail(eks_dev: PlanResult) -> N
     [preemption] = report.interruptions
     assert preemption.sigterm_after is None and preemption.steps_lost
     assert any("lost" in failure and "(at most 0)" in failure for failure in report.failures)
+    # The drill's judge, reading the rehearsal as a cluster's timeline, agrees.
+    assert report.drill_failures is not None
+    assert any("SIGTERM never reached the trainer" in f for f in report.drill_failures)
 
 
 def test_eks_stack_rehearsal_passes_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
@@ -84,8 +87,10 @@ def test_eks_stack_rehearsal_passes_end_to_end(capsys: pytest.CaptureFixture[str
         str(REPO),
         "--store",
         "file",
+        # At 0.05 the 30 s drain is 1.5 s and the 90 s grace 4.5 s: steps are stretched
+        # to span half an interval of that drain, the rehearsal's own time.
         "--time-scale",
-        "0.1",
+        "0.05",
         "--preemptions",
         "1",
         "--hard-kills",
@@ -94,7 +99,8 @@ def test_eks_stack_rehearsal_passes_end_to_end(capsys: pytest.CaptureFixture[str
         "300",
     )
     assert (code, err) == (0, ""), out
-    assert "SIGTERM 3 s after the notice" in out
+    assert "SIGTERM 1.5 s after the notice" in out
+    assert "judged as a drill (spotproof.drill.judge): PASSED" in out
     assert "PASSED" in out
 
 

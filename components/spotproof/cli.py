@@ -1,8 +1,8 @@
 """The ``spotproof`` command line: the parser of every command, and nothing more.
 
 Each command lives with what it commands: ``plan.command``, ``check.command``,
-``smoke.command``, ``ci.command``; this module parses the arguments (one-line errors on bad
-input, exit 2) and hands them over. Exit codes are ``spotproof.commands``'.
+``smoke.command``, ``drill.command``, ``ci.command``; this module parses the arguments
+(one-line errors on bad input, exit 2) and hands them over. Exit codes are ``spotproof.commands``'.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
+from spotproof.catalog import Cloud
 from spotproof.commands import EXIT_BAD_INPUT, EXIT_OK, REPORT_FORMATS
 from spotproof.smoke import DEFAULT_STEPS, GANG_SIZES
 from spotproof.smoke.emulators import STORES
@@ -208,7 +209,60 @@ def _parser() -> argparse.ArgumentParser:
     smoke.add_argument(
         "--timeline", type=Path, help="PNG timeline (default: next to --json, else ./smoke.png)"
     )
+    _drill(commands)
     return parser
+
+
+def _drill(commands: argparse._SubParsersAction) -> None:
+    drill = commands.add_parser(
+        "drill",
+        help="reclaim a real spot node under a running trainer and judge the recovery",
+        description="Ask the cloud to reclaim the spot node a workload's pod runs on (GCE "
+        "simulateMaintenanceEvent, AWS FIS spot interruption, Azure simulateEviction), watch "
+        "the cluster, judge the recovery and compare it with the plan's preemption path.",
+    )
+    drill.add_argument("--stack", help="a deployed stack: its plan, outputs and kubeconfig")
+    _project_dir(drill)
+    which = drill.add_mutually_exclusive_group()
+    which.add_argument("--job", help="a Job to drill (default: the stack's smoke Job)")
+    which.add_argument("--jobset", help="a JobSet to drill")
+    drill.add_argument("--namespace", default="default", help="without --stack (default: default)")
+    drill.add_argument("--cloud", choices=[c.value for c in Cloud], help="without --stack")
+    drill.add_argument("--kubeconfig", type=Path, help="default: the stack's kubeconfig output")
+    drill.add_argument("--context", help="the kubeconfig context (default: its current one)")
+    drill.add_argument(
+        "--outputs",
+        type=Path,
+        help="the stack's outputs as `pulumi stack output --json --show-secrets` writes them "
+        "(default with --stack: asked of the pulumi CLI)",
+    )
+    drill.add_argument("--cluster", help="the cluster's name (default: the cluster_name output)")
+    drill.add_argument("--count", type=_count(1, 10), default=1, help="reclaims, one after another")
+    drill.add_argument(
+        "--ranks",
+        choices=("one", "all"),
+        default="one",
+        help="for a gang: reclaim one rank's node (default) or every node at once",
+    )
+    drill.add_argument("--yes", action="store_true", help="drill a protected stack")
+    for stage, default, what in (
+        ("target", 900, "a pod of the workload running on a spot node"),
+        ("signal", 600, "the reclaimed pod to end"),
+        ("resume", 1800, "the replacement to resume"),
+        ("finish", 3600, "the run to complete after the last reclaim (0: do not wait)"),
+    ):
+        drill.add_argument(
+            f"--{stage}-timeout",
+            type=_count(0 if stage == "finish" else 10, 86_400),
+            default=default,
+            help=f"seconds to wait for {what} (default {default})",
+        )
+    drill.add_argument(
+        "--no-reference", action="store_true", help="do not train the reference run locally"
+    )
+    drill.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    drill.add_argument("--json", type=Path, help="write the JSON report here as well")
+    drill.add_argument("--timeline", type=Path, help="PNG timeline (default: next to --json)")
 
 
 def _version() -> str:
@@ -296,6 +350,10 @@ def _run(args: argparse.Namespace) -> int:
         if args.ci_command == "init":
             return ci.init(args.project_dir, args.force, args.stdout)
         return ci.list_stacks(args.project_dir)
+    if args.command == "drill":
+        from spotproof.drill.command import run as run_drill  # noqa: PLC0415
+
+        return run_drill(args)
     if args.command == "policy-pack":
         print(Path(__file__).with_name("policy") / "pack")
         return EXIT_OK

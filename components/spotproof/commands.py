@@ -5,8 +5,30 @@ when one fails (a policy, the scheduling check, different digests), ``EXIT_BAD_I
 on bad input, always reported as one line on stderr and never a traceback.
 """
 
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 REPORT_FORMATS = ("text", "json", "markdown", "github")
 """The forms ``plan`` and ``check`` report in: text (terminal), json (the report on stdout),
 markdown (a PR comment or job summary), github (annotations on the lines at fault)."""
+
+
+def written(command: str, path: Path, action: Callable[[], T]) -> T:
+    """``action()``, which writes ``path`` (its folder is made first); a failure is one line
+    on stderr naming the file, and exit 2."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return action()
+    except OSError as error:
+        blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        why = f"{blocking} is a file, not a folder" if blocking else error.strerror
+        print(f"spotproof {command}: cannot write {path}: {why}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT) from None

@@ -31,6 +31,10 @@ PACKAGE_EXTRAS: dict[str, str] = {
     "azure.storage.queue": "batch-azure",
     "azure.identity": "batch-azure",
     "psycopg": "batch-sql",
+    # `spotproof drill`: the Kubernetes client, and each cloud's reclaim call.
+    "kubernetes": "drill",
+    "google.cloud.compute_v1": "drill-gcp",
+    "azure.mgmt.compute": "drill-azure",
     # The local rehearsal: emulators and the timeline picture.
     "moto": "smoke",
     "gcs_server": "smoke",
@@ -103,9 +107,17 @@ def missing_extra(error: ModuleNotFoundError, command: str) -> str | None:
     if command == "smoke":
         # The rehearsal runs every store and queue: its extra holds them all.
         extra = "smoke"
+    if command == "drill" and module.split(".")[0] in ("boto3", "azure"):
+        # The drill's clients of these clouds, not the batch queues' under the same name.
+        extra = "drill-aws" if module.startswith("boto3") else "drill-azure"
     if extra == "iac":
         # Every cloud's extra brings the components' core; the user knows their cloud.
         install = f"the extra of your cloud: {CLOUD_EXTRAS}"
+    elif extra == "drill":
+        # The Kubernetes client alone drills nothing: each cloud's extra brings its SDK too.
+        install = (
+            "the drill extra of your cloud: spotproof[drill-gcp], [drill-aws] or [drill-azure]"
+        )
     else:
         install = f"spotproof[{extra}]"
     return f"spotproof {command}: the Python module {module!r} is missing; install {install}"

@@ -12,11 +12,10 @@ import argparse
 import dataclasses
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from spotproof.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from spotproof.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, written
 from spotproof.fleet import SpecError
 from spotproof.plan import PlanInputError, run_plan
 from spotproof.runtime.launcher import Launcher
@@ -80,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(paint(summary(report)))
     timeline = args.timeline or (args.json.with_suffix(".png") if args.json else Path("smoke.png"))
-    _written(lambda: render_timeline(report, timeline), timeline)
+    written("smoke", timeline, lambda: render_timeline(report, timeline))
     print(f"timeline: {timeline}")
     if args.json:
         text = json.dumps(to_json(report), indent=2) + "\n"
@@ -89,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(text)
 
-        _written(write_report, args.json)
+        written("smoke", args.json, write_report)
     return EXIT_OK if report.passed else EXIT_FAILED
 
 
@@ -116,7 +115,7 @@ def _batch(args: argparse.Namespace) -> int:
     print(report.summary())
     if args.json:
         text = json.dumps(report.as_json(), indent=2) + "\n"
-        _written(lambda: args.json.write_text(text), args.json)
+        written("smoke", args.json, lambda: args.json.write_text(text))
     return EXIT_OK if report.passed else EXIT_FAILED
 
 
@@ -139,12 +138,3 @@ def _rehearsal(args: argparse.Namespace, base: SmokeConfig) -> SmokeConfig:
     for violation in result.violations:
         print(f"  plan: [{violation.policy}] {violation.resource}: {violation.message}")
     return rehearsed.config
-
-
-def _written(action: Callable[[], T], path: Path) -> T:
-    """``action()``, which writes ``path``; a failure is one line and exit 2."""
-    try:
-        return action()
-    except OSError as error:
-        print(f"spotproof smoke: cannot write {path}: {error.strerror}", file=sys.stderr)
-        raise SystemExit(EXIT_BAD_INPUT) from None

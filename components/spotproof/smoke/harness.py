@@ -17,7 +17,10 @@ bucket:
    trained while the newest checkpoint was uploading), and every final save commits within
    the grace period. With a Job's ``podFailurePolicy`` and ``backoffLimit``, every pod
    failure is also judged as the Job controller would, and the run fails if the Job would
-   have given up.
+   have given up;
+4. the graceful preemptions, read as the timeline a cluster would have shown, must also
+   pass the judge of ``spotproof drill`` (``smoke.judged``): one judgment for rehearsals
+   and real drills.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from spotproof.runtime.checkpointer.layout import manifest_key, step_prefix
 from spotproof.runtime.storage import ObjectStore, open_store
 from spotproof.smoke.emulators import Bucket, emulated
 from spotproof.smoke.job import DISRUPTION_TARGET, JobController
+from spotproof.smoke.judged import drill_verdict
 from spotproof.smoke.process import TrainerProcess, container_exit_code
 from spotproof.smoke.records import (
     Attempt,
@@ -227,6 +231,9 @@ def run_smoke(config: SmokeConfig, progress: Progress = print) -> SmokeReport:
         report.failures.append(
             f"digest {report.digest} differs from reference {report.reference_digest}"
         )
+    verdict = drill_verdict(report)
+    if verdict is not None:
+        report.drill_failures = verdict.failures
     return report
 
 

@@ -100,11 +100,17 @@ class SmokeReport:
     failures: list[str] = field(default_factory=list)
     job_verdicts: list[str] = field(default_factory=list)
     """The Job controller's action on each failed pod (``preemption (exit 143): Ignore``)."""
+    drill_failures: list[str] | None = None
+    """What ``spotproof drill``'s judge found wrong with the graceful preemptions, read as a
+    drill's timeline (``smoke.judged``); None when none was played."""
 
     @property
     def passed(self) -> bool:
         return (
-            not self.failures and self.digest is not None and self.digest == self.reference_digest
+            not self.failures
+            and not self.drill_failures
+            and self.digest is not None
+            and self.digest == self.reference_digest
         )
 
 

@@ -6,6 +6,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from spotproof.drill.report import save_progress_picture
 from spotproof.smoke.records import SmokeReport, describe
 
 
@@ -33,6 +34,10 @@ def summary(report: SmokeReport) -> str:
             f"{record.steps_lost!s:>5}  {detail}"
         )
     lines.append("")
+    if report.drill_failures is not None:
+        judged = "FAILED" if report.drill_failures else "PASSED"
+        lines.append(f"judged as a drill (spotproof.drill.judge): {judged}")
+        lines += [f"  - {failure}" for failure in report.drill_failures]
     if report.passed:
         lines.append("PASSED: the interrupted run ended with the reference digest")
     else:
@@ -65,12 +70,5 @@ def render_timeline(report: SmokeReport, path: Path) -> None:
     axes.scatter([], [], marker="X", color="red", label="hard kill (SIGKILL)")
     axes.scatter([], [], marker="o", color="green", label="process start / resume")
     verdict = "PASSED" if report.passed else "FAILED"
-    axes.set_title(f"spotproof smoke on {report.config.store}: {verdict}")
-    axes.set_xlabel("wall time (s)")
-    axes.set_ylabel("training step")
-    axes.grid(alpha=0.3)
-    axes.legend(loc="lower right", fontsize=8)
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    plt.close(figure)
+    title = f"spotproof smoke on {report.config.store}: {verdict}"
+    save_progress_picture(figure, title, "wall time (s)", path)

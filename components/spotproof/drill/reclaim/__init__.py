@@ -1,0 +1,53 @@
+"""Asking a cloud to reclaim one spot instance, the way the cloud offers for drills.
+
+Each cloud's module here (``gke``, ``eks``, ``aks``) provides:
+
+- ``PROVIDER_ID_FORM``: the node ``spec.providerID`` form it reads, for messages;
+- ``instance(provider_id) -> Instance | None``: the instance behind a provider id, None
+  when it is not of this cloud;
+- ``Grant``: the frozen dataclass of the stack's ``drill`` output (``drill.grants``);
+- ``reclaimer(grant, cluster) -> Reclaimer``: a client with the caller's ambient
+  credentials (application default credentials, the AWS credential chain,
+  ``DefaultAzureCredential``); tests pass their own SDK client with a stubbed transport.
+
+A reclaimer never deletes a pod or cordons a node itself: the point of a drill is that the
+cloud's own reclaim reaches the cluster the way a real one does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from spotproof.drill.instances import Instance
+
+
+@dataclass(frozen=True)
+class Reclaimed:
+    """The cloud accepted a reclaim."""
+
+    instance: Instance
+    requested_at: float
+    """``time.time()`` when the cloud accepted the request: the drill's notice time."""
+    reference: str
+    """The cloud's id for the request (an operation, an experiment)."""
+    how: str
+    """What was asked, in words: ``simulateMaintenanceEvent (operation-123)``."""
+
+
+class Reclaimer(Protocol):
+    def verify(self, instance: Instance) -> str:
+        """Reads the instance and returns how it is reclaimable (``SPOT``, ``Spot, evict
+        Delete``); DrillRefused when it is not spot or not a node of this cluster,
+        GrantMissing (naming the permission) when the caller may not read it."""
+        ...
+
+    def reclaim(self, instance: Instance) -> Reclaimed:
+        """Asks the cloud to reclaim ``instance`` now; GrantMissing on a permission error,
+        DrillError (one line) on any other refusal by the cloud."""
+        ...
+
+    def undo(self) -> None:
+        """Removes whatever ``reclaim`` set up that the cloud has not used (the AWS target
+        tag); safe to call twice, and from a Ctrl-C handler."""
+        ...

@@ -1,0 +1,276 @@
+"""One drill, start to end: the stages of ``spotproof.drill`` in order, each bounded.
+
+The runner owns the order and the clean-up; every platform fact lives in the stage's module.
+Whatever happens (a refusal, a stage that times out, Ctrl-C), ``reclaimer.undo()`` and the
+watches' ``stop()`` run before it returns or raises, so a drill leaves nothing behind for
+the user to clean up: a tag the cloud has not used is removed, no thread keeps watching.
+A stage that times out after the first reclaim is part of the verdict, not an error: the
+report shows the timeline up to that point and fails.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from spotproof.drill import reference as local_reference
+from spotproof.drill.compare import compare
+from spotproof.drill.errors import DrillError, DrillRefused
+from spotproof.drill.instances import instance_of
+from spotproof.drill.judge import Expectation, judge
+from spotproof.drill.reclaim import Reclaimer
+from spotproof.drill.report import DrillReport
+from spotproof.drill.subject import Subject
+from spotproof.drill.target import find_target
+from spotproof.drill.timeline import Mark, Timeline
+from spotproof.drill.watch import ClusterWatch
+from spotproof.runtime import settings
+
+Progress = Callable[[str], None]
+RANKS = ("one", "all")
+
+
+@dataclass(frozen=True)
+class DrillOptions:
+    count: int = 1
+    """Reclaims, one after the other, each once the previous one's replacement resumed;
+    1 to :data:`MAX_COUNT`."""
+    ranks: str = "one"
+    """For a gang: reclaim one rank's node, or every node of the gang at once."""
+    yes: bool = False
+    """Drill a stack marked protected."""
+    target_seconds: float = 900
+    """Until a pod of the workload runs on a spot node (a node may be provisioning)."""
+    signal_seconds: float = 600
+    """From the reclaim request until the pod ends (AWS's notice alone is two minutes)."""
+    resume_seconds: float = 1800
+    """From the pod's end until its replacement resumes: a new node, the image, the restore."""
+    finish_seconds: float = 3600
+    """From the last resume until the run completes; 0 to not wait for it."""
+    reference: bool = True
+    """Compute the smoke Job's reference digest locally."""
+
+
+MAX_COUNT = 10
+
+
+def _resumed_after(pod: str, since: float) -> Callable[[Timeline], bool]:
+    """True once a pod other than ``pod`` resumed after ``since`` (seconds on the timeline)."""
+    return lambda timeline: any(
+        e.mark is Mark.RESUMED and e.pod != pod and e.at >= since for e in timeline.events
+    )
+
+
+def _done(timeline: Timeline) -> bool:
+    return any(e.mark is Mark.DONE for e in timeline.events)
+
+
+def _refuse_protected(subject: Subject, options: DrillOptions) -> None:
+    if subject.protected and not options.yes:
+        raise DrillRefused(
+            f"stack {subject.stack} is protected (spotproof:protect), and a drill reclaims "
+            "real nodes under real work; allowed: --yes to drill it anyway, or a disposable stack"
+        )
+    if not 1 <= options.count <= MAX_COUNT:
+        raise DrillRefused(f"--count {options.count}; allowed: 1 to {MAX_COUNT}")
+    if options.ranks not in RANKS:
+        raise DrillRefused(f"--ranks {options.ranks!r}; allowed: {', '.join(RANKS)}")
+
+
+class _Reference:
+    """The local reference run, in a thread while the cluster trains."""
+
+    def __init__(self, env: dict[str, str], timeout: float) -> None:
+        self.digest: str | None = None
+        self.why_not: str | None = local_reference.unavailable(env)
+        self._thread: threading.Thread | None = None
+        if self.why_not is None:
+            self._thread = threading.Thread(
+                target=self._run, args=(env, timeout), name="drill-reference", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self, env: dict[str, str], timeout: float) -> None:
+        try:
+            self.digest = local_reference.reference_digest(env, timeout=timeout)
+        except DrillError as error:
+            self.why_not = str(error)
+
+    def result(self, timeout: float) -> tuple[str | None, str | None]:
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                return None, "the local reference run was still training when the drill ended"
+        return self.digest, self.why_not
+
+
+class _Drill:
+    """The state of one drill while it runs: what was asked, what is being watched."""
+
+    def __init__(
+        self,
+        subject: Subject,
+        api: Any,
+        reclaimer: Reclaimer,
+        options: DrillOptions,
+        *,
+        store_watch: Callable[[str, Timeline], Any] | None,
+        progress: Progress,
+        clock: Callable[[], float],
+    ) -> None:
+        self.subject, self.api, self.reclaimer = subject, api, reclaimer
+        self.options, self.store_watch, self.progress = options, store_watch, progress
+        self.clock = clock
+        self.timeline = Timeline(origin=clock())
+        self.watch = ClusterWatch(
+            api, self.timeline, subject.namespace, subject.kind, subject.name, clock=clock
+        )
+        self.requests: list[str] = []
+        self.checkpoints: Any = None
+        self.reference: _Reference | None = None
+
+    def round(self, number: int) -> None:
+        """One reclaim: target, verify, reclaim, then wait for the pod's end and its
+        replacement's resume."""
+        options, subject = self.options, self.subject
+        self.progress(f"reclaim {number}/{options.count}: waiting for a pod on a spot node")
+        target = find_target(
+            self.api,
+            subject.namespace,
+            subject.kind,
+            subject.name,
+            ranks=options.ranks,
+            timeout=options.target_seconds,
+        )
+        instances = [instance_of(node.provider_id, subject.cloud) for node in target.nodes]
+        for instance, node in zip(instances, target.nodes, strict=True):
+            how = self.reclaimer.verify(instance)
+            self.progress(f"  pod {node.pod} on node {node.node} ({instance}): {how}")
+        if number == 1:
+            self._start_watching(target.env)
+        # One mark per round, however many nodes a gang's round reclaims: the judge reads a
+        # round as one reclaim. It is when the first request left, on the watch's clock:
+        # nothing the cloud does to a node can come before it.
+        asked = self.clock()
+        for instance, node in zip(instances, target.nodes, strict=True):
+            reclaimed = self.reclaimer.reclaim(instance)
+            self.requests.append(f"reclaim {number}: {reclaimed.how} on {instance}")
+            self.progress(f"  {reclaimed.how}: accepted")
+            if node is target.nodes[0]:
+                self.timeline.add(
+                    asked,
+                    Mark.RECLAIM,
+                    pod=target.pod,
+                    node=node.node,
+                    instance=str(instance),
+                    pool=node.pool,
+                    nodes=len(target.nodes),
+                )
+        since = self.timeline.of(Mark.RECLAIM)[-1].at
+        pod = target.pod
+        self.watch.until(
+            lambda t: any(
+                e.mark in (Mark.POD_ENDED, Mark.NODE_GONE) and e.pod == pod and e.at >= since
+                for e in t.events
+            ),
+            options.signal_seconds,
+            f"reclaim {number}: the pod {pod} to end",
+        )
+        self.progress("  the pod ended; waiting for its replacement to resume")
+        self.watch.until(
+            _resumed_after(pod, since),
+            options.resume_seconds,
+            f"reclaim {number}: a replacement of {pod} to resume",
+        )
+
+    def _start_watching(self, env: dict[str, str]) -> None:
+        self.watch.start()
+        url = env.get(settings.CHECKPOINT_URL.name)
+        if url and self.store_watch is not None:
+            self.checkpoints = self.store_watch(url, self.timeline)
+        if self.subject.smoke and self.options.reference:
+            self.reference = _Reference(dict(env), self.options.finish_seconds or 3600)
+
+    def stop(self) -> None:
+        self.reclaimer.undo()
+        self.watch.stop()
+        if self.checkpoints is not None:
+            self.checkpoints.stop()
+
+    def reference_digest(self, stopped_early: bool) -> tuple[str | None, str | None]:
+        """The reference digest, or why there is none."""
+        subject = self.subject
+        if self.reference is not None:
+            return self.reference.result(0 if stopped_early else self.options.finish_seconds)
+        if not subject.smoke:
+            return None, f"{subject} is not the smoke Job: no reference digest to compare with"
+        if not self.options.reference:
+            return None, "--no-reference: the digest was not compared"
+        return None, None
+
+    def report(self, stopped_by: str | None) -> DrillReport:
+        """The verdict, and the plan's differences, of what was watched."""
+        digest, why_not = self.reference_digest(stopped_by is not None)
+        notes = [why_not] if why_not else []
+        verdict = judge(self.timeline, Expectation(self.subject.declared_grace, digest))
+        if stopped_by:
+            verdict.failures.insert(0, stopped_by)
+        differences = []
+        for outcome in verdict.reclaims:
+            path = self.subject.path_for(outcome.reclaimed_pool)
+            if path is not None:
+                differences += compare(path, outcome)
+            elif self.subject.paths:
+                notes.append(
+                    f"reclaim {outcome.index}: no planned path for pool {outcome.reclaimed_pool!r}"
+                )
+        if not self.subject.paths:
+            notes.append("no plan to compare with (a cluster drilled from --kubeconfig alone)")
+        return DrillReport(
+            str(self.subject), self.timeline, verdict, differences, self.requests, notes
+        )
+
+
+def run_drill(
+    subject: Subject,
+    api: Any,
+    reclaimer: Reclaimer,
+    options: DrillOptions,
+    *,
+    store_watch: Callable[[str, Timeline], Any] | None = None,
+    progress: Progress = print,
+    clock: Callable[[], float] | None = None,
+) -> DrillReport:
+    """Drills ``subject`` through the cluster's ``api`` (a ``kubernetes`` ApiClient) and the
+    cloud's ``reclaimer``. ``store_watch(checkpoint_url, timeline)`` starts a watch of the
+    trainer's checkpoints (``drill.store_watch``) and returns it, or None where the store
+    cannot be read from here. ``clock`` is the drill's time, on the API server's scale
+    (default ``time.time``)."""
+    _refuse_protected(subject, options)
+    drill = _Drill(
+        subject,
+        api,
+        reclaimer,
+        options,
+        store_watch=store_watch,
+        progress=progress,
+        clock=clock or time.time,
+    )
+    stopped_by: str | None = None
+    try:
+        for number in range(1, options.count + 1):
+            drill.round(number)
+        if options.finish_seconds:
+            progress("waiting for the run to complete")
+            drill.watch.until(_done, options.finish_seconds, "the run to complete")
+    except DrillError as error:
+        # Once a node was reclaimed, whatever stops the drill is part of the verdict.
+        if not drill.timeline.of(Mark.RECLAIM):
+            raise
+        stopped_by = str(error)
+    finally:
+        drill.stop()
+    return drill.report(stopped_by)

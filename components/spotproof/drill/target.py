@@ -1,0 +1,398 @@
+"""The drill's target: a pod of the workload running on a spot node, read from the cluster.
+
+Through the API the user's own kubeconfig reaches (``connect``: exec plugins such as
+gke-gcloud-auth-plugin, ``aws eks get-token`` and kubelogin work unchanged), ``find_target``
+waits, bounded, on a watch of the workload's pods until it runs, and refuses a node no
+platform label calls spot: reclaiming on-demand capacity tests nothing and costs a restart.
+``drill.watch`` reads the cluster with what is here too: the platform labels, API time
+stamps, a node's notices, and ``stream``, a list-then-watch that ``Cancel`` ends at once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing, contextmanager, suppress
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes import watch as kube_watch
+from kubernetes.client.rest import ApiException
+
+from spotproof.catalog import aks, labels
+from spotproof.catalog import jobset as jobset_facts
+from spotproof.drill.errors import DrillRefused, StageTimedOut
+
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+"""The Job controller labels each pod with its Job's name (Kubernetes 1.27+:
+https://kubernetes.io/docs/reference/labels-annotations-taints/#batchkubernetesiojob-name)."""
+JOBSET_API = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
+
+SPOT_LABELS: tuple[tuple[str, str], ...] = (
+    # GKE, Spot VMs: https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms
+    (labels.GKE_SPOT_LABEL, "true"),
+    # GKE, preemptible VMs: https://cloud.google.com/kubernetes-engine/docs/how-to/preemptible-vms
+    ("cloud.google.com/gke-preemptible", "true"),
+    # Karpenter (EKS, AKS node auto-provisioning): kubernetes-sigs/karpenter
+    # pkg/apis/v1/labels.go@v1.14.1 (CapacityTypeLabelKey, CapacityTypeSpot)
+    (labels.KARPENTER_CAPACITY_LABEL, "spot"),
+    # EKS managed node groups: https://docs.aws.amazon.com/eks/latest/userguide/managed-node-groups.html
+    # ("Amazon EKS adds ... eks.amazonaws.com/capacityType: SPOT")
+    (labels.EKS_CAPACITY_LABEL, "SPOT"),
+    # AKS spot pools: MicrosoftDocs/azure-aks-docs articles/aks/spot-node-pool.md
+    (aks.SCALE_SET_PRIORITY_LABEL, aks.SPOT_PRIORITY),
+)
+"""``(label, value)`` pairs each platform writes on spot nodes by itself."""
+POOL_LABELS = (
+    labels.GKE_NODEPOOL_LABEL,
+    labels.KARPENTER_NODEPOOL_LABEL,
+    labels.EKS_NODEGROUP_LABEL,
+    aks.AGENT_POOL_LABEL,
+)
+"""The label naming a node's pool on each platform, as ``catalog.labels`` models them."""
+RANK_LABELS = ("jobset.sigs.k8s.io/job-global-index", "batch.kubernetes.io/job-completion-index")
+"""A gang pod's rank: its child Job's index in the JobSet (kubernetes-sigs/jobset
+``api/jobset/v1alpha2/jobset_types.go``, ``JobGlobalIndexKey``), then its own in an Indexed
+Job (Kubernetes 1.28+, the labels reference page above)."""
+DEFAULT_GRACE_SECONDS = 30
+CONNECT_SECONDS = 10
+NOTICE_TAINTS = {
+    "karpenter.sh/disrupted",
+    "remediator.kubernetes.azure.com/unschedulable",
+    "cloud.google.com/impending-node-termination",
+    "aws-node-termination-handler/spot-itn",
+}
+"""Taints put on a node about to go; the node lifecycle controller's ``not-ready`` and
+``unreachable`` are not: they follow a node already lost."""
+FATAL_STATUS = frozenset({401, 403, 404})
+"""Answers a retry cannot mend: no credentials, no permission, no such resource type."""
+
+
+def api_time(text: str | None) -> float | None:
+    """An API time stamp (RFC 3339: ``metav1.Time`` at whole seconds, a log line's at
+    nanoseconds) on the ``time.time()`` scale."""
+    return datetime.fromisoformat(text).timestamp() if text else None
+
+
+def owned_time(obj: Mapping[str, Any], *path: str) -> float | None:
+    """The latest ``managedFields`` time of the writers owning ``path`` (``f:spec``,
+    ``f:taints``): when the API server saw that field change last."""
+    times = []
+    for entry in obj.get("metadata", {}).get("managedFields") or []:
+        owned: Any = entry.get("fieldsV1") or {}
+        for key in path:
+            owned = owned.get(key) if isinstance(owned, dict) else None
+        if owned is not None and entry.get("time"):
+            times.append(api_time(entry["time"]) or 0.0)
+    return max(times, default=None)
+
+
+def reclaim_notices(node: Mapping[str, Any]) -> dict[str, float | None]:
+    """Each sign of a reclaim the node shows (``drill.watch`` cites each), and when it was
+    written."""
+    spec, meta = node.get("spec") or {}, node["metadata"]
+    found: dict[str, float | None] = {}
+    if spec.get("unschedulable"):
+        found["cordoned (spec.unschedulable)"] = owned_time(node, "f:spec", "f:unschedulable")
+    for taint in spec.get("taints") or []:
+        if taint["key"] in NOTICE_TAINTS:
+            how = f"taint {taint['key']}:{taint.get('effect', '')}"
+            found[how] = owned_time(node, "f:spec", "f:taints")
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        said = f"{condition.get('reason', '')} {condition.get('message', '')}"
+        if condition["type"] == "Ready" and "shutting down" in said:
+            found["shutdown (Ready=False)"] = api_time(condition.get("lastTransitionTime"))
+    if meta.get("deletionTimestamp"):
+        found["node deleting"] = api_time(meta["deletionTimestamp"])
+    return found
+
+
+def read_node(core: client.CoreV1Api, name: str) -> dict[str, Any]:
+    return json.loads(core.read_node(name, _preload_content=False).data)
+
+
+def pool_of(node_labels: Mapping[str, str]) -> str:
+    return next((node_labels[k] for k in POOL_LABELS if node_labels.get(k)), "")
+
+
+def spot_label(node_labels: Mapping[str, str]) -> str | None:
+    """The ``label=value`` that makes the node spot, or None."""
+    return next((f"{k}={v}" for k, v in SPOT_LABELS if node_labels.get(k) == v), None)
+
+
+def why_not_spot(node: Mapping[str, Any]) -> str:
+    found = node["metadata"].get("labels") or {}
+    has = ", ".join(f"{k}={found[k]}" for k, _ in SPOT_LABELS if k in found) or "no capacity label"
+    wanted = ", ".join(f"{k}={v}" for k, v in SPOT_LABELS)
+    return f"node {node['metadata']['name']}, not spot ({has}; spot is one of {wanted})"
+
+
+def selector(kind: str, name: str) -> str:
+    """The label selector of the workload's pods, across restarts."""
+    if kind == jobset_facts.KIND:
+        return f"{jobset_facts.JOBSET_NAME_LABEL}={name}"
+    if kind == "Job":
+        return f"{JOB_NAME_LABEL}={name}"
+    raise DrillRefused(f"workload kind {kind!r}; allowed: Job, {jobset_facts.KIND}")
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
+    """An API client from a kubeconfig file, as kubectl reads it (exec plugins included),
+    with a connection pool wide enough for the drill's concurrent streams."""
+    configuration = client.Configuration()
+    configuration.connection_pool_maxsize = 32
+    return config.new_client_from_config(
+        config_file=kubeconfig, context=context, client_configuration=configuration
+    )
+
+
+class Cancel:
+    """One stop for every stream of a drill: :meth:`cancel` sets it and shuts the sockets of
+    the streams open now, so a blocked read returns at once instead of at its timeout."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._open: set[Any] = set()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def holding(self, stream: Any) -> Iterator[Any]:
+        """``stream`` (a Watch, a raw response) is open within: :meth:`cancel` interrupts it."""
+        with self._lock:
+            self._open.add(stream)
+        if self.event.is_set():
+            _interrupt(stream)
+        try:
+            yield stream
+        finally:
+            with self._lock:
+                self._open.discard(stream)
+
+    def cancel(self) -> None:
+        self.event.set()
+        with self._lock:
+            streams = list(self._open)
+        for stream in streams:
+            _interrupt(stream)
+
+
+def _interrupt(stream: Any) -> None:
+    if isinstance(stream, kube_watch.Watch):
+        stream.stop()  # its own socket shutdown finds no socket under urllib3 2: ours below
+    # urllib3 2.3+ shuts the socket's read side, so that the blocked reader returns now.
+    with suppress(AttributeError, ValueError, RuntimeError, OSError):  # not open any more
+        getattr(stream, "_resp", stream).shutdown()
+
+
+def refused(call: str, error: ApiException) -> DrillRefused:
+    return DrillRefused(f"{call}: {error.status} {error.reason}")
+
+
+def stream(
+    cancel: Cancel,
+    list_fn: Callable[..., Any],
+    *args: Any,
+    window: int = 300,
+    deadline: float | None = None,
+    **query: Any,
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``("LISTED", list)`` after each list, then ``(type, object)`` per watch event, in the
+    API's JSON. Watches from the last resourceVersion seen in ``window``-second windows, lists
+    again on 410 Gone (compacted: https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes),
+    reconnects after a dropped connection; ends when cancelled or at ``deadline``
+    (``time.monotonic()``), refuses to go on after :data:`FATAL_STATUS`."""
+    version: str | None = None
+    failures = 0
+    while not cancel.event.is_set():
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return
+        span = window if left is None else max(1, min(window, math.ceil(left)))
+        # The server ends a watch at whole seconds; a read timeout ends it at the deadline.
+        timeout = (CONNECT_SECONDS, span + 10 if left is None else max(left, 0.01))
+        try:
+            if version is None:
+                response = list_fn(*args, **query, _preload_content=False, _request_timeout=timeout)
+                listing = json.loads(response.data)
+                version = listing["metadata"]["resourceVersion"]
+                yield "LISTED", listing
+            with cancel.holding(kube_watch.Watch()) as watcher:
+                for event in watcher.stream(
+                    list_fn, *args, **query, resource_version=version, timeout_seconds=span,
+                    allow_watch_bookmarks=True, _request_timeout=timeout,
+                ):  # fmt: skip
+                    raw = event["raw_object"]
+                    version = (raw.get("metadata") or {}).get("resourceVersion") or version
+                    failures = 0
+                    if event["type"] != "BOOKMARK":
+                        yield event["type"], raw
+                    if cancel.event.is_set() or (deadline and time.monotonic() > deadline):
+                        return
+        except ApiException as error:
+            if error.status == 410:
+                version = None  # expired: list again, and the caller reconciles the gap
+                continue
+            if error.status in FATAL_STATUS:  # one line, not the response's headers and body
+                raise refused(list_fn.__name__, error) from None
+            failures += 1
+        except (urllib3.exceptions.HTTPError, OSError, ValueError):
+            failures += 1
+        if failures:
+            cancel.event.wait(min(0.1 * 2**failures, 5.0))
+
+
+@dataclass(frozen=True)
+class Rank:
+    """One pod of the workload and the node it runs on."""
+
+    pod: str
+    node: str
+    provider_id: str
+    pool: str
+    spot: str | None
+    """The ``label=value`` that makes its node spot; None when it is not."""
+
+
+@dataclass(frozen=True)
+class Target(Rank):
+    """The rank whose node to reclaim first, with what the drill needs of its workload."""
+
+    namespace: str
+    kind: str  # Job or JobSet
+    name: str
+    nodes: tuple[Rank, ...]
+    """What to reclaim: one rank's, or (``ranks="all"``) one rank on each distinct node."""
+    ranks: tuple[Rank, ...]
+    """Every running pod of the workload, in rank order."""
+    container: str
+    grace_seconds: int
+    """The pod's ``terminationGracePeriodSeconds``."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """The container's literal ``env`` values (``valueFrom`` ones are not read)."""
+
+
+def _expected(api: client.ApiClient, namespace: str, kind: str, name: str) -> int:
+    """How many pods run at once when the workload is up: a gang's every rank."""
+    try:
+        if kind == "Job":
+            return client.BatchV1Api(api).read_namespaced_job(name, namespace).spec.parallelism or 1
+        group, version, plural = JOBSET_API
+        jobset = client.CustomObjectsApi(api).get_namespaced_custom_object(
+            group, version, namespace, plural, name
+        )
+    except ApiException as error:
+        why = "not found" if error.status == 404 else f"{error.status} {error.reason}"
+        raise DrillRefused(f"{kind} {namespace}/{name}: {why}") from None
+    jobs = jobset.get("spec", {}).get("replicatedJobs", [])
+    return sum(
+        int(j.get("replicas", 1)) * int(j["template"]["spec"].get("parallelism", 1)) for j in jobs
+    )
+
+
+def _running(pod: Mapping[str, Any]) -> bool:
+    phase = (pod.get("status") or {}).get("phase")
+    return phase == "Running" and not pod["metadata"].get("deletionTimestamp")
+
+
+def _rank_key(pod: Mapping[str, Any]) -> tuple[int | str, ...]:
+    """A gang's rank order: the child Job's index, then the pod's completion index."""
+    found = pod["metadata"].get("labels") or {}
+    return (*(int(found.get(k, 0)) for k in RANK_LABELS), pod["metadata"]["name"])
+
+
+def _placed(core: client.CoreV1Api, pod: Mapping[str, Any], cache: dict[str, Any]) -> Rank:
+    if (name := pod["spec"]["nodeName"]) not in cache:
+        cache[name] = read_node(core, name)
+    found = cache[name]["metadata"].get("labels") or {}
+    provider = (cache[name].get("spec") or {}).get("providerID", "")
+    return Rank(pod["metadata"]["name"], name, provider, pool_of(found), spot_label(found))
+
+
+def _choose(
+    core: client.CoreV1Api,
+    pods: Mapping[str, Mapping[str, Any]],
+    cache: dict[str, Any],
+    expected: int,
+    ranks: str,
+) -> tuple[tuple[Rank, ...], tuple[Rank, ...], str, bool]:
+    """``(chosen, every rank, why not yet, refused)``: chosen is empty until the workload
+    runs whole with the node(s) to reclaim on spot; ``refused`` when it runs on other nodes."""
+    running = sorted(filter(_running, pods.values()), key=_rank_key)
+    if not running or len(running) < expected:
+        return (), (), f"{len(running)} of {max(expected, 1)} pod(s) Running", False
+    placed = tuple(_placed(core, p, cache) for p in running)
+    others = [r for r in placed if r.spot is None]
+    if ranks == "one":
+        chosen = tuple(r for r in placed if r.spot)[:1]
+    else:
+        # The first rank on each node, in rank order.
+        chosen = () if others else tuple({r.node: r for r in reversed(placed)}.values())[::-1]
+    if chosen:
+        return chosen, placed, "", False
+    why = f"pod {others[0].pod} runs on {why_not_spot(cache[others[0].node])}"
+    return (), placed, why, True
+
+
+def find_target(
+    api: client.ApiClient,
+    namespace: str,
+    kind: str,
+    name: str,
+    *,
+    ranks: str = "one",
+    container: str | None = None,
+    timeout: float = 900.0,
+    window: int = 60,
+) -> Target:
+    """Waits up to ``timeout`` seconds for the workload to run with a pod on a spot node
+    (``ranks="all"``: every node of the gang spot) and returns it. A workload still running
+    on other capacity when the wait ends is refused (DrillRefused, naming the node and its
+    capacity labels); one not running at all times the stage out (StageTimedOut)."""
+    if ranks not in ("one", "all"):
+        raise DrillRefused(f"ranks {ranks!r}; allowed: one, all")
+    workload, label_selector = f"{kind} {namespace}/{name}", selector(kind, name)
+    expected = _expected(api, namespace, kind, name)
+    core = client.CoreV1Api(api)
+    pods: dict[str, dict[str, Any]] = {}
+    cache: dict[str, dict[str, Any]] = {}
+    why, refused = f"0 of {max(expected, 1)} pod(s) Running", False
+    events = stream(
+        Cancel(), core.list_namespaced_pod, namespace, label_selector=label_selector,
+        window=window, deadline=time.monotonic() + timeout,
+    )  # fmt: skip
+    with closing(events):
+        for kind_of, obj in events:
+            if kind_of == "LISTED":
+                pods = {p["metadata"]["name"]: p for p in obj.get("items") or []}
+            elif kind_of == "DELETED":
+                pods.pop(obj["metadata"]["name"], None)
+            else:
+                pods[obj["metadata"]["name"]] = obj
+            chosen, placed, why, refused = _choose(core, pods, cache, expected, ranks)
+            if chosen:
+                trainer = _trainer(pods[chosen[0].pod], container)
+                facts = {"namespace": namespace, "kind": kind, "name": name}
+                return Target(**asdict(chosen[0]), **facts, nodes=chosen, ranks=placed, **trainer)
+    if refused:
+        raise DrillRefused(f"{workload}: {why} after waiting {timeout:g} s")
+    raise StageTimedOut(f"target: {workload} not running on a node within {timeout:g} s ({why})")
+
+
+def _trainer(pod: Mapping[str, Any], container: str | None) -> dict[str, Any]:
+    """The container's name, its literal env, and the pod's grace period."""
+    containers = pod["spec"]["containers"]
+    found = [c for c in containers if c["name"] == container] if container else containers
+    if not found:
+        names = ", ".join(c["name"] for c in containers)
+        raise DrillRefused(
+            f"pod {pod['metadata']['name']} has no container {container!r}; allowed: {names}"
+        )
+    env = {e["name"]: e["value"] for e in found[0].get("env") or [] if "value" in e}
+    grace = int(pod["spec"].get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
+    return {"container": found[0]["name"], "grace_seconds": grace, "env": env}
