@@ -41,6 +41,11 @@ class SmokeTest:
     seed: int = setting("seed", integer(0, 2**32 - 1), 0)
     model_mb: int = setting("modelMb", integer(1, 65536), 64)
     """Size of the model's state; large values exercise checkpoint throughput."""
+    step_milliseconds: int = setting("stepMilliseconds", integer(0, 60_000), 0)
+    """A pause after each step (the trainer's ``STEP_SECONDS``), 0 to 60,000; default 0.
+    The smoke model trains 2,000 steps in seconds, too fast for ``spotproof drill`` to reclaim
+    its node mid-run: at 500 ms the run lasts about 17 minutes on the cluster, while the
+    drill's local reference run of the same settings trains without pausing."""
     grace_period_seconds: int | None = setting("gracePeriodSeconds", None, None)
     """terminationGracePeriodSeconds: 1 up to, and by default, what the cloud leaves after
     its notice reaches the pod (``catalog.GRACE_PERIOD_SECONDS``); a longer one is cut

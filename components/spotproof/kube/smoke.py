@@ -90,6 +90,8 @@ def trainer_env(
         settings.MODEL_MB.name: smoke.model_mb,
         settings.GRACE_SECONDS.name: smoke.grace_period_seconds,
     }
+    if smoke.step_milliseconds:
+        values[settings.STEP_SECONDS.name] = smoke.step_milliseconds / 1000
     return [{"name": name, "value": str(value)} for name, value in values.items()]
 
 
