@@ -78,10 +78,14 @@ def plan_refuses_config(capsys: pytest.CaptureFixture[str], root: Path, stack: s
 
 
 def iam_condition_allows(
-    expression: str, resource_name: str, *, list_prefix: str | None = None
+    expression: str,
+    resource_name: str,
+    *,
+    list_prefix: str | None = None,
+    resource_type: str = "",
 ) -> bool:
-    """Evaluate an IAM condition (CEL) for a call on ``resource_name``, as IAM does; a
-    listing carries its ``prefix`` as the API attribute
+    """Evaluate an IAM condition (CEL) for a call on ``resource_name`` (of ``resource_type``),
+    as IAM does; a listing carries its ``prefix`` as the API attribute
     ``storage.googleapis.com/objectListPrefix``, any other call no API attribute."""
     import celpy  # noqa: PLC0415 - only the tests that check conditions need it
 
@@ -90,11 +94,31 @@ def iam_condition_allows(
 
     environment = celpy.Environment()
     program = environment.program(
-        environment.compile(expression), functions={"getAttribute": get_attribute}
+        environment.compile(expression),
+        functions={"getAttribute": get_attribute, "extract": iam_extract},
     )
     api = {} if list_prefix is None else {LIST_PREFIX_ATTRIBUTE: list_prefix}
-    activation = {"resource": {"name": resource_name}, "api": api}
-    return bool(program.evaluate(celpy.json_to_cel(activation)))
+    resource = {"name": resource_name, "type": resource_type}
+    return bool(program.evaluate(celpy.json_to_cel({"resource": resource, "api": api})))
+
+
+def iam_extract(value: Any, template: Any) -> Any:
+    """IAM Conditions' ``extract`` (not standard CEL): the part of ``value`` where the
+    template's ``{placeholder}`` stands, between the first occurrence of the text before it
+    and the next of the text after it (the rest, when nothing follows the placeholder); an
+    empty string where the template does not match
+    (https://cloud.google.com/iam/docs/conditions-attribute-reference, ``extract``)."""
+    import celpy  # noqa: PLC0415
+
+    head, _, rest = str(template).partition("{")
+    tail = rest.partition("}")[2]
+    text = str(value)
+    start = text.find(head)
+    if start < 0:
+        return celpy.celtypes.StringType("")
+    start += len(head)
+    end = text.find(tail, start) if tail else len(text)
+    return celpy.celtypes.StringType(text[start:end] if end >= 0 else "")
 
 
 PRUNING_RUN = {

@@ -134,11 +134,49 @@ def test_bool_compares_the_words_true_and_false() -> None:
     assert (decide([policy], plain), decide([policy], tls)) == ("denied", "allowed")
 
 
-@pytest.mark.parametrize("operator", ["NumericLessThan", "ForAnyValue:StringEquals"])
+@pytest.mark.parametrize("operator", ["NumericLessThan", "ForAnyValue:NumericLessThan"])
 def test_an_operator_it_does_not_model_is_refused_not_guessed(operator: str) -> None:
     policy = _policy(_allow("s3:GetObject", "*", {operator: {"s3:max-keys": "10"}}))
     with pytest.raises(UnsupportedPolicy, match=operator):
         decide([policy], Request("s3:GetObject", "x", {"s3:max-keys": "5"}))
+
+
+TAGGING = _allow(
+    "ec2:CreateTags",
+    "*",
+    {"ForAllValues:StringEquals": {"aws:TagKeys": ["drill"]}, "Null": {"aws:TagKeys": "false"}},
+)
+
+
+def test_for_all_values_holds_only_if_every_value_of_the_request_is_listed() -> None:
+    one = Request("ec2:CreateTags", "i", {"aws:TagKeys": ("drill",)})
+    more = Request("ec2:CreateTags", "i", {"aws:TagKeys": ("drill", "owner")})
+    assert (decide([_policy(TAGGING)], one), decide([_policy(TAGGING)], more)) == (
+        "allowed",
+        "implicitly denied",
+    )
+
+
+def test_for_all_values_holds_without_the_key_so_null_must_stand_beside_it() -> None:
+    alone = _allow("ec2:DeleteTags", "*", {"ForAllValues:StringEquals": {"aws:TagKeys": "drill"}})
+    bare = Request("ec2:DeleteTags", "i")
+    assert decide([_policy(alone)], bare) == "allowed"
+    assert decide([_policy(TAGGING)], Request("ec2:CreateTags", "i")) == "implicitly denied"
+
+
+def test_for_any_value_holds_if_one_value_is_listed_and_never_without_the_key() -> None:
+    any_drill = _allow(
+        "ec2:CreateTags", "*", {"ForAnyValue:StringEquals": {"aws:TagKeys": "drill"}}
+    )
+    mixed = Request("ec2:CreateTags", "i", {"aws:TagKeys": ("owner", "drill")})
+    assert decide([_policy(any_drill)], mixed) == "allowed"
+    assert decide([_policy(any_drill)], Request("ec2:CreateTags", "i")) == "implicitly denied"
+
+
+def test_a_multi_valued_key_under_a_single_valued_operator_is_refused_not_guessed() -> None:
+    single = _allow("ec2:CreateTags", "*", {"StringEquals": {"aws:TagKeys": "drill"}})
+    with pytest.raises(UnsupportedPolicy, match="multi-valued key aws:TagKeys"):
+        decide([_policy(single)], Request("ec2:CreateTags", "i", {"aws:TagKeys": ("drill",)}))
 
 
 def test_documents_are_read_from_their_json_text_too() -> None:

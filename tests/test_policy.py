@@ -465,6 +465,26 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         lambda i: i.update(role="roles/storage.objectAdmin"),
         "bucket-access-scoped",
     ),
+    "GKE drill role bound without its node condition": (
+        "gcp:projects/iAMMember:IAMMember",
+        "gke-dev-drill-3b6c1d79",
+        lambda i: i.pop("condition"),
+        "gke-drill-scoped",
+    ),
+    "FIS drill role interrupting instances without the target tag": (
+        "aws:iam/rolePolicy:RolePolicy",
+        "eks-dev-drill-fis-interrupt",
+        lambda i: i.update(
+            policy=i["policy"].replace(', "aws:ResourceTag/spotproof.io/drill-target": "true"', "")
+        ),
+        "eks-drill-scoped",
+    ),
+    "AKS drill role assigned on the subscription": (
+        "azure-native:authorization:RoleAssignment",
+        "aks-dev-drill-group-4a1c9f2e-6b7d-4e3a-9c85-2f0d1e6b7a34",
+        lambda i: i.update(scope=i["scope"].partition("/resourceGroups/")[0]),
+        "aks-drill-scoped",
+    ),
 }
 
 
@@ -495,6 +515,8 @@ REPORTED_AS = {
     "NetworkPolicies blocking DNS": "eks-prod-smoke-job",
     # The cluster whose CNI ignores NetworkPolicies, not the add-on.
     "EKS without network policy enforcement": "eks-dev",
+    # The experiment template whose role interrupts too much, not the role's policy.
+    "FIS drill role interrupting instances without the target tag": "eks-dev-drill-experiment",
 }
 
 

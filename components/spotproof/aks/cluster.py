@@ -29,6 +29,7 @@ import pulumi_azure_native as azure
 from spotproof import scheduling
 from spotproof.aks.autoprovisioning import AutoProvisionedPools, AutoProvisionedPoolsArgs
 from spotproof.aks.bucket import CONTAINER, CheckpointBucket, CheckpointBucketArgs
+from spotproof.aks.drill import DrillGrant, DrillGrantArgs
 from spotproof.aks.pools import GpuAgentPools, GpuAgentPoolsArgs, system_pool_profile, taints_of
 from spotproof.aks.work_queue import WorkQueue, WorkQueueArgs
 from spotproof.catalog import Cloud
@@ -191,6 +192,12 @@ class HybridCluster(ClusterForWorkloads):
                 NvidiaDevicePluginArgs(provider=self.provider, taints=advertised),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
             )
+        if spec.drill is not None:
+            self.drill_grant = DrillGrant(
+                f"{name}-drill",
+                DrillGrantArgs(name, cluster.node_resource_group, spec.drill.principals),
+                opts=child,
+            ).outputs
         self._register(
             [*self.gpu_pools.pool_names, *nap_names], oidc_issuer_url=self.oidc_issuer_url
         )

@@ -207,6 +207,8 @@ PROFILE = CloudProfile(
         "azure-native:storage:StorageAccount": ("accountName",),
         "azure-native:containerservice:ManagedCluster": ("resourceGroupName", "resourceName"),
         "azure-native:managedidentity:UserAssignedIdentity": ("resourceGroupName", "resourceName"),
+        # A custom role's display name is unique in the tenant (``aks.drill``).
+        "azure-native:authorization:RoleDefinition": ("roleName",),
     },
 )
 """What shared code asks of AKS (``catalog.profile``)."""

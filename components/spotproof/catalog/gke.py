@@ -360,7 +360,7 @@ PROFILE = CloudProfile(
     # other sources in ``kube.network_policy``'s docstring).
     host_dns=("169.254.20.10/32", "169.254.169.254/32"),
     identity_endpoints=(("169.254.169.254/32", 80), ("169.254.169.252/32", 988)),
-    # Bucket names are global; service account ids are unique per project.
+    # Bucket names are global; service account and custom role ids are unique per project.
     unique_names={
         "gcp:storage/bucket:Bucket": ("name",),
         "gcp:serviceaccount/account:Account": ("project", "accountId"),
@@ -370,6 +370,7 @@ PROFILE = CloudProfile(
         "gcp:compute/router:Router": ("project", "region", "name"),
         "gcp:pubsub/topic:Topic": ("project", "name"),
         "gcp:pubsub/subscription:Subscription": ("project", "name"),
+        "gcp:projects/iAMCustomRole:IAMCustomRole": ("project", "roleId"),
     },
 )
 """What shared code asks of GKE (``catalog.profile``)."""

@@ -15,6 +15,7 @@ from spotproof.catalog import Cloud
 from spotproof.cloud_tags import stack_tags
 from spotproof.eks import iam_documents, roles
 from spotproof.eks.bucket import CheckpointBucket, CheckpointBucketArgs
+from spotproof.eks.drill import DrillGrant, DrillGrantArgs
 from spotproof.eks.karpenter import Karpenter, KarpenterArgs
 from spotproof.eks.network import Network
 from spotproof.eks.work_queue import WorkQueue, WorkQueueArgs
@@ -242,6 +243,12 @@ class HybridCluster(ClusterForWorkloads):
 
         self._trainer_and_batch(name, spec, bucket, work_queue)
         self._spot_falls_back = bool(spec.pools_of(PoolClass.ON_DEMAND_GPU))
+        if spec.drill is not None:
+            self.drill_grant = DrillGrant(
+                f"{name}-drill",
+                DrillGrantArgs(name, spec.region, spec.drill.principals, name_prefix=name),
+                opts=child,
+            ).outputs
         self._register(self.karpenter.node_pool_names)
 
     def placement(self, target: PoolClass) -> TargetPlacement:

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from spotproof.catalog import Cloud
 from spotproof.catalog import aks as aks_catalog
+from spotproof.fleet.drill import ENTRA_OBJECT_ID
 from spotproof.fleet.errors import SpecError
 from spotproof.fleet.fields import ConfigObject, config_key, read_settings, setting
 from spotproof.fleet.pools import CapacityPool, SystemPool, Taint, check_node_range
@@ -323,5 +324,6 @@ CONFIG = CloudConfig(
     bucket_rule=BUCKET_RULE,
     finish=_fixed_system_pool,
     own_keys=("azure-native:location",),
+    drill_principals=ENTRA_OBJECT_ID,
 )
 """How the AKS section is read from stack config."""

@@ -19,6 +19,7 @@ from spotproof import clouds
 from spotproof.catalog import PROFILES, Cloud
 from spotproof.fleet.addons import read_jobset, read_keda, read_kueue
 from spotproof.fleet.api_access import API_ACCESS_ALLOWED, read_api_access
+from spotproof.fleet.drill import read_drill
 from spotproof.fleet.errors import SpecError
 from spotproof.fleet.fields import ConfigObject, judged, read_settings, setting_keys
 from spotproof.fleet.pools import PoolClass, system_pool
@@ -46,6 +47,7 @@ TOP_LEVEL_KEYS = {
     "batch",
     "keda",
     "existingCluster",
+    "drill",
     *(key for config in CLOUDS.values() for key in setting_keys(config.section)),
 }
 """Every key of the ``spotproof`` namespace, on any cloud: one close to these but not
@@ -212,6 +214,7 @@ def _fleet(stack: str, config: Mapping[str, Any], secret_keys: Iterable[str]) ->
         batch=batch,
         keda=top.section("keda", read_keda(batch)),
         api_access=top.field("apiAccess", read_api_access),
+        drill=top.section("drill", read_drill(reader.drill_principals)),
     )
     top.finish()
     return reader.finish(spec)

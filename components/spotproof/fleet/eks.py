@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from spotproof.catalog import Cloud
 from spotproof.catalog import eks as eks_catalog
 from spotproof.fleet.addresses import private_range
+from spotproof.fleet.drill import AWS_ROLE
 from spotproof.fleet.errors import SpecError
 from spotproof.fleet.fields import (
     Checked,
@@ -353,5 +354,6 @@ CONFIG = CloudConfig(
     read_bucket_extras=_kms_key,
     finish=_check_karpenter_replicas,
     own_keys=("aws:region",),
+    drill_principals=AWS_ROLE,
 )
 """How the EKS section is read from stack config."""

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from spotproof.catalog import Cloud
 from spotproof.catalog import gke as gke_catalog
+from spotproof.fleet.drill import GCP_MEMBER
 from spotproof.fleet.errors import SpecError
 from spotproof.fleet.fields import Checked, ConfigObject, config_key, read_settings, setting
 from spotproof.fleet.gke_network import GkeNetwork, read_network
@@ -393,5 +394,6 @@ CONFIG = CloudConfig(
     finish=fit_autoprovisioning,
     own_keys=("gcp:project", "gcp:region"),
     project_of=lambda section: section.project,
+    drill_principals=GCP_MEMBER,
 )
 """How the GKE section is read from stack config."""

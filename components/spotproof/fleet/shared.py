@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from spotproof.fleet.drill import NO_DRILL, PrincipalRule
 from spotproof.fleet.errors import SpecError
 from spotproof.fleet.fields import ConfigObject
 from spotproof.fleet.pools import Capacity, check_node_range, taints
@@ -52,6 +53,9 @@ class CloudConfig:
     """The project the stack deploys into, where its config names one (GKE's
     ``gcp:project``): ids the cloud computes from it (a service account's email) depend on
     it, so the offline plan fakes them with it."""
+    drill_principals: PrincipalRule = NO_DRILL
+    """How the cloud names who may run drills (``spotproof:drill.principals``), its
+    components granting them what a drill needs (``fleet.drill``)."""
 
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

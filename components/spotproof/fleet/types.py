@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Protocol
 from spotproof.catalog import Cloud
 from spotproof.fleet.addons import JobSetSpec, KedaSpec, KueueSpec
 from spotproof.fleet.api_access import ApiAccess
+from spotproof.fleet.drill import DrillSpec
 from spotproof.fleet.fields import Checked, ConfigObject, read_settings, setting
 from spotproof.fleet.pools import GpuPoolSpec, PoolClass, SystemPool
 from spotproof.fleet.readers import integer, key_prefix, text
@@ -117,6 +118,9 @@ class FleetSpec:
     api_access: ApiAccess = field(default_factory=lambda: ApiAccess(private_endpoint=True))
     """Who may reach the Kubernetes API (``spotproof:apiAccess``, which a stack must
     set); private when a program builds the spec itself without saying."""
+    drill: DrillSpec | None = None
+    """Who may reclaim this stack's spot nodes with ``spotproof drill``, and the grants
+    that lets them (``spotproof:drill``); None, the default, grants nothing."""
 
     @property
     def cloud(self) -> Cloud:

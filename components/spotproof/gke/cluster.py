@@ -18,6 +18,7 @@ from spotproof.fleet import ApiAccess, BatchSpec, FleetSpec, PoolClass
 from spotproof.fleet.gke import FlexStartPool, GkeFleet
 from spotproof.gke import pools
 from spotproof.gke.bucket import CheckpointBucket, CheckpointBucketArgs
+from spotproof.gke.drill import DrillGrant, DrillGrantArgs
 from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.gke.network import Network, NetworkArgs, joined
 from spotproof.gke.pools import GpuNodePools, GpuNodePoolsArgs
@@ -200,6 +201,12 @@ class HybridCluster(ClusterForWorkloads):
             )
             self._queue = LocalQueueRef(trainer.namespace, queue.queue_name)
             self.controllers = [*self.controllers, queue]
+        if spec.drill is not None:
+            self.drill_grant = DrillGrant(
+                f"{name}-drill",
+                DrillGrantArgs(gke.project, spec.region, name, spec.drill.principals),
+                opts=child,
+            ).outputs
         self._register(self.gpu_pools.pool_names)
 
     def placement(self, target: PoolClass) -> TargetPlacement:

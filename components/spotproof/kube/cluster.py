@@ -12,7 +12,7 @@ the registered outputs.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import pulumi
@@ -76,6 +76,9 @@ class ClusterForWorkloads(pulumi.ComponentResource, ABC):
     """With ``spotproof:batch``: the cloud's work queue, results prefix and worker identity."""
     autoscaler: pulumi.Resource | None
     """KEDA, where it scales the batch workers."""
+    drill_grant: Mapping[str, pulumi.Input[str]] | None = None
+    """With ``spotproof:drill``: where the cloud's drill grant is, keyed as the stack output
+    ``drill`` is (``spotproof.drill.grants.output_keys``); None without it."""
 
     @abstractmethod
     def placement(self, target: PoolClass) -> TargetPlacement:

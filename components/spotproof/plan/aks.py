@@ -35,11 +35,21 @@ OUTPUTS: dict[str, OutputFaker] = {
     },
     "azure-native:containerservice:ManagedCluster": lambda name, inputs, cloud: {
         "name": inputs.get("resourceName", name),
+        # AKS's own group for the cluster's nodes, unless the cluster names one
+        # (https://learn.microsoft.com/azure/aks/faq#why-are-two-resource-groups-created-with-aks).
+        "nodeResourceGroup": inputs.get("nodeResourceGroup")
+        or f"MC_{inputs.get('resourceGroupName')}_{inputs.get('resourceName', name)}_"
+        f"{inputs.get('location')}",
         "oidcIssuerProfile": {
             **inputs.get("oidcIssuerProfile", {}),
             "issuerURL": f"https://{inputs.get('location')}.oic.prod-aks.azure.com/"
             f"{cloud.tenant}/offline/",
         },
+    },
+    "azure-native:authorization:RoleDefinition": lambda name, inputs, cloud: {
+        "name": inputs.get("roleDefinitionId", name),
+        "id": f"/subscriptions/{cloud.subscription}/providers/Microsoft.Authorization/"
+        f"roleDefinitions/{inputs.get('roleDefinitionId', name)}",
     },
     "azure-native:managedidentity:UserAssignedIdentity": lambda name, inputs, cloud: {
         "name": inputs.get("resourceName", name),

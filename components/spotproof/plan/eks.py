@@ -5,6 +5,7 @@ Karpenter's scaling and reclaim are shared (``plan.simulation``)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -55,6 +56,9 @@ OUTPUTS: dict[str, OutputFaker] = {
         "arn": cloud.arn("sqs", inputs.get("name", name)),
         "url": f"https://sqs.{cloud.region}.amazonaws.com/{cloud.account}/"
         + inputs.get("name", name),
+    },
+    "aws:fis/experimentTemplate:ExperimentTemplate": lambda name, _inputs, _cloud: {
+        "id": "EXT" + hashlib.sha256(name.encode()).hexdigest()[:14],
     },
     "aws:s3/bucket:Bucket": lambda name, inputs, _cloud: {
         "bucket": inputs.get("bucket", name),

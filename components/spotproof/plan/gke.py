@@ -45,6 +45,13 @@ OUTPUTS: dict[str, OutputFaker] = {
         "email": f"{inputs.get('accountId', name)}@{cloud.project}.iam.gserviceaccount.com",
         "name": f"projects/{cloud.project}/serviceAccounts/{inputs.get('accountId', name)}",
     },
+    # A project's custom role is named projects/PROJECT/roles/ROLE_ID, its id too.
+    "gcp:projects/iAMCustomRole:IAMCustomRole": lambda name, inputs, cloud: {
+        "name": f"projects/{inputs.get('project', cloud.project)}/roles/"
+        + inputs.get("roleId", name),
+        "id": f"projects/{inputs.get('project', cloud.project)}/roles/"
+        + inputs.get("roleId", name),
+    },
     "gcp:storage/bucket:Bucket": lambda name, inputs, _cloud: {
         "name": inputs.get("name", name),
         "url": f"gs://{inputs.get('name', name)}",

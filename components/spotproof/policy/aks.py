@@ -11,7 +11,7 @@ from spotproof.catalog import Cloud
 from spotproof.catalog.aks import BLOB_DATA_CONTRIBUTOR, confined_prefix
 from spotproof.fleet.aks import PLATFORM_SPOT_TAINT
 from spotproof.fleet.pools import PoolClass
-from spotproof.policy import exposure
+from spotproof.policy import aks_drill, exposure
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
 from spotproof.policy.identity_readiness import IdentityBinding
 from spotproof.scheduling import aks as aks_shapes
@@ -173,4 +173,5 @@ STACK_RULES: tuple[StackRule, ...] = (
         "A blob data role reaches one prefix of one container only.",
         role_scoped_to_container,
     ),
+    *aks_drill.STACK_RULES,
 )

@@ -21,9 +21,16 @@ https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-lo
   ``ArnNotLike``), which hold only if it matches *none*. A key the request lacks makes
   the condition false, except under ``Null`` and the ``...IfExists`` forms, where it holds.
 
-Identity policies only: no principals, permission boundaries, session policies or SCPs,
-and no multi-valued keys (``ForAnyValue:``/``ForAllValues:``). An operator outside the
-supported set raises :class:`UnsupportedPolicy` rather than guess.
+A multi-valued key (``aws:TagKeys``: every tag key of the request) is a tuple in the
+request's context, and is compared only under the set operators
+(https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-single-vs-multi-valued-context-keys.html):
+``ForAllValues:`` holds if every value of the request matches a listed one, and so when the
+request has none or lacks the key (hence ``Null`` beside it); ``ForAnyValue:`` holds if at
+least one does, and never when the key is missing.
+
+Identity policies only: no principals, permission boundaries, session policies or SCPs.
+An operator outside the supported set, or a multi-valued key under a single-valued
+operator, raises :class:`UnsupportedPolicy` rather than guess.
 """
 
 from __future__ import annotations
@@ -47,7 +54,8 @@ class Request:
 
     action: str
     resource: str
-    context: Mapping[str, str] = field(default_factory=dict)
+    context: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict)
+    """Context keys to their value; a multi-valued key's values as a tuple."""
 
     def __str__(self) -> str:
         keys = "".join(f" {key}={value!r}" for key, value in sorted(self.context.items()))
@@ -86,24 +94,49 @@ _NEGATED = {
 }
 
 
-def _condition_holds(operator: str, key: str, wanted: Any, context: Mapping[str, str]) -> bool:
-    if operator.startswith(("ForAnyValue:", "ForAllValues:")):
-        raise UnsupportedPolicy(f"condition operator {operator}: multi-valued keys not modelled")
-    if_exists = operator.endswith("IfExists")
-    base = operator.removesuffix("IfExists")
+_SET_OPERATORS = ("ForAllValues", "ForAnyValue")
+
+
+def _condition_holds(
+    operator: str, key: str, wanted: Any, context: Mapping[str, str | tuple[str, ...]]
+) -> bool:
+    qualifier, _, single = operator.rpartition(":")
+    if_exists = single.endswith("IfExists")
+    base = single.removesuffix("IfExists")
+    if qualifier:
+        if qualifier not in _SET_OPERATORS or base == "Null":
+            raise UnsupportedPolicy(f"condition operator {operator}: not modelled")
+        if key not in context:
+            return qualifier == "ForAllValues" or if_exists
+        found = context[key]
+        held = [
+            _value_holds(operator, base, value, wanted)
+            for value in (found if isinstance(found, tuple) else (found,))
+        ]
+        return all(held) if qualifier == "ForAllValues" else any(held)
     if base == "Null":
         missing = key not in context
         return any(missing == (str(value).lower() == "true") for value in _listed(wanted))
     if key not in context:
         return if_exists
     actual = context[key]
+    if isinstance(actual, tuple):
+        raise UnsupportedPolicy(
+            f"condition operator {operator} on the multi-valued key {key}: allowed are "
+            f"{' and '.join(_SET_OPERATORS)}"
+        )
+    return _value_holds(operator, base, actual, wanted)
+
+
+def _value_holds(operator: str, base: str, actual: str, wanted: Any) -> bool:
     if base in _NEGATED:
         matches = _MATCHERS[_NEGATED[base]]
         return not any(matches(actual, str(value)) for value in _listed(wanted))
     if base not in _MATCHERS:
         raise UnsupportedPolicy(
             f"condition operator {operator}: supported are "
-            f"{', '.join(sorted([*_MATCHERS, *_NEGATED, 'Null']))} and their IfExists forms"
+            f"{', '.join(sorted([*_MATCHERS, *_NEGATED, 'Null']))}, their IfExists forms and "
+            f"{' and '.join(_SET_OPERATORS)} over them"
         )
     return any(_MATCHERS[base](actual, str(value)) for value in _listed(wanted))
 

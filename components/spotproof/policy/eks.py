@@ -12,7 +12,7 @@ from typing import Any
 
 from spotproof import scheduling
 from spotproof.fleet.pools import PoolClass
-from spotproof.policy import exposure
+from spotproof.policy import eks_drill, exposure
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
 from spotproof.policy.identity_readiness import IdentityBinding
 from spotproof.scheduling import eks as eks_shapes
@@ -331,4 +331,5 @@ STACK_RULES: tuple[StackRule, ...] = (
         "Checkpoints stay in the cluster's region.",
         s3_bucket_in_cluster_region,
     ),
+    *eks_drill.STACK_RULES,
 )

@@ -10,7 +10,7 @@ from spotproof import scheduling
 from spotproof.catalog import Cloud
 from spotproof.catalog import gke as gke_catalog
 from spotproof.fleet.pools import PoolClass
-from spotproof.policy import exposure
+from spotproof.policy import exposure, gke_drill
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
 from spotproof.policy.identity_readiness import IdentityBinding
 from spotproof.scheduling import gke as gke_shapes
@@ -379,10 +379,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ),
     ResourceRule("gke-private-nodes", "Nodes have no external IPs.", CLUSTER, private_nodes),
     ResourceRule(
-        "gke-pool-private-nodes",
-        "No pool overrides private nodes.",
-        NODE_POOL,
-        pool_private,
+        "gke-pool-private-nodes", "No pool overrides private nodes.", NODE_POOL, pool_private
     ),
 )
 
@@ -397,4 +394,5 @@ STACK_RULES: tuple[StackRule, ...] = (
         "Storage roles are granted on the bucket only.",
         bucket_access_scoped,
     ),
+    *gke_drill.STACK_RULES,
 )
