@@ -11,7 +11,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 STACK  ?= gke-dev
-PIP    := $(BIN)/pip install --disable-pip-version-check --progress-bar on -c constraints.txt
+# --no-compile: byte-compiling every module of the cloud SDKs at install (pulumi-azure-native
+# alone has thousands) took most of a minute; Python compiles what a run imports, once.
+PIP    := $(BIN)/pip install --disable-pip-version-check --progress-bar on --no-compile -c constraints.txt
 
 .PHONY: demo test lint plan bench dist clean postgres-server
 

@@ -24,7 +24,16 @@ def checkov(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = tmp_path_factory.mktemp("checkov") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", CHECKOV],
+        # --no-compile: checkov compiles what its one run imports; byte-compiling all of it
+        # and its dependencies at install cost most of the fixture's time.
+        [
+            str(venv / "bin" / "pip"),
+            "install",
+            "--quiet",
+            "--no-compile",
+            "--disable-pip-version-check",
+            CHECKOV,
+        ],
         check=True,
     )
     return venv / "bin" / "checkov"

@@ -23,20 +23,23 @@ def _smoke(*argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_smoke_passes_and_writes_report_json_and_timeline(tmp_path: Path) -> None:
-    report_path = tmp_path / "smoke.json"
+@pytest.fixture(scope="module")
+def smoked(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One rehearsal with a preemption and a hard kill, read by the tests below."""
+    report_path = tmp_path_factory.mktemp("smoke") / "smoke.json"
     done = _smoke(
-        "--preemptions",
-        "1",
-        "--hard-kills",
-        "1",
-        "--steps",
-        "100",
-        "--interval",
-        "20",
-        "--json",
-        str(report_path),
+        *("--preemptions", "1", "--hard-kills", "1", "--steps", "100", "--interval", "20"),
+        *("--json", str(report_path)),
     )
+    return done, report_path
+
+
+def test_smoke_passes_and_writes_report_json_and_timeline(
+    smoked: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    done, report_path = smoked
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PASSED: the interrupted run ended with the reference digest" in done.stdout
     report = json.loads(report_path.read_text())
@@ -65,22 +68,15 @@ def _progress_order(stdout: str) -> list[str]:
     ]
 
 
-def test_smoke_progress_says_each_event_before_the_attempt_it_causes(tmp_path: Path) -> None:
-    done = _smoke(
-        "--preemptions",
-        "1",
-        "--hard-kills",
-        "0",
-        "--steps",
-        "80",
-        "--interval",
-        "20",
-        "--json",
-        str(tmp_path / "smoke.json"),
-    )
+def test_smoke_progress_says_each_event_before_the_attempt_it_causes(
+    smoked: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    done, _ = smoked
     assert done.returncode == 0, done.stdout + done.stderr
     order = [kind for kind in _progress_order(done.stdout) if kind != "other"]
-    assert order == ["attempt", "training", "interruption", "attempt", "training"], done.stdout
+    assert order == ["attempt", "training", *["interruption", "attempt", "training"] * 2], (
+        done.stdout
+    )
     assert "  attempt 0: trains from scratch" in done.stdout
     assert "  attempt 1: trains from step " in done.stdout
 
