@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,18 @@ PATH = re.compile(
     r"(?:/(?P<name>[^/]+))?(?P<log>/log)?$"
 )
 Step = tuple[float, Callable[["Replay"], None]]
+VERSION = {
+    "major": "1",
+    "minor": "33",
+    "gitVersion": "v1.33.5",
+    "gitCommit": "0" * 40,
+    "gitTreeState": "clean",
+    "buildDate": "2026-09-10T00:00:00Z",
+    "goVersion": "go1.24.6",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+"""``GET /version`` as an API server answers it (every field: the client validates them)."""
 
 
 class Replay:
@@ -253,10 +266,18 @@ def _handler(replay: Replay) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *_: Any) -> None:
             pass
 
+        def date_time_string(self, timestamp: float | None = None) -> str:
+            # The Date header every response carries, on the script's clock: the drill
+            # reads the API server's time from it.
+            return formatdate(replay.clock() if timestamp is None else timestamp, usegmt=True)
+
         def do_GET(self) -> None:
             url = urlparse(self.path)
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
             replay.requests.append(self.path)
+            if url.path.rstrip("/") == "/version":
+                self._json(200, VERSION)
+                return
             found = PATH.match(url.path)
             if found is None or found["resource"] not in KINDS:
                 self._json(404, _status(404, "NotFound", f"no route {url.path}"))

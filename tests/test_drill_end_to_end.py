@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,11 +23,11 @@ from spotproof.catalog import Cloud
 from spotproof.drill.errors import DrillRefused, GrantMissing
 from spotproof.drill.grants import grant_from_outputs
 from spotproof.drill.instances import Instance
+from spotproof.drill.kube_api import connect
 from spotproof.drill.reclaim import Reclaimed
 from spotproof.drill.runner import DrillOptions, run_drill
 from spotproof.drill.store_watch import StoreWatch
 from spotproof.drill.subject import Subject
-from spotproof.drill.target import connect
 from spotproof.drill.timeline import Mark, Timeline
 from spotproof.plan import PlanResult
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
@@ -51,7 +52,7 @@ class ReplayedReclaim:
     def reclaim(self, instance: Instance) -> Reclaimed:
         self.reclaimed.append(instance)
         self.replay.play(self.scenario.steps)
-        return Reclaimed(instance, self.replay.clock(), "replay-1", "a replayed reclaim")
+        return Reclaimed(instance, time.time(), "replay-1", "a replayed reclaim")
 
     def undo(self) -> None:
         self.undone += 1
@@ -228,12 +229,15 @@ GRANT = {
 }
 
 
+@pytest.mark.parametrize("skew", [0, -40], ids=["clock-agrees", "clock-40s-behind"])
 def test_the_command_drills_a_gke_cluster_through_simulate_maintenance_event(
     replay: Replay,
     tmp_path: Path,
+    *,
     compute: ComputeApi,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
+    skew: float,
 ) -> None:
     scenario = SCENARIOS["gke"](replay)
     instance = f"/compute/v1/projects/{PROJECT}/zones/{ZONE}/instances/{scenario.reclaimed}"
@@ -254,8 +258,10 @@ def test_the_command_drills_a_gke_cluster_through_simulate_maintenance_event(
         return sent(request)
 
     monkeypatch.setattr(compute, "send", send)
-    # The drill's clock on the replay's scripted time, as the API server stamps it.
-    monkeypatch.setattr("spotproof.drill.runner.time", SimpleNamespace(time=replay.clock))
+    # This machine's clock on the replay's scripted time, as the API server stamps it, or
+    # off it by ``skew``: the drill corrects it from the API server's Date header.
+    local = SimpleNamespace(time=lambda: replay.clock() + skew)
+    monkeypatch.setattr("spotproof.drill.command.time", local)
     report_path = tmp_path / "out" / "drill.json"
 
     code, out, err = run_cli(
@@ -268,6 +274,7 @@ def test_the_command_drills_a_gke_cluster_through_simulate_maintenance_event(
 
     assert (code, err) == (0, ""), out
     assert "simulateMaintenanceEvent" in out and "PASSED" in out
+    assert ("off the API server's: corrected" in out) == bool(skew)
     posts = [s for s in compute.sent if s.method == "POST" and s.path != "/token"]
     assert [s.path for s in posts] == [f"{instance}/simulateMaintenanceEvent"]
     written = json.loads(report_path.read_text())

@@ -216,6 +216,11 @@ def test_drill_operator_may_mark_a_cluster_instance_and_start_the_stacks_templat
         Request("fis:StartExperiment", f"{fis}:experiment-template/{template}"),
         Request("fis:StartExperiment", f"{fis}:experiment/EXPabc"),
         Request("fis:GetExperiment", f"{fis}:experiment/EXPabc"),
+        Request(
+            "iam:CreateServiceLinkedRole",
+            f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/fis.amazonaws.com/AWSServiceRoleForFIS",
+            {"iam:AWSServiceName": "fis.amazonaws.com"},
+        ),
     ]
     assert [decide([policy], r) for r in requests] == ["allowed"] * len(requests)
 
@@ -233,6 +238,11 @@ def test_drill_operator_may_mark_a_cluster_instance_and_start_the_stacks_templat
         Request("ec2:DeleteTags", EC2_INSTANCE, OWNED),
         Request("fis:StartExperiment", f"arn:aws:fis:us-west-2:{ACCOUNT}:experiment-template/EXTx"),
         Request("ec2:SendSpotInstanceInterruptions", EC2_INSTANCE, TARGETED),
+        Request(
+            "iam:CreateServiceLinkedRole",
+            f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/ec2.amazonaws.com/AWSServiceRoleForEC2",
+            {"iam:AWSServiceName": "ec2.amazonaws.com"},
+        ),
     ],
     ids=[
         "tag another key",
@@ -241,6 +251,7 @@ def test_drill_operator_may_mark_a_cluster_instance_and_start_the_stacks_templat
         "delete every tag",
         "start another template",
         "interrupt by itself",
+        "create another service's linked role",
     ],
 )
 def test_drill_operator_may_do_nothing_else(request_: Request) -> None:

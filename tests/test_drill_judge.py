@@ -118,7 +118,7 @@ def test_a_failure_counted_against_backoff_limit_fails_the_drill() -> None:
 
     verdict = judge(graceful(edit=counted), EXPECTED)
 
-    assert any("counted 1 failed pod(s) against backoffLimit" in f for f in verdict.failures)
+    assert any("counted 1 failure(s) against its budget" in f for f in verdict.failures)
 
 
 def test_a_different_digest_fails_and_an_unknown_reference_is_not_judged() -> None:
@@ -271,3 +271,42 @@ def test_a_rehearsed_preemption_that_did_not_recover_fails_the_drills_judge(
 
     assert verdict is not None
     assert any(failure in f for f in verdict.failures), verdict.failures
+
+
+def test_a_replacement_that_resumed_early_from_before_a_committed_step_fails() -> None:
+    def early(timeline: Timeline) -> None:
+        timeline.events[:] = [e for e in timeline.events if e.mark is not Mark.RESUMED]
+        timeline.add(1000.2, Mark.CHECKPOINT, pod=OLD, step=110, kind="periodic")
+        timeline.add(1001.0, Mark.RESUMED, pod=NEW, step=0)  # before OLD ended, from scratch
+
+    [reclaim] = judge(graceful(edit=early), EXPECTED).reclaims
+
+    assert reclaim.overlapped
+    assert reclaim.problems == [
+        "step 110 was committed before the replacement resumed, but it resumed from 0"
+    ]
+
+
+def test_a_gang_rank_reclaimed_with_the_rest_that_never_got_sigterm_fails() -> None:
+    timeline = graceful()
+    [reclaim] = timeline.of(Mark.RECLAIM)
+    timeline.events.remove(reclaim)
+    timeline.add(1000.0, Mark.RECLAIM, pod=OLD, node="n1", pods=[OLD, "rank-1"])
+
+    verdict = judge(timeline, EXPECTED)
+
+    assert verdict.failures == ["reclaim 1: SIGTERM never reached the trainer in rank-1"]
+
+
+def test_another_ranks_marks_are_not_the_reclaimed_pods() -> None:
+    def other_rank(timeline: Timeline) -> None:
+        timeline.add(1000.1, Mark.POD_DELETING, pod="rank-1", grace=5)
+
+    assert judge(graceful(edit=other_rank), EXPECTED).passed
+
+
+def test_a_drill_that_does_not_wait_for_the_end_does_not_require_it() -> None:
+    timeline = graceful()
+    timeline.events[:] = [e for e in timeline.events if e.mark is not Mark.DONE]
+
+    assert judge(timeline, Expectation(declared_grace=30, require_done=False)).passed

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from spotproof.drill.errors import DrillError, DrillRefused, StageTimedOut
-from spotproof.drill.target import connect, find_target
+from spotproof.drill.kube_api import connect
+from spotproof.drill.target import find_target
 from spotproof.drill.timeline import Event, Mark, Timeline
 from spotproof.drill.watch import ClusterWatch
 from tests import kube_replay as replay_

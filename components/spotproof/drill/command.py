@@ -12,6 +12,9 @@ import argparse
 import json
 import sys
 import tempfile
+import time
+from collections.abc import Callable
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,7 @@ from spotproof.drill.subject import (
     subject_from_plan,
 )
 from spotproof.drill.timeline import Timeline
+from spotproof.runtime.messages import first_line
 
 EXIT_INTERRUPTED = 130
 """128 + SIGINT, as a shell reports a command stopped by Ctrl-C."""
@@ -81,6 +85,40 @@ def _subject(args: argparse.Namespace) -> tuple[Subject, dict[str, Any], str]:
     return subject, outputs, str(cluster)
 
 
+SKEW_SECONDS = 2.0
+"""A clock further than this from the API server's is corrected (its Date header has
+whole seconds): the timeline puts this machine's reclaim request among the API server's and
+the kubelet's timestamps."""
+
+
+def _cluster(kubeconfig: Path, context: str | None) -> tuple[Any, Callable[[], float]]:
+    """A client of the cluster, and a clock on its API server's time."""
+    from kubernetes import client  # noqa: PLC0415
+    from kubernetes.config import ConfigException  # noqa: PLC0415
+    from urllib3.exceptions import HTTPError  # noqa: PLC0415
+
+    from spotproof.drill.kube_api import connect  # noqa: PLC0415
+
+    try:
+        api = connect(str(kubeconfig), context)
+    except (ConfigException, TypeError, ValueError, OSError) as error:
+        raise _BadInput(
+            f"--kubeconfig {kubeconfig}{f' --context {context}' if context else ''}: "
+            f"{first_line(error)}; allowed: a kubeconfig file and one of its contexts"
+        ) from None
+    try:
+        _, _, headers = client.VersionApi(api).get_code_with_http_info(_request_timeout=(10, 30))
+    except (client.ApiException, HTTPError, OSError, ValueError) as error:
+        raise DrillError(
+            f"the API server at {api.configuration.host} did not answer: {first_line(error)}"
+        ) from None
+    offset = parsedate_to_datetime(headers["Date"]).timestamp() - time.time()
+    if abs(offset) <= SKEW_SECONDS:
+        return api, time.time
+    print(f"  this machine's clock is {offset:+.0f} s off the API server's: corrected", flush=True)
+    return api, lambda: time.time() + offset
+
+
 def _store_watch(url: str, timeline: Timeline) -> Any:
     """A watch of the trainer's checkpoints, if this machine can read its store."""
     from spotproof.drill.store_watch import StoreWatch  # noqa: PLC0415
@@ -113,11 +151,7 @@ def run(args: argparse.Namespace) -> int:
             kubeconfig = args.kubeconfig or kubeconfig_from_outputs(
                 outputs, subject.stack or "cluster", Path(scratch)
             )
-            from kubernetes import config as kube_config  # noqa: PLC0415
-
-            api = kube_config.new_client_from_config(
-                config_file=str(kubeconfig), context=args.context
-            )
+            api, clock = _cluster(Path(kubeconfig), args.context)
             reclaimer = clouds.module(RECLAIM_LAYER, subject.cloud).reclaimer(grant, cluster)
             report = run_drill(
                 subject,
@@ -126,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
                 options,
                 store_watch=_store_watch,
                 progress=lambda line: print(line, flush=True),
+                clock=clock,
             )
     except KeyboardInterrupt:
         print(

@@ -15,7 +15,7 @@ delete, or the node gone first) and when the node is gone. A drill observes the 
   cloud accepted the request, not when the cloud sent the notice.
 
 Times on both sides count from the notice: the plan's from the cloud's notice, the drill's
-from the accepted request. On AWS the request is the notice (FIS sends the interruption
+from when its request was sent. On AWS the request is the notice (FIS sends the interruption
 warning at once); on GCE and Azure the simulated event is delivered within seconds.
 """
 

@@ -13,6 +13,7 @@ is ``spotproof smoke --nodes N``): the drill judges everything else and says so.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -46,8 +47,29 @@ _CALLERS_OWN = {
 reference run."""
 
 
+MEMORY_PER_STATE = 4
+"""The trainer holds its state about this many times over (the model, the optimizer's two
+moments, a checkpoint's copy): a reference run needs that much of this machine's memory."""
+
+
+def _memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def unavailable(env: Mapping[str, str]) -> str | None:
     """Why no reference can be computed for a trainer with ``env``; None when one can."""
+    if importlib.util.find_spec("torch") is None:
+        return "no reference digest: torch is not installed here (pip install 'spotproof[train]')"
+    state_mb = float(env.get(settings.MODEL_MB.name, settings.MODEL_MB.default))
+    memory = _memory_bytes()
+    if memory is not None and state_mb * MEMORY_PER_STATE * 2**20 > memory:
+        return (
+            f"no reference digest: a {state_mb:g} MiB model needs more memory than this "
+            f"machine's {memory / 2**30:.0f} GiB"
+        )
     if settings.WORLD_SIZE.name in env and env[settings.WORLD_SIZE.name] not in ("", "1"):
         return "a gang's reference digest is not computed here (spotproof smoke --nodes N is)"
     if settings.TOTAL_STEPS.name not in env:
@@ -78,7 +100,7 @@ def reference_digest(env: Mapping[str, str], *, timeout: float) -> str:
         except subprocess.TimeoutExpired:
             raise DrillError(
                 f"the local reference run ({total} steps) did not finish in {timeout:g} s; "
-                "allowed: a longer --reference-timeout, or --no-reference"
+                "allowed: a longer --finish-timeout, or --no-reference"
             ) from None
     for line in reversed(done.stdout.splitlines()):
         try:

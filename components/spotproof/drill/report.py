@@ -52,7 +52,7 @@ COLUMNS = (
     ("resumed", lambda r: _cell(r.resumed_from)),
     ("lost", lambda r: _cell(r.steps_lost)),
 )
-"""The table's columns: times are seconds after the cloud accepted the reclaim."""
+"""The table's columns: times are seconds after the reclaim request was sent."""
 
 
 def _rows(reclaims: list[ReclaimOutcome]) -> list[list[str]]:
@@ -67,7 +67,7 @@ def summary(report: DrillReport) -> str:
     lines += [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in [headers, *rows]
     ]
-    lines += ["", "timeline (seconds since the first reclaim request):"]
+    lines += ["", "timeline (seconds since the drill started):"]
     lines += [f"  {event}" for event in report.timeline.ordered()]
     lines.append("")
     if report.differences:

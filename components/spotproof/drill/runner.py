@@ -57,10 +57,12 @@ class DrillOptions:
 MAX_COUNT = 10
 
 
-def _resumed_after(pod: str, since: float) -> Callable[[Timeline], bool]:
-    """True once a pod other than ``pod`` resumed after ``since`` (seconds on the timeline)."""
+def _resumed_by_another(known: set[str]) -> Callable[[Timeline], bool]:
+    """True once a pod not in ``known`` (the pods that had resumed before the reclaim, the
+    reclaimed one among them) resumed. By pod, not by time: the trainer's lines carry the
+    node's clock, which need not agree with this machine's."""
     return lambda timeline: any(
-        e.mark is Mark.RESUMED and e.pod != pod and e.at >= since for e in timeline.events
+        e.mark is Mark.RESUMED and e.pod not in known for e in timeline.events
     )
 
 
@@ -155,9 +157,14 @@ class _Drill:
         # round as one reclaim. It is when the first request left, on the watch's clock:
         # nothing the cloud does to a node can come before it.
         asked = self.clock()
+        resumed_before = {e.pod for e in self.timeline.of(Mark.RESUMED)} | {target.pod}
         for instance, node in zip(instances, target.nodes, strict=True):
+            sent = time.time()
             reclaimed = self.reclaimer.reclaim(instance)
-            self.requests.append(f"reclaim {number}: {reclaimed.how} on {instance}")
+            self.requests.append(
+                f"reclaim {number}: {reclaimed.how} on {instance} ({reclaimed.reference}), "
+                f"accepted in {reclaimed.requested_at - sent:.1f} s"
+            )
             self.progress(f"  {reclaimed.how}: accepted")
             if node is target.nodes[0]:
                 self.timeline.add(
@@ -167,21 +174,21 @@ class _Drill:
                     node=node.node,
                     instance=str(instance),
                     pool=node.pool,
-                    nodes=len(target.nodes),
+                    pods=[n.pod for n in target.nodes],
+                    nodes_reclaimed=[n.node for n in target.nodes],
                 )
-        since = self.timeline.of(Mark.RECLAIM)[-1].at
         pod = target.pod
+        # The reclaimed pod was running when chosen: any end of it is the reclaim's.
         self.watch.until(
             lambda t: any(
-                e.mark in (Mark.POD_ENDED, Mark.NODE_GONE) and e.pod == pod and e.at >= since
-                for e in t.events
+                e.mark in (Mark.POD_ENDED, Mark.NODE_GONE) and e.pod == pod for e in t.events
             ),
             options.signal_seconds,
             f"reclaim {number}: the pod {pod} to end",
         )
         self.progress("  the pod ended; waiting for its replacement to resume")
         self.watch.until(
-            _resumed_after(pod, since),
+            _resumed_by_another(resumed_before),
             options.resume_seconds,
             f"reclaim {number}: a replacement of {pod} to resume",
         )
@@ -195,10 +202,15 @@ class _Drill:
             self.reference = _Reference(dict(env), self.options.finish_seconds or 3600)
 
     def stop(self) -> None:
-        self.reclaimer.undo()
-        self.watch.stop()
-        if self.checkpoints is not None:
-            self.checkpoints.stop()
+        """Undoes the reclaim's setup and ends every watch, each whatever the others do."""
+        try:
+            self.reclaimer.undo()
+        finally:
+            try:
+                self.watch.stop()
+            finally:
+                if self.checkpoints is not None:
+                    self.checkpoints.stop()
 
     def reference_digest(self, stopped_early: bool) -> tuple[str | None, str | None]:
         """The reference digest, or why there is none."""
@@ -215,7 +227,12 @@ class _Drill:
         """The verdict, and the plan's differences, of what was watched."""
         digest, why_not = self.reference_digest(stopped_by is not None)
         notes = [why_not] if why_not else []
-        verdict = judge(self.timeline, Expectation(self.subject.declared_grace, digest))
+        if self.checkpoints is not None and self.checkpoints.errors:
+            notes.append(f"the checkpoint store could not be read: {self.checkpoints.errors[-1]}")
+        expected = Expectation(
+            self.subject.declared_grace, digest, require_done=self.options.finish_seconds > 0
+        )
+        verdict = judge(self.timeline, expected)
         if stopped_by:
             verdict.failures.insert(0, stopped_by)
         differences = []

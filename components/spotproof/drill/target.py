@@ -1,33 +1,33 @@
 """The drill's target: a pod of the workload running on a spot node, read from the cluster.
 
-Through the API the user's own kubeconfig reaches (``connect``: exec plugins such as
-gke-gcloud-auth-plugin, ``aws eks get-token`` and kubelogin work unchanged), ``find_target``
-waits, bounded, on a watch of the workload's pods until it runs, and refuses a node no
-platform label calls spot: reclaiming on-demand capacity tests nothing and costs a restart.
-``drill.watch`` reads the cluster with what is here too: the platform labels, API time
-stamps, a node's notices, and ``stream``, a list-then-watch that ``Cancel`` ends at once.
+``find_target`` waits, bounded, on a watch of the workload's pods (``kube_api.stream``)
+until it runs, and refuses a node no platform label calls spot: reclaiming on-demand
+capacity tests nothing and costs a restart. ``drill.watch`` reads the cluster with the
+platform facts here too: the spot and pool labels, and a node's notices of a reclaim.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import closing, contextmanager, suppress
+from collections.abc import Mapping
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from typing import Any
 
-import urllib3
-from kubernetes import client, config
-from kubernetes import watch as kube_watch
-from kubernetes.client.rest import ApiException
+from kubernetes import client
 
 from spotproof.catalog import aks, labels
 from spotproof.catalog import jobset as jobset_facts
 from spotproof.drill.errors import DrillRefused, StageTimedOut
+from spotproof.drill.kube_api import (
+    REQUEST_SECONDS,
+    Cancel,
+    answer,
+    api_time,
+    owned_time,
+    read_node,
+    stream,
+)
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 """The Job controller labels each pod with its Job's name (Kubernetes 1.27+:
@@ -61,7 +61,6 @@ RANK_LABELS = ("jobset.sigs.k8s.io/job-global-index", "batch.kubernetes.io/job-c
 ``api/jobset/v1alpha2/jobset_types.go``, ``JobGlobalIndexKey``), then its own in an Indexed
 Job (Kubernetes 1.28+, the labels reference page above)."""
 DEFAULT_GRACE_SECONDS = 30
-CONNECT_SECONDS = 10
 NOTICE_TAINTS = {
     "karpenter.sh/disrupted",
     "remediator.kubernetes.azure.com/unschedulable",
@@ -70,27 +69,6 @@ NOTICE_TAINTS = {
 }
 """Taints put on a node about to go; the node lifecycle controller's ``not-ready`` and
 ``unreachable`` are not: they follow a node already lost."""
-FATAL_STATUS = frozenset({401, 403, 404})
-"""Answers a retry cannot mend: no credentials, no permission, no such resource type."""
-
-
-def api_time(text: str | None) -> float | None:
-    """An API time stamp (RFC 3339: ``metav1.Time`` at whole seconds, a log line's at
-    nanoseconds) on the ``time.time()`` scale."""
-    return datetime.fromisoformat(text).timestamp() if text else None
-
-
-def owned_time(obj: Mapping[str, Any], *path: str) -> float | None:
-    """The latest ``managedFields`` time of the writers owning ``path`` (``f:spec``,
-    ``f:taints``): when the API server saw that field change last."""
-    times = []
-    for entry in obj.get("metadata", {}).get("managedFields") or []:
-        owned: Any = entry.get("fieldsV1") or {}
-        for key in path:
-            owned = owned.get(key) if isinstance(owned, dict) else None
-        if owned is not None and entry.get("time"):
-            times.append(api_time(entry["time"]) or 0.0)
-    return max(times, default=None)
 
 
 def reclaim_notices(node: Mapping[str, Any]) -> dict[str, float | None]:
@@ -111,10 +89,6 @@ def reclaim_notices(node: Mapping[str, Any]) -> dict[str, float | None]:
     if meta.get("deletionTimestamp"):
         found["node deleting"] = api_time(meta["deletionTimestamp"])
     return found
-
-
-def read_node(core: client.CoreV1Api, name: str) -> dict[str, Any]:
-    return json.loads(core.read_node(name, _preload_content=False).data)
 
 
 def pool_of(node_labels: Mapping[str, str]) -> str:
@@ -140,111 +114,6 @@ def selector(kind: str, name: str) -> str:
     if kind == "Job":
         return f"{JOB_NAME_LABEL}={name}"
     raise DrillRefused(f"workload kind {kind!r}; allowed: Job, {jobset_facts.KIND}")
-
-
-def connect(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
-    """An API client from a kubeconfig file, as kubectl reads it (exec plugins included),
-    with a connection pool wide enough for the drill's concurrent streams."""
-    configuration = client.Configuration()
-    configuration.connection_pool_maxsize = 32
-    return config.new_client_from_config(
-        config_file=kubeconfig, context=context, client_configuration=configuration
-    )
-
-
-class Cancel:
-    """One stop for every stream of a drill: :meth:`cancel` sets it and shuts the sockets of
-    the streams open now, so a blocked read returns at once instead of at its timeout."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self._open: set[Any] = set()
-        self._lock = threading.Lock()
-
-    @contextmanager
-    def holding(self, stream: Any) -> Iterator[Any]:
-        """``stream`` (a Watch, a raw response) is open within: :meth:`cancel` interrupts it."""
-        with self._lock:
-            self._open.add(stream)
-        if self.event.is_set():
-            _interrupt(stream)
-        try:
-            yield stream
-        finally:
-            with self._lock:
-                self._open.discard(stream)
-
-    def cancel(self) -> None:
-        self.event.set()
-        with self._lock:
-            streams = list(self._open)
-        for stream in streams:
-            _interrupt(stream)
-
-
-def _interrupt(stream: Any) -> None:
-    if isinstance(stream, kube_watch.Watch):
-        stream.stop()  # its own socket shutdown finds no socket under urllib3 2: ours below
-    # urllib3 2.3+ shuts the socket's read side, so that the blocked reader returns now.
-    with suppress(AttributeError, ValueError, RuntimeError, OSError):  # not open any more
-        getattr(stream, "_resp", stream).shutdown()
-
-
-def refused(call: str, error: ApiException) -> DrillRefused:
-    return DrillRefused(f"{call}: {error.status} {error.reason}")
-
-
-def stream(
-    cancel: Cancel,
-    list_fn: Callable[..., Any],
-    *args: Any,
-    window: int = 300,
-    deadline: float | None = None,
-    **query: Any,
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``("LISTED", list)`` after each list, then ``(type, object)`` per watch event, in the
-    API's JSON. Watches from the last resourceVersion seen in ``window``-second windows, lists
-    again on 410 Gone (compacted: https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes),
-    reconnects after a dropped connection; ends when cancelled or at ``deadline``
-    (``time.monotonic()``), refuses to go on after :data:`FATAL_STATUS`."""
-    version: str | None = None
-    failures = 0
-    while not cancel.event.is_set():
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            return
-        span = window if left is None else max(1, min(window, math.ceil(left)))
-        # The server ends a watch at whole seconds; a read timeout ends it at the deadline.
-        timeout = (CONNECT_SECONDS, span + 10 if left is None else max(left, 0.01))
-        try:
-            if version is None:
-                response = list_fn(*args, **query, _preload_content=False, _request_timeout=timeout)
-                listing = json.loads(response.data)
-                version = listing["metadata"]["resourceVersion"]
-                yield "LISTED", listing
-            with cancel.holding(kube_watch.Watch()) as watcher:
-                for event in watcher.stream(
-                    list_fn, *args, **query, resource_version=version, timeout_seconds=span,
-                    allow_watch_bookmarks=True, _request_timeout=timeout,
-                ):  # fmt: skip
-                    raw = event["raw_object"]
-                    version = (raw.get("metadata") or {}).get("resourceVersion") or version
-                    failures = 0
-                    if event["type"] != "BOOKMARK":
-                        yield event["type"], raw
-                    if cancel.event.is_set() or (deadline and time.monotonic() > deadline):
-                        return
-        except ApiException as error:
-            if error.status == 410:
-                version = None  # expired: list again, and the caller reconciles the gap
-                continue
-            if error.status in FATAL_STATUS:  # one line, not the response's headers and body
-                raise refused(list_fn.__name__, error) from None
-            failures += 1
-        except (urllib3.exceptions.HTTPError, OSError, ValueError):
-            failures += 1
-        if failures:
-            cancel.event.wait(min(0.1 * 2**failures, 5.0))
 
 
 @dataclass(frozen=True)
@@ -279,16 +148,21 @@ class Target(Rank):
 
 def _expected(api: client.ApiClient, namespace: str, kind: str, name: str) -> int:
     """How many pods run at once when the workload is up: a gang's every rank."""
-    try:
-        if kind == "Job":
-            return client.BatchV1Api(api).read_namespaced_job(name, namespace).spec.parallelism or 1
-        group, version, plural = JOBSET_API
-        jobset = client.CustomObjectsApi(api).get_namespaced_custom_object(
-            group, version, namespace, plural, name
+    what, timeout = f"{kind} {namespace}/{name}", REQUEST_SECONDS
+    if kind == "Job":
+        batch = client.BatchV1Api(api)
+        job = answer(
+            what, lambda: batch.read_namespaced_job(name, namespace, _request_timeout=timeout)
         )
-    except ApiException as error:
-        why = "not found" if error.status == 404 else f"{error.status} {error.reason}"
-        raise DrillRefused(f"{kind} {namespace}/{name}: {why}") from None
+        return job.spec.parallelism or 1
+    group, version, plural = JOBSET_API
+    custom = client.CustomObjectsApi(api)
+    jobset = answer(
+        what,
+        lambda: custom.get_namespaced_custom_object(
+            group, version, namespace, plural, name, _request_timeout=timeout
+        ),
+    )
     jobs = jobset.get("spec", {}).get("replicatedJobs", [])
     return sum(
         int(j.get("replicas", 1)) * int(j["template"]["spec"].get("parallelism", 1)) for j in jobs

@@ -1,6 +1,6 @@
 """The cluster's side of a drill, written into a ``timeline.Timeline`` as it happens.
 
-``ClusterWatch`` lists, then watches (``target.stream``) the workload's pods, each node one
+``ClusterWatch`` lists, then watches (``kube_api.stream``) the workload's pods, each node one
 runs on, and the Job's (JobSet's) status, each in a thread, and follows each trainer's log.
 A mark takes the API server's time where there is one (``lastTransitionTime``, ``finishedAt``,
 ``deletionTimestamp``, a taint writer's ``managedFields`` time), the kubelet's for a log line
@@ -39,6 +39,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from spotproof.catalog import jobset as jobset_facts
+from spotproof.drill import kube_api
 from spotproof.drill import target as kube
 from spotproof.drill.errors import DrillError, StageTimedOut
 from spotproof.drill.timeline import Mark, Timeline
@@ -93,7 +94,7 @@ class ClusterWatch:
         self._pools: dict[str, str] = {}
         self._threads: list[tuple[threading.Thread, threading.Event]] = []
         self._lock = threading.Condition()
-        self._cancel = kube.Cancel()
+        self._cancel = kube_api.Cancel()
         self._failure = ""
         self._started = 0.0
         self._core = client.CoreV1Api(api)
@@ -184,7 +185,7 @@ class ClusterWatch:
         """``stream``'s events; with a field selector naming one object, that object's, and a
         listing without it reads as its deletion (``ABSENT``: never seen)."""
         first, seen = True, False
-        for kind, obj in kube.stream(self._cancel, list_fn, *args, window=self.window, **query):
+        for kind, obj in kube_api.stream(self._cancel, list_fn, *args, window=self.window, **query):
             self.relists += kind == "LISTED" and not first
             first, items = False, (obj.get("items") or []) if kind == "LISTED" else [obj]
             if "field_selector" not in query:
@@ -203,7 +204,7 @@ class ClusterWatch:
                 node = (pod.get("spec") or {}).get("nodeName")
                 if node and node not in self._pools:
                     with suppress(ApiException, urllib3.exceptions.HTTPError, OSError, ValueError):
-                        found = kube.read_node(self._core, node)["metadata"].get("labels")
+                        found = kube_api.read_node(self._core, node)["metadata"].get("labels")
                         self._pools[node] = kube.pool_of(found or {})
             with self._lock:
                 for pod in listed:
@@ -220,7 +221,9 @@ class ClusterWatch:
         if state is None:
             state = self._pods[meta["name"]] = _Pod(original, pod)
             if not original:
-                self._mark(kube.api_time(meta.get("creationTimestamp")), Mark.POD_CREATED, state)
+                self._mark(
+                    kube_api.api_time(meta.get("creationTimestamp")), Mark.POD_CREATED, state
+                )
             elif status.get("phase") in ("Failed", "Succeeded"):  # an earlier attempt's: not ours
                 state.marked, state.log, state.ending = set(Mark), "read", True
         state.obj, ended = pod, state.ending
@@ -232,16 +235,16 @@ class ClusterWatch:
         conditions = {c["type"]: c for c in status.get("conditions") or []}
         scheduled = conditions.get("PodScheduled", {})
         if not state.original and state.node and scheduled.get("status") == "True":
-            at = kube.api_time(scheduled.get("lastTransitionTime"))
-            created = kube.api_time(meta.get("creationTimestamp"))
+            at = kube_api.api_time(scheduled.get("lastTransitionTime"))
+            created = kube_api.api_time(meta.get("creationTimestamp"))
             pending = None if at is None or created is None else round(at - created, 3)
             pool = self._pools.get(state.node, "")
             self._mark(at, Mark.POD_SCHEDULED, state, pool=pool, pending=pending)
         disruption = conditions.get("DisruptionTarget", {})
         if disruption.get("status") == "True":
-            at = kube.api_time(disruption.get("lastTransitionTime"))
+            at = kube_api.api_time(disruption.get("lastTransitionTime"))
             self._mark(at, Mark.DISRUPTION_TARGET, state, reason=disruption.get("reason"))
-        deleting = kube.api_time(meta.get("deletionTimestamp"))
+        deleting = kube_api.api_time(meta.get("deletionTimestamp"))
         if deleting is not None and not ended:  # a deletion after the end changes nothing
             grace = meta.get("deletionGracePeriodSeconds") or 0
             self._mark(deleting - grace, Mark.POD_DELETING, state, grace=grace)
@@ -270,9 +273,9 @@ class ClusterWatch:
         terminated = self._trainer(state).get("terminated") or {}
         # Where the node vanished no container end was reported: the condition the garbage
         # collector wrote is the end (a pod deleted unseen, while running, ends when seen).
-        stamps = [kube.api_time(c.get("lastTransitionTime")) or 0.0 for c in conditions]
+        stamps = [kube_api.api_time(c.get("lastTransitionTime")) or 0.0 for c in conditions]
         failed = status.get("phase") in ("Failed", "Succeeded") and max(stamps, default=0.0)
-        at = kube.api_time(terminated.get("finishedAt")) or failed or self.clock()
+        at = kube_api.api_time(terminated.get("finishedAt")) or failed or self.clock()
         true = [c["type"] for c in conditions if c.get("status") == "True"]
         at, code = max(at, state.last_line), terminated.get("exitCode")
         self._mark(
@@ -316,7 +319,7 @@ class ClusterWatch:
             value = int(status.get(counter) or 0)
             with self._lock:
                 if counted is not None and value > counted:
-                    at = self._written(kube.owned_time(obj, "f:status", f"f:{counter}"))
+                    at = self._written(kube_api.owned_time(obj, "f:status", f"f:{counter}"))
                     self._mark(at, Mark.COUNTED, failed=value, counter=counter)
                 counted = value if counted is None else max(counted, value)
                 for condition in status.get("conditions") or []:
@@ -342,7 +345,7 @@ class ClusterWatch:
                     )  # fmt: skip
                 except ApiException as error:
                     if error.status in (401, 403):  # (a 404: the pod is gone, its end follows)
-                        raise kube.refused("read_namespaced_pod_log", error) from None
+                        raise kube_api.refused("read_namespaced_pod_log", error) from None
                     response = None  # a container not started yet, a node gone
                 except (urllib3.exceptions.HTTPError, OSError):
                     response = None
@@ -374,7 +377,7 @@ class ClusterWatch:
     def _line(self, state: _Pod, line: str, seen: set[str]) -> None:
         stamp, _, text = line.partition(" ")
         try:
-            at = kube.api_time(stamp) or self.clock()
+            at = kube_api.api_time(stamp) or self.clock()
             record = json.loads(text)
         except ValueError:
             return

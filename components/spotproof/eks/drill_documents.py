@@ -18,6 +18,9 @@ from spotproof.policy.eks_drill import (
     cluster_tag,
 )
 
+FIS_SERVICE = "fis.amazonaws.com"
+FIS_LINKED_ROLE = "AWSServiceRoleForFIS"
+
 
 def _arn(partition: str, service: str, region: str, account: str, resource: str) -> str:
     return f"arn:{partition}:{service}:{region}:{account}:{resource}"
@@ -103,6 +106,24 @@ def drill_operator(
             "Resource": experiments,
         },
         {"Sid": "FindNodes", "Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"},
+        {
+            # "When you start an experiment, AWS FIS creates a service-linked role on your
+            # behalf" (https://docs.aws.amazon.com/fis/latest/userguide/start-experiment-from-template.html),
+            # AWSServiceRoleForFIS: the first drill in an account needs the caller to be
+            # allowed to create it, that role and no other
+            # (https://docs.aws.amazon.com/fis/latest/userguide/using-service-linked-roles.html).
+            "Sid": "LetFisCreateItsServiceLinkedRole",
+            "Effect": "Allow",
+            "Action": "iam:CreateServiceLinkedRole",
+            "Resource": _arn(
+                partition,
+                "iam",
+                "",
+                account,
+                f"role/aws-service-role/{FIS_SERVICE}/{FIS_LINKED_ROLE}",
+            ),
+            "Condition": {"StringEquals": {"iam:AWSServiceName": FIS_SERVICE}},
+        },
         {
             "Sid": "MarkTheTarget",
             "Effect": "Allow",

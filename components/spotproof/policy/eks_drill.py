@@ -150,6 +150,15 @@ def _operator_scoped(
         ),
         ("ec2:DeleteTags", instance, owned, "delete every tag of the cluster's nodes", tags),
         (
+            "iam:CreateServiceLinkedRole",
+            _arn(
+                role_arn, "iam", "", "role/aws-service-role/ec2.amazonaws.com/AWSServiceRoleForEC2"
+            ),
+            {"iam:AWSServiceName": "ec2.amazonaws.com"},
+            "create another service's linked role",
+            "FIS's own, AWSServiceRoleForFIS",
+        ),
+        (
             "fis:StartExperiment",
             _arn(role_arn, "fis", region, "experiment-template/EXTother"),
             {},

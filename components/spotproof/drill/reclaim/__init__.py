@@ -28,7 +28,8 @@ class Reclaimed:
 
     instance: Instance
     requested_at: float
-    """``time.time()`` when the cloud accepted the request: the drill's notice time."""
+    """This machine's ``time.time()`` when the cloud accepted the request. The timeline marks
+    the reclaim when the request was sent, on the API server's clock (``drill.runner``)."""
     reference: str
     """The cloud's id for the request (an operation, an experiment)."""
     how: str
