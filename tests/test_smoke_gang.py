@@ -4,64 +4,87 @@ final digest bit for bit the uninterrupted gang's."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import re
 import subprocess
 import sys
-from pathlib import Path
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
+from spotproof import cli
 from spotproof.runtime import exit_codes
 from spotproof.runtime.launcher import Launcher
 from spotproof.smoke import multinode
 from spotproof.smoke.multinode import SCENARIOS, run_gang_smoke
-from spotproof.smoke.records import SmokeConfig, SmokeReport
+from spotproof.smoke.records import SmokeConfig
 from tests.support import REPO, run_cli
 
-_REPORTS: dict[str, SmokeReport] = {}
+
+@dataclass(frozen=True)
+class GangRun:
+    code: int
+    out: str
+    err: str
+    report: dict[str, Any]
 
 
-def _report(store: str) -> SmokeReport:
-    """One gang run per store, shared by the assertions below."""
-    if store not in _REPORTS:
-        config = SmokeConfig(store=store, total_steps=200, interval=20, model_mb=2)
-        _REPORTS[store] = run_gang_smoke(config, nodes=2, progress=lambda _line: None)
-    return _REPORTS[store]
+@pytest.fixture(scope="module")
+def gang(tmp_path_factory: pytest.TempPathFactory) -> GangRun:
+    """One gang rehearsal, as a person starts it: gke-dev's preemption path played against a
+    gang of 2 ranks started by torchrun through the launch script, checkpointing to S3
+    (moto), each scenario restarting the whole gang; read by the tests below. At 0.5 the
+    15 s grace is 7.5 s: GKE sends SIGTERM at the notice, so the scale stretches no step
+    here, only the margin a loaded CI machine gets."""
+    report = tmp_path_factory.mktemp("gang") / "gang.json"
+    argv = [
+        *("smoke", "--stack", "gke-dev", "--project-dir", str(REPO), "--nodes", "2"),
+        *("--store", "s3", "--time-scale", "0.5", "--steps", "200", "--json", str(report)),
+    ]
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = cli.main(argv)
+    return GangRun(code, out.getvalue(), err.getvalue(), json.loads(report.read_text()))
 
 
-# One store: each gang run is a reference and three restarts of torchrun-started ranks, and
-# the gang's shards on every store are tested in test_gang_checkpoint.py.
-GANG_STORES = ["s3"]
+def test_a_gang_rehearses_a_stacks_preemption_path(gang: GangRun) -> None:
+    assert (gang.code, gang.err) == (0, ""), gang.out
+    assert "store: s3" in gang.out and "gang of 2 ranks over gloo" in gang.out
+    # By default each rank starts as TrainingJob's pods do: the launch script, torchrun.
+    assert "each started by torchrun, through the launch script" in gang.out
+    assert "kill one rank at step" in gang.out and "every rank exited [143, -9]" in gang.out
+    assert "SIGTERM at 0 s with 15 s grace" in gang.out
+    assert "final checkpoint" in gang.out and "of 7.5 s grace" in gang.out
+    assert "PASSED" in gang.out
 
 
-@pytest.mark.parametrize("store", GANG_STORES)
-def test_the_restarted_gang_ends_with_the_uninterrupted_gangs_digest(store: str) -> None:
-    report = _report(store)
-    assert report.failures == []
-    assert report.digest == report.reference_digest is not None
+def test_the_restarted_gang_ends_with_the_uninterrupted_gangs_digest(gang: GangRun) -> None:
+    assert gang.report["failures"] == []
+    assert gang.report["digest"] == gang.report["reference_digest"] is not None
 
 
-@pytest.mark.parametrize("store", GANG_STORES)
-def test_preempting_one_rank_or_all_loses_no_step(store: str) -> None:
-    preemptions = [i for i in _report(store).interruptions if i.kind == "preemption"]
+def test_preempting_one_rank_or_all_loses_no_step(gang: GangRun) -> None:
+    preemptions = [i for i in gang.report["interruptions"] if i["kind"] == "preemption"]
     assert len(preemptions) == 2
     for record in preemptions:
-        assert record.steps_lost == 0 and record.resumed_from == record.at_step
-        assert record.final_save_seconds is not None and not record.sigkilled_after_grace
+        assert record["steps_lost"] == 0 and record["resumed_from"] == record["at_step"]
+        assert record["final_save_seconds"] is not None and not record["sigkilled_after_grace"]
 
 
-@pytest.mark.parametrize("store", GANG_STORES)
-def test_a_killed_rank_costs_at_most_the_interval_and_the_upload_in_flight(store: str) -> None:
-    [kill] = [i for i in _report(store).interruptions if i.kind == "hard-kill"]
-    assert kill.steps_lost is not None and kill.steps_lost <= 2 * 20
-    assert kill.resumed_from == kill.newest_committed
+def test_a_killed_rank_costs_at_most_the_interval_and_the_upload_in_flight(gang: GangRun) -> None:
+    [kill] = [i for i in gang.report["interruptions"] if i["kind"] == "hard-kill"]
+    interval = gang.report["config"]["interval"]
+    assert kill["steps_lost"] is not None and kill["steps_lost"] <= 2 * interval
+    assert kill["resumed_from"] == kill["newest_committed"]
 
 
-def test_every_scenario_restarts_the_whole_gang() -> None:
-    report = _report("s3")
-    assert len(report.interruptions) == len(SCENARIOS)
-    assert len(report.attempts) == 2 * (len(SCENARIOS) + 1)  # two ranks per gang start
+def test_every_scenario_restarts_the_whole_gang(gang: GangRun) -> None:
+    assert len(gang.report["interruptions"]) == len(SCENARIOS)
+    assert len(gang.report["attempts"]) == 2 * (len(SCENARIOS) + 1)  # two ranks per gang start
 
 
 def test_a_gang_size_that_cannot_split_the_batch_exits_2_in_one_line(
@@ -73,27 +96,6 @@ def test_a_gang_size_that_cannot_split_the_batch_exits_2_in_one_line(
         2,
         "spotproof smoke: argument --nodes: 3 is not allowed; allowed: 1, 2, 4, 8 (see --help)\n",
     )
-
-
-def test_a_gang_rehearses_a_stacks_preemption_path(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    code, out, err = run_cli(
-        capsys,
-        "smoke",
-        *("--stack", "gke-dev", "--project-dir", str(REPO), "--nodes", "2", "--store", "file"),
-        # At 0.5 the 15 s grace is 7.5 s: GKE sends SIGTERM at the notice, so the scale
-        # stretches no step here, only the margin a loaded CI machine gets.
-        *("--time-scale", "0.5", "--steps", "200", "--json", str(tmp_path / "gang.json")),
-    )
-    assert (code, err) == (0, ""), out
-    assert "store: file" in out and "gang of 2 ranks over gloo" in out
-    # By default each rank starts as TrainingJob's pods do: the launch script, torchrun.
-    assert "each started by torchrun, through the launch script" in out
-    assert "kill one rank at step" in out and "every rank exited [143, -9]" in out
-    assert "SIGTERM at 0 s with 15 s grace" in out
-    assert "final checkpoint" in out and "of 7.5 s grace" in out
-    assert "PASSED" in out
 
 
 def test_without_the_launch_script_torchrun_leaves_every_reclaimed_rank_looking_crashed(
