@@ -225,9 +225,10 @@ def find_target(
     window: int = 60,
 ) -> Target:
     """Waits up to ``timeout`` seconds for the workload to run with a pod on a spot node
-    (``ranks="all"``: every node of the gang spot) and returns it. A workload still running
-    on other capacity when the wait ends is refused (DrillRefused, naming the node and its
-    capacity labels); one not running at all times the stage out (StageTimedOut)."""
+    (``ranks="all"``: every node of the gang spot) and returns it. A workload that runs whole
+    on other capacity is refused at once (DrillRefused, naming the node and its capacity
+    labels): a running pod does not move, so waiting would not change it. One not running
+    at all when the wait ends times the stage out (StageTimedOut)."""
     if ranks not in ("one", "all"):
         raise DrillRefused(f"ranks {ranks!r}; allowed: one, all")
     workload, label_selector = f"{kind} {namespace}/{name}", selector(kind, name)
@@ -249,12 +250,12 @@ def find_target(
             else:
                 pods[obj["metadata"]["name"]] = obj
             chosen, placed, why, refused = _choose(core, pods, cache, expected, ranks)
+            if refused:
+                raise DrillRefused(f"{workload}: {why}; a drill reclaims spot capacity only")
             if chosen:
                 trainer = _trainer(pods[chosen[0].pod], container)
                 facts = {"namespace": namespace, "kind": kind, "name": name}
                 return Target(**asdict(chosen[0]), **facts, nodes=chosen, ranks=placed, **trainer)
-    if refused:
-        raise DrillRefused(f"{workload}: {why} after waiting {timeout:g} s")
     raise StageTimedOut(f"target: {workload} not running on a node within {timeout:g} s ({why})")
 
 
