@@ -3,9 +3,7 @@ auto-provisioning; and how it is read from stack config."""
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
@@ -15,9 +13,10 @@ from spotproof.catalog import gke as gke_catalog
 from spotproof.fleet.drill import GCP_MEMBER
 from spotproof.fleet.errors import SpecError
 from spotproof.fleet.fields import Checked, ConfigObject, config_key, read_settings, setting
+from spotproof.fleet.gke_autoprovisioning import Autoprovisioning, fitted, read_autoprovisioning
 from spotproof.fleet.gke_network import GkeNetwork, read_network
 from spotproof.fleet.pools import CapacityPool, PoolClass, SystemPool, check_node_range
-from spotproof.fleet.readers import boolean, decode, integer, items, text
+from spotproof.fleet.readers import boolean, integer, items, text
 from spotproof.fleet.shared import CloudConfig, check_unique_names, dns_label, required
 from spotproof.fleet.types import FleetSpec
 
@@ -83,36 +82,6 @@ class FlexStartPool(GkeMachinePool):
     @property
     def queued(self) -> bool:
         return self.queued_provisioning
-
-
-@dataclass(frozen=True)
-class Autoprovisioning(Checked):
-    """Node auto-provisioning: lets the cluster create pools for pods nothing else fits.
-
-    GKE applies its limits to the *whole cluster*, the declared pools included, so each
-    limit must hold every declared pool at its maximum or those pools stop scaling short
-    of it. Unset limits are derived from the pools; set ones below that are refused.
-    """
-
-    enabled: bool = setting("enabled", boolean, True)
-    max_cpu: int | None = setting("maxCpu", integer(1, 1_000_000), None)
-    """Cluster-wide vCPU ceiling; default: the declared pools at their maximum plus
-    :data:`NAP_HEADROOM_CPU` for pools auto-provisioning creates."""
-    max_memory_gb: int | None = setting("maxMemoryGb", integer(1, 10_000_000), None)
-    """Cluster-wide memory ceiling in GB; default: the declared pools' plus
-    :data:`NAP_HEADROOM_MEMORY_GB`."""
-    gpu_limits: dict[str, int] = setting("gpuLimits", None, factory=dict)
-    """Cluster-wide GPU ceiling per accelerator name, e.g. ``{"nvidia-l4": 8}``; an
-    accelerator the declared pools use defaults to what they need at their maximum.
-    Auto-provisioning creates GPU nodes only of the accelerators listed."""
-
-    @classmethod
-    def judge(cls, key: str, raw: Any) -> Autoprovisioning:
-        return _autoprovisioning(key, raw)
-
-
-NAP_HEADROOM_CPU = 64
-NAP_HEADROOM_MEMORY_GB = 256
 
 
 @dataclass(frozen=True)
@@ -267,32 +236,6 @@ def _pool_reader(cls: type[GkeMachinePool], region: str) -> Callable[[str, Any],
     return parse
 
 
-def _autoprovisioning(key: str, raw: Any) -> Autoprovisioning:
-    obj = ConfigObject(key, raw, fields_of=Autoprovisioning)
-    values = read_settings(Autoprovisioning, obj)
-    limits_key = config_key(Autoprovisioning, "gpu_limits")
-    limits_raw = decode(obj.field(limits_key, lambda _k, v: v, {}))
-    if not isinstance(limits_raw, Mapping):
-        raise SpecError(
-            f"{key}.{limits_key}",
-            limits_raw,
-            "expected an object",
-            "a mapping of GPU type to count",
-        )
-    gpu_limits = {}
-    for gpu_type, limit in limits_raw.items():
-        if gpu_type not in gke_catalog.ACCELERATORS:
-            raise SpecError(
-                f"{key}.{limits_key}.{gpu_type}",
-                gpu_type,
-                "unknown GPU type",
-                ", ".join(sorted(gke_catalog.ACCELERATORS)),
-            )
-        gpu_limits[gpu_type] = integer(1, 100_000)(f"{key}.{limits_key}.{gpu_type}", limit)
-    obj.finish()
-    return Autoprovisioning(**values, gpu_limits=gpu_limits)
-
-
 def _section(top: ConfigObject, config: Mapping[str, Any]) -> tuple[GkeFleet, str]:
     project, region = project_and_region(config)
     pools_key = config_key(GkeFleet, "gpu_pools")
@@ -304,7 +247,9 @@ def _section(top: ConfigObject, config: Mapping[str, Any]) -> tuple[GkeFleet, st
         project=project,
         gpu_pools=gpu_pools,
         flex_start=top.field(config_key(GkeFleet, "flex_start"), _flex_start(region), None),
-        autoprovisioning=top.section(config_key(GkeFleet, "autoprovisioning"), _autoprovisioning),
+        autoprovisioning=top.section(
+            config_key(GkeFleet, "autoprovisioning"), read_autoprovisioning
+        ),
         network=top.section(
             config_key(GkeFleet, "network"), lambda k, v: read_network(k, v, region)
         ),
@@ -317,67 +262,12 @@ def _section(top: ConfigObject, config: Mapping[str, Any]) -> tuple[GkeFleet, st
     return section, region
 
 
-def _pool_need(machine_type: str, accelerator: str | None, gpus: int, nodes: int) -> Counter:
-    cpus, memory_gb = gke_catalog.machine_resources(machine_type)
-    need = Counter({"cpu": cpus * nodes, "memory": memory_gb * nodes})
-    if accelerator:
-        need[accelerator] += gpus * nodes
-    return need
-
-
-def cluster_need(spec: FleetSpec) -> Counter:
-    """CPU, memory (GB) and GPUs per accelerator of every declared pool at its maximum
-    (per-zone maxima times zones; the system pool spans GKE's default zones)."""
-    system = spec.system_pool
-    need = _pool_need(
-        system.machine_type, None, 0, system.max_nodes * gke_catalog.DEFAULT_POOL_ZONES
-    )
-    for pool in _gke(spec).pools:
-        nodes = pool.max_nodes * max(len(pool.zones), 1)
-        need += _pool_need(pool.machine_type, pool.gpu_type, pool.gpus_per_node, nodes)
-    return need
-
-
-def fit_autoprovisioning(spec: FleetSpec) -> FleetSpec:
-    """Derive unset auto-provisioning limits from the declared pools; refuse set ones that
-    cannot hold every declared pool at its maximum (GKE applies them cluster-wide)."""
+def _finish(spec: FleetSpec) -> FleetSpec:
+    """What needs the whole stack: the Kubernetes version a pool's setting needs, and
+    auto-provisioning's limits fitted to every pool."""
     section = _gke(spec)
-    nap = section.autoprovisioning
-    if not nap.enabled:
-        return spec
-    try:
-        need = cluster_need(spec)
-    except gke_catalog.CatalogError as error:
-        raise SpecError(
-            f"{NAMESPACE}:systemPool.machineType",
-            spec.system_pool.machine_type,
-            error.problem,
-            error.allowed,
-        ) from None
-    key = f"{NAMESPACE}:autoprovisioning"
-    why = "below what the declared pools use at their maximum"
-    for field_name, value, needed in (
-        ("maxCpu", nap.max_cpu, need["cpu"]),
-        ("maxMemoryGb", nap.max_memory_gb, need["memory"]),
-    ):
-        if value is not None and value < needed:
-            raise SpecError(f"{key}.{field_name}", value, f"{why} ({needed:g})", f">= {needed:g}")
-    gpu_limits = dict(nap.gpu_limits)
-    for accelerator, needed in sorted(need.items()):
-        if accelerator in ("cpu", "memory"):
-            continue
-        limit = gpu_limits.setdefault(accelerator, int(needed))
-        if limit < needed:
-            raise SpecError(
-                f"{key}.gpuLimits.{accelerator}", limit, f"{why} ({needed:g})", f">= {needed:g}"
-            )
-    fitted = replace(
-        nap,
-        max_cpu=nap.max_cpu or math.ceil(need["cpu"]) + NAP_HEADROOM_CPU,
-        max_memory_gb=nap.max_memory_gb or math.ceil(need["memory"]) + NAP_HEADROOM_MEMORY_GB,
-        gpu_limits=gpu_limits,
-    )
-    return replace(spec, platform=replace(section, autoprovisioning=fitted))
+    nap = fitted(section.autoprovisioning, spec.system_pool, section.pools)
+    return replace(spec, platform=replace(section, autoprovisioning=nap))
 
 
 def _gke(spec: FleetSpec) -> GkeFleet:
@@ -391,7 +281,7 @@ CONFIG = CloudConfig(
     default_bucket_name=lambda section, stack, region: f"{section.project}-{stack}-checkpoints",
     bucket_name_ok=bucket_name_ok,
     bucket_rule=BUCKET_RULE,
-    finish=fit_autoprovisioning,
+    finish=_finish,
     own_keys=("gcp:project", "gcp:region"),
     project_of=lambda section: section.project,
     drill_principals=GCP_MEMBER,
