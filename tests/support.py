@@ -77,6 +77,19 @@ def plan_refuses_config(capsys: pytest.CaptureFixture[str], root: Path, stack: s
     return err
 
 
+def refuses_changed_stack(
+    capsys: pytest.CaptureFixture[str],
+    make_project: Callable[..., Path],
+    stack: str,
+    change: Callable[[dict[str, Any]], None],
+) -> str:
+    """``spotproof plan`` refuses a copy of ``stack`` with ``change`` made to its config in
+    one line (:func:`plan_refuses_config`); that line."""
+    config = copy.deepcopy(stack_config(stack))
+    change(config)
+    return plan_refuses_config(capsys, make_project(config), "gke-test")
+
+
 def iam_condition_allows(
     expression: str,
     resource_name: str,

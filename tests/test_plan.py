@@ -81,10 +81,12 @@ def test_every_manifest_written_passes_kubernetes_validate_strict(
 ) -> None:
     run_cli(capsys, "plan", "--stack", stack, "--out", str(tmp_path), "--project-dir", str(REPO))
     written = {f: yaml.safe_load(f.read_text()) for f in sorted(tmp_path.glob("*.yaml"))}
-    # Kueue's and KEDA's objects have no schema in kubernetes-validate; plan.schemas.kueue
-    # and plan.schemas.keda check them.
+    # Kueue's, KEDA's and GKE's ComputeClass objects have no schema in kubernetes-validate;
+    # plan.schemas.kueue, plan.schemas.keda and plan.schemas.compute_class check them.
     files = [
-        f for f, obj in written.items() if not obj["apiVersion"].startswith(("kueue.", "keda."))
+        f
+        for f, obj in written.items()
+        if not obj["apiVersion"].startswith(("kueue.", "keda.", "cloud.google.com/"))
     ]
     kinds = {written[f]["kind"] for f in files}
     assert {"Namespace", "PriorityClass", "ServiceAccount", "PodDisruptionBudget", "Job"} <= kinds

@@ -207,6 +207,18 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         lambda i: i["nodeConfig"]["guestAccelerators"][0].pop("gpuDriverInstallationConfig"),
         "gke-gpu-driver-managed",
     ),
+    "spot pool with graceful shutdown off": (
+        POOL,
+        "gke-prod-h100-spot",
+        lambda i: i["nodeConfig"]["kubeletConfig"].update(shutdownGracePeriodSeconds=0),
+        "gke-spot-shutdown",
+    ),
+    "longer spot shutdown under a bare 1.35 control plane": (
+        "gcp:container/cluster:Cluster",
+        "gke-prod",
+        lambda i: i.update(minMasterVersion="1.35"),
+        "gke-spot-shutdown-version",
+    ),
     "flex-start with auto-repair": (
         POOL,
         "gke-dev-a100-flex",

@@ -54,3 +54,14 @@ the largest state ``benchmarks/capacity.py`` saw commit within GKE's 15 s agains
 emulator (moto, on loopback) on a 2-vCPU development VM, divided by the time it took
 (2048 MiB in 13.0 s; local disk did 5120 MiB in 11.5 s). A floor for planning (see
 ``spotproof.fleet.advice``), not a promise for a cloud bucket."""
+
+ASYNC_CAPTURE_MIB_PER_SECOND = 2100
+"""How fast a periodic save captures state while training waits, in MiB of each pod's
+state per second: docs/performance.md's gang table has an asynchronous save of 256 MiB
+over 2 ranks (128 MiB each) holding training up 0.0605 s on local disk, about 2100 MiB/s
+a rank. The upload runs behind training, at :data:`FINAL_SAVE_MIB_PER_SECOND`."""
+
+RESTORE_MIB_PER_SECOND = 728
+"""How fast a replacement reads its state back, in MiB per second: docs/performance.md has
+spotproof restoring 512 MiB from the S3 emulator in 0.703 s. Like the save rates, measured
+on a small development VM, a floor rather than a promise."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from spotproof.catalog.profile import CloudProfile
+from spotproof.catalog.profile import CloudProfile, PublishedRate
 from spotproof.catalog.versions import Introduced
 
 
@@ -193,6 +193,20 @@ PROFILE = CloudProfile(
     extra="azure",
     sdk_module="pulumi_azure_native",
     keda_identity="azure-workload",
+    reclaims=PublishedRate.of_share(
+        0.05,
+        1,
+        'Azure quotes spot eviction rates per hour: "an eviction rate of 10% means a VM has '
+        'a 10% chance of being evicted within the next hour", from the last 7 days '
+        "(https://learn.microsoft.com/azure/virtual-machines/spot-vms); the upper end of the "
+        "portal's lowest bucket, 0-5% (its labels read second-hand), as a Poisson rate: "
+        "-ln(1 - 0.05) per hour",
+        "2026-11-26",
+    ),
+    # AKS scales spot pools with the cluster autoscaler, whose FAQ gives 3 to 4 minutes from
+    # its request to schedulable nodes on GCE (kubernetes/autoscaler
+    # cluster-autoscaler/FAQ.md); no AKS figure is published, so GKE's upper end.
+    node_ready_seconds=240,
     # Workload identity needs no node endpoint: the token is a projected file, exchanged
     # over HTTPS. AKS always creates the cluster's VNet with it, and spotproof joins none.
     # Node auto-drain evicts on ``Preempt`` and nothing ends a budget's wait

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from spotproof.catalog.profile import CloudProfile
+from spotproof.catalog.profile import CloudProfile, PublishedRate
 
 
 class CatalogError(ValueError):
@@ -350,6 +350,20 @@ PROFILE = CloudProfile(
     extra="gcp",
     sdk_module="pulumi_gcp",
     keda_identity="gcp",
+    reclaims=PublishedRate.of_share(
+        0.15,
+        24,
+        "Google once put preemptible VMs' average preemption rate at 5-15% per day per "
+        "project, on a seven-day average (https://cloud.google.com/compute/docs/instances/"
+        "preemptible, as quoted second-hand: current pages, Spot VMs' too, say only that the "
+        "chance is generally low and varies by day and zone); its upper end, 15% of nodes a "
+        "day, as a Poisson rate: -ln(1 - 0.15) / 24 h",
+        "2026-11-26",
+    ),
+    # kubernetes/autoscaler cluster-autoscaler/FAQ.md: "on GCE it usually takes 3 to 4
+    # minutes from CA request to when pods can be scheduled on newly created nodes"; the
+    # upper end, for any node (no GPU node's time is published).
+    node_ready_seconds=240,
     system_taint=SYSTEM_TAINT,
     network_type="gcp:compute/network:Network",
     existing_network_setting="network.existing",

@@ -11,6 +11,13 @@ GKE_NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 GKE_SPOT_LABEL = "cloud.google.com/gke-spot"
 GKE_FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
+GKE_COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
+"""The label a pod selects a GKE ComputeClass by, and the key of the NoSchedule taint a
+pool spotproof creates for a class carries with it: GKE requires both on a node pool it
+did not create before it uses the pool for the class
+(https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes,
+"manually created node pools"). Unlike GKE's other ``cloud.google.com/`` labels, a pool
+declares this one itself."""
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 """Not a node label: the API server sets it on every namespace to its name (Kubernetes

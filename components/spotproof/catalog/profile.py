@@ -10,12 +10,34 @@ the cloud (``scheduling.gke``, ``plan.gke``), found through ``spotproof.clouds``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 CRITICAL_ADDONS_ONLY = ("CriticalAddonsOnly", "true")
 """(key, value) of the taint Kubernetes add-ons conventionally tolerate on the nodes kept
 for them: EKS's and AKS's add-ons (CoreDNS, and Karpenter as spotproof configures it) do."""
+
+
+@dataclass(frozen=True)
+class PublishedRate:
+    """How often a cloud takes a spot node back, as it publishes it: the rate the plan's
+    goodput model assumes where a stack states none (``spotproof:reclaimModel``)."""
+
+    per_node_hour: float
+    """Reclaims per node-hour, as a Poisson rate: what a published share of nodes reclaimed
+    within a period comes to (:meth:`of_share`)."""
+    source: str
+    """Where the figure is published (URL), what it says there, and how it was converted."""
+    read_on: str
+    """When the source was read (ISO date): clouds revise these figures, or withdraw them."""
+
+    @classmethod
+    def of_share(cls, share: float, hours: float, source: str, read_on: str) -> PublishedRate:
+        """A share of nodes reclaimed within ``hours``, read as a Poisson process: a node
+        survives the period with chance ``1 - share``, so the rate is ``-ln(1 - share) /
+        hours`` (slightly above ``share / hours``)."""
+        return cls(-math.log1p(-share) / hours, source, read_on)
 
 
 @dataclass(frozen=True)
@@ -43,6 +65,12 @@ class CloudProfile:
     keda_identity: str
     """The pod identity (``podIdentity.provider``) the cloud's clusters offer KEDA's
     scalers; any other is refused when the operator reconciles (``policy.autoscaling``)."""
+    reclaims: PublishedRate
+    """How often a spot node is reclaimed where the stack does not say
+    (``plan.simulation.intervals``)."""
+    node_ready_seconds: int
+    """From a pod left pending by a reclaim to a new GPU node it can be scheduled on: the
+    first part of every restart (``plan.simulation.intervals``)."""
     system_taint: tuple[str, str] = CRITICAL_ADDONS_ONLY
     """(key, value) of the NoSchedule taint on the system pool: one the platform's own
     add-ons tolerate, or they are left without a node."""
@@ -74,7 +102,9 @@ class CloudProfile:
 
     @property
     def grace_seconds(self) -> int:
-        """Default (and largest) ``terminationGracePeriodSeconds``: what the preemption path
-        delivers, the notice less its delivery. A longer period is cut short when the node
-        goes away, and the final save with it."""
+        """Default (and largest) ``terminationGracePeriodSeconds`` on the cloud's own spot
+        capacity: what the preemption path delivers, the notice less its delivery. A longer
+        period is cut short when the node goes away, and the final save with it. A pool may
+        leave more (a GKE spot pool's ``shutdownSeconds``:
+        ``fleet.pools.CapacityPool.reclaim_grace_seconds``)."""
         return self.preemption_notice_seconds - self.interruption_delivery_seconds

@@ -16,14 +16,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from spotproof import clouds
-from spotproof.catalog import PROFILES, Cloud
+from spotproof.catalog import GRACE_PERIOD_SECONDS, PROFILES, Cloud
 from spotproof.fleet.addons import read_jobset, read_keda, read_kueue
 from spotproof.fleet.api_access import API_ACCESS_ALLOWED, read_api_access
 from spotproof.fleet.drill import read_drill
 from spotproof.fleet.errors import SpecError
 from spotproof.fleet.fields import ConfigObject, judged, read_settings, setting_keys
-from spotproof.fleet.pools import PoolClass, system_pool
+from spotproof.fleet.pools import PoolClass, shortest_reclaim_grace, system_pool
 from spotproof.fleet.readers import boolean, choice, text
+from spotproof.fleet.reclaims import ReclaimModel
 from spotproof.fleet.shared import DNS_LABEL, CloudConfig, dns_label
 from spotproof.fleet.types import BucketSpec, FleetSpec
 from spotproof.fleet.workloads import read_batch, read_smoke_test
@@ -48,6 +49,7 @@ TOP_LEVEL_KEYS = {
     "keda",
     "existingCluster",
     "drill",
+    "reclaimModel",
     *(key for config in CLOUDS.values() for key in setting_keys(config.section)),
 }
 """Every key of the ``spotproof`` namespace, on any cloud: one close to these but not
@@ -178,6 +180,12 @@ def _fleet(stack: str, config: Mapping[str, Any], secret_keys: Iterable[str]) ->
         pool_classes[pool.pool_class] = max(
             pool_classes.get(pool.pool_class, 0), pool.gpus_per_node
         )
+    graces = {
+        pool_class: shortest_reclaim_grace(
+            [p for p in section.pools if p.pool_class is pool_class], GRACE_PERIOD_SECONDS[cloud]
+        )
+        for pool_class in pool_classes
+    }
 
     bucket = top.section(
         "checkpointBucket",
@@ -186,7 +194,7 @@ def _fleet(stack: str, config: Mapping[str, Any], secret_keys: Iterable[str]) ->
     queued = {c for c in pool_classes if all(p.queued for p in section.pools if p.pool_class is c)}
     # Declared by its presence: ``spotproof:batch: {}`` is batch work with every default.
     batch = (
-        top.section("batch", read_batch(cloud, pool_classes, queued, bucket.prefix))
+        top.section("batch", read_batch(pool_classes, graces, queued, bucket.prefix))
         if "batch" in top.raw
         else None
     )
@@ -208,13 +216,14 @@ def _fleet(stack: str, config: Mapping[str, Any], secret_keys: Iterable[str]) ->
         protect=_protected(top),
         system_pool=top.section("systemPool", system_pool(section.system_pool_type)),
         bucket=bucket,
-        smoke_test=top.section("smokeTest", read_smoke_test(cloud, pool_classes)),
+        smoke_test=top.section("smokeTest", read_smoke_test(pool_classes, graces)),
         jobset=top.section("jobset", read_jobset),
         kueue=top.section("kueue", read_kueue([p.name for p in section.pools if p.queued])),
         batch=batch,
         keda=top.section("keda", read_keda(batch)),
         api_access=top.field("apiAccess", read_api_access),
         drill=top.section("drill", read_drill(reader.drill_principals)),
+        reclaim_model=top.section("reclaimModel", ReclaimModel.judge),
     )
     top.finish()
     return reader.finish(spec)

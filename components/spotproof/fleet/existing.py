@@ -12,6 +12,8 @@ under ``spotproof:existingCluster``, every key optional::
       systemPool:                # the nodes the cluster keeps for its add-ons
         taints: [components.gke.io/gke-managed-components=true:NoSchedule]
         labels: {cloud.google.com/gke-nodepool: default-pool}
+      reclaimModel:              # what checkpoint-interval advice assumes (fleet.reclaims)
+        reclaimsPerNodeHour: 0.01
 
 The system pool matters to one question: can the platform's own add-ons (and the
 program's system workloads) land on the spot pools the program adds? They must fit the
@@ -30,6 +32,7 @@ from spotproof.fleet.errors import SpecError
 from spotproof.fleet.fields import Checked, ConfigObject, judged, read_settings, setting
 from spotproof.fleet.pools import Taint, TaintEffect
 from spotproof.fleet.readers import boolean, check_label, decode, enumeration, items
+from spotproof.fleet.reclaims import ReclaimModel
 from spotproof.fleet.types import FleetSpec
 
 KEY = "spotproof:existingCluster"
@@ -85,12 +88,15 @@ class ExistingCluster(Checked):
     Operator or device plugin runs there), so pools the program adds need no plugin of
     its own; otherwise the plan asks for one where the platform installs none (AKS)."""
     system_pool: ExistingSystemPool = setting("systemPool", None, factory=ExistingSystemPool)
+    reclaim_model: ReclaimModel = setting("reclaimModel", None, factory=ReclaimModel)
+    """What the plan's checkpoint-interval advice assumes (``fleet.reclaims``)."""
 
     @classmethod
     def judge(cls, key: str, raw: Any) -> ExistingCluster:
         obj = ConfigObject(key, raw, fields_of=cls)
         system = obj.section("systemPool", ExistingSystemPool.judge)
-        cluster = cls(**read_settings(cls, obj), system_pool=system)
+        reclaim_model = obj.section("reclaimModel", ReclaimModel.judge)
+        cluster = cls(**read_settings(cls, obj), system_pool=system, reclaim_model=reclaim_model)
         obj.finish()
         return cluster
 

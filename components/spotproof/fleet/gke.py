@@ -8,14 +8,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from spotproof.catalog import Cloud
+from spotproof.catalog import Cloud, gke_spot
 from spotproof.catalog import gke as gke_catalog
 from spotproof.fleet.drill import GCP_MEMBER
 from spotproof.fleet.errors import SpecError
 from spotproof.fleet.fields import Checked, ConfigObject, config_key, read_settings, setting
 from spotproof.fleet.gke_autoprovisioning import Autoprovisioning, fitted, read_autoprovisioning
+from spotproof.fleet.gke_compute_class import ComputeClassSpec, read_compute_classes
 from spotproof.fleet.gke_network import GkeNetwork, read_network
-from spotproof.fleet.pools import CapacityPool, PoolClass, SystemPool, check_node_range
+from spotproof.fleet.pools import Capacity, CapacityPool, PoolClass, SystemPool, check_node_range
 from spotproof.fleet.readers import boolean, integer, items, text
 from spotproof.fleet.shared import CloudConfig, check_unique_names, dns_label, required
 from spotproof.fleet.types import FleetSpec
@@ -59,6 +60,13 @@ class GkeMachinePool(Checked):
         return _pool_reader(cls, region)(key, raw)
 
 
+def _shutdown_seconds(key: str, raw: Any) -> int:
+    value = integer()(key, raw)
+    if value not in gke_spot.SPOT_SHUTDOWN_SECONDS:
+        raise SpecError(key, raw, "not a shutdown period GKE offers", "30 (the default) or 120")
+    return value
+
+
 @dataclass(frozen=True)
 class GkeGpuPool(GkeMachinePool, CapacityPool):
     """Spot or on-demand GPU nodes of one machine type. Several pools of one class
@@ -66,6 +74,21 @@ class GkeGpuPool(GkeMachinePool, CapacityPool):
 
     min_nodes: int = setting("minNodes", integer(0, 1000), 0)
     """Nodes per zone kept when idle; 0 lets an idle GPU pool cost nothing."""
+    shutdown_seconds: int = setting(
+        "shutdownSeconds", _shutdown_seconds, gke_spot.DEFAULT_SPOT_SHUTDOWN_SECONDS
+    )
+    """How long a reclaimed spot node shuts down gracefully: 30 (GKE's default) or 120
+    seconds. Non-system pods get it less the system pods' 15 s, so 15 or 105 s to commit
+    their final checkpoint, and the smoke test's grace period follows. 120 needs
+    ``kubernetesVersion`` 1.35 or later (GKE takes it from control plane
+    1.35.0-gke.1171000, ``catalog.gke``); spot pools only, as GKE accepts it on Spot VMs
+    only."""
+
+    @property
+    def reclaim_grace_seconds(self) -> int | None:
+        if self.capacity is not Capacity.SPOT:
+            return None
+        return gke_spot.pod_shutdown_seconds(self.shutdown_seconds)
 
 
 @dataclass(frozen=True)
@@ -83,6 +106,11 @@ class FlexStartPool(GkeMachinePool):
     def queued(self) -> bool:
         return self.queued_provisioning
 
+    @property
+    def reclaim_grace_seconds(self) -> int | None:
+        """Not reclaimed before ``max_run_hours``."""
+        return None
+
 
 @dataclass(frozen=True)
 class GkeFleet:
@@ -97,6 +125,9 @@ class GkeFleet:
     flex_start: FlexStartPool | None = setting("flexStartPool", None, None)
     autoprovisioning: Autoprovisioning = setting("autoprovisioning", None, factory=Autoprovisioning)
     network: GkeNetwork = setting("network", None, factory=GkeNetwork)
+    compute_classes: tuple[ComputeClassSpec, ...] = setting("computeClasses", None, ())
+    """GKE ComputeClasses over the stack's pools: a target's pools, then its fallbacks'
+    (``fleet.gke_compute_class``); none by default."""
 
     @property
     def pools(self) -> tuple[GkeGpuPool | FlexStartPool, ...]:
@@ -228,6 +259,14 @@ def _pool_reader(cls: type[GkeMachinePool], region: str) -> Callable[[str, Any],
         )
         if "min_nodes" in values:
             check_node_range(obj, values["min_nodes"], values["max_nodes"])
+        shutdown_key = "shutdownSeconds"
+        if obj.raw.get(shutdown_key) is not None and values.get("capacity") is not Capacity.SPOT:
+            raise SpecError(
+                obj.key_of(shutdown_key),
+                obj.raw[shutdown_key],
+                "only spot nodes are reclaimed, and GKE takes a shutdown period for Spot VMs only",
+                "leave it unset on an on-demand pool",
+            )
         values["zones"] = _gpu_zones(obj, region, shape.accelerator)
         pool = cls(**values)
         obj.finish()
@@ -254,6 +293,11 @@ def _section(top: ConfigObject, config: Mapping[str, Any]) -> tuple[GkeFleet, st
             config_key(GkeFleet, "network"), lambda k, v: read_network(k, v, region)
         ),
     )
+    classes_key = config_key(GkeFleet, "compute_classes")
+    section = replace(
+        section,
+        compute_classes=top.field(classes_key, read_compute_classes(section.pools), ()),
+    )
     names = [(f"{top.key_of(pools_key)}[{i}].name", p.name) for i, p in enumerate(gpu_pools)]
     if section.flex_start:
         flex_key = top.key_of(config_key(GkeFleet, "flex_start"))
@@ -266,8 +310,37 @@ def _finish(spec: FleetSpec) -> FleetSpec:
     """What needs the whole stack: the Kubernetes version a pool's setting needs, and
     auto-provisioning's limits fitted to every pool."""
     section = _gke(spec)
+    version = tuple(int(part) for part in spec.kubernetes_version.split("."))
+    for index, pool in enumerate(section.gpu_pools):
+        if (
+            pool.shutdown_seconds != gke_spot.DEFAULT_SPOT_SHUTDOWN_SECONDS
+            and version < gke_spot.LONG_SHUTDOWN_MIN_MINOR
+        ):
+            raise SpecError(
+                f"{NAMESPACE}:gpuPools[{index}].shutdownSeconds",
+                pool.shutdown_seconds,
+                f"needs GKE 1.35 or later (control plane {gke_spot.LONG_SHUTDOWN_MIN_VERSION}"
+                f"); spotproof:kubernetesVersion is {spec.kubernetes_version}",
+                f"{gke_spot.DEFAULT_SPOT_SHUTDOWN_SECONDS}, or kubernetesVersion 1.35 or later",
+            )
+    _check_fallback_targets(spec, section)
     nap = fitted(section.autoprovisioning, spec.system_pool, section.pools)
     return replace(spec, platform=replace(section, autoprovisioning=nap))
+
+
+def _check_fallback_targets(spec: FleetSpec, section: GkeFleet) -> None:
+    """A workload aimed at a class whose pools a compute class takes as its fallback
+    could never land there: they carry the class's taint. It goes through the class."""
+    for spec_class in section.compute_classes:
+        for key, workload in (("smokeTest", spec.smoke_test), ("batch", spec.batch)):
+            if workload is not None and workload.target in spec_class.fallback:
+                raise SpecError(
+                    f"{NAMESPACE}:{key}.target",
+                    workload.target.value,
+                    f"its pools are compute class {spec_class.name}'s fallback, tainted for "
+                    "that class alone",
+                    f"{spec_class.target.value}, which tries them after its own pools",
+                )
 
 
 def _gke(spec: FleetSpec) -> GkeFleet:

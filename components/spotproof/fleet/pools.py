@@ -5,7 +5,7 @@ its own pool types (``fleet.gke``, ``fleet.eks``, ``fleet.aks``)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -144,6 +144,13 @@ class CapacityPool(Checked):
         """Spot and on-demand nodes come to any pending pod that fits."""
         return False
 
+    @property
+    def reclaim_grace_seconds(self) -> int | None:
+        """Seconds a reclaim of this pool's nodes leaves non-system pods, where the pool
+        sets it (a GKE spot pool's shutdown period); None: the cloud's own
+        (``catalog.GRACE_PERIOD_SECONDS``), or no reclaim."""
+        return None
+
 
 class GpuPoolSpec(Protocol):
     """What every cloud's GPU pool tells the cloud-neutral code."""
@@ -161,6 +168,17 @@ class GpuPoolSpec(Protocol):
     def queued(self) -> bool:
         """Nodes come only through a ProvisioningRequest (GKE queued provisioning)."""
         ...
+
+    @property
+    def reclaim_grace_seconds(self) -> int | None:
+        """What a reclaim leaves non-system pods, where the pool sets it."""
+        ...
+
+
+def shortest_reclaim_grace(pools: Iterable[GpuPoolSpec], cloud_grace: int) -> int:
+    """What a reclaim leaves a pod that may land on any of ``pools``: the shortest of
+    their graces, each pool's own or the cloud's (``cloud_grace``)."""
+    return min((pool.reclaim_grace_seconds or cloud_grace for pool in pools), default=cloud_grace)
 
 
 def check_node_range(obj: ConfigObject, min_nodes: int, max_nodes: int) -> None:

@@ -52,6 +52,23 @@ def integer(minimum: int | None = None, maximum: int | None = None) -> Callable[
     return parse
 
 
+def number(minimum: float, maximum: float) -> Callable[[str, Any], float]:
+    """A real number in [``minimum``, ``maximum``]; whole numbers and numeric text too."""
+
+    def parse(key: str, raw: Any) -> float:
+        value: Any = raw
+        if isinstance(raw, str) and re.fullmatch(r"-?[0-9]{1,30}(\.[0-9]{1,30})?", raw.strip()):
+            value = float(raw)
+        allowed = f"a number >= {minimum:g} and <= {maximum:g}"
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SpecError(key, raw, "not a number", allowed)
+        if not minimum <= value <= maximum:
+            raise SpecError(key, raw, "out of range", allowed)
+        return float(value)
+
+    return parse
+
+
 def boolean(key: str, raw: Any) -> bool:
     if isinstance(raw, bool):
         return raw

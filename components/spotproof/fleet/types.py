@@ -21,6 +21,7 @@ from spotproof.fleet.drill import DrillSpec
 from spotproof.fleet.fields import Checked, ConfigObject, read_settings, setting
 from spotproof.fleet.pools import GpuPoolSpec, PoolClass, SystemPool
 from spotproof.fleet.readers import integer, key_prefix, text
+from spotproof.fleet.reclaims import ReclaimModel
 from spotproof.fleet.workloads import BatchSpec, SmokeTest
 
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
@@ -121,6 +122,9 @@ class FleetSpec:
     drill: DrillSpec | None = None
     """Who may reclaim this stack's spot nodes with ``spotproof drill``, and the grants
     that lets them (``spotproof:drill``); None, the default, grants nothing."""
+    reclaim_model: ReclaimModel = field(default_factory=ReclaimModel)
+    """What the plan's checkpoint-interval advice assumes of reclaims and prices
+    (``spotproof:reclaimModel``)."""
 
     @property
     def cloud(self) -> Cloud:

@@ -4,11 +4,11 @@ the queue-fed batch workers; each as declared, and how it is read from stack con
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud, jobset, keda, kueue
+from spotproof.catalog import jobset, keda, kueue
 from spotproof.fleet.errors import SpecError
 from spotproof.fleet.fields import ConfigObject, config_key, read_settings, setting
 from spotproof.fleet.images import image_reference
@@ -47,9 +47,10 @@ class SmokeTest:
     its node mid-run: at 500 ms the run lasts about 17 minutes on the cluster, while the
     drill's local reference run of the same settings trains without pausing."""
     grace_period_seconds: int | None = setting("gracePeriodSeconds", None, None)
-    """terminationGracePeriodSeconds: 1 up to, and by default, what the cloud leaves after
-    its notice reaches the pod (``catalog.GRACE_PERIOD_SECONDS``); a longer one is cut
-    short when the node goes away."""
+    """terminationGracePeriodSeconds: 1 up to, and by default, what a reclaim of the
+    target's pools leaves the pod: the cloud's (``catalog.GRACE_PERIOD_SECONDS``), or the
+    shortest its pools set (a GKE spot pool's ``shutdownSeconds`` less the system pods'
+    15 s). A longer one is cut short when the node goes away."""
     backoff_limit: int = setting("backoffLimit", integer(0, 100), 3)
     """Real failures allowed; preemptions do not count (see the Job's podFailurePolicy)."""
 
@@ -124,15 +125,16 @@ class BatchSpec:
     """Where results go in the stack's bucket; the worker identity may write only there,
     so it must not overlap the checkpoint prefix."""
     grace_period_seconds: int | None = setting("gracePeriodSeconds", None, None)
-    """terminationGracePeriodSeconds: 1 up to, and by default, what the cloud's preemption
-    path leaves (``catalog.GRACE_PERIOD_SECONDS``). A worker hands back what it has not
+    """terminationGracePeriodSeconds: 1 up to, and by default, what a reclaim of the
+    target's pools leaves the pod, as for the smoke test. A worker hands back what it has not
     started at once and finishes the item in flight only if it fits."""
 
 
 def read_smoke_test(
-    cloud: Cloud, pool_classes: dict[PoolClass, int]
+    pool_classes: dict[PoolClass, int], graces: Mapping[PoolClass, int]
 ) -> Callable[[str, Any], SmokeTest | None]:
-    """``pool_classes`` maps each class that has pools to its largest GPUs-per-node."""
+    """``pool_classes`` maps each class that has pools to its largest GPUs-per-node,
+    ``graces`` each to what a reclaim leaves a pod on it (``pools.shortest_reclaim_grace``)."""
 
     def parse(key: str, raw: Any) -> SmokeTest | None:
         obj = ConfigObject(key, raw, fields_of=SmokeTest)
@@ -151,7 +153,7 @@ def read_smoke_test(
         interval_key = config_key(SmokeTest, "checkpoint_interval")
         interval = obj.field(interval_key, integer(1, MAX_STEPS), SmokeTest.checkpoint_interval)
         # No longer than the preemption path delivers: a longer grace is cut short.
-        grace = GRACE_PERIOD_SECONDS[cloud]
+        grace = graces[target]
         smoke = SmokeTest(
             **read_settings(
                 SmokeTest,
@@ -179,11 +181,14 @@ def read_smoke_test(
 
 
 def read_batch(
-    cloud: Cloud, pool_classes: dict[PoolClass, int], queued: set[PoolClass], checkpoints: str
+    pool_classes: dict[PoolClass, int],
+    graces: Mapping[PoolClass, int],
+    queued: set[PoolClass],
+    checkpoints: str,
 ) -> Callable[[str, Any], BatchSpec]:
-    """``pool_classes`` as for the smoke test; ``queued``: classes whose pools all get
-    nodes only through a ProvisioningRequest (a Deployment's pods are never admitted that
-    way); ``checkpoints``: the checkpoint prefix the results must stay out of."""
+    """``pool_classes`` and ``graces`` as for the smoke test; ``queued``: classes whose
+    pools all get nodes only through a ProvisioningRequest (a Deployment's pods are never
+    admitted that way); ``checkpoints``: the checkpoint prefix the results must stay out of."""
 
     def parse(key: str, raw: Any) -> BatchSpec:
         obj = ConfigObject(key, raw, fields_of=BatchSpec)
@@ -201,7 +206,7 @@ def read_batch(
                 "Jobs, not a Deployment's workers",
                 ", ".join(usable) or "add a GPU pool first",
             )
-        grace = GRACE_PERIOD_SECONDS[cloud]
+        grace = graces[target]
         values = read_settings(
             BatchSpec,
             obj,

@@ -11,13 +11,14 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from spotproof import scheduling
-from spotproof.catalog import Cloud, kueue
+from spotproof.catalog import Cloud, gke_spot, kueue
 from spotproof.catalog import gke as gke_catalog
 from spotproof.cloud_tags import stack_tags
 from spotproof.fleet import ApiAccess, BatchSpec, FleetSpec, PoolClass
 from spotproof.fleet.gke import FlexStartPool, GkeFleet
 from spotproof.gke import pools
 from spotproof.gke.bucket import CheckpointBucket, CheckpointBucketArgs
+from spotproof.gke.compute_class import ComputeClass, ComputeClassArgs
 from spotproof.gke.drill import DrillGrant, DrillGrantArgs
 from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.gke.network import Network, NetworkArgs, joined
@@ -105,7 +106,7 @@ class HybridCluster(ClusterForWorkloads):
             # so that every pool is declared, tainted and labelled by spotproof.
             remove_default_node_pool=True,
             initial_node_count=1,
-            min_master_version=spec.kubernetes_version,
+            min_master_version=_min_master_version(spec),
             release_channel={"channel": "REGULAR"},
             networking_mode="VPC_NATIVE",
             network=addresses.network,
@@ -147,6 +148,7 @@ class HybridCluster(ClusterForWorkloads):
                 name_prefix=name,
                 pools=gke.gpu_pools,
                 flex_start=gke.flex_start,
+                compute_classes=gke.compute_classes,
                 ready=node_roles,
             ),
             opts=child,
@@ -190,6 +192,15 @@ class HybridCluster(ClusterForWorkloads):
                 opts=child,
             )
 
+        for compute_class in gke.compute_classes:
+            # The class exists before any workload that selects it; its pools carry its marks.
+            self.controllers.append(
+                ComputeClass(
+                    f"{name}-{compute_class.name}",
+                    ComputeClassArgs(compute_class, gke.pools, self.provider),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_pools]),
+                )
+            )
         self._trainer_and_batch(name, spec, bucket, work_queue)
         self._queue: LocalQueueRef | None = None
         flex = gke.flex_start
@@ -213,12 +224,21 @@ class HybridCluster(ClusterForWorkloads):
         """A workload aimed at ``target`` requires one of its pools' GPU models: GKE labels
         each node with its accelerator, and auto-provisioning creates pools only for the
         model a pending pod asks for."""
-        models = sorted({p.gpu_type for p in self._gke.pools if p.pool_class is target})
+        pools = [p for p in self._gke.pools if p.pool_class is target]
+        through = next((c for c in self._gke.compute_classes if c.target is target), None)
+        if through is not None:
+            # Each rung's GPU model is the class's to choose: no accelerator selector.
+            return TargetPlacement(
+                target,
+                fallback=list(through.fallback),
+                compute_class=through.name,
+                max_grace_seconds=reclaim_grace(Cloud.GKE, target, pools),
+            )
         return TargetPlacement(
             target,
-            accelerators=models,
+            accelerators=sorted({p.gpu_type for p in pools}),
             queue=self._queue if target is PoolClass.FLEX_START else None,
-            max_grace_seconds=reclaim_grace(Cloud.GKE, target),
+            max_grace_seconds=reclaim_grace(Cloud.GKE, target, pools),
         )
 
     @staticmethod
@@ -252,6 +272,20 @@ class HybridCluster(ClusterForWorkloads):
                 },
             },
         }
+
+
+def _min_master_version(spec: FleetSpec) -> str:
+    """The stack's minor version, or the first patch that takes a spot pool's longer
+    shutdown where one asks for it and the minor alone might give an older one."""
+    assert isinstance(spec.platform, GkeFleet)
+    long_shutdown = any(
+        pool.shutdown_seconds != gke_spot.DEFAULT_SPOT_SHUTDOWN_SECONDS
+        for pool in spec.platform.gpu_pools
+    )
+    first = ".".join(str(part) for part in gke_spot.LONG_SHUTDOWN_MIN_MINOR)
+    if long_shutdown and spec.kubernetes_version == first:
+        return gke_spot.LONG_SHUTDOWN_MIN_VERSION
+    return spec.kubernetes_version
 
 
 def queued_pool_queue(

@@ -17,11 +17,13 @@ import pulumi
 import pulumi_gcp as gcp
 
 from spotproof import scheduling
-from spotproof.catalog import Cloud
+from spotproof.catalog import Cloud, gke_spot
 from spotproof.catalog import gke as gke_catalog
+from spotproof.catalog.labels import GKE_COMPUTE_CLASS_LABEL
 from spotproof.cloud_tags import stack_tags
 from spotproof.fleet import PoolClass, SpecError, SystemPool, Taint
 from spotproof.fleet.gke import FlexStartPool, GkeGpuPool
+from spotproof.fleet.gke_compute_class import ComputeClassSpec, class_of_pool
 
 CLOUD_PLATFORM_SCOPE = ["https://www.googleapis.com/auth/cloud-platform"]
 
@@ -38,6 +40,9 @@ class GpuNodePoolsArgs:
     ``roles/container.defaultNodeServiceAccount`` and image pull rights."""
     pools: Sequence[GkeGpuPool] = ()
     flex_start: FlexStartPool | None = None
+    compute_classes: Sequence[ComputeClassSpec] = ()
+    """The ComputeClasses the pools serve: a pool of a class's pool class carries its label
+    and taint (``fleet.gke_compute_class``)."""
     ready: Sequence[pulumi.Resource] = ()
     """What must exist before a node boots: the node account's role grants."""
     name_prefix: str | None = None
@@ -148,19 +153,33 @@ def system_pool(context: PoolContext, pool: SystemPool) -> gcp.container.NodePoo
     )
 
 
-def gpu_pool(context: PoolContext, pool: GkeGpuPool) -> gcp.container.NodePool:
+def compute_class_marks(compute_class: str | None) -> tuple[list[Taint], dict[str, str]]:
+    """The taint and label a pool carries for the ComputeClass it serves, if any."""
+    if compute_class is None:
+        return [], {}
+    return (
+        [scheduling.compute_class_taint(compute_class)],
+        {GKE_COMPUTE_CLASS_LABEL: compute_class},
+    )
+
+
+def gpu_pool(
+    context: PoolContext, pool: GkeGpuPool, compute_class: str | None = None
+) -> gcp.container.NodePool:
     """One machine type of spot (or on-demand fallback) GPU nodes, scaling from zero."""
     spot = pool.pool_class is PoolClass.SPOT_GPU
+    class_taints, class_labels = compute_class_marks(compute_class)
     return context.node_pool(
         pool.name,
         pool.pool_class,
         machine_type=pool.machine_type,
         disk_gb=pool.disk_gb,
-        extra_taints=pool.extra_taints,
-        extra_labels=pool.extra_labels,
+        extra_taints=[*pool.extra_taints, *class_taints],
+        extra_labels={**pool.extra_labels, **class_labels},
         node_config={
             "spot": spot,
             "guest_accelerators": _accelerators(pool.gpu_type, pool.gpus_per_node),
+            **_shutdown(pool),
         },
         node_locations=list(pool.zones) or None,
         # With location policy ANY the autoscaler places every node where capacity is;
@@ -177,15 +196,37 @@ def gpu_pool(context: PoolContext, pool: GkeGpuPool) -> gcp.container.NodePool:
     )
 
 
-def flex_start_pool(context: PoolContext, pool: FlexStartPool) -> gcp.container.NodePool:
+def _shutdown(pool: GkeGpuPool) -> dict[str, Any]:
+    """A spot pool's longer graceful shutdown (``catalog.gke``); left out at GKE's default,
+    which every control plane version takes without the setting."""
+    if pool.reclaim_grace_seconds is None or (
+        pool.shutdown_seconds == gke_spot.DEFAULT_SPOT_SHUTDOWN_SECONDS
+    ):
+        return {}
+    return {
+        "kubelet_config": {
+            "shutdown_grace_period_seconds": pool.shutdown_seconds,
+            "shutdown_grace_period_critical_pods_seconds": (
+                gke_spot.CRITICAL_PODS_SHUTDOWN_SECONDS
+            ),
+        }
+    }
+
+
+def flex_start_pool(
+    context: PoolContext, pool: FlexStartPool, compute_class: str | None = None
+) -> gcp.container.NodePool:
     """A DWS flex-start pool: GKE obtains the GPUs when they free up and keeps each node for
     at most ``max_run_hours``. GKE requires no reservation, auto-repair off and autoscaling
     from zero with location policy ANY; queued provisioning adds all-or-nothing gangs."""
+    class_taints, class_labels = compute_class_marks(compute_class)
     return context.node_pool(
         pool.name,
         PoolClass.FLEX_START,
         machine_type=pool.machine_type,
         disk_gb=pool.disk_gb,
+        extra_taints=class_taints,
+        extra_labels=class_labels,
         node_config={
             "flex_start": True,
             "max_run_duration": f"{pool.max_run_hours * 3600}s",
@@ -222,10 +263,11 @@ class GpuNodePools(pulumi.ComponentResource):
             prefix=args.name_prefix or name,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.ready)),
         )
+        served = class_of_pool(tuple(args.compute_classes))
         for pool in args.pools:
-            gpu_pool(context, pool)
+            gpu_pool(context, pool, served.get(pool.pool_class))
         if args.flex_start:
-            flex_start_pool(context, args.flex_start)
+            flex_start_pool(context, args.flex_start, served.get(PoolClass.FLEX_START))
         self.pool_names = [pool.name for pool in args.pools]
         if args.flex_start:
             self.pool_names.append(args.flex_start.name)

@@ -108,6 +108,8 @@ def job_spec(
         cpu=smoke.cpu,
         memory=smoke.memory,
         gpus=smoke.gpus,
+        state_mib=smoke.model_mb,
+        step_seconds=smoke.step_milliseconds / 1000 or None,
     )
     return training.job_spec(
         trainer,

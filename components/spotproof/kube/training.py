@@ -1,11 +1,10 @@
 """A user's own training run as a preemption-safe Job: ``TrainingJob``.
 
-The Job is the smoke test's (``spotproof.kube.smoke``, whose docstring says why each field
-is what it is) with the user's container in it: ``restartPolicy: Never``, a
-``podFailurePolicy`` under which reclaims never spend ``backoffLimit``, a grace period the
-cloud's preemption path can honour, GPU limits, the target's tolerations, selector and
-priority, the workload identity's labels, and a disruption budget against voluntary
-evictions where the reclaim drain would not be held back by it.
+The Job is the smoke test's (``spotproof.kube.smoke``, whose docstring says why each field is what
+it is) with the user's container in it: ``restartPolicy: Never``, a ``podFailurePolicy`` under which
+reclaims never spend ``backoffLimit``, a grace period the cloud's preemption path can honour, GPU
+limits, the target's tolerations, selector and priority, the workload identity's labels, and a
+disruption budget against voluntary evictions where the reclaim drain would not be held back by it.
 
 With ``nodes`` above one the run is a gang: one JobSet (``spotproof.kube.jobset`` says how
 a reclaim restarts the whole gang without spending its failure budget), its pods started
@@ -38,6 +37,7 @@ from spotproof.kube.baseline import MANAGED_BY
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
 from spotproof.runtime import exit_codes, settings
 from spotproof.runtime.launcher import Launcher
+from spotproof.scheduling import run_profile
 from spotproof.scheduling.work_matrix import WORK_LABEL, Work
 
 TRAINER_CONTAINER = "trainer"
@@ -64,6 +64,9 @@ class Trainer:
     """``nvidia.com/gpu`` per pod; 0 for CPU work."""
     launcher: Launcher = Launcher.TORCHRUN
     """How a pod of a multi-node run starts it; a one-node run starts ``command`` as is."""
+    state_mib: float | None = None
+    step_seconds: float | None = None
+    """MiB of state per pod, seconds per step: what the plan sizes checkpoints by."""
 
 
 def pod_failure_policy() -> dict[str, Any]:
@@ -87,11 +90,10 @@ RUN_AS = 10001
 """The user and group trainers run as (the image's ``USER``): above 10000, clear of the
 UIDs a node's own accounts use, so a container escape does not land as one of them."""
 SCRATCH_SIZE_LIMIT = "1Gi"
-"""The scratch ``/tmp``'s cap. Checkpoints stream from memory to the store and never
-touch it; it holds what libraries spill (torch's caches, temporary files). Without a cap
-a runaway writer fills the node's disk and gets every pod on it evicted; with one the
-kubelet evicts only this pod, which the Job replaces
-(https://kubernetes.io/docs/concepts/storage/volumes/#emptydir)."""
+"""The scratch ``/tmp``'s cap. Checkpoints stream from memory to the store and never touch it; it
+holds what libraries spill (torch's caches, temporary files). Without a cap a runaway writer fills
+the node's disk and gets every pod on it evicted; with one the kubelet evicts only this pod, which
+the Job replaces (https://kubernetes.io/docs/concepts/storage/volumes/#emptydir)."""
 
 
 def pod_spec(
@@ -108,7 +110,9 @@ def pod_spec(
     selector, tolerations and priority, the identity's service account, the grace the
     preemption path honours, GPU limits, a non-root read-only container with a scratch
     ``/tmp``. ``env`` is the whole environment of the container."""
-    where = scheduling.placement(placement.target, placement.accelerators, placement.fallback)
+    where = scheduling.placement(
+        placement.target, placement.accelerators, placement.fallback, placement.compute_class
+    )
     limits = {"memory": trainer.memory}
     if trainer.gpus:
         # A quantity, as the API spells it: a string, not a number.
@@ -187,6 +191,7 @@ def job_spec(
                 "annotations": {
                     "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
                     "karpenter.sh/do-not-disrupt": "true",
+                    **run_profile.annotations_of(trainer),
                 },
             },
             "spec": pod_spec(
@@ -249,13 +254,11 @@ class TrainingJobArgs:
     nodes: int = 1
     """Pods, one per node, each with ``trainer.gpus`` GPUs; above one, a JobSet gang."""
     work: Work | None = None
-    """What kind of work it is (``spotproof.scheduling.work_matrix``): its pods are labelled
-    with it and the plan shows the capacity the decision matrix advises next to the
-    target."""
+    """What kind of work it is (``scheduling.work_matrix``): its pods are labelled with it
+    and the plan shows the capacity the decision matrix advises next to the target."""
     controllers: Sequence[pulumi.Resource] = ()
-    """What the run needs installed first: ``cluster.controllers`` (the JobSet controller
-    for a gang; Kueue and its queue for a queued pool, whose webhook must see the Job
-    created)."""
+    """What the run needs installed first: ``cluster.controllers`` (the JobSet controller for
+    a gang; Kueue and its queue for a queued pool, whose webhook must see the Job created)."""
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -362,6 +365,7 @@ def _checked(job_name: str, args: TrainingJobArgs) -> int:
         raise ValueError(f"TrainingJob {job_name}: training never targets the system pool")
     if not args.trainer.command:
         raise ValueError(f"TrainingJob {job_name}: the trainer needs a command")
+    run_profile.annotations_of(args.trainer, f"TrainingJob {job_name}")  # sizes above 0
     if args.trainer.gpus < 0:
         raise ValueError(f"TrainingJob {job_name}: gpus = {args.trainer.gpus}; allowed: 0 or more")
     if args.nodes < 1:

@@ -8,12 +8,14 @@ never ask which cloud they are on.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import pulumi
 
 from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud
 from spotproof.fleet import PoolClass, Taint
+from spotproof.fleet.pools import GpuPoolSpec, shortest_reclaim_grace
 
 
 @dataclass(frozen=True)
@@ -78,13 +80,20 @@ class TargetPlacement:
     """Where the target's pools get nodes only through a ProvisioningRequest (GKE queued
     provisioning): the LocalQueue a Job or JobSet aimed here is submitted to
     (``spotproof.kube.provisioning_queue``). Only workloads in its namespace can use it."""
+    compute_class: str | None = None
+    """The GKE ComputeClass the target's workloads select (``fleet.gke_compute_class``):
+    its priorities try the target's pools, then ``fallback``'s; None where there is none."""
     max_grace_seconds: int | None = None
     """The longest ``terminationGracePeriodSeconds`` the target's preemption path honours
     (``spotproof.catalog.GRACE_PERIOD_SECONDS``): a longer one is cut short when the node
     goes away, and the final checkpoint with it. None where nodes are not reclaimed."""
 
 
-def reclaim_grace(cloud: Cloud, target: PoolClass) -> int | None:
+def reclaim_grace(cloud: Cloud, target: PoolClass, pools: Iterable[GpuPoolSpec] = ()) -> int | None:
     """:attr:`TargetPlacement.max_grace_seconds` for ``target`` on ``cloud``: spot capacity
-    is reclaimed with the cloud's notice; the other classes are not reclaimed."""
-    return GRACE_PERIOD_SECONDS[cloud] if target is PoolClass.SPOT_GPU else None
+    is reclaimed with the cloud's notice, or what its ``pools`` set (a GKE spot pool's
+    shutdown period), the shortest of them: a pod may land on any; the other classes are
+    not reclaimed."""
+    if target is not PoolClass.SPOT_GPU:
+        return None
+    return shortest_reclaim_grace(pools, GRACE_PERIOD_SECONDS[cloud])

@@ -36,15 +36,19 @@ from spotproof.commands import EXIT_FAILED, EXIT_OK
 from spotproof.fleet import BucketSpec, FleetSpec, advice, fleet_from_config
 from spotproof.fleet.advice import SpecWarning
 from spotproof.fleet.config import CLOUDS
+from spotproof.fleet.existing import KEY as EXISTING
 from spotproof.fleet.existing import ExistingCluster, builds_a_cluster, existing_cluster
 from spotproof.plan.config.project import PlanInputError, Project, find_project
 from spotproof.plan.config.stack import StackConfig, stack_config
 from spotproof.plan.recording import manifests
 from spotproof.plan.recording.offline import OfflineCloud
 from spotproof.plan.recording.recorder import Recording, record
+from spotproof.plan.reporting import checkpointing
 from spotproof.plan.schemas import controller_versions
 from spotproof.plan.simulation import (
+    compute_classes,
     gpu_advertising,
+    intervals,
     lifecycle,
     nodes,
     outcomes,
@@ -56,6 +60,7 @@ from spotproof.plan.simulation import (
     uniqueness,
     workloads,
 )
+from spotproof.plan.simulation.intervals import IntervalAdvice
 from spotproof.plan.simulation.nodes import Pool
 from spotproof.plan.simulation.outcomes import Outcome
 from spotproof.policy import Violation, evaluate
@@ -108,6 +113,8 @@ class PlanResult:
     """Checks that could not run here, with why; ``--strict`` fails on any."""
     warnings: list[SpecWarning] = field(default_factory=list)
     """Settings that build but that a real preemption may not honour (never an exit 1)."""
+    intervals: list[IntervalAdvice] = field(default_factory=list)
+    """Each training workload's checkpoint interval and goodput (``intervals``)."""
 
     @property
     def nodes(self) -> list[fit.NodeShape]:
@@ -158,6 +165,7 @@ def _judge(
     violations += evaluate(recording.resources)
     violations += uniqueness.check(recording)
     violations += workloads.check(recording, [pool.shape for pool in pools])
+    violations += compute_classes.check(recording, pools)
     violations += outcomes.check(found)
     violations += pitfalls.check(recording, found)
     violations += termination.check(recording, found)
@@ -176,7 +184,21 @@ def _judge(
         violations += reachability.check(spec.cloud, spec.api_access, recording)
         warnings = [*advice.warnings(spec), *warnings]
     violations = _without_superseded(violations)
-    return PlanResult(facts, spec, recording, pools, found, violations, skipped, warnings)
+    advised = _intervals(facts, spec, found)
+    warnings += checkpointing.warnings(advised)
+    return PlanResult(facts, spec, recording, pools, found, violations, skipped, warnings, advised)
+
+
+def _intervals(
+    facts: StackFacts, spec: FleetSpec | None, found: list[Outcome]
+) -> list[IntervalAdvice]:
+    """The checkpoint-interval advice, with the reclaim model the stack states."""
+    if spec is not None:
+        model, key, smoke = spec.reclaim_model, "spotproof:reclaimModel", spec.smoke_test
+    else:
+        cluster = facts.existing or ExistingCluster()
+        model, key, smoke = cluster.reclaim_model, f"{EXISTING}.reclaimModel", None
+    return intervals.advise(found, facts.cloud, model, model_key=key, smoke=smoke)
 
 
 SUPERSEDED_BY = {"job-fits-preemption-notice": "preemption-path"}

@@ -22,6 +22,7 @@ from spotproof.plan.simulation import preemption
 from spotproof.plan.simulation.nodes import Provisioner, Scaling, node_count
 from spotproof.plan.simulation.preemption import Ending, PreemptionPath
 from spotproof.scheduling import aks as aks_shapes
+from spotproof.scheduling.fit import NodeShape
 
 NODE_CLASS = "kubernetes:karpenter.azure.com/v1beta1:AKSNodeClass"
 
@@ -119,7 +120,10 @@ def agent_pool_scaling(resource: str, inputs: Mapping[str, Any]) -> Scaling:
 
 
 def spot_path(
-    workload: str, pools: tuple[str, ...], pod: Mapping[str, Any], blocking_budgets: list[str]
+    workload: str,
+    shapes: tuple[NodeShape, ...],
+    pod: Mapping[str, Any],
+    blocking_budgets: list[str],
 ) -> PreemptionPath:
     """AKS spot agent pools (``articles/virtual-machines/linux/scheduled-events.md``: a
     ``Preempt`` event comes at least 30 s ahead, best effort; ``articles/aks/node-auto-drain.md``:
@@ -127,6 +131,7 @@ def spot_path(
     PodDisruptionBudget allowing no disruption holds SIGTERM back, and nothing ends that
     wait before the VM is gone. Without one the pod gets SIGTERM at once, with up to 30 s."""
     notice = profile(Cloud.AKS).preemption_notice_seconds
+    pools = tuple(shape.pool for shape in shapes)
     declared = preemption.pod_grace(pod)
     steps = [f"Preempt notice {notice} s (best effort)", "AKS node auto-drain evicts at once"]
     fix = (

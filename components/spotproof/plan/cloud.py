@@ -27,11 +27,13 @@ if TYPE_CHECKING:
     from spotproof.plan.simulation.preemption import PreemptionPath
     from spotproof.plan.simulation.scale_up import ClusterLimits
     from spotproof.plan.simulation.workloads import Workload
+    from spotproof.scheduling.fit import NodeShape
 
 ScalingReader = Callable[[str, Mapping[str, Any]], "Scaling"]
 """(Pulumi resource name, pool inputs) -> how the pool gets nodes."""
-SpotPath = Callable[[str, tuple[str, ...], Mapping[str, Any], list[str]], "PreemptionPath"]
-"""(workload, spot pools, pod spec, blocking budgets) -> what a reclaim does to the pod."""
+SpotPath = Callable[[str, tuple["NodeShape", ...], Mapping[str, Any], list[str]], "PreemptionPath"]
+"""(workload, its spot pools' shapes, pod spec, blocking budgets) -> what a reclaim does to
+the pod."""
 PluginReader = Callable[[Mapping[str, Any]], "str | None"]
 """A pool's (or a node class's) inputs -> what advertises its GPUs without a DaemonSet of
 the stack's, if anything."""

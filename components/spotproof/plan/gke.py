@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spotproof.catalog import Cloud, nvidia, profile
+from spotproof.catalog import Cloud, gke_spot, nvidia, profile
 from spotproof.catalog import gke as gke_catalog
 from spotproof.fleet import ApiAccess
 from spotproof.plan.cloud import CloudPlan
@@ -22,6 +22,7 @@ from spotproof.plan.simulation.preemption import Ending, PreemptionPath
 from spotproof.plan.simulation.reachability import RUNNER_INSIDE
 from spotproof.plan.simulation.scale_up import Verdict, zone_count
 from spotproof.scheduling import gke as gke_shapes
+from spotproof.scheduling.fit import NodeShape, NodeShutdown
 
 CLUSTER = profile(Cloud.GKE).cluster_type
 
@@ -197,39 +198,72 @@ def cluster_limits(recording: Recording, pools: Sequence[Pool]) -> Autoprovision
 # --- what a spot reclaim does -------------------------------------------------------------
 
 SPOT_VM_SECONDS = 30
-"""A GKE spot VM stops this long after its preemption notice."""
+"""A GKE spot VM stops this long after its preemption notice, at the default shutdown."""
+DEFAULT_SHUTDOWN = NodeShutdown(
+    gke_spot.DEFAULT_SPOT_SHUTDOWN_SECONDS, gke_spot.CRITICAL_PODS_SHUTDOWN_SECONDS
+)
+SYSTEM_CRITICAL = ("system-cluster-critical", "system-node-critical")
 
 
 def spot_path(
-    workload: str, pools: tuple[str, ...], pod: Mapping[str, Any], _budgets: list[str]
+    workload: str, shapes: tuple[NodeShape, ...], pod: Mapping[str, Any], _budgets: list[str]
 ) -> PreemptionPath:
-    """GKE spot (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms): the VM
-    stops 30 s after its notice; the kubelet's graceful node shutdown hears it at once and
-    gives non-system pods the first 15 s, system pods (``system-*-critical`` priority) the
-    last 15 s. A ``terminationGracePeriodSeconds`` above 15 is cut to 15.
-    PodDisruptionBudgets and annotations play no part: the kubelet is not the Eviction API."""
+    """GKE spot (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms): the
+    kubelet's graceful node shutdown hears the VM's notice at once and gives non-system pods
+    the shutdown period less the critical share, then system pods (``system-*-critical``
+    priority) that share: 30 s split 15/15 by default, or a pool's own period (120 s, 105
+    for non-system pods: ``catalog.gke``); the VM is gone when the period ends. A
+    ``terminationGracePeriodSeconds`` above the pod's share is cut to it. Where a workload
+    may land on pools of different periods, the shortest decides. PodDisruptionBudgets and
+    annotations play no part: the kubelet is not the Eviction API."""
+    pools = tuple(shape.pool for shape in shapes)
     declared = preemption.pod_grace(pod)
-    critical = pod.get("priorityClassName") in ("system-cluster-critical", "system-node-critical")
-    share = profile(Cloud.GKE).preemption_notice_seconds
-    start = share if critical else 0
+    critical = pod.get("priorityClassName") in SYSTEM_CRITICAL
+
+    def share_of(shutdown: NodeShutdown) -> int:
+        return shutdown.critical_pods_seconds if critical else shutdown.pod_seconds
+
+    shutdown = min((shape.shutdown or DEFAULT_SHUTDOWN for shape in shapes), key=share_of)
+    if shutdown.seconds == 0:
+        return preemption.node_gone_first(
+            workload,
+            "GKE spot",
+            pools,
+            notice=SPOT_VM_SECONDS,
+            declared=declared,
+            steps=[
+                f"notice {SPOT_VM_SECONDS} s",
+                "graceful node shutdown is off (kubeletConfig.shutdownGracePeriodSeconds 0)",
+            ],
+            fix="give the pool a shutdown period of 30 or 120 seconds (shutdownSeconds)",
+        )
+    share = share_of(shutdown)
+    start = shutdown.pod_seconds if critical else 0
     grace = min(declared, share)
     who = "system pods" if critical else "non-system pods"
+    fix = f"set terminationGracePeriodSeconds to at most {share} and save within it"
+    longest = max(gke_spot.SPOT_SHUTDOWN_SECONDS)
+    if not critical and shutdown.seconds < longest:
+        fix += (
+            f", or give the pools shutdownSeconds {longest} "
+            f"({gke_spot.pod_shutdown_seconds(longest)} s for the pod)"
+        )
     return PreemptionPath(
         workload,
         "GKE spot",
         pools,
-        SPOT_VM_SECONDS,
+        shutdown.seconds,
         start,
         grace,
         declared,
         (
-            f"notice {SPOT_VM_SECONDS} s",
+            f"notice {shutdown.seconds} s",
             f"kubelet's graceful shutdown gives {who} {share} s from {start} s",
             f"SIGTERM at {start} s with {grace:g} s grace (declared {declared} s)",
-            f"node gone at {SPOT_VM_SECONDS} s",
+            f"node gone at {shutdown.seconds} s",
         ),
         Ending.KUBELET_SHUTDOWN,
-        f"set terminationGracePeriodSeconds to at most {share} and save within it",
+        fix,
     )
 
 

@@ -10,7 +10,7 @@ from spotproof import scheduling
 from spotproof.catalog import Cloud
 from spotproof.catalog import gke as gke_catalog
 from spotproof.fleet.pools import PoolClass
-from spotproof.policy import exposure, gke_drill
+from spotproof.policy import exposure, gke_drill, gke_shutdown
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
 from spotproof.policy.identity_readiness import IdentityBinding
 from spotproof.scheduling import gke as gke_shapes
@@ -381,6 +381,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ResourceRule(
         "gke-pool-private-nodes", "No pool overrides private nodes.", NODE_POOL, pool_private
     ),
+    *gke_shutdown.RESOURCE_RULES,
 )
 
 STACK_RULES: tuple[StackRule, ...] = (
@@ -395,4 +396,5 @@ STACK_RULES: tuple[StackRule, ...] = (
         bucket_access_scoped,
     ),
     *gke_drill.STACK_RULES,
+    *gke_shutdown.STACK_RULES,
 )

@@ -9,7 +9,7 @@ from spotproof import scheduling
 from spotproof.catalog import PROFILES, Cloud, profile, pulumi_kubernetes
 from spotproof.fleet import images
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
-from spotproof.scheduling import fit, pod_templates
+from spotproof.scheduling import fit, node_shapes, pod_templates
 
 JOB = "kubernetes:batch/v1:Job"
 PRIORITY_CLASS = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
@@ -80,6 +80,19 @@ def cloud_of(resources: list[PlannedResource]) -> Cloud | None:
     )
 
 
+def _longest_reclaim_grace(resources: list[PlannedResource], cloud: Cloud) -> int:
+    """The most a spot reclaim leaves a non-system pod anywhere in the stack: the cloud's
+    notice, or longer where a spot pool's own shutdown says so (a GKE pool's 120 s). The
+    plan's preemption-path check holds each workload to the pools it may land on."""
+    shapes = [
+        node_shapes.readers()[pool_type](inputs)
+        for resource in resources
+        for pool_type, inputs in node_shapes.pools_in(resource.type, resource.inputs)
+    ]
+    own = [shape.shutdown.pod_seconds for shape in shapes if shape.spot and shape.shutdown]
+    return max([profile(cloud).preemption_notice_seconds, *own])
+
+
 def job_fits_preemption_notice(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
     cloud = cloud_of(resources)
     priorities = {
@@ -87,7 +100,7 @@ def job_fits_preemption_notice(resources: list[PlannedResource]) -> Iterator[tup
         for r in resources
         if r.type == PRIORITY_CLASS
     }
-    notice = profile(cloud).preemption_notice_seconds if cloud else None
+    notice = _longest_reclaim_grace(resources, cloud) if cloud else None
     spot_taint = scheduling.contract(scheduling.PoolClass.SPOT_GPU).taints[0]
     for job in (r for r in resources if r.type == JOB):
         pod = _pod_spec(job.inputs)
@@ -98,8 +111,8 @@ def job_fits_preemption_notice(resources: list[PlannedResource]) -> Iterator[tup
             yield (
                 job.name,
                 (
-                    f"terminationGracePeriodSeconds {grace} exceeds the {cloud} preemption "
-                    f"notice of {notice} s; the final save would be lost"
+                    f"terminationGracePeriodSeconds {grace} exceeds the {notice} s any {cloud} "
+                    "spot reclaim here leaves a pod; the final save would be lost"
                 ),
             )
         if on_spot:

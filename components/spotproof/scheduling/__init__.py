@@ -23,7 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from spotproof.catalog import PROFILES, Cloud
-from spotproof.catalog.labels import GKE_ACCELERATOR_LABEL, GKE_FLEX_START_LABEL
+from spotproof.catalog.labels import (
+    GKE_ACCELERATOR_LABEL,
+    GKE_COMPUTE_CLASS_LABEL,
+    GKE_FLEX_START_LABEL,
+)
 from spotproof.catalog.profile import CRITICAL_ADDONS_ONLY
 from spotproof.fleet.pools import PoolClass, Taint, TaintEffect
 
@@ -149,8 +153,16 @@ def toleration_for(taint: Taint) -> dict[str, str]:
     }
 
 
+def compute_class_taint(name: str) -> Taint:
+    """The taint of the pools a GKE ComputeClass ``name`` takes (``catalog.labels``)."""
+    return Taint(GKE_COMPUTE_CLASS_LABEL, name, TaintEffect.NO_SCHEDULE)
+
+
 def placement(
-    pool_class: PoolClass, accelerators: Iterable[str] = (), fallback: Iterable[PoolClass] = ()
+    pool_class: PoolClass,
+    accelerators: Iterable[str] = (),
+    fallback: Iterable[PoolClass] = (),
+    compute_class: str | None = None,
 ) -> Placement:
     """Where a workload targeting ``pool_class`` goes.
 
@@ -163,8 +175,24 @@ def placement(
     (EKS: the on-demand NodePool behind the spot one). The pool class is then required by
     node affinity over all of them, the workload tolerates every one's taints, and the
     provisioner's pool weights decide which is tried first.
+
+    ``compute_class`` (GKE) selects that ComputeClass, whose priorities order the target's
+    and ``fallback``'s pools: the class label is then the only selector (GKE refuses a pod
+    that pairs a class with spot or machine selectors, and the class already names the
+    hardware), and the workload tolerates every rung's taints and the class's own.
     """
     pool_contract = contract(pool_class)
+    if compute_class is not None:
+        classes = [pool_class, *(c for c in fallback if c is not pool_class)]
+        taints = dict.fromkeys(t for c in classes for t in contract(c).taints)
+        return Placement(
+            tolerations=tuple(
+                toleration_for(t) for t in [*taints, compute_class_taint(compute_class)]
+            ),
+            node_selector={GKE_COMPUTE_CLASS_LABEL: compute_class},
+            node_affinity=None,
+            priority_class_name=pool_contract.priority.name,
+        )
     accelerators = sorted(set(accelerators))
     classes = [pool_class, *(c for c in fallback if c is not pool_class)]
     selector = dict(pool_contract.labels)

@@ -20,6 +20,22 @@ from spotproof.scheduling.node_resources import Allocatable
 
 
 @dataclass(frozen=True)
+class NodeShutdown:
+    """The kubelet's graceful node shutdown, as a pool sets it (GKE ``kubeletConfig``):
+    non-system pods first, for ``seconds`` less ``critical_pods_seconds``, then the
+    system-critical ones for the rest (kubernetes/kubernetes pkg/kubelet/nodeshutdown)."""
+
+    seconds: int
+    """The whole shutdown; 0 turns it off (pods are not signalled at all)."""
+    critical_pods_seconds: int
+
+    @property
+    def pod_seconds(self) -> int:
+        """What non-system pods get."""
+        return max(0, self.seconds - self.critical_pods_seconds)
+
+
+@dataclass(frozen=True)
 class NodeShape:
     """One pool's nodes as the scheduler sees them."""
 
@@ -36,6 +52,8 @@ class NodeShape:
     allocatable: Allocatable = field(default_factory=Allocatable)
     """CPU and memory a node offers pods, where the plan knows them
     (``spotproof.scheduling.node_resources``)."""
+    shutdown: NodeShutdown | None = None
+    """How a reclaimed node shuts down, where the pool says; None: the platform's way."""
 
     @property
     def reclaimable(self) -> bool:

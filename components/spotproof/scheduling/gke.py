@@ -57,7 +57,18 @@ def node_pool(inputs: node_shapes.Inputs) -> fit.NodeShape:
         spot=spot,
         flex_start=flex_start,
         allocatable=_machine_allocatable(str(config.get("machineType") or "")),
+        shutdown=_shutdown(config.get("kubeletConfig") or {}),
     )
+
+
+def _shutdown(kubelet: node_shapes.Inputs) -> fit.NodeShutdown | None:
+    """A pool's own graceful shutdown (``catalog.gke``); the critical pods' share is 0
+    where only the whole is given, as the kubelet takes it."""
+    seconds = kubelet.get("shutdownGracePeriodSeconds")
+    if seconds is None:
+        return None
+    critical = kubelet.get("shutdownGracePeriodCriticalPodsSeconds") or 0
+    return fit.NodeShutdown(int(seconds), int(critical))
 
 
 def _machine_allocatable(machine_type: str) -> Allocatable:

@@ -13,7 +13,7 @@ import kubernetes_validate
 import yaml
 
 from spotproof.plan.recording.recorder import Recording, Resource, reveal
-from spotproof.plan.schemas import api_server, jobset, karpenter, keda, kueue
+from spotproof.plan.schemas import api_server, compute_class, jobset, karpenter, keda, kueue
 from spotproof.policy import Violation
 
 SCHEMA_POLICY = "kubernetes-schema"
@@ -100,9 +100,9 @@ def write(recording: Recording, out_dir: Path) -> list[Path]:
 def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violation], list[str]]:
     """Strict validation of every object: core objects against the OpenAPI schema of the
     cluster's Kubernetes version, Karpenter's against Karpenter's published schemas,
-    JobSets against the JobSet API's fields and webhook (``plan.schemas.jobset``), Kueue's and
-    KEDA's objects against their APIs' fields (``plan.schemas.kueue``,
-    ``plan.schemas.keda``).
+    JobSets against the JobSet API's fields and webhook (``plan.schemas.jobset``), Kueue's,
+    KEDA's and GKE's ComputeClass objects against their APIs' fields (``plan.schemas.kueue``,
+    ``plan.schemas.keda``, ``plan.schemas.compute_class``).
     Unknown fields, wrong types and missing required fields are all violations.
 
     Returns the violations and the checks skipped, with why (Karpenter's schemas need
@@ -122,6 +122,8 @@ def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violat
                 errors = kueue.errors(obj)
             elif keda.is_keda(obj):
                 errors = keda.errors(obj)
+            elif compute_class.is_compute_class(obj):
+                errors = compute_class.errors(obj)
             else:
                 errors = schema_errors(obj, kubernetes_version)
             errors += api_server.errors(obj) if not errors else []

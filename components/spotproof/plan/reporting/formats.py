@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from spotproof.plan.config.sources import ConfigSources, Location
 from spotproof.plan.recording import tree
 from spotproof.plan.recording.recorder import Secret
+from spotproof.plan.reporting import checkpointing
 from spotproof.plan.simulation import workloads
 from spotproof.scheduling import work_matrix
 
@@ -59,6 +60,12 @@ def text(result: PlanResult) -> str:
         first, *rest = outcome.scaling()
         lines.append(f"  {outcome.workload.label}: {first}")
         lines += [f"    {line}" for line in rest]
+    laddered = [o for o in result.outcomes if o.ladder]
+    if laddered:
+        lines += ["", "Compute class (GKE's order of pools, and what each does):"]
+        for outcome in laddered:
+            lines.append(f"  {outcome.workload.label}:")
+            lines += [f"    {line}" for line in outcome.ladder]
     advised = _advice_lines(result)
     if advised:
         lines += ["", "Capacity by kind of work (decision matrix):"]
@@ -68,6 +75,7 @@ def text(result: PlanResult) -> str:
     lines += [f"  {label} on {line}" for label, line in paths]
     if not paths:
         lines.append("  no workload runs on reclaimable capacity")
+    lines += checkpointing.text(result.intervals)
     return "\n".join(lines)
 
 
@@ -130,6 +138,8 @@ def as_json(result: PlanResult) -> dict[str, Any]:
             if outcome.paths
         },
         "capacity_advice": dict(_advice_lines(result)),
+        "compute_classes": {o.workload.label: list(o.ladder) for o in result.outcomes if o.ladder},
+        "intervals": {a.workload: checkpointing.as_json(a) for a in result.intervals},
     }
 
 
@@ -182,6 +192,13 @@ def markdown(result: PlanResult) -> str:
             for v in o.verdicts
         ),
     )
+    laddered = [o for o in result.outcomes if o.ladder]
+    if laddered:
+        lines += ["**Compute class**: GKE's order of pools, and what each does", ""]
+        lines += _table(
+            ("Workload", "Compute class"),
+            ((o.workload.label, "<br>".join(o.ladder)) for o in laddered),
+        )
     lines += ["**Preemption path**: reclaim notice to node gone", ""]
     lines += _table(
         ("Workload", "Capacity", "SIGTERM at", "Grace", "Node gone", "Steps"),
@@ -198,6 +215,11 @@ def markdown(result: PlanResult) -> str:
             for p in o.paths
         ),
     )
+    if result.intervals:
+        lines += ["**Checkpoint interval** (goodput model)", ""]
+        lines += _table(
+            checkpointing.MARKDOWN_HEADER, checkpointing.markdown_rows(result.intervals)
+        )
     return "\n".join(lines)
 
 

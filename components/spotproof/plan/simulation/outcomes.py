@@ -22,7 +22,7 @@ from spotproof import scheduling
 from spotproof.catalog import DEFAULT_CLOUD, jobset
 from spotproof.fleet.pools import PoolClass
 from spotproof.plan.recording.recorder import Recording
-from spotproof.plan.simulation import admission, preemption, scale_up
+from spotproof.plan.simulation import admission, compute_classes, preemption, scale_up
 from spotproof.plan.simulation.nodes import Pool
 from spotproof.plan.simulation.preemption import PreemptionPath
 from spotproof.plan.simulation.scale_up import Verdict
@@ -52,6 +52,9 @@ class Outcome:
     budgets: tuple[str, ...] = ()
     """PodDisruptionBudgets that allow none of its pods to be evicted (none are looked for
     over system workloads)."""
+    ladder: tuple[str, ...] = ()
+    """What the GKE ComputeClass it selects does for it, rung by rung
+    (``compute_classes.describe``); empty where it selects none."""
 
     def scaling(self) -> list[str]:
         ok = [f"{v.pool} ({v.detail})" for v in self.verdicts if v.scales]
@@ -63,6 +66,7 @@ class Outcome:
 def outcomes(recording: Recording, pools: list[Pool]) -> list[Outcome]:
     limits = scale_up.cluster_limits(recording, pools)
     kueue_objects = admission.KueueObjects.of(recording)
+    classes = compute_classes.ladders(recording)
     cloud = cloud_of(recording.resources) or DEFAULT_CLOUD
     found = []
     for workload in workloads(recording):
@@ -96,6 +100,18 @@ def outcomes(recording: Recording, pools: list[Pool]) -> list[Outcome]:
                 budgets,
                 cloud=cloud,
             )
+        ladder: list[str] = []
+        chosen = compute_classes.selected(workload.pod_spec)
+        if chosen is not None and chosen in classes:
+            ladder = compute_classes.describe(
+                classes[chosen],
+                {verdict.pool: verdict for verdict in verdicts},
+                paths,
+                {pool.name: pool for pool in pools},
+                compute_classes.eviction_blockers(workload.pod_annotations, budgets),
+            )
+        elif chosen is not None:
+            ladder = [f"ComputeClass {chosen} is not in the program: its priorities are unseen"]
         found.append(
             Outcome(
                 workload,
@@ -106,6 +122,7 @@ def outcomes(recording: Recording, pools: list[Pool]) -> list[Outcome]:
                 tuple(preemption.flex_start_bounds(list(fits))),
                 route,
                 tuple(budgets),
+                tuple(ladder),
             )
         )
     return found

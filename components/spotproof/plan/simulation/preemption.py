@@ -258,7 +258,7 @@ def paths(
     Karpenter's of its NodePools."""
     found = []
     node_pools = tuple(
-        p.name
+        p.shape
         for p in fitting
         if p.shape.spot and p.scaling.provisioner is not Provisioner.KARPENTER
     )

@@ -1,0 +1,299 @@
+"""How often each training workload should checkpoint, and what reclaims then cost it: the
+goodput model (``plan.simulation.goodput``) applied to what the plan knows.
+
+A *training workload* is a Job or JobSet whose pod sets ``CHECKPOINT_INTERVAL`` or states
+its state's size (``scheduling.run_profile``). For each, the plan knows:
+
+- the capacity it is judged on: the worst of its spot preemption paths (the least grace; a
+  path that never sends SIGTERM has no graceful reclaims at all); with flex-start pools
+  only, a reclaim per node at its ``maxRunDuration``; on-demand only, no reclaims;
+- the reclaim rate: ``spotproof:reclaimModel.reclaimsPerNodeHour``, else the rate the
+  cloud publishes (``CloudProfile.reclaims``), times the pods of a gang, any of whose
+  nodes restarts all of it;
+- what a save costs, from the state per pod at spotproof's measured rates
+  (``catalog``): training held up while the state is captured, the upload behind it, and a
+  final save from SIGTERM to committed; whether that final save fits the path's grace
+  decides whether reclaims lose nothing (all but the ``unannouncedShare``) or the work
+  since the last checkpoint (all of them);
+- what a restart costs: a new node (``CloudProfile.node_ready_seconds``), the image
+  (``imagePullSeconds``), the restore.
+
+It recommends the interval that maximises goodput, with the goodput there and at the
+configured interval, the cost of a useful GPU-hour on spot and on demand, and the largest
+state whose final save still commits within the grace; and it finds where the configured
+interval is far from the recommendation (:func:`is_far`), which the plan warns of in
+``plan.reporting.checkpointing``'s words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from spotproof.catalog import (
+    ASYNC_CAPTURE_MIB_PER_SECOND,
+    FINAL_SAVE_MIB_PER_SECOND,
+    RESTORE_MIB_PER_SECOND,
+    Cloud,
+    jobset,
+    profile,
+)
+from spotproof.fleet.reclaims import ReclaimModel
+from spotproof.fleet.workloads import SmokeTest
+from spotproof.kube.smoke import JOB_NAME as SMOKE_JOB
+from spotproof.plan.simulation import goodput
+from spotproof.plan.simulation.outcomes import Outcome
+from spotproof.plan.simulation.preemption import pod_grace
+from spotproof.plan.simulation.workloads import Workload
+from spotproof.runtime import settings
+from spotproof.scheduling import run_profile
+from spotproof.scheduling.run_profile import RunProfile
+
+TRAINING_KINDS = frozenset({"Job", jobset.KIND})
+FAR = 2.0
+"""A configured interval more than this factor from the recommendation, either way, is
+far from it..."""
+COSTLY = 0.005
+"""...where it also costs at least this much goodput (half a percentage point): nearer, or
+cheaper, the difference is within what the model's inputs can tell."""
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What a workload's interval is judged on."""
+
+    name: str
+    """``GKE spot``, ``EKS spot (Karpenter)``, ``flex-start``, ``on-demand``."""
+    spot: bool
+    per_node_hour: float
+    rate_source: str
+    """Where the rate comes from, in words."""
+    grace_seconds: float | None
+    """SIGTERM to the pod's end; None where SIGTERM never comes (or nothing is reclaimed)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where a workload's own numbers are set, for the advice to name."""
+
+    key: str
+    """What a warning is filed under: the stack's key, or the workload."""
+    interval: str
+    """How to set the interval: ``spotproof:smokeTest.checkpointInterval``, or the env."""
+    step: str
+    """How to state the step time."""
+    state: str
+    """How to state the state's size."""
+
+
+@dataclass(frozen=True)
+class IntervalAdvice:
+    """The goodput model's verdict on one training workload; the numbers are None where
+    what they need is unknown (``missing`` says what)."""
+
+    workload: str
+    capacity: str
+    spot: bool
+    pods: int
+    settings: Settings
+    state_mib: float | None
+    step_seconds: float | None
+    configured_steps: int | None
+    missing: str = ""
+    reclaims_per_node_hour: float = 0.0
+    rate_source: str = ""
+    unannounced_share: float = 0.0
+    graceful_share: float = 0.0
+    grace_seconds: float | None = None
+    largest_state_mib: float | None = None
+    """The most state per pod whose final save commits within the grace."""
+    costs: goodput.SaveCosts | None = None
+    node_ready_seconds: float = 0.0
+    image_pull_seconds: float = 0.0
+    recommended_seconds: float | None = None
+    whole_run: bool = False
+    """The best interval is the whole run (``TOTAL_STEPS``): longer would be better still."""
+    daly_seconds: float | None = None
+    """Daly's closed form for the stall and the unannounced reclaims, beside the optimum."""
+    goodput: float | None = None
+    configured_seconds: float | None = None
+    configured_goodput: float | None = None
+    spot_cost: float | None = None
+    """A useful GPU-hour on this capacity, in on-demand GPU-hours' price."""
+    on_demand_cost: float | None = None
+    """A useful GPU-hour on demand at the same interval, in the same unit."""
+    on_demand_gpu_hour_usd: float | None = None
+
+    @property
+    def final_save_fits(self) -> bool:
+        return self.graceful_share > 0
+
+    @property
+    def recommended_steps(self) -> int | None:
+        if self.recommended_seconds is None or self.step_seconds is None:
+            return None
+        return max(1, round(self.recommended_seconds / self.step_seconds))
+
+
+def settings_of(workload: Workload, smoke: SmokeTest | None) -> Settings:
+    """The stack's keys for the smoke Job; the pod's own env and annotations otherwise."""
+    is_smoke = smoke is not None and (workload.kind, workload.namespace, workload.name) == (
+        "Job",
+        smoke.namespace,
+        SMOKE_JOB,
+    )
+    if is_smoke:
+        return Settings(
+            "spotproof:smokeTest.checkpointInterval",
+            "spotproof:smokeTest.checkpointInterval",
+            "spotproof:smokeTest.stepMilliseconds",
+            "spotproof:smokeTest.modelMb",
+        )
+    return Settings(
+        workload.label,
+        settings.CHECKPOINT_INTERVAL.name,
+        f"the pod annotation {run_profile.STEP_SECONDS}",
+        f"the pod annotation {run_profile.STATE_MIB} (MiB of checkpointed state per pod)",
+    )
+
+
+def capacity_of(
+    outcome: Outcome, cloud: Cloud, model: ReclaimModel, model_key: str
+) -> Capacity | None:
+    """The capacity ``outcome``'s workload is judged on; None where it fits no pool."""
+    if outcome.paths:
+        worst = min(outcome.paths, key=lambda p: -1.0 if p.sigterm_at is None else p.grace_seconds)
+        rate = model.reclaims_per_node_hour
+        published = profile(cloud).reclaims
+        return Capacity(
+            worst.capacity,
+            True,
+            published.per_node_hour if rate is None else rate,
+            f"{cloud.value.upper()}'s published rate, read {published.read_on}"
+            if rate is None
+            else f"{model_key}.reclaimsPerNodeHour",
+            None if worst.sigterm_at is None else worst.grace_seconds,
+        )
+    lives = [
+        p.scaling.max_run_seconds
+        for p in outcome.fits
+        if p.shape.flex_start and p.scaling.max_run_seconds
+    ]
+    if lives:
+        hours = min(lives) / 3600
+        return Capacity(
+            "flex-start",
+            False,
+            1 / hours,
+            f"a node at the end of its maxRunDuration, {hours:g} h",
+            pod_grace(outcome.workload.pod_spec),
+        )
+    if outcome.fits:
+        return Capacity("on-demand", False, 0.0, "on-demand capacity is not reclaimed", None)
+    return None
+
+
+def advise(
+    found: list[Outcome],
+    cloud: Cloud,
+    model: ReclaimModel,
+    *,
+    model_key: str = "spotproof:reclaimModel",
+    smoke: SmokeTest | None = None,
+) -> list[IntervalAdvice]:
+    """The advice for every training workload among ``found``, in their order."""
+    advice = []
+    for outcome in found:
+        workload = outcome.workload
+        run = RunProfile.of_pod(workload.pod_annotations, workload.pod_spec)
+        if outcome.system or workload.kind not in TRAINING_KINDS or not run.trains:
+            continue
+        capacity = capacity_of(outcome, cloud, model, model_key)
+        if capacity is None:  # fits no pool: the scheduling check says so
+            continue
+        advice.append(
+            _advice(
+                workload,
+                run,
+                capacity,
+                cloud=cloud,
+                model=model,
+                where=settings_of(workload, smoke),
+            )
+        )
+    return advice
+
+
+def _advice(
+    workload: Workload,
+    run: RunProfile,
+    capacity: Capacity,
+    *,
+    cloud: Cloud,
+    model: ReclaimModel,
+    where: Settings,
+) -> IntervalAdvice:
+    grace = capacity.grace_seconds
+    known: dict[str, Any] = {
+        "workload": workload.label,
+        "capacity": capacity.name,
+        "spot": capacity.spot,
+        "pods": workload.pods,
+        "settings": where,
+        "state_mib": run.state_mib,
+        "step_seconds": run.step_seconds,
+        "configured_steps": run.interval_steps,
+        "reclaims_per_node_hour": capacity.per_node_hour,
+        "rate_source": capacity.rate_source,
+        "unannounced_share": model.unannounced_share,
+        "grace_seconds": grace,
+        "largest_state_mib": None if grace is None else grace * FINAL_SAVE_MIB_PER_SECOND,
+        "node_ready_seconds": float(profile(cloud).node_ready_seconds),
+        "image_pull_seconds": model.image_pull_seconds,
+        "on_demand_gpu_hour_usd": model.on_demand_gpu_hour_usd,
+    }
+    if run.state_mib is None:
+        return IntervalAdvice(**known, missing=f"no state size: set {where.state}")
+    state = run.state_mib
+    stall = state / ASYNC_CAPTURE_MIB_PER_SECOND
+    final_save = state / FINAL_SAVE_MIB_PER_SECOND
+    restart = known["node_ready_seconds"] + model.image_pull_seconds
+    costs = goodput.SaveCosts(
+        stall, stall + final_save, restart + state / RESTORE_MIB_PER_SECOND, final_save
+    )
+    fits = grace is not None and final_save <= grace
+    graceful = 1 - model.unannounced_share if fits else 0.0
+    reclaims = goodput.Reclaims(capacity.per_node_hour * workload.pods, graceful)
+    best = goodput.best_interval(costs, reclaims)
+    whole_run = run.total_steps * run.step_seconds if run.total_steps and run.step_seconds else None
+    if whole_run is not None and best > whole_run:  # W is convex: the bound is the best left
+        best = whole_run
+    on_demand = goodput.goodput(best, costs, goodput.Reclaims(0.0, 0.0))
+    kept = goodput.goodput(best, costs, reclaims)
+    configured = run.interval_seconds
+    unannounced = reclaims.unannounced_per_second
+    return IntervalAdvice(
+        **known,
+        graceful_share=graceful,
+        costs=costs,
+        recommended_seconds=best,
+        whole_run=best == whole_run,
+        daly_seconds=goodput.daly_interval(stall, 1 / unannounced) if unannounced else None,
+        goodput=kept,
+        configured_seconds=configured,
+        configured_goodput=None
+        if configured is None
+        else goodput.goodput(configured, costs, reclaims),
+        spot_cost=model.spot_price_ratio / kept if capacity.spot and kept > 0 else None,
+        on_demand_cost=1 / on_demand,
+    )
+
+
+def is_far(advice: IntervalAdvice) -> bool:
+    """Whether the configured interval is far from the recommendation, and costly."""
+    configured, best = advice.configured_seconds, advice.recommended_seconds
+    if configured is None or best is None or advice.goodput is None:
+        return False
+    ratio = configured / best
+    lost = advice.goodput - (advice.configured_goodput or 0.0)
+    return not 1 / FAR <= ratio <= FAR and lost >= COSTLY
