@@ -1,6 +1,7 @@
 """Goodput under one preemption trace: spotproof vs periodic-only vs restart from scratch.
 
     python benchmarks/goodput.py [--steps 600] [--interval 50] [--trace 6,14,22,30]
+    python benchmarks/goodput.py --model [--intervals 2,8,50] [--seconds 15]
 
 The same trainer, the same seconds-since-start at which the node is reclaimed, three ways
 to recover:
@@ -12,6 +13,10 @@ to recover:
 Goodput is the share of computed steps that were not thrown away, and the wall time to
 finish is compared with an uninterrupted run (the limit). Restarts pay the real cost of a
 new process (interpreter, torch import, restore), as a rescheduled pod would.
+
+``--model`` checks the goodput model (``spotproof.plan.simulation.goodput``) instead: one
+trace of the same reclaims per checkpoint interval (``spotproof.smoke.trace``), its goodput
+measured and predicted from its own measured costs, and the interval the model recommends.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import time
 from dataclasses import dataclass
 
 from spotproof.smoke.process import TrainerProcess
+from spotproof.smoke.trace import TraceConfig, run_traces
 
 
 @dataclass
@@ -63,6 +69,30 @@ def run(policy: str, args: argparse.Namespace, trace: list[float], root: str) ->
         return Outcome(policy, time.monotonic() - origin, computed, attempt)
 
 
+def check_model(args: argparse.Namespace) -> int:
+    intervals = [int(i) for i in args.intervals.split(",")]
+    configs = [
+        TraceConfig(i, seconds=args.seconds, step_seconds=args.step_seconds, model_mb=args.model_mb)
+        for i in intervals
+    ]
+    traces = run_traces(configs)
+    reclaims = ", ".join(configs[0].reclaims)
+    print(f"goodput model vs measurement, {args.seconds:g} s per interval, reclaims: {reclaims}")
+    print(
+        f"  {'interval':>8} {'seconds':>8} {'per hour':>9} {'graceful':>9} {'measured':>9} "
+        f"{'predicted':>10} {'model best':>11}"
+    )
+    for trace in traces:
+        best = trace.best_interval_seconds
+        print(
+            f"  {trace.config.interval:8d} {trace.interval_seconds:8.3f} "
+            f"{trace.rate.per_hour:9.0f} {trace.rate.graceful_share:9.0%} "
+            f"{trace.measured_goodput:9.1%} {trace.predicted_goodput:10.1%} "
+            f"{best:9.3f} s ({best / trace.step_seconds:.0f} steps)"
+        )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=600)
@@ -70,7 +100,12 @@ def main() -> int:
     parser.add_argument("--model-mb", type=float, default=8)
     parser.add_argument("--step-seconds", type=float, default=0.02)
     parser.add_argument("--trace", default="6,14,22,30", help="seconds since start of each reclaim")
+    parser.add_argument("--model", action="store_true", help="check the goodput model instead")
+    parser.add_argument("--intervals", default="2,8,50", help="with --model: steps between saves")
+    parser.add_argument("--seconds", type=float, default=15, help="with --model: of training")
     args = parser.parse_args()
+    if args.model:
+        return check_model(args)
     trace = [float(t) for t in args.trace.split(",")]
     with tempfile.TemporaryDirectory() as root:
         limit = run("uninterrupted", args, [], root)

@@ -5,6 +5,7 @@ first order, and moves the interval the way reclaims with a final save should.""
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -153,3 +154,43 @@ def test_reclaims_faster_than_a_restart_leave_no_goodput() -> None:
 def test_inputs_out_of_range_are_refused(build: object) -> None:
     with pytest.raises(ValueError):
         build()  # type: ignore[operator]
+
+
+def _simulated_goodput(
+    interval: float, costs: SaveCosts, per_second: float, kept_target: float, seed: int
+) -> float:
+    """The process the model describes, run event by event: segments of ``interval``
+    training then ``stall``, each save committed ``commit`` after it began; unannounced
+    reclaims at Poisson times (during restarts too) roll back to the newest commit and
+    cost a restart."""
+    rng = random.Random(seed)
+    period = interval + costs.stall
+    lag = costs.commit - costs.stall
+    wall = kept = 0.0
+    while kept < kept_target:
+        life = rng.expovariate(per_second)
+        commits = max(0, math.floor((life - lag) / period))
+        kept += commits * interval
+        wall += life
+        restarting = rng.expovariate(per_second)
+        while restarting < costs.restart:  # a reclaim during the restart: start it again
+            wall += restarting
+            restarting = rng.expovariate(per_second)
+        wall += costs.restart
+    return kept / wall
+
+
+@pytest.mark.parametrize(
+    ("interval", "stall", "commit", "restart", "per_second"),
+    [(1.0, 0.01, 0.5, 0.2, 0.3), (350.0, 10.0, 300.0, 300.0, 1 / 3600), (2.0, 0.5, 0.5, 1.0, 0.1)],
+    ids=["commit lags the stall", "minutes-long upload", "blocking save"],
+)
+def test_the_model_agrees_with_the_process_it_describes_run_event_by_event(
+    interval: float, stall: float, commit: float, restart: float, per_second: float
+) -> None:
+    costs = SaveCosts(stall=stall, commit=commit, restart=restart)
+    reclaims = Reclaims(per_hour=per_second * 3600, graceful_share=0)
+    simulated = _simulated_goodput(
+        interval, costs, per_second, kept_target=3000 / per_second, seed=7
+    )
+    assert goodput(interval, costs, reclaims) == pytest.approx(simulated, abs=0.01)
