@@ -15,7 +15,7 @@ from spotproof import scheduling
 from spotproof.fleet import PoolClass
 from spotproof.plan import PlanResult, check, run_plan
 from spotproof.plan.schemas import compute_class
-from tests.support import refuses_changed_stack, set_key, stack_config
+from tests.support import plan_refuses_config, refuses_changed_stack, set_key, stack_config
 
 CLASS = "kubernetes:cloud.google.com/v1:ComputeClass"
 POOL = "gcp:container/nodePool:NodePool"
@@ -103,11 +103,31 @@ def test_the_plan_gives_each_rung_its_priority_scale_up_and_reclaim(
     assert ladder[5].startswith("a pending pod gets a node from priority 1, the next priority only")
 
 
-def test_a_smoke_job_that_refuses_eviction_is_not_moved_back_when_spot_returns(
+def test_what_holds_a_trainer_on_a_lower_rung_is_named_and_called_an_assumption(
     gke_prod: PlanResult,
 ) -> None:
-    assert "keep this pod where it runs until it ends" in _ladder(gke_prod)[-1]
-    assert "safe-to-evict: false" in _ladder(gke_prod)[-1]
+    said = _ladder(gke_prod)[-1]
+    assert "safe-to-evict: false and PodDisruptionBudget spotproof-smoke hold back" in said
+    assert "(GKE does not say: an assumption) this pod stays where it runs" in said
+
+
+AIMED_AT_THE_FALLBACK = """
+import pulumi
+from spotproof.fleet import PoolClass, fleet_from_config
+from spotproof.program import hybrid_cluster, stack_config
+
+cluster = hybrid_cluster(fleet_from_config(pulumi.get_stack(), stack_config()))
+cluster.placement(PoolClass.ON_DEMAND_GPU)  # for a TrainingJob of the user's own
+"""
+
+
+def test_a_training_job_aimed_at_a_fallback_class_is_refused_in_one_line(
+    make_project: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_project(stack_config("gke-prod"), program=AIMED_AT_THE_FALLBACK)
+    said = plan_refuses_config(capsys, root, "gke-test")
+    assert "HybridCluster.placement = 'on-demand-gpu': its pools are compute class " in said
+    assert "allowed: spot-gpu, which tries them after its own pools" in said
 
 
 def test_when_no_spot_pool_can_scale_a_pending_pod_gets_the_on_demand_rung(
@@ -226,6 +246,29 @@ def _with(rule: dict[str, Any], **spec: Any) -> dict[str, Any]:
         (_with({"spot": True}, whenUnsatisfiable="Maybe"), "'Maybe' not allowed"),
         (_with({"spot": True}, surprise=1), "spec.surprise: unknown field"),
         (_with({"spot": True}, activeMigration={}), "optimizeRulePriority: required"),
+        (
+            _with(
+                {
+                    "spot": True,
+                    "nodeSystemConfig": {"kubeletConfig": {"shutdownGracePeriodSeconds": 90}},
+                }
+            ),
+            "shutdownGracePeriodSeconds: 90 not allowed (allowed: 0, 30, 120)",
+        ),
+        (
+            _with(
+                {
+                    "spot": True,
+                    "nodeSystemConfig": {
+                        "kubeletConfig": {
+                            "shutdownGracePeriodSeconds": 30,
+                            "shutdownGracePeriodCriticalPodsSeconds": 45,
+                        }
+                    },
+                }
+            ),
+            "CriticalPodsSeconds: needs shutdownGracePeriodSeconds and may not exceed it",
+        ),
     ],
     ids=[
         "nodepools and more",
@@ -235,6 +278,8 @@ def _with(rule: dict[str, Any], **spec: Any) -> dict[str, Any]:
         "whenUnsatisfiable",
         "unknown field",
         "migration without its flag",
+        "shutdown not offered",
+        "critical share above the whole",
     ],
 )
 def test_the_schema_refuses_what_the_computeclass_crd_refuses(obj: dict, said: str) -> None:

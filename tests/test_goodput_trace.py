@@ -18,9 +18,8 @@ eight is near the best."""
 TOLERANCE = 0.03
 """Goodput points between measurement and model. A trace's own noise (steps that slow with
 what else runs, commit latencies that vary by tens of milliseconds, four restarts) moves
-it by about a point; what the trace leaves out (reclaims that strike a restart) by half a
-point at the long interval; and what the model overcharges where the commit latency is
-near the interval (its exposure of ``τ + C`` per save) by one or two at the short one."""
+it by about a point, two under heavy load; what the trace leaves out (reclaims that
+strike a restart) by half a point at the long interval."""
 
 
 @pytest.fixture(scope="module")

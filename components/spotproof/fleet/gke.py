@@ -81,7 +81,7 @@ class GkeGpuPool(GkeMachinePool, CapacityPool):
     seconds. Non-system pods get it less the system pods' 15 s, so 15 or 105 s to commit
     their final checkpoint, and the smoke test's grace period follows. 120 needs
     ``kubernetesVersion`` 1.35 or later (GKE takes it from control plane
-    1.35.0-gke.1171000, ``catalog.gke``); spot pools only, as GKE accepts it on Spot VMs
+    1.35.0-gke.1171000, ``catalog.gke_spot``); spot pools only, as GKE accepts it on Spot VMs
     only."""
 
     @property

@@ -56,9 +56,11 @@ class ComputeClassSpec(Checked):
     flex-start (a pool without queued provisioning); default on-demand-gpu."""
     active_migration: bool = setting("activeMigration", boolean, True)
     """Move workloads back to a higher rung once it has capacity again (GKE's
-    ``activeMigration.optimizeRulePriority``). It moves a pod by evicting it, so a pod that
-    refuses eviction (spotproof's trainers do: ``safe-to-evict: "false"`` and a disruption
-    budget) finishes where it runs and only its successors move."""
+    ``activeMigration.optimizeRulePriority``), by replacing the lower rung's nodes.
+    spotproof's trainers refuse eviction (``safe-to-evict: "false"`` and a disruption
+    budget), which the autoscaler's own node removals honour; GKE does not say whether
+    migration does, so a running trainer may be moved: it then resumes from its final
+    checkpoint, as after a reclaim."""
 
     @property
     def name(self) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 from spotproof.catalog import Cloud, gke_spot, nvidia, profile
 from spotproof.catalog import gke as gke_catalog
+from spotproof.catalog.labels import GKE_NODEPOOL_LABEL
 from spotproof.fleet import ApiAccess
 from spotproof.plan.cloud import CloudPlan
 from spotproof.plan.recording.offline import FAKE_CA, CallFaker, OutputFaker
@@ -212,7 +213,7 @@ def spot_path(
     kubelet's graceful node shutdown hears the VM's notice at once and gives non-system pods
     the shutdown period less the critical share, then system pods (``system-*-critical``
     priority) that share: 30 s split 15/15 by default, or a pool's own period (120 s, 105
-    for non-system pods: ``catalog.gke``); the VM is gone when the period ends. A
+    for non-system pods: ``catalog.gke_spot``); the VM is gone when the period ends. A
     ``terminationGracePeriodSeconds`` above the pod's share is cut to it. Where a workload
     may land on pools of different periods, the shortest decides. PodDisruptionBudgets and
     annotations play no part: the kubelet is not the Eviction API."""
@@ -243,7 +244,8 @@ def spot_path(
     who = "system pods" if critical else "non-system pods"
     fix = f"set terminationGracePeriodSeconds to at most {share} and save within it"
     longest = max(gke_spot.SPOT_SHUTDOWN_SECONDS)
-    if not critical and shutdown.seconds < longest:
+    gke_pools = all(GKE_NODEPOOL_LABEL in shape.labels for shape in shapes)
+    if not critical and gke_pools and shutdown.seconds < longest:
         fix += (
             f", or give the pools shutdownSeconds {longest} "
             f"({gke_spot.pod_shutdown_seconds(longest)} s for the pod)"

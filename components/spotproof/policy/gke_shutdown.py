@@ -1,7 +1,7 @@
 """A GKE node pool's graceful shutdown, whoever declared the pool.
 
 A spot pool's ``kubeletConfig.shutdownGracePeriodSeconds`` decides how long its pods have
-once the VM is reclaimed (``catalog.gke`` has the facts and their sources). GKE takes 0,
+once the VM is reclaimed (``catalog.gke_spot`` has the facts and their sources). GKE takes 0,
 30 or 120 s, on Spot VMs only, with the critical pods' share no more than the whole,
 and more than the default only from control plane 1.35.0-gke.1171000. A pool written by
 hand that GKE would refuse fails ``pulumi up`` half-way; one with 0 turns the shutdown

@@ -80,17 +80,14 @@ def cloud_of(resources: list[PlannedResource]) -> Cloud | None:
     )
 
 
-def _longest_reclaim_grace(resources: list[PlannedResource], cloud: Cloud) -> int:
-    """The most a spot reclaim leaves a non-system pod anywhere in the stack: the cloud's
-    notice, or longer where a spot pool's own shutdown says so (a GKE pool's 120 s). The
-    plan's preemption-path check holds each workload to the pools it may land on."""
-    shapes = [
-        node_shapes.readers()[pool_type](inputs)
-        for resource in resources
-        for pool_type, inputs in node_shapes.pools_in(resource.type, resource.inputs)
-    ]
-    own = [shape.shutdown.pod_seconds for shape in shapes if shape.spot and shape.shutdown]
-    return max([profile(cloud).preemption_notice_seconds, *own])
+def _reclaim_grace(pod: Mapping[str, Any], shapes: list[fit.NodeShape], cloud: Cloud) -> int:
+    """What a spot reclaim leaves this pod: the cloud's notice, or where the spot pools it
+    fits set their own shutdown (a GKE pool's 120 s), the shortest of theirs, since it
+    may land on any of them."""
+    notice = profile(cloud).preemption_notice_seconds
+    fitting = [shape for shape in shapes if shape.spot and not fit.misfits(pod, shape)]
+    graces = [shape.shutdown.pod_seconds if shape.shutdown else notice for shape in fitting]
+    return min(graces, default=notice)
 
 
 def job_fits_preemption_notice(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
@@ -100,19 +97,24 @@ def job_fits_preemption_notice(resources: list[PlannedResource]) -> Iterator[tup
         for r in resources
         if r.type == PRIORITY_CLASS
     }
-    notice = _longest_reclaim_grace(resources, cloud) if cloud else None
+    shapes = [
+        node_shapes.readers()[pool_type](inputs)
+        for resource in resources
+        for pool_type, inputs in node_shapes.pools_in(resource.type, resource.inputs)
+    ]
     spot_taint = scheduling.contract(scheduling.PoolClass.SPOT_GPU).taints[0]
     for job in (r for r in resources if r.type == JOB):
         pod = _pod_spec(job.inputs)
         grace = pod.get("terminationGracePeriodSeconds", 30)
         # Only spot nodes are reclaimed with the notice; flex-start and on-demand are not.
         on_spot = fit.tolerates(pod.get("tolerations") or [], spot_taint)
-        if notice is not None and on_spot and grace > notice:
+        notice = _reclaim_grace(pod, shapes, cloud) if cloud and on_spot else None
+        if notice is not None and grace > notice:
             yield (
                 job.name,
                 (
-                    f"terminationGracePeriodSeconds {grace} exceeds the {notice} s any {cloud} "
-                    "spot reclaim here leaves a pod; the final save would be lost"
+                    f"terminationGracePeriodSeconds {grace} exceeds the {notice} s a {cloud} spot "
+                    "reclaim of the pools it fits leaves it; the final save would be lost"
                 ),
             )
         if on_spot:

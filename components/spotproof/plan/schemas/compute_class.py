@@ -62,6 +62,8 @@ PRIORITY_FIELDS = frozenset(
         "gpuDirect",
         "allocationStrategy",
         "minimumCapacity",
+        "instanceMetadata",
+        "enableNestedVirtualization",
     }
 )
 NODEPOOLS_COMPANIONS = frozenset({"nodepools", "allocationStrategy", "priorityScore"})
@@ -142,6 +144,7 @@ def _priority(path: str, rule: Any) -> Iterator[str]:
     kubelet = (rule.get("nodeSystemConfig") or {}).get("kubeletConfig") or {}
     if "shutdownGracePeriodSeconds" in kubelet and not spot:
         yield f"{path}.nodeSystemConfig.kubeletConfig.shutdownGracePeriodSeconds: spot rules only"
+    yield from _shutdown(f"{path}.nodeSystemConfig.kubeletConfig", kubelet)
     driver = (rule.get("gpu") or {}).get("driverVersion")
     if driver is not None and driver not in GPU_DRIVER_VERSIONS:
         yield (
@@ -153,11 +156,26 @@ def _priority(path: str, rule: Any) -> Iterator[str]:
         yield f"{path}.maxPodsPerNode: {pods!r} out of range (allowed: 8 to 256)"
 
 
+def _shutdown(path: str, kubelet: Mapping[str, Any]) -> Iterator[str]:
+    """The kubelet's shutdown fields: a period of 0, 30 or 120, and a critical pods' share
+    only with it and no more than it (the ``KubeletConfig`` markers and rule)."""
+    seconds = kubelet.get("shutdownGracePeriodSeconds")
+    critical = kubelet.get("shutdownGracePeriodCriticalPodsSeconds")
+    if seconds is not None and seconds not in (0, *gke_spot.SPOT_SHUTDOWN_SECONDS):
+        yield f"{path}.shutdownGracePeriodSeconds: {seconds!r} not allowed (allowed: 0, 30, 120)"
+    if critical is not None and (seconds is None or not 0 <= critical <= seconds):
+        yield (
+            f"{path}.shutdownGracePeriodCriticalPodsSeconds: needs shutdownGracePeriodSeconds "
+            "and may not exceed it"
+        )
+
+
 def _defaults_shutdown(spec: Mapping[str, Any], priorities: list[Any]) -> Iterator[str]:
     """A shutdown period in ``priorityDefaults`` needs every rule to be spot."""
     kubelet = ((spec.get("priorityDefaults") or {}).get("nodeSystemConfig") or {}).get(
         "kubeletConfig"
     ) or {}
+    yield from _shutdown("spec.priorityDefaults.nodeSystemConfig.kubeletConfig", kubelet)
     if "shutdownGracePeriodSeconds" in kubelet and not all(
         isinstance(p, Mapping) and p.get("spot") is True for p in priorities
     ):

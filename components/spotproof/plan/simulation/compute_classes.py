@@ -7,12 +7,14 @@ moves to the next one only when it cannot (a stockout); with ``whenUnsatisfiable
 DoNotScaleUp`` nothing is created beyond the last
 (https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes,
 "Choose your fallback compute priorities"). With ``activeMigration.optimizeRulePriority``
-GKE later moves workloads back to a higher priority by replacing the lower one's nodes;
-it evicts to do so, so a pod that refuses eviction (``safe-to-evict: "false"``, a
-PodDisruptionBudget that allows none) stays on the lower rung until it ends: the plan
-says which. Each rung's reclaim is its pool's: spot pools take the preemption path the
-plan computed for them (``plan.simulation.preemption``), on-demand ones are never
-reclaimed, flex-start ones live up to their ``maxRunDuration``.
+GKE later moves workloads back to a higher priority by replacing the lower one's nodes.
+The autoscaler's own node removals leave alone a node whose pod refuses eviction
+(``safe-to-evict: "false"``, a PodDisruptionBudget that allows none: kubernetes/autoscaler
+``cluster-autoscaler/FAQ.md``); GKE does not say whether migration honours them too, so
+the plan names them and says its reading is an assumption. Each rung's reclaim is its
+pool's: spot pools take the preemption path the plan computed for them
+(``plan.simulation.preemption``), on-demand ones are never reclaimed, flex-start ones live
+up to their ``maxRunDuration``.
 
 A pool GKE did not create serves a class only with the class's label and NoSchedule
 taint (the page above, "manually created node pools"): ``[compute-class-pools]`` flags a
@@ -157,9 +159,11 @@ def _when_capacity_returns(ladder: Ladder, blockers: Sequence[str]) -> str:
         )
     if blockers:
         return (
-            "when a higher priority has capacity again GKE moves workloads up by evicting "
-            f"them, but {' and '.join(blockers)} keep this pod where it runs until it ends; "
-            "a pod created later (after a reclaim, or the next run) starts from priority 1"
+            "when a higher priority has capacity again GKE moves workloads up by replacing "
+            f"their nodes; {' and '.join(blockers)} hold back the autoscaler's own node "
+            "removals, and if migration honours them too (GKE does not say: an assumption) "
+            "this pod stays where it runs until it ends, while a pod created later (after "
+            "a reclaim, or the next run) starts from priority 1"
         )
     return (
         "when a higher priority has capacity again GKE evicts the pod to move it up: "

@@ -120,11 +120,15 @@ def goodput(interval: float, costs: SaveCosts, reclaims: Reclaims) -> float:
 
 def best_interval(costs: SaveCosts, reclaims: Reclaims) -> float:
     """The interval in seconds that maximises :func:`goodput`, within
-    [:data:`SHORTEST_INTERVAL_SECONDS`, :data:`LONGEST_INTERVAL_SECONDS`]."""
+    [:data:`SHORTEST_INTERVAL_SECONDS`, :data:`LONGEST_INTERVAL_SECONDS`], and no shorter
+    than the model holds for: an upload done before the next save begins (``τ ≥ C - s``)."""
     if reclaims.unannounced_per_second == 0:
         return LONGEST_INTERVAL_SECONDS
+    shortest = max(SHORTEST_INTERVAL_SECONDS, costs.commit - costs.stall)
+    if shortest >= LONGEST_INTERVAL_SECONDS:
+        return shortest
     # W is convex in τ here: golden-section search on log τ, which spans the range evenly.
-    low, high = math.log(SHORTEST_INTERVAL_SECONDS), math.log(LONGEST_INTERVAL_SECONDS)
+    low, high = math.log(shortest), math.log(LONGEST_INTERVAL_SECONDS)
     ratio = (math.sqrt(5) - 1) / 2
 
     def cost(log_interval: float) -> float:

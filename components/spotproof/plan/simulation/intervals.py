@@ -124,9 +124,9 @@ class IntervalAdvice:
     """A useful GPU-hour on demand at the same interval, in the same unit."""
     on_demand_gpu_hour_usd: float | None = None
 
-    @property
-    def final_save_fits(self) -> bool:
-        return self.graceful_share > 0
+    final_save_fits: bool = False
+    """The final save of this state commits within the grace (what every reclaim that is
+    not unannounced then loses: nothing)."""
 
     @property
     def recommended_steps(self) -> int | None:
@@ -274,6 +274,7 @@ def _advice(
     unannounced = reclaims.unannounced_per_second
     return IntervalAdvice(
         **known,
+        final_save_fits=fits,
         graceful_share=graceful,
         costs=costs,
         recommended_seconds=best,
