@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,7 +68,30 @@ def local_postgres() -> Iterator[str]:
             "listen_addresses=127.0.0.1",
         ]
         with running(command, port, "PostgreSQL"):
+            _until_ready(port)
             yield f"postgresql://{ROLE}@127.0.0.1:{port}/postgres"
+
+
+READY_SECONDS = 60
+
+
+def _until_ready(port: int) -> None:
+    """Wait until the server takes connections. It listens before it has finished starting
+    and refuses connections until then ("the database system is starting up"), which
+    ``pg_isready`` tells apart: exit 0 accepting, 1 rejecting, 2 no answer
+    (https://www.postgresql.org/docs/current/app-pg-isready.html)."""
+    ready = _server_binary("pg_isready")
+    deadline = time.monotonic() + READY_SECONDS
+    while True:
+        done = subprocess.run(
+            [ready, "-q", "-h", "127.0.0.1", "-p", str(port), "-U", ROLE, "-d", "postgres"],
+            check=False,
+        )
+        if done.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            raise EmulatorError(f"PostgreSQL on port {port} not ready in {READY_SECONDS} s")
+        time.sleep(0.1)
 
 
 @contextlib.contextmanager
