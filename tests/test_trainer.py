@@ -3,7 +3,9 @@ what the Job's podFailurePolicy expects, and bit-exact resume."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -354,8 +356,16 @@ def test_sigterm_while_the_gang_assembles_leaves_at_once_preempted(url: str) -> 
     from spotproof.smoke.emulators import free_port  # noqa: PLC0415
 
     gang = {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1"}
-    process = TrainerProcess(_env(url, **gang, MASTER_PORT=free_port()), time.monotonic())
-    time.sleep(3)  # torch imported, rank 0 serving the store and waiting for rank 1
+    port = free_port()
+    process = TrainerProcess(_env(url, **gang, MASTER_PORT=port), time.monotonic())
+    # Rank 0 serves the rendezvous store once torch is imported and its guard is up, and
+    # then waits there for rank 1; a fixed sleep raced a slow import on a busy machine.
+    deadline = time.monotonic() + 120
+    while True:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            break
+        assert time.monotonic() < deadline, "rank 0 never served its store"
+        time.sleep(0.1)
     process.send(signal.SIGTERM)
     sent = time.monotonic()
     code = process.finish(timeout=30)
