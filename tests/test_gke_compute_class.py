@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from spotproof import scheduling
-from spotproof.fleet import PoolClass
+from spotproof.fleet import PoolClass, SpecError
+from spotproof.fleet.gke_compute_class import ComputeClassSpec
 from spotproof.plan import PlanResult, check, run_plan
 from spotproof.plan.schemas import compute_class
 from tests.support import plan_refuses_config, refuses_changed_stack, set_key, stack_config
@@ -293,4 +294,24 @@ def test_the_rendered_class_passes_the_schema(gke_prod: PlanResult) -> None:
             {**resource.inputs, "apiVersion": "cloud.google.com/v1", "kind": "ComputeClass"}
         )
         == []
+    )
+
+
+def test_a_class_built_in_a_program_over_pools_it_cannot_use_is_refused_in_one_line() -> None:
+    from spotproof.fleet.gke import GkeGpuPool  # noqa: PLC0415
+    from spotproof.gke import ComputeClassArgs  # noqa: PLC0415
+
+    spot = GkeGpuPool(
+        name="l4-spot",
+        machine_type="g2-standard-8",
+        gpu_type="nvidia-l4",
+        gpus_per_node=1,
+        max_nodes=2,
+        zones=("us-central1-a",),
+    )
+    with pytest.raises(SpecError) as raised:
+        ComputeClassArgs(ComputeClassSpec(), pools=[spot], provider=None)  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        "ComputeClassArgs.spec.fallback = 'on-demand-gpu': no pool of that class in this "
+        "stack; allowed: a class with pools"
     )

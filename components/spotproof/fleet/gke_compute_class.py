@@ -15,7 +15,7 @@ a workload aimed at the target (or at a fallback class) then goes through the cl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,7 +93,7 @@ def read_compute_classes(pools: tuple[GpuPoolSpec, ...]) -> Any:
                 where = config_key(
                     ComputeClassSpec, "target" if pool_class is spec.target else "fallback"
                 )
-                _check_class(obj.key_of(where), pool_class, pools)
+                check_class(obj.key_of(where), pool_class, pools)
                 if pool_class in taken:
                     raise SpecError(
                         obj.key_of(where),
@@ -110,7 +110,8 @@ def read_compute_classes(pools: tuple[GpuPoolSpec, ...]) -> Any:
     return parse
 
 
-def _check_class(key: str, pool_class: PoolClass, pools: tuple[GpuPoolSpec, ...]) -> None:
+def check_class(key: str, pool_class: PoolClass, pools: Sequence[GpuPoolSpec]) -> None:
+    """Refuse a rung class with no pools, or with pools only queued provisioning fills."""
     own = [pool for pool in pools if pool.pool_class is pool_class]
     if not own:
         raise SpecError(

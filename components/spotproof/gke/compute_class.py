@@ -22,7 +22,7 @@ import pulumi_kubernetes as k8s
 
 from spotproof.catalog import gke_spot
 from spotproof.fleet.gke import FlexStartPool, GkeGpuPool
-from spotproof.fleet.gke_compute_class import ComputeClassSpec
+from spotproof.fleet.gke_compute_class import ComputeClassSpec, check_class
 from spotproof.kube.baseline import MANAGED_BY
 
 
@@ -34,6 +34,13 @@ class ComputeClassArgs:
     its rungs."""
     provider: k8s.Provider
     """The cluster's Kubernetes provider."""
+
+    def __post_init__(self) -> None:
+        # What the stack reader refuses, for a class built in a program on an existing
+        # cluster: a rung class without pools, or with pools only queued provisioning fills.
+        for pool_class in self.spec.classes:
+            field = "target" if pool_class is self.spec.target else "fallback"
+            check_class(f"ComputeClassArgs.spec.{field}", pool_class, self.pools)
 
 
 def priorities(spec: ComputeClassSpec, pools: Sequence[GkeGpuPool | FlexStartPool]) -> list[dict]:
