@@ -90,6 +90,12 @@ class GkeGpuPool(GkeMachinePool, CapacityPool):
             return None
         return gke_spot.pod_shutdown_seconds(self.shutdown_seconds)
 
+    @property
+    def long_shutdown(self) -> bool:
+        """Asks for more than GKE's default shutdown: the pool renders it, and the control
+        plane must take it (``catalog.gke_spot``)."""
+        return self.shutdown_seconds != gke_spot.DEFAULT_SPOT_SHUTDOWN_SECONDS
+
 
 @dataclass(frozen=True)
 class FlexStartPool(GkeMachinePool):
@@ -312,10 +318,7 @@ def _finish(spec: FleetSpec) -> FleetSpec:
     section = _gke(spec)
     version = tuple(int(part) for part in spec.kubernetes_version.split("."))
     for index, pool in enumerate(section.gpu_pools):
-        if (
-            pool.shutdown_seconds != gke_spot.DEFAULT_SPOT_SHUTDOWN_SECONDS
-            and version < gke_spot.LONG_SHUTDOWN_MIN_MINOR
-        ):
+        if pool.long_shutdown and version < gke_spot.LONG_SHUTDOWN_MIN_MINOR:
             raise SpecError(
                 f"{NAMESPACE}:gpuPools[{index}].shutdownSeconds",
                 pool.shutdown_seconds,

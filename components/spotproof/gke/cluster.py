@@ -281,10 +281,7 @@ def _min_master_version(spec: FleetSpec) -> str:
     """The stack's minor version, or the first patch that takes a spot pool's longer
     shutdown where one asks for it and the minor alone might give an older one."""
     assert isinstance(spec.platform, GkeFleet)
-    long_shutdown = any(
-        pool.shutdown_seconds != gke_spot.DEFAULT_SPOT_SHUTDOWN_SECONDS
-        for pool in spec.platform.gpu_pools
-    )
+    long_shutdown = any(pool.long_shutdown for pool in spec.platform.gpu_pools)
     first = ".".join(str(part) for part in gke_spot.LONG_SHUTDOWN_MIN_MINOR)
     if long_shutdown and spec.kubernetes_version == first:
         return gke_spot.LONG_SHUTDOWN_MIN_VERSION

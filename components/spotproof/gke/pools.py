@@ -199,9 +199,7 @@ def gpu_pool(
 def _shutdown(pool: GkeGpuPool) -> dict[str, Any]:
     """A spot pool's longer graceful shutdown (``catalog.gke_spot``); left out at GKE's default,
     which every control plane version takes without the setting."""
-    if pool.reclaim_grace_seconds is None or (
-        pool.shutdown_seconds == gke_spot.DEFAULT_SPOT_SHUTDOWN_SECONDS
-    ):
+    if pool.reclaim_grace_seconds is None or not pool.long_shutdown:
         return {}
     return {
         "kubelet_config": {
