@@ -40,6 +40,9 @@ KINDS = {
     "nodes": ("v1", "Node"),
     "jobs": ("batch/v1", "Job"),
     "jobsets": ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+    # What ``spotproof status`` reads besides (``put`` them; the scripts do not change them).
+    "deployments": ("apps/v1", "Deployment"),
+    "workloads": ("kueue.x-k8s.io/v1beta2", "Workload"),
 }
 PATH = re.compile(
     r"^/(?:api/v1|apis/[^/]+/[^/]+)(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>[a-z]+)"

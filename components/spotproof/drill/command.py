@@ -96,12 +96,13 @@ def _cluster(kubeconfig: Path, context: str | None) -> tuple[Any, Callable[[], f
     from kubernetes import client  # noqa: PLC0415
     from kubernetes.config import ConfigException  # noqa: PLC0415
     from urllib3.exceptions import HTTPError  # noqa: PLC0415
+    from yaml import YAMLError  # noqa: PLC0415
 
     from spotproof.drill.kube_api import connect  # noqa: PLC0415
 
     try:
         api = connect(str(kubeconfig), context)
-    except (ConfigException, TypeError, ValueError, OSError) as error:
+    except (ConfigException, YAMLError, TypeError, ValueError, OSError) as error:
         raise _BadInput(
             f"--kubeconfig {kubeconfig}{f' --context {context}' if context else ''}: "
             f"{first_line(error)}; allowed: a kubeconfig file and one of its contexts"
