@@ -23,7 +23,7 @@ COPY pyproject.toml README.md LICENSE constraints.txt ./
 COPY components ./components
 # Versions come from constraints.txt, the set the tests ran with. `pip check` fails the build
 # on a conflict; the last line fails it if torch lost its CUDA.
-RUN pip install --break-system-packages --constraint constraints.txt ".[train,${STORE},${QUEUE}]" \
+RUN pip install --break-system-packages --constraint constraints.txt ".[train,metrics,${STORE},${QUEUE}]" \
     && pip check \
     && python -c "import torch, spotproof.smoke.train; assert torch.version.cuda, 'no CUDA torch'"
 

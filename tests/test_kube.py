@@ -68,7 +68,20 @@ def test_trainer_gets_its_whole_configuration_from_the_environment(gke_dev: Plan
         "SEED": "0",
         "MODEL_MB": "64",
         "GRACE_SECONDS": "15",
+        "METRICS_PORT": "9464",
     }
+
+
+def test_the_trainer_serves_metrics_on_a_port_named_for_the_scrape(gke_dev: PlanResult) -> None:
+    container = _pod(gke_dev)["containers"][0]
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9464}]
+
+
+def test_the_smoke_pod_is_labelled_with_the_pool_class_it_is_aimed_at(
+    gke_dev: PlanResult,
+) -> None:
+    labels = _job(gke_dev)["spec"]["template"]["metadata"]["labels"]
+    assert labels["spotproof.dev/target-class"] == "spot-gpu"
 
 
 def test_each_smoke_run_writes_under_its_own_prefix_that_a_changed_setting_renews() -> None:

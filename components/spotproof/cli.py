@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
 from spotproof.catalog import Cloud
-from spotproof.commands import EXIT_BAD_INPUT, EXIT_OK, REPORT_FORMATS
+from spotproof.commands import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    REPORT_FORMATS,
+    count_in,
+    fraction,
+    one_of,
+)
 from spotproof.smoke import DEFAULT_STEPS, GANG_SIZES
 from spotproof.smoke.emulators import STORES
 
@@ -134,6 +141,13 @@ def _parser() -> argparse.ArgumentParser:
         'for `pulumi preview --policy-pack "$(spotproof policy-pack)"`.',
     )
 
+    _smoke(commands)
+    _drill(commands)
+    _status(commands)
+    return parser
+
+
+def _smoke(commands: argparse._SubParsersAction) -> None:
     smoke = commands.add_parser(
         "smoke",
         help="prove preemption recovery locally against an emulated bucket",
@@ -147,21 +161,23 @@ def _parser() -> argparse.ArgumentParser:
         help="bucket to checkpoint into (default s3; with --stack, the emulator of the "
         "store its Job writes to)",
     )
-    smoke.add_argument("--preemptions", type=_count(0, 20), default=2, help="graceful (SIGTERM)")
-    smoke.add_argument("--hard-kills", type=_count(0, 20), default=2, help="SIGKILL, no warning")
+    smoke.add_argument("--preemptions", type=count_in(0, 20), default=2, help="graceful (SIGTERM)")
+    smoke.add_argument("--hard-kills", type=count_in(0, 20), default=2, help="SIGKILL, no warning")
     smoke.add_argument(
         "--steps",
-        type=_count(20, 100_000),
+        type=count_in(20, 100_000),
         default=None,
         help=f"TOTAL_STEPS (default {DEFAULT_STEPS}; with --stack, 6 checkpoint intervals)",
     )
-    smoke.add_argument("--interval", type=_count(1, 10_000), default=20, help="CHECKPOINT_INTERVAL")
-    smoke.add_argument("--model-mb", type=_count(1, 4096), default=4, help="MODEL_MB")
-    smoke.add_argument("--seed", type=_count(0, 2**31), default=0, help="SEED of the trainer")
-    smoke.add_argument("--grace", type=_count(1, 600), default=15, help="grace period, seconds")
+    smoke.add_argument(
+        "--interval", type=count_in(1, 10_000), default=20, help="CHECKPOINT_INTERVAL"
+    )
+    smoke.add_argument("--model-mb", type=count_in(1, 4096), default=4, help="MODEL_MB")
+    smoke.add_argument("--seed", type=count_in(0, 2**31), default=0, help="SEED of the trainer")
+    smoke.add_argument("--grace", type=count_in(1, 600), default=15, help="grace period, seconds")
     smoke.add_argument(
         "--nodes",
-        type=_one_of(GANG_SIZES),
+        type=one_of(GANG_SIZES),
         default=1,
         help=f"ranks of a gang over torch.distributed (gloo), one of "
         f"{', '.join(map(str, GANG_SIZES))}; 2 or more plays one rank preempted, one rank "
@@ -192,8 +208,8 @@ def _parser() -> argparse.ArgumentParser:
         default="sqlite",
         help="with --batch: also UPSERT results into a SQLite file or a local PostgreSQL",
     )
-    smoke.add_argument("--items", type=_count(8, 10_000), default=40, help="with --batch")
-    smoke.add_argument("--workers", type=_count(2, 16), default=3, help="with --batch")
+    smoke.add_argument("--items", type=count_in(8, 10_000), default=40, help="with --batch")
+    smoke.add_argument("--workers", type=count_in(2, 16), default=3, help="with --batch")
     smoke.add_argument(
         "--stack",
         help="rehearse this stack's smoke Job and preemption path, taken from its offline plan",
@@ -201,16 +217,27 @@ def _parser() -> argparse.ArgumentParser:
     _project_dir(smoke)
     smoke.add_argument(
         "--time-scale",
-        type=_fraction,
+        type=fraction,
         default=1.0,
         help="with --stack: multiply notice, drain and grace times by this (0.05-1)",
+    )
+    smoke.add_argument(
+        "--metrics-port",
+        type=count_in(1, 65_535),
+        help="serve the rehearsal's trainer (or, with --batch, worker) metrics at /metrics "
+        "on this port, as its pods would (not with --nodes); after the run, wait up to "
+        "--metrics-wait seconds for one more scrape",
+    )
+    smoke.add_argument(
+        "--metrics-wait",
+        type=count_in(0, 600),
+        default=30,
+        help="with --metrics-port: seconds to wait for a last scrape (default 30)",
     )
     smoke.add_argument("--json", type=Path, help="write the report as JSON here")
     smoke.add_argument(
         "--timeline", type=Path, help="PNG timeline (default: next to --json, else ./smoke.png)"
     )
-    _drill(commands)
-    return parser
 
 
 def _drill(commands: argparse._SubParsersAction) -> None:
@@ -237,7 +264,9 @@ def _drill(commands: argparse._SubParsersAction) -> None:
         "(default with --stack: asked of the pulumi CLI)",
     )
     drill.add_argument("--cluster", help="the cluster's name (default: the cluster_name output)")
-    drill.add_argument("--count", type=_count(1, 10), default=1, help="reclaims, one after another")
+    drill.add_argument(
+        "--count", type=count_in(1, 10), default=1, help="reclaims, one after another"
+    )
     drill.add_argument(
         "--ranks",
         choices=("one", "all"),
@@ -253,7 +282,7 @@ def _drill(commands: argparse._SubParsersAction) -> None:
     ):
         drill.add_argument(
             f"--{stage}-timeout",
-            type=_count(0 if stage == "finish" else 10, 86_400),
+            type=count_in(0 if stage == "finish" else 10, 86_400),
             default=default,
             help=f"seconds to wait for {what} (default {default})",
         )
@@ -265,6 +294,28 @@ def _drill(commands: argparse._SubParsersAction) -> None:
     drill.add_argument("--timeline", type=Path, help="PNG timeline (default: next to --json)")
 
 
+def _status(commands: argparse._SubParsersAction) -> None:
+    status = commands.add_parser(
+        "status",
+        help="show what a deployed stack's workloads are doing on spot",
+        description="Read a deployed stack's cluster and checkpoint store: each workload's "
+        "pods, the node, pool and capacity each runs on, how long Pending ones have waited "
+        "and why, reclaims seen, and the last committed checkpoint and its age. Changes "
+        "nothing.",
+    )
+    status.add_argument("--stack", help="a deployed stack: its outputs and kubeconfig")
+    _project_dir(status)
+    status.add_argument("--kubeconfig", type=Path, help="default: the stack's kubeconfig output")
+    status.add_argument("--context", help="the kubeconfig context (default: its current one)")
+    status.add_argument(
+        "--outputs",
+        type=Path,
+        help="the stack's outputs as `pulumi stack output --json --show-secrets` writes them "
+        "(default with --stack: asked of the pulumi CLI)",
+    )
+    status.add_argument("--format", choices=("text", "json"), default="text")
+
+
 def _version() -> str:
     try:
         return metadata.version("spotproof")
@@ -272,49 +323,10 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.05 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"{value:g} is out of range; allowed: 0.05..1")
-    return value
-
-
 def _project_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--project-dir", type=Path, default=None, help="the Pulumi project (default: cwd)"
     )
-
-
-def _whole(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-
-
-def _one_of(allowed: tuple[int, ...]) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = _whole(text)
-        if value not in allowed:
-            raise argparse.ArgumentTypeError(
-                f"{value} is not allowed; allowed: {', '.join(map(str, allowed))}"
-            )
-        return value
-
-    return parse
-
-
-def _count(low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = _whole(text)
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: {low}..{high}")
-        return value
-
-    return parse
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -354,6 +366,10 @@ def _run(args: argparse.Namespace) -> int:
         from spotproof.drill.command import run as run_drill  # noqa: PLC0415
 
         return run_drill(args)
+    if args.command == "status":
+        from spotproof.status.command import run as run_status  # noqa: PLC0415
+
+        return run_status(args)
     if args.command == "policy-pack":
         print(Path(__file__).with_name("policy") / "pack")
         return EXIT_OK

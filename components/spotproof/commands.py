@@ -7,6 +7,7 @@ on bad input, always reported as one line on stderr and never a traceback.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -32,3 +33,45 @@ def written(command: str, path: Path, action: Callable[[], T]) -> T:
         why = f"{blocking} is a file, not a folder" if blocking else error.strerror
         print(f"spotproof {command}: cannot write {path}: {why}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT) from None
+
+
+# Argument types every command's parser shares: a bad value is argparse's one line.
+
+
+def whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def count_in(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = whole(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: {low}..{high}")
+        return value
+
+    return parse
+
+
+def one_of(allowed: tuple[int, ...]) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = whole(text)
+        if value not in allowed:
+            raise argparse.ArgumentTypeError(
+                f"{value} is not allowed; allowed: {', '.join(map(str, allowed))}"
+            )
+        return value
+
+    return parse
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.05 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{value:g} is out of range; allowed: 0.05..1")
+    return value

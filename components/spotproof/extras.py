@@ -16,10 +16,12 @@ PACKAGE_EXTRAS: dict[str, str] = {
     "pulumi_kubernetes": "iac",
     "yaml": "iac",
     "kubernetes_validate": "iac",
+    "grafana_foundation_sdk": "iac",
     **{profile.sdk_module: profile.extra for profile in PROFILES.values()},
     "pulumi_policy": "policy",
-    # The runtime's torch integration and its stores.
+    # The runtime's torch integration, its metrics and its stores.
     "torch": "train",
+    "prometheus_client": "metrics",
     "gcsfs": "gcs",
     "google.cloud.storage": "gcs",
     "s3fs": "s3",

@@ -34,9 +34,15 @@ from spotproof.catalog import Cloud, keda
 from spotproof.fleet import BatchSpec
 from spotproof.kube.baseline import MANAGED_BY, RESTRICTED
 from spotproof.kube.network_policy import isolate_namespace
-from spotproof.kube.training import Trainer, pod_spec
-from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
+from spotproof.kube.pods import Trainer, pod_spec
+from spotproof.kube.workload import (
+    ServiceAccountRef,
+    TargetPlacement,
+    WorkloadIdentity,
+    target_labels,
+)
 from spotproof.runtime import settings
+from spotproof.runtime.metrics import names as metric_names
 
 WORKER_CONTAINER = "worker"
 WORKER_SERVICE_ACCOUNT = "batch-worker"
@@ -190,6 +196,7 @@ def deployment_spec(
         cpu=batch.cpu,
         memory=batch.memory,
         gpus=batch.gpus,
+        metrics_port=metric_names.DEFAULT_PORT,
     )
     pod = pod_spec(
         worker,
@@ -203,7 +210,9 @@ def deployment_spec(
     spec: dict[str, Any] = {
         "selector": {"matchLabels": labels},
         "template": {
-            "metadata": {"labels": {**queue.identity.pod_labels, **labels}},
+            "metadata": {
+                "labels": {**queue.identity.pod_labels, **labels, **target_labels(args.placement)}
+            },
             "spec": pod,
         },
     }

@@ -43,9 +43,10 @@ import pulumi_kubernetes as k8s
 from spotproof.fleet import PoolClass, SmokeTest
 from spotproof.kube import training
 from spotproof.kube.baseline import MANAGED_BY
-from spotproof.kube.training import Trainer
-from spotproof.kube.workload import TargetPlacement, WorkloadIdentity
+from spotproof.kube.pods import Trainer
+from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, queue_labels
 from spotproof.runtime import settings
+from spotproof.runtime.metrics import names as metric_names
 
 TRAINER_COMMAND = ["python", "-m", "spotproof.smoke.train"]
 JOB_NAME = "spotproof-smoke"
@@ -110,6 +111,7 @@ def job_spec(
         gpus=smoke.gpus,
         state_mib=smoke.model_mb,
         step_seconds=smoke.step_milliseconds / 1000 or None,
+        metrics_port=metric_names.DEFAULT_PORT,
     )
     return training.job_spec(
         trainer,
@@ -147,7 +149,7 @@ class SmokeTestJob(pulumi.ComponentResource):
                 "labels": {
                     **MANAGED_BY,
                     **pod_labels(),
-                    **training.queue_labels(args.placement),
+                    **queue_labels(args.placement),
                 },
                 "annotations": training.NOT_AWAITED,
             },

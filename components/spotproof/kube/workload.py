@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 import pulumi
 
-from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud
+from spotproof.catalog import GRACE_PERIOD_SECONDS, Cloud, kueue
 from spotproof.fleet import PoolClass, Taint
 from spotproof.fleet.pools import GpuPoolSpec, shortest_reclaim_grace
+from spotproof.scheduling import TARGET_CLASS_LABEL
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,18 @@ class TargetPlacement:
     """The longest ``terminationGracePeriodSeconds`` the target's preemption path honours
     (``spotproof.catalog.GRACE_PERIOD_SECONDS``): a longer one is cut short when the node
     goes away, and the final checkpoint with it. None where nodes are not reclaimed."""
+
+
+def target_labels(placement: TargetPlacement) -> dict[str, str]:
+    """The pod label naming the pool class a workload is aimed at: what the Pending alerts
+    and ``spotproof status`` group pods by (``scheduling.TARGET_CLASS_LABEL``)."""
+    return {TARGET_CLASS_LABEL: placement.target.value}
+
+
+def queue_labels(placement: TargetPlacement) -> dict[str, str]:
+    """What submits a Job or JobSet to the target's Kueue queue; none where the target
+    gets nodes without one."""
+    return {kueue.QUEUE_NAME_LABEL: placement.queue.name} if placement.queue else {}
 
 
 def reclaim_grace(cloud: Cloud, target: PoolClass, pools: Iterable[GpuPoolSpec] = ()) -> int | None:

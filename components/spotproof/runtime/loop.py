@@ -27,6 +27,9 @@ What it does, with the same guarantees as the pieces it is made of:
   checkpoint before it stays the newest), and the process exits 143, which the Job's
   ``podFailurePolicy`` retries without counting a failure. The completed state is saved
   too, so a rerun of a finished Job finishes at once.
+- **Metrics.** Where ``METRICS_PORT`` is set, the run serves Prometheus metrics there
+  (``runtime.metrics``: saves, restores, the reclaim and its final save, the step) and,
+  leaving on a reclaim, waits within the grace for one more scrape.
 - **Bad settings** exit 2 (``BAD_CONFIG``: the Job fails at once) and a store that cannot
   be reached exits 1 (``STORAGE_UNAVAILABLE``: retried), each with one line on stderr.
 """
@@ -35,13 +38,14 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import Any, NoReturn, Protocol
 
 import torch
 
-from spotproof.runtime import exit_codes, settings
+from spotproof.runtime import exit_codes, metrics, settings
 from spotproof.runtime.checkpointer import torch_state
 from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpointer.checkpoint import (
@@ -49,6 +53,7 @@ from spotproof.runtime.checkpointer.checkpoint import (
     CheckpointStore,
     RestoreError,
     SaveCancelled,
+    SaveResult,
 )
 from spotproof.runtime.guard import FINAL_SAVE_MARGIN, PreemptionGuard
 from spotproof.runtime.messages import redacted
@@ -87,15 +92,20 @@ class Training:
         self._saver: AsyncCheckpointer | None = None
         self._refused: list[str] = []
         """Why each checkpoint that verified did not restore, newest first."""
+        self._served: metrics.Served | None = None
+        self._recorder: metrics.TrainerMetrics | None = None
+        self._resumed: dict[str, Any] = {}
 
     def __enter__(self) -> Training:
         # The handler first: a SIGTERM while the checkpoint downloads still ends in an
         # orderly exit 143 at the first step boundary.
         self._guard.__enter__()
         try:
+            self._serve_metrics()
             self._store = CheckpointStore(self.url)
+            started = time.perf_counter()
             latest = self._store.load_latest(restore=self._restore)
-        except StorageURLError as error:
+        except (StorageURLError, ConfigError) as error:
             self._guard.__exit__(None, None, None)
             _leave(exit_codes.BAD_CONFIG, str(error))
         except StorageError as error:
@@ -113,7 +123,9 @@ class Training:
             )
         if latest is not None:
             self.step = self.resumed_from = latest.step
-        self._saver = AsyncCheckpointer(self._store)
+            self._resumed["restore_seconds"] = time.perf_counter() - started
+        self._observe("resumed", step=self.step, **self._resumed)
+        self._saver = AsyncCheckpointer(self._store, on_done=self._saved)
         return self
 
     def __exit__(
@@ -141,13 +153,14 @@ class Training:
                 self._leave_preempted()
             yield self.step
             self.step += 1
+            self._observe("step", step=self.step)
             if not self._buffer.ready:  # the optimizer has state now: size the buffer once
                 self._buffer.prepare(self.model, self.optimizer, **self._extra())
             if self.preempted:
                 self._leave_preempted()
             if self.step % self.interval == 0 and self.step < total:
-                self._saver_ready().save_async(self.step, self._capture, {})
-        self._saver_ready().save_final(self.step, self._capture, {})
+                self._saver_ready().save_async(self.step, self._capture, _metadata("periodic"))
+        self._saver_ready().save_final(self.step, self._capture, _metadata("final"))
 
     def _capture(self) -> dict[str, bytes | memoryview]:
         return self._buffer.capture(self.model, self.optimizer, self.step, **self._extra())
@@ -162,6 +175,11 @@ class Training:
             if missing:
                 raise RestoreError(f"the checkpoint holds no state for {', '.join(missing)}")
             torch_state.restore(self.model, self.optimizer, checkpoint.blobs)
+            self._resumed = {
+                "bytes": sum(len(blob) for blob in checkpoint.blobs.values()),
+                "checkpoint": checkpoint.metadata.get("kind", "periodic"),
+                "committed_at": checkpoint.metadata.get("saved_at"),
+            }
             for name, stateful in self.others.items():
                 try:
                     stateful.load_state_dict(saved[name])
@@ -173,11 +191,48 @@ class Training:
 
     def _leave_preempted(self) -> NoReturn:
         deadline = self._guard.remaining() - FINAL_SAVE_MARGIN
+        signal = self._guard.signal_received
+        self._observe("preempted", step=self.step, signal=signal.name if signal else "SIGTERM")
         try:
-            self._saver_ready().save_final(self.step, self._capture, {}, deadline_seconds=deadline)
+            self._saver_ready().save_final(
+                self.step, self._capture, _metadata("final"), deadline_seconds=deadline
+            )
         except SaveCancelled as abandoned:
+            self._observe("checkpoint_refused", step=self.step, kind="final", late=True)
             print(f"spotproof: final checkpoint abandoned: {abandoned}", file=sys.stderr)
+        except StorageError:
+            self._observe("checkpoint_refused", step=self.step, kind="final")
+            raise
+        if self._served is not None:
+            self._served.endpoint.await_scrape(
+                self._guard.remaining() - metrics.EXIT_MARGIN_SECONDS
+            )
         raise SystemExit(exit_codes.PREEMPTED)
+
+    def _serve_metrics(self) -> None:
+        self._served = metrics.served(os.environ, metrics.names.TRAINER)
+        if self._served is not None:
+            self._recorder = metrics.TrainerMetrics(self._served.registry, self.interval)
+
+    def _observe(self, event: str, **fields: Any) -> None:
+        if self._recorder is not None:
+            self._recorder.observe({"event": event, **fields})
+
+    def _saved(self, result: SaveResult, kind: str) -> None:
+        if not result.committed:
+            self._observe("checkpoint_refused", step=result.step, kind=kind)
+            return
+        fields: dict[str, Any] = {"blocked_seconds": result.blocked_seconds}
+        if kind == "final" and self.preempted:
+            fields["grace_left"] = self._guard.remaining()
+        self._observe(
+            "checkpoint",
+            step=result.step,
+            kind=kind,
+            seconds=result.seconds,
+            bytes=result.bytes,
+            **fields,
+        )
 
     def _saver_ready(self) -> AsyncCheckpointer:
         if self._saver is None:
@@ -221,6 +276,12 @@ def training(
     if not isinstance(resolved["interval"], int) or resolved["interval"] < 1:
         raise ValueError(f"interval={resolved['interval']!r}: allowed: a whole number >= 1")
     return Training(model, optimizer, others, **resolved)
+
+
+def _metadata(kind: str) -> dict[str, Any]:
+    """What a resumed process reads back to tell what it resumed from (``runtime.metrics``):
+    a final save or a periodic one, and when the state was captured."""
+    return {"kind": kind, "saved_at": round(time.time(), 3)}
 
 
 def _leave(code: int, message: str) -> NoReturn:

@@ -290,3 +290,10 @@ the acknowledgement, 1 to 10^9; unset, never."""
 ITEM_SECONDS = Number("ITEM_SECONDS", 0, MAX_SECONDS, default=0.05)
 """The "inference" time of each item of the rehearsal's reference work
 (``smoke.batch_work``), 0 to 86,400; default 0.05."""
+
+# Metrics: the trainer and the batch worker (runtime.metrics).
+
+METRICS_PORT = OptionalWhole("METRICS_PORT", 1, 65_535)
+"""The port ``/metrics`` is served on in Prometheus's text format, 1 to 65,535 (the
+components render ``runtime.metrics.names.DEFAULT_PORT``, 9464); unset, no metrics are
+served and prometheus-client is not needed."""

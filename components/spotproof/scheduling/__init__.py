@@ -33,6 +33,11 @@ from spotproof.fleet.pools import PoolClass, Taint, TaintEffect
 
 POOL_CLASS_LABEL = "spotproof.dev/pool-class"
 """Node label every spotproof pool carries; workloads select on it."""
+TARGET_CLASS_LABEL = "spotproof.dev/target-class"
+"""Pod label every spotproof workload carries: the pool class it is aimed at. A pending pod
+has no node to say where it is going; kube-state-metrics exposes this label (allowlisted)
+as ``kube_pod_labels{label_spotproof_dev_target_class=...}``, which the Pending alerts
+(``observability.rules``) join per class."""
 CAPACITY_TAINT_KEY = "spotproof.dev/capacity"
 """Taint key that keeps ordinary pods off spot and flex-start capacity."""
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -48,7 +48,7 @@ def annotations(
 
 
 class Profiled(Protocol):
-    """What states a run's profile: a ``kube.training.Trainer``."""
+    """What states a run's profile: a ``kube.pods.Trainer``."""
 
     @property
     def state_mib(self) -> float | None: ...

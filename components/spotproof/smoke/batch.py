@@ -34,6 +34,7 @@ from spotproof.runtime import exit_codes, settings
 from spotproof.runtime.batch import ResultStore, WorkItem, WorkQueue, open_queue
 from spotproof.runtime.batch.producer import publish
 from spotproof.runtime.batch.table import open_table
+from spotproof.runtime.metrics import Registry, WorkerMetrics
 from spotproof.runtime.storage import open_store
 from spotproof.smoke.batch_work import WORKER_COMMAND, result_of
 from spotproof.smoke.databases import result_table
@@ -117,7 +118,11 @@ def lease_of(config: BatchConfig) -> int:
     return config.lease_seconds or (10 if config.queue == "pubsub" else 3)
 
 
-def run_batch_smoke(config: BatchConfig, progress: Progress = print) -> BatchReport:
+def run_batch_smoke(
+    config: BatchConfig, progress: Progress = print, metrics: Registry | None = None
+) -> BatchReport:
+    """The batch rehearsal; with ``metrics``, every worker's events are recorded as the
+    worker's own metrics (``runtime.metrics``), one recorder per process as each pod has."""
     report = BatchReport(config)
     started = time.monotonic()
     lease = lease_of(config)
@@ -156,7 +161,7 @@ def run_batch_smoke(config: BatchConfig, progress: Progress = print) -> BatchRep
             settings.PROGRESS_SECONDS.name: "2",
             **({settings.RESULTS_TABLE.name: table_url} if table_url else {}),
         }
-        fleet = _Fleet(env, config, report, progress)
+        fleet = _Fleet(env, config, report, progress, metrics)
         fleet.run()
         if fleet.frozen_item is None:
             report.failures.append("no worker was killed between a result's write and its ack")
@@ -171,9 +176,15 @@ class _Fleet:
     """The workers, kept at ``config.workers`` until the interruptions are all played."""
 
     def __init__(
-        self, env: dict[str, str], config: BatchConfig, report: BatchReport, progress: Progress
+        self,
+        env: dict[str, str],
+        config: BatchConfig,
+        report: BatchReport,
+        progress: Progress,
+        metrics: Registry | None = None,
     ) -> None:
         self.env, self.config, self.report, self.progress = env, config, report, progress
+        self.metrics = metrics
         self.origin = time.monotonic()
         self.started: list[TrainerProcess] = []
         schedule = random.Random(config.seed)
@@ -189,6 +200,7 @@ class _Fleet:
             self.origin,
             index=len(self.started),
             argv=WORKER_COMMAND,
+            on_event=WorkerMetrics(self.metrics).observe if self.metrics else None,
         )
         self.started.append(worker)
         return worker

@@ -18,7 +18,9 @@ from typing import TypeVar
 from spotproof.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, written
 from spotproof.fleet import SpecError
 from spotproof.plan import PlanInputError, run_plan
+from spotproof.runtime import metrics
 from spotproof.runtime.launcher import Launcher
+from spotproof.runtime.settings import ConfigError
 from spotproof.smoke import DEFAULT_STEPS
 from spotproof.smoke.batch import BatchConfig, run_batch_smoke
 from spotproof.smoke.emulators import EmulatorError
@@ -62,6 +64,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     progress = lambda line: print(line, flush=True)  # noqa: E731
     try:
+        served = _served_metrics(args, metrics.names.TRAINER)
+    except _BadInput as error:
+        print(f"spotproof smoke: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
         if args.nodes > 1:
             if config.job is not None:
                 # The gang harness restarts the whole gang as the JobSet's failure policy
@@ -72,10 +79,11 @@ def run(args: argparse.Namespace) -> int:
                 config, args.nodes, progress=progress, started_by=Launcher(args.launcher)
             )
         else:
-            report = run_smoke(config, progress=progress)
+            report = run_smoke(config, progress=progress, metrics=served and served.registry)
     except EmulatorError as error:
         print(f"spotproof smoke: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    _last_scrape(served, args.metrics_wait)
     print()
     print(paint(summary(report)))
     timeline = args.timeline or (args.json.with_suffix(".png") if args.json else Path("smoke.png"))
@@ -108,10 +116,16 @@ def _batch(args: argparse.Namespace) -> int:
         table=args.table,
     )
     try:
-        report = run_batch_smoke(config, progress=lambda line: print(line, flush=True))
-    except EmulatorError as error:
+        served = _served_metrics(args, metrics.names.BATCH)
+        report = run_batch_smoke(
+            config,
+            progress=lambda line: print(line, flush=True),
+            metrics=served and served.registry,
+        )
+    except (EmulatorError, _BadInput) as error:
         print(f"spotproof smoke: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    _last_scrape(served, args.metrics_wait)
     print(report.summary())
     if args.json:
         text = json.dumps(report.as_json(), indent=2) + "\n"
@@ -121,6 +135,33 @@ def _batch(args: argparse.Namespace) -> int:
 
 class _BadInput(Exception):
     """Input the command cannot use; its message is the one line to print."""
+
+
+def _served_metrics(
+    args: argparse.Namespace, families: tuple[metrics.names.Family, ...]
+) -> metrics.Served | None:
+    """The rehearsal's trainer or worker metrics served on ``--metrics-port``; raises
+    :class:`_BadInput`."""
+    if args.metrics_port is None:
+        return None
+    if args.nodes > 1:
+        raise _BadInput(
+            "--metrics-port: a single trainer's rehearsal or --batch; allowed: no --nodes"
+        )
+    try:
+        served = metrics.served({"METRICS_PORT": str(args.metrics_port)}, families)
+    except ConfigError as error:
+        raise _BadInput(str(error).replace("METRICS_PORT=", "--metrics-port ")) from None
+    print(f"metrics: http://localhost:{served.endpoint.port}/metrics")
+    return served
+
+
+def _last_scrape(served: metrics.Served | None, seconds: int) -> None:
+    """After the rehearsal: the final counts are scraped before the endpoint goes."""
+    if served is not None:
+        print(f"metrics: waiting up to {seconds} s for a last scrape", flush=True)
+        served.endpoint.await_scrape(seconds)
+        served.endpoint.close()
 
 
 def _rehearsal(args: argparse.Namespace, base: SmokeConfig) -> SmokeConfig:

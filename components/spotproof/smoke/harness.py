@@ -21,6 +21,11 @@ bucket:
 4. the graceful preemptions, read as the timeline a cluster would have shown, must also
    pass the judge of ``spotproof drill`` (``smoke.judged``): one judgment for rehearsals
    and real drills.
+
+Given a metrics registry, the interrupted run's trainers' events are recorded as the
+trainer's own metrics (``runtime.metrics``), one recorder per process as each pod has its
+own, and each interruption's lost steps as the harness measured them: a kill with no
+notice leaves no process to count its loss, and the harness sees it anyway.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import time
 from spotproof.runtime import exit_codes
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.checkpointer.layout import manifest_key, step_prefix
+from spotproof.runtime.metrics import Registry, TrainerMetrics, names
 from spotproof.runtime.storage import ObjectStore, open_store
 from spotproof.smoke.emulators import Bucket, emulated
 from spotproof.smoke.job import DISRUPTION_TARGET, JobController
@@ -55,18 +61,40 @@ from spotproof.smoke.records import (
 class _Run:
     """One trainer lineage writing to one checkpoint prefix."""
 
-    def __init__(self, config: SmokeConfig, bucket: Bucket, name: str, progress: Progress):
+    def __init__(
+        self,
+        config: SmokeConfig,
+        bucket: Bucket,
+        name: str,
+        progress: Progress,
+        metrics: Registry | None = None,
+    ):
         self.config, self.progress = config, progress
         self.url = bucket.prefix(name)
         self.bucket = bucket
         self.origin = time.monotonic()
         self.processes: list[TrainerProcess] = []
         self.env = trainer_env(config, bucket, name)
+        self.metrics = metrics
 
     def start(self) -> TrainerProcess:
-        process = TrainerProcess(self.env, self.origin, index=len(self.processes))
+        recorder = (
+            TrainerMetrics(self.metrics, self.config.interval, count_lost_steps=False)
+            if self.metrics is not None
+            else None
+        )
+        process = TrainerProcess(
+            self.env,
+            self.origin,
+            index=len(self.processes),
+            on_event=recorder.observe if recorder else None,
+        )
         self.processes.append(process)
         return process
+
+    def lost(self, steps: int) -> None:
+        if self.metrics is not None and steps > 0:
+            self.metrics(names.STEPS_LOST).inc(steps)
 
     def resumed(self, process: TrainerProcess) -> int:
         event = process.wait_for(lambda e: e["event"] == "resumed")
@@ -208,7 +236,9 @@ def _freeze_inside_an_upload(run: _Run, process: TrainerProcess, timeout: float 
             time.sleep(AIM_SLICE_SECONDS)
 
 
-def run_smoke(config: SmokeConfig, progress: Progress = print) -> SmokeReport:
+def run_smoke(
+    config: SmokeConfig, progress: Progress = print, metrics: Registry | None = None
+) -> SmokeReport:
     report = SmokeReport(config)
     with emulated(config.store) as bucket:
         progress(f"store: {config.store} ({bucket.url})")
@@ -223,7 +253,7 @@ def run_smoke(config: SmokeConfig, progress: Progress = print) -> SmokeReport:
         report.reference = reference.attempts()[0]
         progress(f"  done in {report.reference_seconds:.1f} s, digest {report.reference_digest}")
 
-        _interrupted_run(config, bucket, report, progress)
+        _interrupted_run(config, bucket, report, progress, metrics)
 
     if config.hard_kills and not any(i.landed_in_upload for i in report.interruptions):
         report.failures.append("no hard kill landed inside a checkpoint upload")
@@ -238,7 +268,11 @@ def run_smoke(config: SmokeConfig, progress: Progress = print) -> SmokeReport:
 
 
 def _interrupted_run(
-    config: SmokeConfig, bucket: Bucket, report: SmokeReport, progress: Progress
+    config: SmokeConfig,
+    bucket: Bucket,
+    report: SmokeReport,
+    progress: Progress,
+    metrics: Registry | None,
 ) -> None:
     schedule = random.Random(config.schedule_seed)
     kinds = ["preemption"] * config.preemptions + ["hard-kill"] * config.hard_kills
@@ -246,7 +280,7 @@ def _interrupted_run(
     progress(f"interrupted run: {' -> '.join(kinds) or 'no interruptions'}")
     if config.preemptions:
         progress(f"preemption path: {config.path}")
-    run = _Run(config, bucket, "interrupted", progress)
+    run = _Run(config, bucket, "interrupted", progress, metrics)
     job = JobController(config.job) if config.job else None
     process = run.start()
     resumed = run.resumed(process)
@@ -286,6 +320,7 @@ def _interrupted_run(
         resumed = run.resumed(process)
         record.resumed_from = resumed
         record.steps_lost = max(0, record.at_step - resumed)
+        run.lost(record.steps_lost)
         _judge(record, config, report)
         report.interruptions.append(record)
         progress("  " + describe(record))

@@ -33,6 +33,9 @@ class TrainerProcess:
     stderr: list[str] = field(default_factory=list)
     module: str = "spotproof.smoke.train"
     argv: Sequence[str] | None = None
+    on_event: Callable[[Event], None] | None = None
+    """Called with each event as it is read (the rehearsal's metrics), in the reader's
+    thread."""
 
     def __post_init__(self) -> None:
         self._changed = threading.Condition()
@@ -61,6 +64,8 @@ class TrainerProcess:
                 event = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if self.on_event is not None:
+                self.on_event(event)
             with self._changed:
                 self.events.append((self.now(), event))
                 self._changed.notify_all()

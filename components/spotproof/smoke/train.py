@@ -30,11 +30,9 @@ the final save, ``since_signal``. Exit codes: see ``spotproof.runtime.exit_codes
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -65,6 +63,7 @@ from spotproof.smoke.distributed import (
     Solo,
     gang_from,
 )
+from spotproof.smoke.trainer_events import await_last_scrape, emit, serve_metrics
 
 DEPTH = 4
 BYTES_PER_PARAMETER = 12  # fp32 weight + AdamW's two moments
@@ -136,14 +135,6 @@ def check_same_run(config: TrainConfig, checkpoint: Checkpoint) -> None:
         )
 
 
-_print_lock = threading.Lock()
-
-
-def emit(event: str, **fields: Any) -> None:
-    with _print_lock:
-        print(json.dumps({"event": event, **fields}), flush=True)
-
-
 def build(
     config: TrainConfig, gang: Solo
 ) -> tuple[torch.nn.Module, torch.nn.Module, torch.optim.Optimizer]:
@@ -191,6 +182,7 @@ def digest(model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int) 
 
 
 def train(config: TrainConfig, env: Mapping[str, str]) -> int:
+    serve_metrics(config.interval, env)
     # The guard goes up first: a SIGTERM while torch loads or the checkpoint downloads must
     # still end in an orderly PREEMPTED exit, not the default handler's kill.
     with PreemptionGuard(config.grace_seconds) as guard:
@@ -225,19 +217,23 @@ def _join_and_train(config: TrainConfig, guard: PreemptionGuard, env: Mapping[st
 
 def _resume(
     config: TrainConfig, gang: Solo, store: CheckpointStore
-) -> tuple[torch.nn.Module, torch.nn.Module, torch.optim.Optimizer, int]:
-    """The model, this rank's part of it, its optimizer and the step to go on from: the
-    newest checkpoint that verifies and restores, or a fresh start when none does. A
-    checkpoint of another run stops the run (:class:`ConfigError`), as does one that this
-    gang's shape cannot load."""
+) -> tuple[torch.nn.Module, torch.nn.Module, torch.optim.Optimizer, dict[str, Any]]:
+    """The model, this rank's part of it, its optimizer and the ``resumed`` event's fields:
+    the step to go on from, of the newest checkpoint that verifies and restores, or a
+    fresh start when none does. A checkpoint of another run stops the run
+    (:class:`ConfigError`), as does one that this gang's shape cannot load."""
     model, owned, optimizer = build(config, gang)
-    step, restores = 0, 0
+    started, restores = time.perf_counter(), 0
+    resumed: dict[str, Any] = {"step": 0}
 
     def take(checkpoint: Checkpoint) -> None:
-        nonlocal step, restores
+        nonlocal restores
         check_same_run(config, checkpoint)
-        restores, step = restores + 1, 0
-        step = torch_state.restore(owned, optimizer, checkpoint.blobs)["step"]
+        restores, resumed["step"] = restores + 1, 0
+        resumed["step"] = torch_state.restore(owned, optimizer, checkpoint.blobs)["step"]
+        resumed["bytes"] = sum(len(blob) for blob in checkpoint.blobs.values())
+        resumed["checkpoint"] = checkpoint.metadata.get("kind", "periodic")
+        resumed["committed_at"] = checkpoint.metadata.get("saved_at")
 
     try:
         latest = gang.latest(store, lambda s, why: emit("skipped", step=s, reason=why), take)
@@ -245,9 +241,12 @@ def _resume(
         raise ConfigError(str(error)) from None
     if latest is not None:
         gang.share_parameters(model)
-    elif restores:  # each restore that failed may have left part of its state behind
-        model, owned, optimizer = build(config, gang)
-    return model, owned, optimizer, step
+        resumed["restore_seconds"] = round(time.perf_counter() - started, 4)
+    else:
+        resumed = {"step": 0}
+        if restores:  # each restore that failed may have left part of its state behind
+            model, owned, optimizer = build(config, gang)
+    return model, owned, optimizer, resumed
 
 
 def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
@@ -255,22 +254,28 @@ def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
     torch.use_deterministic_algorithms(True)
     part_bytes = config.part_kb * 1024 if config.part_kb else None
     store = gang.store(config.checkpoint_url, keep=config.keep, part_bytes=part_bytes)
-    model, owned, optimizer, step = _resume(config, gang, store)
-    width = model[0].in_features
-    emit("resumed", step=step, writer=store.writer_id, rank=gang.rank)
+    model, owned, optimizer, resumed = _resume(config, gang, store)
+    step, width = resumed["step"], model[0].in_features
+    emit("resumed", writer=store.writer_id, rank=gang.rank, **resumed)
 
     received: dict[str, float] = {}
     saver = AsyncCheckpointer(
         store,
         on_start=lambda s, kind: emit("saving", step=s, kind=kind),
-        on_done=lambda result, kind: _report(result, kind, received.get("at")),
+        on_done=lambda result, kind: _report(result, kind, received.get("at"), guard),
         on_retention_failed=lambda s, why: emit("retention_failed", step=s, reason=why),
     )
     buffer = torch_state.StateBuffer()
 
     def save(final: bool, deadline: float | None = None) -> SaveResult | None:
         capture = lambda: buffer.capture(owned, optimizer, step)  # noqa: E731
-        metadata = {**config.run_identity(), "total_steps": config.total_steps}
+        # kind and saved_at tell a resumed process what it resumed from (runtime.metrics).
+        metadata = {
+            **config.run_identity(),
+            "total_steps": config.total_steps,
+            "kind": "final" if final else "periodic",
+            "saved_at": round(time.time(), 3),
+        }
         if final:
             return saver.save_final(step, capture, metadata, deadline_seconds=deadline)
         saver.save_async(step, capture, metadata)
@@ -288,8 +293,7 @@ def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
         step += 1
         if not buffer.ready:  # the optimizer has state now: size and touch the buffer
             buffer.prepare(owned, optimizer)
-        if config.emit_steps:
-            emit("step", step=step)
+        emit("step", printed=config.emit_steps, step=step)
         # One rank's notice stops the whole gang at the same step.
         stopping = gang.anyone(guard.preempted)
         if stopping:
@@ -304,6 +308,7 @@ def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
         signal_name = guard.signal_received.name if guard.signal_received else "a peer's"
         emit("preempted", step=step, signal=signal_name, grace_left=round(guard.remaining(), 3))
         _final_save_on_preemption(step, lambda: save(True, _final_deadline(config, guard)))
+        await_last_scrape(guard)
         return exit_codes.PREEMPTED
 
     # The completed state is committed too, so a rerun of a finished Job finishes at once.
@@ -328,10 +333,15 @@ def _final_save_on_preemption(step: int, save: Callable[[], SaveResult | None]) 
     try:
         save()
     except SaveCancelled as abandoned:
-        emit("checkpoint_refused", step=step, kind="final", reason=str(abandoned))
+        emit("checkpoint_refused", step=step, kind="final", reason=str(abandoned), late=True)
+    except StorageError as error:
+        emit("checkpoint_refused", step=step, kind="final", reason=redacted(str(error)))
+        raise
 
 
-def _report(result: SaveResult, kind: str, signalled_at: float | None) -> None:
+def _report(
+    result: SaveResult, kind: str, signalled_at: float | None, guard: PreemptionGuard
+) -> None:
     """The ``checkpoint`` event once ``result`` is committed, or why it was refused."""
     if not result.committed:
         emit("checkpoint_refused", step=result.step, kind=kind, reason=result.reason)
@@ -344,6 +354,7 @@ def _report(result: SaveResult, kind: str, signalled_at: float | None) -> None:
     }
     if kind == "final" and signalled_at is not None:
         fields["since_signal"] = round(time.monotonic() - signalled_at, 4)
+        fields["grace_left"] = round(guard.remaining(), 4)
     emit("checkpoint", step=result.step, seconds=round(result.seconds, 4), **fields)
 
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spotproof.runtime import exit_codes, settings
+from spotproof.runtime import exit_codes, metrics, settings
 from spotproof.runtime.batch.items import QueueURLError, WorkItem
 from spotproof.runtime.batch.queues import open_queue
 from spotproof.runtime.batch.results import ResultStore
@@ -114,6 +114,7 @@ def serve(work: Work, env: Mapping[str, str] = os.environ) -> int:
 
     try:
         config = WorkerConfig.from_env(env)
+        served = metrics.served(env, metrics.names.BATCH)
         process = work(env)
     except ConfigError as error:
         print(f"batch worker: {redacted(str(error))}", file=sys.stderr)
@@ -135,9 +136,12 @@ def serve(work: Work, env: Mapping[str, str] = os.environ) -> int:
         return _queue_failed(queue_url, error)
 
     stored = 0
+    recorder = metrics.WorkerMetrics(served.registry) if served else None
 
     def events(event: dict[str, Any]) -> None:
         nonlocal stored
+        if recorder is not None:
+            recorder.observe(event)
         emit(event)
         if event["event"] == "stored":
             stored += 1
@@ -162,6 +166,10 @@ def serve(work: Work, env: Mapping[str, str] = os.environ) -> int:
             )
         except Exception as error:
             return _queue_failed(queue_url, error)
+        if served is not None and guard.preempted:
+            # The counts of the worker's last moments, read before it leaves: within
+            # the grace left (runtime.metrics.endpoint).
+            served.endpoint.await_scrape(guard.remaining() - metrics.EXIT_MARGIN_SECONDS)
     return report.exit_code
 
 

@@ -1,0 +1,67 @@
+"""Prometheus metrics of the trainer and the batch worker.
+
+``names`` defines every metric once; ``recorders`` turns the events the processes already
+emit into those metrics; ``endpoint`` serves them at ``/metrics`` and waits for a last
+scrape before a preempted process leaves. A process serves metrics only where its
+environment sets ``METRICS_PORT`` (the components render it, with the pod's scrape
+configuration, when the stack's monitoring is on); unset, nothing is imported and
+prometheus-client (the ``metrics`` extra) is not needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from spotproof.runtime import settings
+from spotproof.runtime.metrics.endpoint import Endpoint
+from spotproof.runtime.metrics.names import Family
+from spotproof.runtime.metrics.recorders import Registry, TrainerMetrics, WorkerMetrics
+from spotproof.runtime.settings import ConfigError
+
+__all__ = [
+    "EXIT_MARGIN_SECONDS",
+    "Endpoint",
+    "Registry",
+    "Served",
+    "TrainerMetrics",
+    "WorkerMetrics",
+    "served",
+]
+
+EXIT_MARGIN_SECONDS = 2.0
+"""Grace kept back from the wait for a last scrape: the process must exit on its own, with
+its code (143), before the kubelet's SIGKILL (137) would count it as a failure. A trainer's
+interpreter teardown with torch loaded took up to 1.1 s on a loaded 2-core machine."""
+
+
+@dataclass(frozen=True)
+class Served:
+    """A registry and the endpoint serving it."""
+
+    registry: Registry
+    endpoint: Endpoint
+
+
+def served(env: Mapping[str, str], families: Iterable[Family]) -> Served | None:
+    """``families`` served on ``METRICS_PORT``; None when it is unset. A port that cannot
+    be served, or prometheus-client missing, is the process's configuration error (exit 2):
+    the manifest asked for metrics the image cannot give."""
+    port = settings.METRICS_PORT.read(env)
+    if port is None:
+        return None
+    try:
+        registry = Registry(families)
+    except ModuleNotFoundError:
+        raise ConfigError(
+            f"{settings.METRICS_PORT.name}={port}: serving metrics needs prometheus-client; "
+            "allowed: install spotproof[metrics] in the image, or leave it unset"
+        ) from None
+    try:
+        endpoint = Endpoint(registry.registry, port)
+    except OSError as error:
+        raise ConfigError(
+            f"{settings.METRICS_PORT.name}={port}: cannot serve on it ({error.strerror}); "
+            "allowed: a port no other container of the pod uses"
+        ) from None
+    return Served(registry, endpoint)

@@ -1,0 +1,193 @@
+"""Events to metrics: what the trainer and the batch worker record, in one place.
+
+The trainers and the worker already say what happens as events, one dict each (the smoke
+trainer prints them as JSON lines, the worker hands them to its ``events`` callback). A
+recorder turns those same events into the metrics of ``runtime.metrics.names``, so that a
+process counting its own events and the rehearsal's harness counting the events it reads
+from its trainers' output serve the same series by construction.
+
+Trainer events read (fields beyond ``event``; optional ones in brackets):
+
+- ``resumed``: ``step`` [``restore_seconds``, ``bytes``, ``checkpoint`` "final" or
+  "periodic", ``committed_at`` unix seconds] — the checkpoint resumed from, if any;
+- ``step``: ``step``;
+- ``preempted``: ``step``, ``signal`` ("a peer's" when a peer's notice stopped the rank);
+- ``checkpoint`` (committed): ``step``, ``kind``, ``seconds``, ``bytes`` [``blocked_seconds``,
+  ``grace_left``];
+- ``checkpoint_refused``: ``step``, ``kind`` [``late``: abandoned at its deadline].
+
+Worker events: ``leased`` (``ids``), ``done`` / ``duplicate`` (``seconds``),
+``already_done``, ``failed`` and ``rejected`` (``dead_lettered``), ``handed_back``
+(``ids``), ``progress`` (``in_flight``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from spotproof.runtime.metrics import names
+from spotproof.runtime.metrics.names import Family, Kind
+
+Event = Mapping[str, Any]
+
+
+class Registry:
+    """One process's metrics: a prometheus-client registry holding ``families``, with every
+    labelled series created at zero, so that ``increase()`` sees the first event."""
+
+    def __init__(self, families: Iterable[Family]) -> None:
+        import prometheus_client  # noqa: PLC0415
+
+        # A ``_created`` gauge beside every counter and histogram doubles the series for a
+        # time no rule reads (resets are seen by rate() and increase() themselves).
+        prometheus_client.disable_created_metrics()
+        self.registry = prometheus_client.CollectorRegistry(auto_describe=True)
+        self._metrics: dict[str, Any] = {}
+        constructors = {
+            Kind.COUNTER: prometheus_client.Counter,
+            Kind.GAUGE: prometheus_client.Gauge,
+            Kind.HISTOGRAM: prometheus_client.Histogram,
+        }
+        for family in families:
+            extra = {"buckets": family.buckets} if family.buckets else {}
+            metric = constructors[family.kind](
+                family.base_name,
+                family.help,
+                family.labels,
+                registry=self.registry,
+                **extra,
+            )
+            for value in _LABEL_VALUES.get(family.name, ()):
+                metric.labels(value)
+            self._metrics[family.name] = metric
+
+    def __call__(self, family: Family, *labels: str) -> Any:
+        metric = self._metrics[family.name]
+        return metric.labels(*labels) if labels else metric
+
+
+_LABEL_VALUES = {
+    names.FINAL_SAVES.name: names.FINAL_OUTCOMES,
+    names.SAVES.name: names.SAVE_KINDS,
+    names.SAVE_SECONDS.name: names.SAVE_KINDS,
+    names.SAVE_BYTES.name: names.SAVE_KINDS,
+    names.RESUMES.name: names.RESUME_SOURCES,
+}
+
+
+class TrainerMetrics:
+    """A trainer's events as metrics. ``count_lost_steps``: whether this recorder counts
+    the steps a preempted process's final save fails to keep; the rehearsal's harness
+    counts every interruption's loss itself (it also sees kills no process survives)."""
+
+    def __init__(self, registry: Registry, interval_steps: int, count_lost_steps: bool = True):
+        self.metrics = registry
+        self.interval_steps = interval_steps
+        self.count_lost_steps = count_lost_steps
+        self._committed: int | None = None
+        self._stopped_at: int | None = None
+        self._signalled = False
+        self._first_step: tuple[float, int] | None = None
+        registry(names.INTERVAL_STEPS).set(interval_steps)
+
+    def observe(self, event: Event) -> None:
+        handler = getattr(self, f"_on_{event.get('event')}", None)
+        if handler is not None:
+            handler(event)
+
+    def lost(self, steps: int) -> None:
+        """``steps`` trained past the newest committed checkpoint and lost."""
+        if steps > 0:
+            self.metrics(names.STEPS_LOST).inc(steps)
+
+    def _on_resumed(self, event: Event) -> None:
+        metric, step = self.metrics, int(event["step"])
+        metric(names.STEP).set(step)
+        self._first_step, self._stopped_at, self._signalled = None, None, False
+        source = event.get("checkpoint")
+        if source is None:  # a fresh start: nothing was restored
+            return
+        self._committed = step
+        metric(names.RESUMES, source).inc()
+        metric(names.RESTORE_SECONDS).observe(float(event.get("restore_seconds", 0.0)))
+        metric(names.RESTORE_BYTES).inc(int(event.get("bytes", 0)))
+        metric(names.LAST_COMMITTED_STEP).set(step)
+        if event.get("committed_at") is not None:
+            metric(names.LAST_COMMIT_TIME).set(float(event["committed_at"]))
+
+    def _on_step(self, event: Event) -> None:
+        step, now = int(event["step"]), time.monotonic()
+        self.metrics(names.STEP).set(step)
+        self.metrics(names.STEPS).inc()
+        if self._first_step is None:
+            self._first_step = (now, step)
+        elif step > self._first_step[1]:
+            per_step = (now - self._first_step[0]) / (step - self._first_step[1])
+            self.metrics(names.INTERVAL_SECONDS).set(per_step * self.interval_steps)
+
+    def _on_preempted(self, event: Event) -> None:
+        self._stopped_at = int(event["step"])
+        if event.get("signal") != "a peer's":
+            self._signalled = True
+            self.metrics(names.PREEMPTIONS).inc()
+
+    def _on_checkpoint(self, event: Event) -> None:
+        metric, kind, step = self.metrics, str(event["kind"]), int(event["step"])
+        metric(names.SAVES, kind).inc()
+        metric(names.SAVE_SECONDS, kind).observe(float(event["seconds"]))
+        metric(names.SAVE_BYTES, kind).inc(int(event.get("bytes", 0)))
+        if kind == "periodic" and "blocked_seconds" in event:
+            metric(names.STALL_SECONDS).observe(float(event["blocked_seconds"]))
+        if self._committed is None or step >= self._committed:
+            self._committed = step
+            metric(names.LAST_COMMITTED_STEP).set(step)
+            metric(names.LAST_COMMIT_TIME).set(time.time())
+        if kind == "final" and self._stopped_at is not None:
+            metric(names.FINAL_SAVES, "committed").inc()
+            if self._signalled and "grace_left" in event:
+                metric(names.FINAL_SAVE_GRACE_LEFT).observe(float(event["grace_left"]))
+
+    def _on_checkpoint_refused(self, event: Event) -> None:
+        if event.get("kind") != "final" or self._stopped_at is None:
+            return
+        self.metrics(names.FINAL_SAVES, "late" if event.get("late") else "refused").inc()
+        if self.count_lost_steps:
+            self.lost(self._stopped_at - (self._committed or 0))
+
+
+class WorkerMetrics:
+    """A batch worker's events as metrics."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.metrics = registry
+        self._in_flight = 0
+
+    def observe(self, event: Event) -> None:
+        kind, metric = event.get("event"), self.metrics
+        if kind == "leased":
+            metric(names.ITEMS_LEASED).inc(len(event["ids"]))
+            self._held(len(event["ids"]))
+        elif kind in ("done", "duplicate"):
+            metric(names.ITEMS_DONE if kind == "done" else names.ITEMS_DUPLICATE).inc()
+            metric(names.ITEM_SECONDS).observe(float(event.get("seconds", 0.0)))
+            self._held(-1)
+        elif kind == "already_done":
+            metric(names.ITEMS_ALREADY_DONE).inc()
+            self._held(-1)
+        elif kind in ("failed", "rejected"):
+            if kind == "failed":
+                metric(names.ITEMS_FAILED).inc()
+                self._held(-1)
+            if event.get("dead_lettered"):
+                metric(names.ITEMS_DEAD_LETTERED).inc()
+        elif kind == "handed_back":
+            metric(names.ITEMS_HANDED_BACK).inc(len(event["ids"]))
+            self._held(-len(event["ids"]))
+        elif kind == "progress":
+            self._held(int(event["in_flight"]) - self._in_flight)
+
+    def _held(self, change: int) -> None:
+        self._in_flight = max(0, self._in_flight + change)
+        self.metrics(names.ITEMS_IN_FLIGHT).set(self._in_flight)
