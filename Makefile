@@ -18,7 +18,7 @@ STACK  ?= gke-dev
 PIP    := $(BIN)/pip install --disable-pip-version-check --progress-bar on --no-compile -c constraints.txt
 COMPILE = $(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
 
-.PHONY: demo test lint plan bench dist clean postgres-server
+.PHONY: demo test lint plan bench dist clean postgres-server prometheus-tools
 
 # Empty: the emulator of the store the stack's Job writes to (gs:// -> fake-gcs-server).
 STORE  ?=
@@ -53,13 +53,21 @@ demo: $(DEMO_STAMP)
 	@echo "==> 3/3 spotproof check examples/ --stack $(STACK): hand-written manifests"
 	$(BIN)/spotproof check examples/ --stack $(STACK)
 
-test: $(STAMP) lint postgres-server
+test: $(STAMP) lint postgres-server prometheus-tools
 	$(BIN)/pytest
 
 # The batch tests UPSERT results into a real PostgreSQL; Debian's server package, if absent.
 postgres-server:
 	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 		(apt-get update -qq && apt-get install -y -qq postgresql >/dev/null)
+
+# The alert rules are checked and unit-tested with the real promtool (and the metrics with a
+# real Prometheus): Debian's prometheus package, if absent, without the node exporter it
+# recommends.
+prometheus-tools:
+	@command -v promtool >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		 apt-get install -y -qq --no-install-recommends prometheus >/dev/null)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -151,7 +151,7 @@ def test_the_system_pool_the_stack_describes_is_the_one_add_ons_must_fit(
             {"spotproof:existingCluster": {"systemPol": {}}},
             "spotproof plan: spotproof:existingCluster.systemPol = {}: unknown field (did you "
             "mean systemPool?); allowed: cloud, gpusAdvertised, kubernetesVersion, "
-            "reclaimModel, systemPool\n",
+            "monitoring, reclaimModel, systemPool\n",
         ),
         (
             _program(),

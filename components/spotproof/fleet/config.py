@@ -22,6 +22,7 @@ from spotproof.fleet.api_access import API_ACCESS_ALLOWED, read_api_access
 from spotproof.fleet.drill import read_drill
 from spotproof.fleet.errors import SpecError
 from spotproof.fleet.fields import ConfigObject, judged, read_settings, setting_keys
+from spotproof.fleet.monitoring import read_monitoring
 from spotproof.fleet.pools import PoolClass, shortest_reclaim_grace, system_pool
 from spotproof.fleet.readers import boolean, choice, text
 from spotproof.fleet.reclaims import ReclaimModel
@@ -50,6 +51,7 @@ TOP_LEVEL_KEYS = {
     "existingCluster",
     "drill",
     "reclaimModel",
+    "monitoring",
     *(key for config in CLOUDS.values() for key in setting_keys(config.section)),
 }
 """Every key of the ``spotproof`` namespace, on any cloud: one close to these but not
@@ -205,6 +207,7 @@ def _fleet(stack: str, config: Mapping[str, Any], secret_keys: Iterable[str]) ->
             "is required: the cluster's API is never open to the whole internet",
             API_ACCESS_ALLOWED,
         )
+    protect = _protected(top)
     spec = FleetSpec(
         stack=stack,
         platform=section,
@@ -213,7 +216,7 @@ def _fleet(stack: str, config: Mapping[str, Any], secret_keys: Iterable[str]) ->
         kubernetes_version=top.field(
             "kubernetesVersion", kubernetes_version, FleetSpec.kubernetes_version
         ),
-        protect=_protected(top),
+        protect=protect,
         system_pool=top.section("systemPool", system_pool(section.system_pool_type)),
         bucket=bucket,
         smoke_test=top.section("smokeTest", read_smoke_test(pool_classes, graces)),
@@ -224,6 +227,7 @@ def _fleet(stack: str, config: Mapping[str, Any], secret_keys: Iterable[str]) ->
         api_access=top.field("apiAccess", read_api_access),
         drill=top.section("drill", read_drill(reader.drill_principals)),
         reclaim_model=top.section("reclaimModel", ReclaimModel.judge),
+        monitoring=top.section("monitoring", read_monitoring(cloud, disposable=not protect)),
     )
     top.finish()
     return reader.finish(spec)

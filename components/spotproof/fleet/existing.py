@@ -14,6 +14,8 @@ under ``spotproof:existingCluster``, every key optional::
         labels: {cloud.google.com/gke-nodepool: default-pool}
       reclaimModel:              # what checkpoint-interval advice assumes (fleet.reclaims)
         reclaimsPerNodeHour: 0.01
+      monitoring:                # alert thresholds and targets (fleet.monitoring)
+        notify: [projects/my-project/notificationChannels/1234567890]
 
 The system pool matters to one question: can the platform's own add-ons (and the
 program's system workloads) land on the spot pools the program adds? They must fit the
@@ -30,6 +32,7 @@ from spotproof.catalog import Cloud
 from spotproof.fleet.config import kubernetes_version
 from spotproof.fleet.errors import SpecError
 from spotproof.fleet.fields import Checked, ConfigObject, judged, read_settings, setting
+from spotproof.fleet.monitoring import Monitoring, read_monitoring
 from spotproof.fleet.pools import Taint, TaintEffect
 from spotproof.fleet.readers import boolean, check_label, decode, enumeration, items
 from spotproof.fleet.reclaims import ReclaimModel
@@ -90,13 +93,20 @@ class ExistingCluster(Checked):
     system_pool: ExistingSystemPool = setting("systemPool", None, factory=ExistingSystemPool)
     reclaim_model: ReclaimModel = setting("reclaimModel", None, factory=ReclaimModel)
     """What the plan's checkpoint-interval advice assumes (``fleet.reclaims``)."""
+    monitoring: Monitoring = setting("monitoring", None, factory=Monitoring)
+    """Alert thresholds and notification targets (``fleet.monitoring``); on by default, as
+    a cluster spotproof did not create is never a disposable stack of its own."""
 
     @classmethod
     def judge(cls, key: str, raw: Any) -> ExistingCluster:
         obj = ConfigObject(key, raw, fields_of=cls)
         system = obj.section("systemPool", ExistingSystemPool.judge)
         reclaim_model = obj.section("reclaimModel", ReclaimModel.judge)
-        cluster = cls(**read_settings(cls, obj), system_pool=system, reclaim_model=reclaim_model)
+        values = read_settings(cls, obj)
+        monitoring = obj.section("monitoring", read_monitoring(values["cloud"], disposable=False))
+        cluster = cls(
+            **values, system_pool=system, reclaim_model=reclaim_model, monitoring=monitoring
+        )
         obj.finish()
         return cluster
 

@@ -268,7 +268,7 @@ def python_key(cls: type, key: str) -> str:
         for spec_field in dataclasses.fields(cls)
         if "setting" in spec_field.metadata
     }
-    match = re.fullmatch(rf"{re.escape(cls.__name__)}\.([A-Za-z0-9]+)(.*)", key)
+    match = re.fullmatch(rf"{re.escape(cls.__name__)}\.([A-Za-z0-9-]+)(.*)", key)
     if not match or match.group(1) not in names:
         return key
     return f"{cls.__name__}.{names[match.group(1)]}{match.group(2)}"

@@ -19,6 +19,7 @@ from spotproof.fleet.addons import JobSetSpec, KedaSpec, KueueSpec
 from spotproof.fleet.api_access import ApiAccess
 from spotproof.fleet.drill import DrillSpec
 from spotproof.fleet.fields import Checked, ConfigObject, read_settings, setting
+from spotproof.fleet.monitoring import Monitoring
 from spotproof.fleet.pools import GpuPoolSpec, PoolClass, SystemPool
 from spotproof.fleet.readers import integer, key_prefix, text
 from spotproof.fleet.reclaims import ReclaimModel
@@ -125,6 +126,9 @@ class FleetSpec:
     reclaim_model: ReclaimModel = field(default_factory=ReclaimModel)
     """What the plan's checkpoint-interval advice assumes of reclaims and prices
     (``spotproof:reclaimModel``)."""
+    monitoring: Monitoring = field(default_factory=Monitoring)
+    """Alert rules, thresholds and where alerts go (``spotproof:monitoring``); on unless
+    the stack is disposable."""
 
     @property
     def cloud(self) -> Cloud:

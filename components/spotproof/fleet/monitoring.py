@@ -1,0 +1,206 @@
+"""``spotproof:monitoring``: the alerts a stack's managed Prometheus evaluates, and where
+they go.
+
+Every key is optional. Monitoring is on by default, except on a stack that says it is
+disposable (``spotproof:disposable: true``, the dev stacks): managed Prometheus bills by
+the sample ingested and the query evaluated, which a throwaway cluster need not pay. The
+rules themselves are ``observability.rules``; each cloud's component renders them into its
+managed Prometheus and sends what fires to ``notify``::
+
+    spotproof:monitoring:
+      pendingMinutes: {flex-start: 2880}    # our queued pool often waits two days
+      checkpointAgeIntervals: 4
+      notify: [projects/my-project/notificationChannels/1234567890]
+
+A program of components on a cluster spotproof did not create states the same object as
+``spotproof:existingCluster.monitoring``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from spotproof.catalog import Cloud
+from spotproof.fleet.errors import SpecError
+from spotproof.fleet.fields import Checked, ConfigObject, read_object, read_settings, setting
+from spotproof.fleet.pools import PoolClass
+from spotproof.fleet.readers import boolean, integer, items, number
+
+WEEK_MINUTES = 7 * 24 * 60
+
+NOTIFY_FORMATS: dict[Cloud, tuple[re.Pattern[str], str]] = {
+    Cloud.GKE: (
+        re.compile(r"projects/[a-z0-9][-a-z0-9.:]{4,61}[a-z0-9]/notificationChannels/[0-9]{1,30}"),
+        "a Cloud Monitoring notification channel, projects/PROJECT/notificationChannels/ID",
+    ),
+    Cloud.EKS: (
+        re.compile(r"arn:aws[a-z-]*:sns:[a-z0-9-]{1,30}:[0-9]{12}:[A-Za-z0-9_-]{1,256}"),
+        "a Standard SNS topic's ARN, arn:aws:sns:REGION:ACCOUNT:TOPIC",
+    ),
+    Cloud.AKS: (
+        re.compile(
+            r"/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w.()]{1,90}"
+            r"/providers/microsoft\.insights/actionGroups/[^/\s]{1,260}",
+            re.IGNORECASE,
+        ),
+        "an action group resource ID, /subscriptions/SUB/resourceGroups/RG/providers/"
+        "microsoft.insights/actionGroups/NAME",
+    ),
+}
+"""What each cloud's alert routing takes as a target, in one line each. GKE: a Cloud
+Monitoring notification channel's name, ``projects/[PROJECT_ID]/notificationChannels/
+[CHANNEL_ID]`` (``NotificationChannelService.GetNotificationChannel``, Cloud Monitoring v3
+client reference). EKS: the ARN of a Standard SNS topic, the only receiver Amazon Managed
+Service for Prometheus's alert manager supports (https://docs.aws.amazon.com/prometheus/
+latest/userguide/AMP-alertmanager-receiver-config.html: a FIFO topic is refused). AKS: an
+Azure Monitor action group's resource ID, which a Prometheus rule group's ``actions`` name
+(``actionGroupId``, azure-native ``alertsmanagement.PrometheusRuleGroup``, API 2023-03-01)."""
+
+
+@dataclass(frozen=True)
+class PendingMinutes(Checked):
+    """Minutes a GPU pod of each target class may stay Pending before the alert, each 1 to
+    10080 (a week: flex-start's longest run, https://cloud.google.com/kubernetes-engine/docs/
+    concepts/dws). A new node takes 80 to 120 s to start (GKE's capacity-provisioning page),
+    a GPU driver and a training image minutes more."""
+
+    spot_gpu: int = setting("spot-gpu", integer(1, WEEK_MINUTES), 30)
+    """Default 30: a node that can be had is had within ten minutes; a spot pod waiting three
+    times that finds no spot capacity, and the stack's on-demand fallback should have taken
+    its work by then."""
+    on_demand_gpu: int = setting("on-demand-gpu", integer(1, WEEK_MINUTES), 15)
+    """Default 15: nothing falls back behind on-demand, so a stock-out or an exhausted quota
+    here stops the work; it is worth knowing sooner."""
+    flex_start: int = setting("flex-start", integer(1, WEEK_MINUTES), 24 * 60)
+    """Default 1440 (a day): queued provisioning gives nodes when capacity frees up, and
+    waits of days are reported (65 hours for TPUs, a field report noted in the project's
+    platform facts, queued provisioning); a day says "look", not "broken". Work Kueue admits
+    has no pods before admission, so its queueing is not counted here."""
+
+    def of(self, pool_class: PoolClass) -> int:
+        """The minutes of one GPU target class."""
+        return {
+            PoolClass.SPOT_GPU: self.spot_gpu,
+            PoolClass.ON_DEMAND_GPU: self.on_demand_gpu,
+            PoolClass.FLEX_START: self.flex_start,
+        }[pool_class]
+
+
+GPU_CLASSES = (PoolClass.SPOT_GPU, PoolClass.ON_DEMAND_GPU, PoolClass.FLEX_START)
+"""The target classes a GPU workload's pods carry, each with its Pending threshold."""
+
+
+NOTIFY_FORMATS_TEXT = tuple(f"{cloud}: {shown}" for cloud, (_, shown) in NOTIFY_FORMATS.items())
+
+
+def _any_cloud_target(key: str, raw: Any) -> str:
+    """A target in any cloud's format; the stack's cloud narrows it (:func:`check_notify`)."""
+    if isinstance(raw, str) and any(p.fullmatch(raw) for p, _ in NOTIFY_FORMATS.values()):
+        return raw
+    raise SpecError(key, raw, "not a notification target", "; ".join(NOTIFY_FORMATS_TEXT))
+
+
+def _targets(key: str, raw: Any) -> tuple[str, ...]:
+    return tuple(_any_cloud_target(item_key, item) for item_key, item in items(key, raw))
+
+
+@dataclass(frozen=True)
+class Monitoring(Checked):
+    """The stack's alerting: rules, thresholds and notification targets."""
+
+    enabled: bool = setting("enabled", boolean, True)
+    """Render the rules, the scrape configuration and the cloud's managed Prometheus
+    resources. Default on, except on a disposable stack (off: ingestion costs money)."""
+    pending_minutes: PendingMinutes = setting("pendingMinutes", None, factory=PendingMinutes)
+    """Per target class (spot-gpu, on-demand-gpu, flex-start), minutes a GPU pod may stay
+    Pending before ``SpotproofGpuPodPendingTooLong`` fires (:class:`PendingMinutes`)."""
+    checkpoint_age_intervals: int = setting("checkpointAgeIntervals", integer(2, 20), 3)
+    """N, 2 to 20: ``SpotproofCheckpointOverdue`` fires when a trainer has committed no
+    checkpoint for longer than N of its expected intervals. Default 3: one interval is
+    normal, a second covers a slow upload and uneven steps; a third is two saves missed."""
+    steps_lost_per_hour: int | None = setting("stepsLostPerHour", integer(1, 10**12), None)
+    """Steps a namespace's trainers may lose in an hour, 1 to 10^12, before
+    ``SpotproofStepsLostAboveBudget`` fires. Default: one checkpoint interval's worth
+    (``spotproof_checkpoint_interval_steps``), the most one reclaim should cost."""
+    queue_age_minutes: int = setting("queueAgeMinutes", integer(1, 2 * WEEK_MINUTES), 30)
+    """Minutes, 1 to 20160 (14 days, the longest SQS keeps a message), the oldest batch item
+    may wait, or batch work may make no progress, before the batch alerts fire. Default 30:
+    workers on spot GPUs start in minutes, scaled from zero included."""
+    reclaim_rate_factor: float = setting("reclaimRateFactor", number(1, 100), 3.0)
+    """``SpotproofReclaimRateAboveAssumed`` fires when the reclaims observed over 6 hours
+    exceed this many times, 1 to 100, the rate the stack's checkpoint advice assumes
+    (``spotproof:reclaimModel``). Default 3: the observed count is rough (drains and crashes
+    count, every rank of a gang counts its restart: see the rule), so a smaller factor
+    fires on that noise."""
+    scrape_interval_seconds: int = setting("scrapeIntervalSeconds", integer(5, 120), 15)
+    """Seconds, 5 to 120 (30 to 120 on EKS), between scrapes of the trainer and worker pods;
+    the rules count samples to measure running time, so each cloud's collector is set to
+    exactly this. Default 15: a trainer waits for one more scrape after its final save,
+    within a grace period that is 15 s on GKE by default (``catalog.GRACE_PERIOD_SECONDS``).
+    On EKS the default is 30, the shortest interval Amazon Managed Service for Prometheus's
+    managed collector takes (:data:`EKS_MIN_SCRAPE_SECONDS`)."""
+    notify: tuple[str, ...] = setting("notify", _targets, ())
+    """Where firing alerts go: GKE Cloud Monitoring notification channels
+    (``projects/P/notificationChannels/ID``), EKS SNS topic ARNs, AKS action group resource
+    IDs; empty, alerts show in the cloud's console only."""
+
+    @classmethod
+    def judge(cls, key: str, raw: Any) -> Monitoring:
+        return read_monitoring(None, disposable=False)(key, raw)
+
+
+EKS_MIN_SCRAPE_SECONDS = 30
+"""Amazon Managed Service for Prometheus's managed collector refuses a shorter
+``scrape_interval`` (https://docs.aws.amazon.com/prometheus/latest/userguide/
+AMP-collector-how-to.html, "Scraper configuration")."""
+
+
+def _eks_scrape_interval(key: str, given: int | None) -> int:
+    if given is None:
+        return EKS_MIN_SCRAPE_SECONDS
+    if given < EKS_MIN_SCRAPE_SECONDS:
+        raise SpecError(
+            key,
+            given,
+            "shorter than Amazon Managed Service for Prometheus's collector scrapes",
+            f"{EKS_MIN_SCRAPE_SECONDS} to 120 on EKS",
+        )
+    return given
+
+
+def check_notify(cloud: Cloud, key: str, targets: tuple[str, ...]) -> None:
+    """Each target in the format of ``cloud``'s alert routing."""
+    pattern, shown = NOTIFY_FORMATS[cloud]
+    for index, target in enumerate(targets):
+        if not pattern.fullmatch(target):
+            raise SpecError(f"{key}[{index}]", target, f"not a target on {cloud}", shown)
+
+
+def read_monitoring(cloud: Cloud | None, *, disposable: bool) -> Callable[[str, Any], Monitoring]:
+    """The reader of a stack's ``monitoring``: off by default on a disposable stack, and
+    notification targets in the stack's cloud's format (any cloud's while it is unknown)."""
+
+    def parse(key: str, raw: Any) -> Monitoring:
+        obj = ConfigObject(key, raw, fields_of=Monitoring)
+        values = read_settings(
+            Monitoring,
+            obj,
+            enabled=obj.field("enabled", boolean, not disposable),
+            pending_minutes=obj.section(
+                "pendingMinutes", lambda k, r: read_object(PendingMinutes, k, r)
+            ),
+        )
+        obj.finish()
+        if cloud is not None:
+            check_notify(cloud, obj.key_of("notify"), values["notify"])
+        if cloud is Cloud.EKS:
+            values["scrape_interval_seconds"] = _eks_scrape_interval(
+                obj.key_of("scrapeIntervalSeconds"),
+                values["scrape_interval_seconds"] if "scrapeIntervalSeconds" in obj.raw else None,
+            )
+        return Monitoring(**values)
+
+    return parse
