@@ -17,9 +17,10 @@ LAYERS = [
     {"fleet", "ci"},
     {"scheduling"},
     {"kube", "policy"},
+    {"observability"},
     {"gke", "eks", "aks", "plan"},
     {"program", "testing", "check", "drill"},
-    {"smoke"},
+    {"smoke", "status"},
     {"cli"},
 ]
 """The library's top-level parts, lowest first; docs/layout.md's table lists them in an

@@ -81,12 +81,15 @@ def test_every_manifest_written_passes_kubernetes_validate_strict(
 ) -> None:
     run_cli(capsys, "plan", "--stack", stack, "--out", str(tmp_path), "--project-dir", str(REPO))
     written = {f: yaml.safe_load(f.read_text()) for f in sorted(tmp_path.glob("*.yaml"))}
-    # Kueue's, KEDA's and GKE's ComputeClass objects have no schema in kubernetes-validate;
-    # plan.schemas.kueue, plan.schemas.keda and plan.schemas.compute_class check them.
+    # Kueue's, KEDA's, GKE's ComputeClass and Managed Service for Prometheus objects have no
+    # schema in kubernetes-validate; plan.schemas.kueue, plan.schemas.keda,
+    # plan.schemas.compute_class and plan.schemas.gmp check them.
     files = [
         f
         for f, obj in written.items()
-        if not obj["apiVersion"].startswith(("kueue.", "keda.", "cloud.google.com/"))
+        if not obj["apiVersion"].startswith(
+            ("kueue.", "keda.", "cloud.google.com/", "monitoring.googleapis.com/")
+        )
     ]
     kinds = {written[f]["kind"] for f in files}
     assert {"Namespace", "PriorityClass", "ServiceAccount", "PodDisruptionBudget", "Job"} <= kinds

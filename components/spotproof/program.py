@@ -77,6 +77,8 @@ def build(spec: FleetSpec) -> None:
     pulumi.export("checkpoint_url", checkpoint_url)
     pulumi.export("trainer_identity", cluster.workload_identity.cloud_identity)
     pulumi.export("pool_names", cluster.pool_names)
+    if cluster.monitoring_outputs is not None:
+        pulumi.export("monitoring", dict(cluster.monitoring_outputs))
     if cluster.drill_grant is not None:
         # Keys as spotproof.drill.grants reads them (output_keys): camelCase.
         pulumi.export("drill", dict(cluster.drill_grant))

@@ -15,6 +15,13 @@ Facts this relies on:
 - A spot pool cannot be the cluster's first (default) pool
   (``articles/aks/spot-node-pool.md``): the System pool is declared with the cluster and
   every GPU pool after it.
+- With ``spotproof:monitoring`` on, the cluster runs Azure Monitor's metrics add-on
+  (``aks.monitoring``). Azure Storage queues publish no message-age metric:
+  ``queueServices`` offers only ``QueueCapacity``, ``QueueCount`` and
+  ``QueueMessageCount``, hourly, as Azure platform metrics rather than Prometheus series
+  (https://learn.microsoft.com/azure/storage/queues/monitor-queue-storage-reference), so
+  the batch rules judge the work from the workers' own series; the queue's name only
+  tells ``stack_monitoring`` there is one.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from spotproof import scheduling
 from spotproof.aks.autoprovisioning import AutoProvisionedPools, AutoProvisionedPoolsArgs
 from spotproof.aks.bucket import CONTAINER, CheckpointBucket, CheckpointBucketArgs
 from spotproof.aks.drill import DrillGrant, DrillGrantArgs
+from spotproof.aks.monitoring import Monitoring, MonitoringArgs, cluster_monitor_profile
 from spotproof.aks.pools import GpuAgentPools, GpuAgentPoolsArgs, system_pool_profile, taints_of
 from spotproof.aks.work_queue import WorkQueue, WorkQueueArgs
 from spotproof.catalog import Cloud
@@ -39,6 +47,8 @@ from spotproof.fleet.aks import PLATFORM_SPOT_TAINT, AksFleet, GpuDriver
 from spotproof.kube.cluster import ClusterForWorkloads, trainer_account
 from spotproof.kube.device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginArgs
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, reclaim_grace
+from spotproof.observability.dashboards import grafana_dashboard
+from spotproof.observability.stack import StackMonitoring, stack_monitoring
 
 
 @dataclass
@@ -51,7 +61,8 @@ class HybridCluster(ClusterForWorkloads):
     """A resource group (or the stack's existing one), a cluster with a tainted System
     pool, workload identity and Cilium, spot GPU agent pools or node auto-provisioning
     NodePools, the checkpoint storage and its identity, the storage work queue with
-    ``spotproof:batch``, and the Kubernetes baseline. The kubeconfig is the cluster user's
+    ``spotproof:batch``, Azure Monitor managed Prometheus with ``spotproof:monitoring``, and
+    the Kubernetes baseline. The kubeconfig is the cluster user's
     (``listClusterUserCredential``).
     """
 
@@ -82,6 +93,8 @@ class HybridCluster(ClusterForWorkloads):
                 opts=pulumi.ResourceOptions(parent=self, protect=spec.protect),
             ).name
 
+        # The WorkQueue's queue (aks.work_queue names it PREFIX-work).
+        monitoring = stack_monitoring(spec, batch_queue=f"{name}-work")
         system = system_pool_profile(
             spec.system_pool, spec.kubernetes_version, autoscaled=not aks.node_auto_provisioning
         )
@@ -107,6 +120,7 @@ class HybridCluster(ClusterForWorkloads):
             node_provisioning_profile={"mode": "Auto", "default_node_pools": "None"}
             if aks.node_auto_provisioning
             else {"mode": "Manual"},
+            azure_monitor_profile=cluster_monitor_profile() if monitoring else None,
             tags=tags,
             # The autoscaler changes the system pool's count; that is not drift.
             opts=pulumi.ResourceOptions(
@@ -176,6 +190,8 @@ class HybridCluster(ClusterForWorkloads):
             )
 
         self._trainer_and_batch(name, spec, bucket, work_queue)
+        if monitoring is not None:
+            self._monitor(name, spec, monitoring, cluster, group)
         nap_names: list[str] = []
         if aks.node_auto_provisioning:
             nap = AutoProvisionedPools(
@@ -201,6 +217,42 @@ class HybridCluster(ClusterForWorkloads):
         self._register(
             [*self.gpu_pools.pool_names, *nap_names], oidc_issuer_url=self.oidc_issuer_url
         )
+
+    def _monitor(
+        self,
+        name: str,
+        spec: FleetSpec,
+        monitoring: StackMonitoring,
+        cluster: azure.containerservice.ManagedCluster,
+        group: pulumi.Input[str],
+    ) -> None:
+        """The stack's rules, scrape and dashboard in Azure Monitor, once the cluster runs the
+        add-on and the trainer's namespace exists; :attr:`monitoring_outputs` says where."""
+        settings = monitoring.settings
+        component = Monitoring(
+            f"{name}-monitoring",
+            MonitoringArgs(
+                resource_group_name=group,
+                location=spec.region,
+                cluster_id=cluster.id,
+                cluster_name=cluster.name,
+                provider=self.provider,
+                rule_groups=monitoring.rule_groups,
+                namespaces=monitoring.namespaces,
+                action_group_ids=settings.notify,
+                scrape_interval_seconds=settings.scrape_interval_seconds,
+                grafana_dashboard=grafana_dashboard(monitoring.dashboard_title),
+                ready=[self.baseline],
+                name_prefix=name,
+                tags=stack_tags(spec.stack, env=spec.environment),
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.monitoring_outputs = {
+            "workspace_id": component.workspace_id,
+            "query_endpoint": component.query_endpoint,
+            "grafana_dashboard_json": component.grafana_dashboard_json,
+        }
 
     def placement(self, target: PoolClass) -> TargetPlacement:
         """Spot work tolerates the taint AKS puts on spot agent pools and carries no

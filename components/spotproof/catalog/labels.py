@@ -7,6 +7,11 @@ because the APIs reserve their prefixes.
 
 from __future__ import annotations
 
+OS_LABEL = "kubernetes.io/os"
+"""The kubelet sets it on every node, to its operating system
+(https://kubernetes.io/docs/reference/labels-annotations-taints/#kubernetes-io-os). Modelled
+on GKE pools, which run GKE's default Linux image (no ``imageType``), and EKS managed node
+groups, which run the EKS-optimized Amazon Linux AMI: kube-state-metrics selects on it."""
 GKE_NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 GKE_SPOT_LABEL = "cloud.google.com/gke-spot"
@@ -33,7 +38,7 @@ EKS_CAPACITY_LABEL = "eks.amazonaws.com/capacityType"
 
 def eks_injected_labels(node_group: str) -> dict[str, str]:
     """Labels EKS puts on a managed node group's nodes (ON_DEMAND: the system group)."""
-    return {EKS_NODEGROUP_LABEL: node_group, EKS_CAPACITY_LABEL: "ON_DEMAND"}
+    return {OS_LABEL: "linux", EKS_NODEGROUP_LABEL: node_group, EKS_CAPACITY_LABEL: "ON_DEMAND"}
 
 
 def gke_injected_labels(
@@ -42,7 +47,7 @@ def gke_injected_labels(
     """Labels GKE puts on a node pool's nodes. They live under the reserved
     ``cloud.google.com/`` prefix, which the GKE API refuses in a pool's own labels, so they
     are modelled here rather than declared."""
-    labels = {GKE_NODEPOOL_LABEL: pool_name}
+    labels = {OS_LABEL: "linux", GKE_NODEPOOL_LABEL: pool_name}
     if accelerator:
         labels[GKE_ACCELERATOR_LABEL] = accelerator
     if spot:

@@ -17,12 +17,14 @@ from spotproof.eks import iam_documents, roles
 from spotproof.eks.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.eks.drill import DrillGrant, DrillGrantArgs
 from spotproof.eks.karpenter import Karpenter, KarpenterArgs
+from spotproof.eks.monitoring import for_cluster
 from spotproof.eks.network import Network
-from spotproof.eks.work_queue import WorkQueue, WorkQueueArgs
+from spotproof.eks.work_queue import WorkQueue, WorkQueueArgs, work_queue_name
 from spotproof.fleet import ApiAccess, BatchSpec, FleetSpec, PoolClass
 from spotproof.fleet.eks import EksFleet
 from spotproof.kube.cluster import ClusterForWorkloads, trainer_account
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, reclaim_grace
+from spotproof.observability.stack import stack_monitoring
 
 CONTROL_PLANE_LOGS = ["api", "audit", "authenticator"]
 SYSTEM_AMI = "AL2023_x86_64_STANDARD"
@@ -110,8 +112,8 @@ class HybridCluster(ClusterForWorkloads):
     pool, tainted ``CriticalAddonsOnly``; the Pod Identity agent; Karpenter with
     interruption handling and GPU NodePools; the S3 checkpoint bucket, whose trainer role
     Pod Identity hands the trainer's service account; the SQS work queue with
-    ``spotproof:batch``; and the cluster-wide Kubernetes baseline. The kubeconfig
-    authenticates with ``aws eks get-token``.
+    ``spotproof:batch``; AMP (Amazon Managed Service for Prometheus) with monitoring on; the
+    cluster-wide Kubernetes baseline. The kubeconfig authenticates with ``aws eks get-token``.
     """
 
     bucket: CheckpointBucket
@@ -242,6 +244,21 @@ class HybridCluster(ClusterForWorkloads):
             )
 
         self._trainer_and_batch(name, spec, bucket, work_queue)
+        queue = work_queue_name(name) if spec.batch is not None else None
+        monitoring = stack_monitoring(spec, batch_queue=queue)
+        if monitoring is not None:
+            self.monitoring_outputs = for_cluster(
+                f"{name}-monitoring",
+                monitoring,
+                cluster=cluster,
+                network=eks.network,
+                provider=self.provider,
+                region=spec.region,
+                queue_name=queue,
+                ready=[system, self.baseline],
+                name_prefix=name,
+                opts=child,
+            ).stack_outputs
         self._spot_falls_back = bool(spec.pools_of(PoolClass.ON_DEMAND_GPU))
         if spec.drill is not None:
             self.drill_grant = DrillGrant(

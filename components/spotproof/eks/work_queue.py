@@ -57,6 +57,12 @@ class WorkQueueArgs:
     component's name. Two components in one account and region need different prefixes."""
 
 
+def work_queue_name(prefix: str) -> str:
+    """The work queue's name, known without the queue: the stack's rules and its queue age
+    alarm are given it (``eks.monitoring.for_cluster``)."""
+    return f"{prefix}-work"
+
+
 class WorkQueue(pulumi.ComponentResource):
     """An encrypted, TLS-only work queue and dead-letter queue, the worker's and KEDA's
     roles, and what the workers and KEDA are told about them."""
@@ -85,7 +91,7 @@ class WorkQueue(pulumi.ComponentResource):
         )
         queue = aws.sqs.Queue(
             f"{name}-queue",
-            name=f"{prefix}-work",
+            name=work_queue_name(prefix),
             region=region,
             sqs_managed_sse_enabled=True,
             visibility_timeout_seconds=batch.lease_seconds,

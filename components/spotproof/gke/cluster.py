@@ -20,6 +20,7 @@ from spotproof.gke.api import api_endpoint, api_server, kubeconfig
 from spotproof.gke.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotproof.gke.compute_class import ComputeClass, ComputeClassArgs
 from spotproof.gke.drill import DrillGrant, DrillGrantArgs
+from spotproof.gke.monitoring import Monitoring, MonitoringArgs, cluster_monitoring_config
 from spotproof.gke.names import service_account_id, service_account_member
 from spotproof.gke.network import Network, NetworkArgs, joined
 from spotproof.gke.pools import GpuNodePools, GpuNodePoolsArgs
@@ -27,6 +28,7 @@ from spotproof.gke.work_queue import WorkQueue, WorkQueueArgs
 from spotproof.kube.cluster import ClusterForWorkloads, trainer_account
 from spotproof.kube.provisioning_queue import ProvisioningQueue, ProvisioningQueueArgs
 from spotproof.kube.workload import LocalQueueRef, ServiceAccountRef, TargetPlacement, reclaim_grace
+from spotproof.observability.stack import stack_monitoring
 
 # Least privilege for nodes: write logs and metrics, pull images; nothing else.
 NODE_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
@@ -42,7 +44,9 @@ class HybridCluster(ClusterForWorkloads):
     """A tainted on-demand system pool, diversified spot GPU pools, an optional on-demand
     GPU fallback and DWS flex-start pool, node auto-provisioning with GPU limits, Workload
     Identity, the regional checkpoint bucket, the Pub/Sub work queue with
-    ``spotproof:batch``, and the cluster-wide Kubernetes baseline.
+    ``spotproof:batch``, the cluster-wide Kubernetes baseline and, with
+    ``spotproof:monitoring`` on, Managed Service for Prometheus, alert policies and a
+    dashboard (``gke.monitoring``).
 
     The default node pool is removed: every pool is declared here, each with the taints
     and labels of its class from ``spotproof.scheduling``. The kubeconfig authenticates
@@ -52,6 +56,7 @@ class HybridCluster(ClusterForWorkloads):
 
     bucket: CheckpointBucket
     gpu_pools: GpuNodePools
+    monitoring: Monitoring | None = None
 
     def __init__(
         self, name: str, args: HybridClusterArgs, opts: pulumi.ResourceOptions | None = None
@@ -62,6 +67,9 @@ class HybridCluster(ClusterForWorkloads):
             raise TypeError(f"spotproof.gke.HybridCluster needs a GKE fleet, not {spec.cloud}")
         gke = self._gke = spec.platform
         child = pulumi.ResourceOptions(parent=self)
+        monitored = stack_monitoring(
+            spec, batch_queue=subscription_path(gke.project, name) if spec.batch else None
+        )
 
         nodes = gcp.serviceaccount.Account(
             f"{name}-nodes",
@@ -116,6 +124,8 @@ class HybridCluster(ClusterForWorkloads):
             workload_identity_config={"workload_pool": f"{gke.project}.svc.id.goog"},
             **api_endpoint(spec.api_access),
             cluster_autoscaling=self._autoprovisioning(spec, nodes.email),
+            # Unmonitored, the cluster keeps GKE's defaults, as it always has.
+            **({"monitoring_config": cluster_monitoring_config()} if monitored else {}),
             deletion_protection=spec.protect,
             resource_labels=stack_tags(spec.stack, env=spec.environment),
             opts=pulumi.ResourceOptions(parent=self, protect=spec.protect),
@@ -196,6 +206,20 @@ class HybridCluster(ClusterForWorkloads):
                 )
             )
         self._trainer_and_batch(name, spec, bucket, work_queue)
+        if monitored is not None:
+            self.monitoring = Monitoring(
+                f"{name}-monitoring",
+                MonitoringArgs.of_stack(
+                    monitored,
+                    project=gke.project,
+                    cluster_name=name,
+                    provider=self.provider,
+                    ready=[system],
+                    namespaces_ready=[self.baseline],
+                ),
+                opts=child,
+            )
+            self.monitoring_outputs = self.monitoring.outputs
         self._queue: LocalQueueRef | None = None
         flex = gke.flex_start
         if kueue is not None and flex is not None and flex.queued_provisioning:
@@ -286,6 +310,13 @@ def _min_master_version(spec: FleetSpec) -> str:
     if long_shutdown and spec.kubernetes_version == first:
         return gke_spot.LONG_SHUTDOWN_MIN_VERSION
     return spec.kubernetes_version
+
+
+def subscription_path(project: str, name: str) -> str:
+    """The Pub/Sub path of the work queue's subscription, whose age the batch alerts read:
+    ``WorkQueue`` names it ``<name_prefix>-work``, and the cluster gives its own name as
+    the prefix. Known before the subscription exists, as the rules need a plain string."""
+    return f"projects/{project}/subscriptions/{name}-work"
 
 
 def queued_pool_queue(

@@ -76,6 +76,10 @@ class ClusterForWorkloads(pulumi.ComponentResource, ABC):
     """With ``spotproof:batch``: the cloud's work queue, results prefix and worker identity."""
     autoscaler: pulumi.Resource | None
     """KEDA, where it scales the batch workers."""
+    monitoring_outputs: Mapping[str, pulumi.Input[Any]] | None = None
+    """With ``spotproof:monitoring`` on: what the cloud's ``Monitoring`` component tells
+    its user (where the rules and the dashboard are), exported as the stack output
+    ``monitoring``."""
     drill_grant: Mapping[str, pulumi.Input[str]] | None = None
     """With ``spotproof:drill``: where the cloud's drill grant is, keyed as the stack output
     ``drill`` is (``spotproof.drill.grants.output_keys``); None without it."""
@@ -197,7 +201,7 @@ class ClusterForWorkloads(pulumi.ComponentResource, ABC):
                 "labels": MANAGED_BY,
                 "annotations": identity.service_account_annotations,
             },
-            # Trainers never call the Kubernetes API (see training.pod_spec).
+            # Trainers never call the Kubernetes API (see pods.pod_spec).
             automount_service_account_token=False,
             opts=pulumi.ResourceOptions(
                 parent=self,

@@ -15,7 +15,7 @@ from spotproof.catalog import Cloud, profile
 from spotproof.catalog import aks as aks_catalog
 from spotproof.fleet import ApiAccess
 from spotproof.plan.cloud import CloudPlan
-from spotproof.plan.recording.offline import CallFaker, OutputFaker
+from spotproof.plan.recording.offline import CallFaker, OfflineCloud, OutputFaker
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.schemas.controller_versions import Release
 from spotproof.plan.simulation import preemption
@@ -28,6 +28,33 @@ NODE_CLASS = "kubernetes:karpenter.azure.com/v1beta1:AKSNodeClass"
 
 # --- what Azure answers offline -----------------------------------------------------------
 
+
+def _arm_id(
+    cloud: OfflineCloud, inputs: Mapping[str, Any], provider: str, name_key: str, name: str
+) -> dict[str, Any]:
+    """``name`` and ARM ``id`` of a resource in ``inputs``' resource group, as Azure gives
+    them (``/subscriptions/S/resourceGroups/G/providers/<provider>/NAME``)."""
+    named = inputs.get(name_key, name)
+    group = inputs.get("resourceGroupName")
+    return {
+        "name": named,
+        "id": f"/subscriptions/{cloud.subscription}/resourceGroups/{group}/providers/"
+        f"{provider}/{named}",
+    }
+
+
+def _monitor_workspace(name: str, inputs: dict[str, Any], cloud: OfflineCloud) -> dict[str, Any]:
+    """The workspace's id (``.../providers/microsoft.monitor/accounts/NAME``,
+    ``AddonArmTemplate/FullAzureMonitorMetricsProfileParameters.json``) and Prometheus query
+    endpoint, ``https://NAME-SUFFIX.REGION.prometheus.monitor.azure.com`` (the workspaces of
+    ``.pipelines/azure-pipeline-config-tests.yml``), both Azure/prometheus-collector@39583fd."""
+    named = _arm_id(cloud, inputs, "Microsoft.Monitor/accounts", "azureMonitorWorkspaceName", name)
+    endpoint = (
+        f"https://{named['name']}-offline.{inputs.get('location')}.prometheus.monitor.azure.com"
+    )
+    return {**named, "metrics": {"prometheusQueryEndpoint": endpoint}}
+
+
 OUTPUTS: dict[str, OutputFaker] = {
     "azure-native:resources:ResourceGroup": lambda name, inputs, cloud: {
         "name": inputs.get("resourceGroupName", name),
@@ -35,7 +62,9 @@ OUTPUTS: dict[str, OutputFaker] = {
         + inputs.get("resourceGroupName", name),
     },
     "azure-native:containerservice:ManagedCluster": lambda name, inputs, cloud: {
-        "name": inputs.get("resourceName", name),
+        **_arm_id(
+            cloud, inputs, "Microsoft.ContainerService/managedClusters", "resourceName", name
+        ),
         # AKS's own group for the cluster's nodes, unless the cluster names one
         # (https://learn.microsoft.com/azure/aks/faq#why-are-two-resource-groups-created-with-aks).
         "nodeResourceGroup": inputs.get("nodeResourceGroup")
@@ -76,6 +105,20 @@ OUTPUTS: dict[str, OutputFaker] = {
         f"{inputs.get('accountName')}/queueServices/default/queues/"
         f"{inputs.get('queueName', name)}",
     },
+    "azure-native:monitor:AzureMonitorWorkspace": _monitor_workspace,
+    "azure-native:monitor:DataCollectionEndpoint": lambda name, inputs, cloud: _arm_id(
+        cloud,
+        inputs,
+        "Microsoft.Insights/dataCollectionEndpoints",
+        "dataCollectionEndpointName",
+        name,
+    ),
+    "azure-native:monitor:DataCollectionRule": lambda name, inputs, cloud: _arm_id(
+        cloud, inputs, "Microsoft.Insights/dataCollectionRules", "dataCollectionRuleName", name
+    ),
+    "azure-native:alertsmanagement:PrometheusRuleGroup": lambda name, inputs, cloud: _arm_id(
+        cloud, inputs, "Microsoft.AlertsManagement/prometheusRuleGroups", "ruleGroupName", name
+    ),
 }
 CALLS: dict[str, CallFaker] = {
     "azure-native:authorization:getClientConfig": lambda cloud: {

@@ -23,6 +23,10 @@ from spotproof.scheduling import eks as eks_shapes
 
 ADDON = "aws:eks/addon:Addon"
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+OFFLINE_VPC = "vpc-0offline"
+OFFLINE_VPC_CIDR = "10.0.0.0/16"
+"""The VPC of a stack's own subnets (``spotproof:network.subnets``), as the offline plan
+answers for it."""
 
 # --- what AWS answers offline -------------------------------------------------------------
 
@@ -64,6 +68,17 @@ OUTPUTS: dict[str, OutputFaker] = {
         "bucket": inputs.get("bucket", name),
         "arn": f"arn:aws:s3:::{inputs.get('bucket', name)}",
     },
+    # An AMP workspace's id is ``ws-`` and a generated suffix (pulumi-aws ``amp.Workspace``,
+    # its import example); what the EKS monitoring outputs and grants is built from these.
+    "aws:amp/workspace:Workspace": lambda name, _inputs, cloud: {
+        "id": f"ws-{name}",
+        "arn": cloud.arn("aps", f"workspace/ws-{name}"),
+        "prometheusEndpoint": f"https://aps-workspaces.{cloud.region}.amazonaws.com/"
+        f"workspaces/ws-{name}/",
+    },
+    "aws:amp/scraper:Scraper": lambda name, _inputs, cloud: {
+        "arn": cloud.arn("aps", f"scraper/s-{name}"),
+    },
 }
 CALLS: dict[str, CallFaker] = {
     "aws:index/getPartition:getPartition": lambda _cloud: {
@@ -77,6 +92,14 @@ CALLS: dict[str, CallFaker] = {
         "arn": f"arn:aws:iam::{cloud.account}:user/offline",
         "userId": "OFFLINE",
         "id": cloud.account,
+    },
+    "aws:ec2/getSubnet:getSubnet": lambda _cloud: {"vpcId": OFFLINE_VPC},
+    "aws:ec2/getVpc:getVpc": lambda _cloud: {
+        "id": OFFLINE_VPC,
+        "cidrBlock": OFFLINE_VPC_CIDR,
+        "cidrBlockAssociations": [
+            {"associationId": "vpc-cidr-assoc-0offline", "cidrBlock": OFFLINE_VPC_CIDR}
+        ],
     },
 }
 

@@ -73,6 +73,15 @@ OUTPUTS: dict[str, OutputFaker] = {
         f"{inputs.get('region')}/subnetworks/{inputs.get('name', name)}",
         "name": inputs.get("name", name),
     },
+    # Cloud Monitoring names a policy and a dashboard when it creates them, under the
+    # project: projects/P/alertPolicies/ID (projects.alertPolicies), projects/P/dashboards/ID.
+    "gcp:monitoring/alertPolicy:AlertPolicy": lambda name, inputs, cloud: {
+        "name": f"projects/{inputs.get('project', cloud.project)}/alertPolicies/{name}",
+        "id": f"projects/{inputs.get('project', cloud.project)}/alertPolicies/{name}",
+    },
+    "gcp:monitoring/dashboard:Dashboard": lambda name, inputs, cloud: {
+        "id": f"projects/{inputs.get('project', cloud.project)}/dashboards/{name}",
+    },
     "gcp:pubsub/subscription:Subscription": lambda name, inputs, cloud: {
         "name": inputs.get("name", name),
         "id": f"projects/{inputs.get('project', cloud.project)}/subscriptions/"

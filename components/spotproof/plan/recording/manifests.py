@@ -13,7 +13,16 @@ import kubernetes_validate
 import yaml
 
 from spotproof.plan.recording.recorder import Recording, Resource, reveal
-from spotproof.plan.schemas import api_server, compute_class, jobset, karpenter, keda, kueue
+from spotproof.plan.schemas import (
+    ama_metrics,
+    api_server,
+    compute_class,
+    gmp,
+    jobset,
+    karpenter,
+    keda,
+    kueue,
+)
 from spotproof.policy import Violation
 
 SCHEMA_POLICY = "kubernetes-schema"
@@ -101,8 +110,10 @@ def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violat
     """Strict validation of every object: core objects against the OpenAPI schema of the
     cluster's Kubernetes version, Karpenter's against Karpenter's published schemas,
     JobSets against the JobSet API's fields and webhook (``plan.schemas.jobset``), Kueue's,
-    KEDA's and GKE's ComputeClass objects against their APIs' fields (``plan.schemas.kueue``,
-    ``plan.schemas.keda``, ``plan.schemas.compute_class``).
+    KEDA's, GKE's ComputeClass and Managed Service for Prometheus objects and the Azure
+    Monitor metrics add-on's PodMonitor against their APIs' fields (``plan.schemas.kueue``,
+    ``plan.schemas.keda``, ``plan.schemas.compute_class``, ``plan.schemas.gmp``,
+    ``plan.schemas.ama_metrics``).
     Unknown fields, wrong types and missing required fields are all violations.
 
     Returns the violations and the checks skipped, with why (Karpenter's schemas need
@@ -124,6 +135,10 @@ def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violat
                 errors = keda.errors(obj)
             elif compute_class.is_compute_class(obj):
                 errors = compute_class.errors(obj)
+            elif gmp.is_gmp(obj):
+                errors = gmp.errors(obj)
+            elif ama_metrics.is_pod_monitor(obj):
+                errors = ama_metrics.errors(obj)
             else:
                 errors = schema_errors(obj, kubernetes_version)
             errors += api_server.errors(obj) if not errors else []
