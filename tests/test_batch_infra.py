@@ -641,6 +641,45 @@ def test_workers_in_a_namespace_of_their_own_get_it_created_and_isolated(
     assert result.violations == []
 
 
+def test_a_namespace_of_their_own_exists_before_anything_the_stack_puts_in_it(
+    make_project: Callable[..., Path],
+) -> None:
+    config = stack_config("eks-dev")
+    config["spotproof:batch"]["namespace"] = "batch-jobs"
+    config["spotproof:monitoring"] = {"enabled": True}
+    result = run_plan("eks-test", make_project(config, stack="eks-test"))
+    (namespace,) = (
+        r
+        for r in result.recording.of_type("kubernetes:core/v1:Namespace")
+        if r.inputs["metadata"]["name"] == "batch-jobs"
+    )
+    inside = [
+        r
+        for r in result.recording.resources
+        if r.is_kubernetes and r.inputs["metadata"].get("namespace") == "batch-jobs"
+    ]
+    kinds = {r.inputs["kind"] for r in inside}
+    assert {"Deployment", "ServiceAccount", "NetworkPolicy"} <= kinds
+    scrape = [r for r in inside if r.inputs["metadata"]["name"] == "allow-metrics-scrape"]
+    assert scrape, "the monitoring's scrape policy reaches the workers' namespace"
+    by_urn = {r.urn: r for r in result.recording.resources}
+
+    def waits_for(resource: Resource, urn: str) -> bool:
+        seen, todo = set(), list(resource.dependencies or ())
+        while todo:
+            current = todo.pop()
+            if current == urn:
+                return True
+            if current not in seen and current in by_urn:
+                seen.add(current)
+                todo += by_urn[current].dependencies or ()
+        return False
+
+    for resource in inside:
+        assert waits_for(resource, namespace.urn), resource.name
+    assert result.violations == []
+
+
 def test_a_scaled_manifest_applied_outside_pulumi_must_leave_replicas_out(
     gke_dev: PlanResult,
 ) -> None:

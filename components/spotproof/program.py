@@ -15,7 +15,7 @@ from spotproof import clouds
 from spotproof.catalog import PROFILES
 from spotproof.fleet import FleetSpec, SpecError, fleet_from_config
 from spotproof.kube.batch import WorkQueueBinding
-from spotproof.kube.cluster import ClusterForWorkloads, trainer_account
+from spotproof.kube.cluster import ClusterForWorkloads
 
 
 def stack_config() -> dict[str, Any]:
@@ -89,7 +89,7 @@ def batch_workers(spec: FleetSpec, cluster: ClusterForWorkloads, queue: WorkQueu
     from spotproof.kube.batch import BatchWorkers, BatchWorkersArgs  # noqa: PLC0415
 
     assert spec.batch is not None
-    needs: list[pulumi.Resource] = [cluster.baseline]
+    needs: list[pulumi.Resource] = list(cluster.namespaces)
     if cluster.autoscaler is not None:
         needs.append(cluster.autoscaler)  # the ScaledObject's CRD and webhook
     workers = BatchWorkers(
@@ -100,7 +100,7 @@ def batch_workers(spec: FleetSpec, cluster: ClusterForWorkloads, queue: WorkQueu
             queue=queue,
             autoscaled=cluster.autoscaler is not None,
             cloud=spec.cloud,
-            create_namespace=spec.batch.namespace != trainer_account(spec.smoke_test).namespace,
+            ready=list(cluster.namespaces),
         ),
         opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=needs),
     )

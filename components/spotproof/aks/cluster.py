@@ -242,7 +242,7 @@ class HybridCluster(ClusterForWorkloads):
                 action_group_ids=settings.notify,
                 scrape_interval_seconds=settings.scrape_interval_seconds,
                 grafana_dashboard=grafana_dashboard(monitoring.dashboard_title),
-                ready=[self.baseline],
+                ready=self.namespaces,
                 name_prefix=name,
                 tags=stack_tags(spec.stack, env=spec.environment),
             ),

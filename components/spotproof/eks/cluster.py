@@ -255,7 +255,7 @@ class HybridCluster(ClusterForWorkloads):
                 provider=self.provider,
                 region=spec.region,
                 queue_name=queue,
-                ready=[system, self.baseline],
+                ready=[system, *self.namespaces],
                 name_prefix=name,
                 opts=child,
             ).stack_outputs

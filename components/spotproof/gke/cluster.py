@@ -215,7 +215,7 @@ class HybridCluster(ClusterForWorkloads):
                     cluster_name=name,
                     provider=self.provider,
                     ready=[system],
-                    namespaces_ready=[self.baseline],
+                    namespaces_ready=self.namespaces,
                 ),
                 opts=child,
             )

@@ -99,6 +99,33 @@ class BatchWorkersArgs:
     create_namespace: bool = False
     """Whether ``batch.namespace`` is not the cluster's workload namespace (the baseline's)
     and must be created, with the same Pod Security Standard and isolation."""
+    ready: list[pulumi.Resource] = field(default_factory=list)
+    """What must exist before anything of the workers: the namespace they run in, where the
+    cluster creates it (``ClusterForWorkloads.namespaces``)."""
+
+
+def workload_namespace(
+    name: str,
+    namespace: str,
+    cloud: Cloud,
+    parent: pulumi.Resource,
+    moved_from: pulumi.Input[str] | None = None,
+) -> k8s.core.v1.Namespace:
+    """A workload namespace besides the baseline's, with the same Pod Security Standard and
+    isolation (``kube.network_policy``). ``moved_from``: the URN of the component that
+    created it before, so that a stack already deployed keeps its namespace (and what is in
+    it) instead of Pulumi deleting it for a new one."""
+    aliases = [pulumi.Alias(parent=moved_from)] if moved_from is not None else None
+    child = pulumi.ResourceOptions(parent=parent, aliases=aliases)
+    created = k8s.core.v1.Namespace(
+        f"{name}-namespace",
+        metadata={"name": namespace, "labels": {**MANAGED_BY, **RESTRICTED}},
+        opts=child,
+    )
+    isolate_namespace(
+        f"{name}-network", created.metadata.apply(lambda m: m["name"]), cloud, MANAGED_BY, child
+    )
+    return created
 
 
 class BatchWorkers(pulumi.ComponentResource):
@@ -112,24 +139,11 @@ class BatchWorkers(pulumi.ComponentResource):
         super().__init__("spotproof:kube:BatchWorkers", name, None, opts)
         batch, queue = args.batch, args.queue
         account = queue.identity.service_account
-        child = pulumi.ResourceOptions(parent=self)
         labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "batch-worker"}
 
-        needs: list[pulumi.Resource] = []
+        needs: list[pulumi.Resource] = list(args.ready)
         if args.create_namespace:
-            namespace = k8s.core.v1.Namespace(
-                f"{name}-namespace",
-                metadata={"name": account.namespace, "labels": {**MANAGED_BY, **RESTRICTED}},
-                opts=child,
-            )
-            needs.append(namespace)
-            isolate_namespace(
-                f"{name}-network",
-                namespace.metadata.apply(lambda m: m["name"]),
-                args.cloud,
-                MANAGED_BY,
-                child,
-            )
+            needs.append(workload_namespace(name, account.namespace, args.cloud, self))
         service_account = k8s.core.v1.ServiceAccount(
             f"{name}-account",
             metadata={

@@ -21,7 +21,7 @@ import pulumi_kubernetes as k8s
 from spotproof.fleet import BatchSpec, FleetSpec, PoolClass, SmokeTest
 from spotproof.kube.addons import ControllerArgs, JobSetController, KedaController, KueueController
 from spotproof.kube.baseline import MANAGED_BY, ClusterBaseline, ClusterBaselineArgs
-from spotproof.kube.batch import WorkQueueBinding, worker_account
+from spotproof.kube.batch import WorkQueueBinding, worker_account, workload_namespace
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
 
 TRAINER_SERVICE_ACCOUNT = "spotproof-trainer"
@@ -76,6 +76,10 @@ class ClusterForWorkloads(pulumi.ComponentResource, ABC):
     """With ``spotproof:batch``: the cloud's work queue, results prefix and worker identity."""
     autoscaler: pulumi.Resource | None
     """KEDA, where it scales the batch workers."""
+    namespaces: list[pulumi.Resource]
+    """What creates each workload namespace: the baseline (the trainer's), and with
+    ``spotproof:batch`` in a namespace of its own, that one. Anything namespaced in them
+    waits for these."""
     monitoring_outputs: Mapping[str, pulumi.Input[Any]] | None = None
     """With ``spotproof:monitoring`` on: what the cloud's ``Monitoring`` component tells
     its user (where the rules and the dashboard are), exported as the stack output
@@ -154,6 +158,20 @@ class ClusterForWorkloads(pulumi.ComponentResource, ABC):
         self.workload_identity = bucket.identity
         self.trainer_account = self._trainer_service_account(name, bucket.identity)
         self.work_queue, self.autoscaler = None, None
+        self.namespaces = [self.baseline]
+        if (
+            spec.batch is not None
+            and spec.batch.namespace != trainer_account(spec.smoke_test).namespace
+        ):
+            # Created with the cluster, not with the workers: what else lives in it (the
+            # monitoring's scrape configuration) waits for it here. Before 0.2 it was the
+            # BatchWorkers component's, which program.batch_workers names "<stack>-batch".
+            workers = pulumi.create_urn(f"{spec.stack}-batch", "spotproof:kube:BatchWorkers")
+            self.namespaces.append(
+                workload_namespace(
+                    f"{name}-batch", spec.batch.namespace, spec.cloud, self, moved_from=workers
+                )
+            )
         if spec.batch is not None:
             work = work_queue(spec.batch, worker_account(spec.batch))
             self.work_queue = work.binding
