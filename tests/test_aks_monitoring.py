@@ -6,6 +6,7 @@ the add-on; then the AKS stacks' real plans: aks-prod monitored, aks-dev not."""
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 
 import pulumi
@@ -15,9 +16,8 @@ import pytest
 import yaml
 
 from spotproof import plan as _spotproof
-from spotproof.aks.monitoring import (
-    Monitoring,
-    MonitoringArgs,
+from spotproof.aks.monitoring import Monitoring, MonitoringArgs
+from spotproof.aks.monitoring_documents import (
     azure_rule,
     cluster_monitor_profile,
     group_interval,
@@ -31,6 +31,7 @@ from spotproof.observability.model import Rule, RuleGroup
 from spotproof.observability.rules import rule_groups
 from spotproof.observability.stack import stack_monitoring
 from spotproof.plan import PlanResult, run_plan
+from spotproof.plan.schemas import ama_metrics
 from spotproof.runtime.metrics import names
 from spotproof.scheduling import TARGET_CLASS_LABEL
 from spotproof.testing import Recording, Resource, record
@@ -247,9 +248,12 @@ def test_the_pod_monitor_scrapes_the_metrics_port_of_every_labelled_pod() -> Non
     }
     assert spec["namespaceSelector"] == {"matchNames": ["batch", "training"]}
     assert monitor.inputs["metadata"]["namespace"] == "kube-system"
-    assert spec["podMetricsEndpoints"] == [
-        {"port": "metrics", "path": names.METRICS_PATH, "interval": "30s"}
-    ]
+    [endpoint] = spec["podMetricsEndpoints"]
+    assert (endpoint["port"], endpoint["path"], endpoint["interval"]) == (
+        "metrics",
+        names.METRICS_PATH,
+        "30s",
+    )
     assert (monitor.provider or "").startswith(
         "urn:pulumi:research::platform::pulumi:providers:kubernetes::research::"
     )
@@ -258,6 +262,59 @@ def test_the_pod_monitor_scrapes_the_metrics_port_of_every_labelled_pod() -> Non
 def test_the_pod_monitor_waits_for_the_association() -> None:
     association = _one("azure-native:monitor:DataCollectionRuleAssociation")
     assert association.urn in _one(POD_MONITOR).dependencies
+
+
+def _relabel(target: dict[str, str], relabelings: list[dict]) -> dict[str, str]:
+    """Prometheus's ``replace`` relabeling as prometheus-operator writes a PodMonitor's
+    (``sourceLabels`` joined by ``;``, ``regex`` default ``(.*)`` anchored, ``replacement``
+    default ``$1``), then the ``__`` labels dropped
+    (https://prometheus.io/docs/prometheus/latest/configuration/configuration/#relabel_config)."""
+    labels = dict(target)
+    for relabeling in relabelings:
+        assert relabeling.get("action", "replace") == "replace"
+        value = ";".join(labels.get(name, "") for name in relabeling["sourceLabels"])
+        match = re.fullmatch(relabeling.get("regex", "(.*)"), value)
+        if match:
+            replacement = relabeling.get("replacement", "$1").replace("$", "\\")
+            labels[relabeling["targetLabel"]] = match.expand(replacement)
+    return {key: value for key, value in labels.items() if not key.startswith("__")}
+
+
+def test_workload_series_carry_their_pods_target_class() -> None:
+    """As on EKS and GKE: the rules and dashboards split workload series by ``target_class``."""
+    [endpoint] = _one(POD_MONITOR).inputs["spec"]["podMetricsEndpoints"]
+    discovered = {
+        "__meta_kubernetes_pod_label_spotproof_dev_target_class": "spot-gpu",
+        "__meta_kubernetes_pod_labelpresent_spotproof_dev_target_class": "true",
+        "namespace": "training",
+        "pod": "trainer-0",
+    }
+    assert _relabel(discovered, endpoint["relabelings"]) == {
+        "namespace": "training",
+        "pod": "trainer-0",
+        "target_class": "spot-gpu",
+    }
+
+
+def test_the_pod_monitor_is_one_the_add_ons_crd_accepts() -> None:
+    assert ama_metrics.errors(pod_monitor("pods", 30, ["training"])) == []
+
+
+@pytest.mark.parametrize(
+    ("relabeling", "refused"),
+    [
+        ({"source_labels": ["a"], "targetLabel": "b"}, "relabelings[0].source_labels: unknown"),
+        ({"sourceLabels": [TARGET_CLASS_LABEL], "targetLabel": "b"}, "sourceLabels: expected"),
+        ({"sourceLabels": ["a"], "action": "REPLACE"}, "action: 'REPLACE'; allowed:"),
+    ],
+    ids=["snake-case-field", "unsanitised-source", "action-case"],
+)
+def test_a_relabeling_the_crd_refuses_is_named(relabeling: dict, refused: str) -> None:
+    monitor = pod_monitor("pods", 30, ["training"])
+    monitor["spec"]["podMetricsEndpoints"][0]["relabelings"] = [relabeling]
+    [error] = ama_metrics.errors(monitor)
+    assert error.startswith("spec.podMetricsEndpoints[0].relabelings[0].")
+    assert refused in error
 
 
 @pytest.mark.parametrize("seconds", [0, 3601])

@@ -19,8 +19,8 @@ import yaml
 
 from spotproof.catalog import Cloud
 from spotproof.fleet.monitoring import Monitoring, PendingMinutes
-from spotproof.observability.model import rule_file
-from spotproof.observability.queues import GLOBAL_GROUP, PUBSUB_OLDEST_UNACKED, queue_age_alarm
+from spotproof.observability.model import Rule, duration_seconds, rule_file
+from spotproof.observability.queues import GLOBAL_GROUP, PUBSUB_OLDEST_UNACKED
 from spotproof.observability.rules import KSM_REQUIREMENT, rule_groups
 from spotproof.runtime.metrics import names
 
@@ -700,24 +700,6 @@ def test_queue_age_outside_gke_is_not_a_prometheus_rule(rules: str) -> None:
     assert "SpotproofBatchWorkStalled" in {r.alert for r in _rules(groups)}
 
 
-def test_eks_queue_age_is_a_cloudwatch_alarm_sent_to_the_stack_topics() -> None:
-    topic = "arn:aws:sns:us-east-1:123456789012:spotproof-alerts"
-    args = queue_age_alarm(Monitoring(queue_age_minutes=45, notify=(topic,)), "work").args()
-    assert {k: v for k, v in args.items() if k != "alarm_description"} == {
-        "namespace": "AWS/SQS",
-        "metric_name": "ApproximateAgeOfOldestMessage",
-        "dimensions": {"QueueName": "work"},
-        "statistic": "Maximum",
-        "period": 60,
-        "evaluation_periods": 1,
-        "comparison_operator": "GreaterThanThreshold",
-        "threshold": 2700.0,
-        "treat_missing_data": "notBreaching",
-        "alarm_actions": [topic],
-        "ok_actions": [topic],
-    }
-
-
 def test_a_stack_without_batch_work_gets_no_batch_rules() -> None:
     groups = rule_groups(Monitoring(), cloud=Cloud.GKE, assumed_reclaims_per_node_hour=ASSUMED)
     assert [group.name for group in groups] == [
@@ -760,3 +742,45 @@ def test_every_alert_says_what_to_do_in_the_monitoring_docs() -> None:
     for rule in _rules(RULES["gke"]()):
         if rule.alert:
             assert f"docs/monitoring.md#{rule.alert.lower()}" in rule.annotations["description"]
+
+
+# --- durations, read as Prometheus reads them ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("0", 0),
+        ("90s", 90),
+        ("1h30m", 5400),
+        ("2d", 172800),
+        ("1w", 604800),
+        ("1y", 365 * 86400),
+        ("1500ms", 1.5),
+    ],
+)
+def test_a_prometheus_duration_is_read_in_seconds(text: str, seconds: float) -> None:
+    assert duration_seconds(text) == seconds
+
+
+DURATIONS = ("0", "90s", "1h30m", "1d12h", "1500ms", "", "10", "1m1h", "5 m", "PT1M", "1s1s")
+
+
+def test_a_duration_is_read_exactly_when_promtool_accepts_it(tmp_path: Path) -> None:
+    """Each duration as an alert's ``for``, checked by the real ``promtool check rules``."""
+    for index, text in enumerate(DURATIONS):
+        rule = Rule(alert="Probe", expr="vector(1)", for_="1m")
+        group = {"name": "probe", "rules": [{**rule.to_dict(), "for": text}]}
+        path = tmp_path / f"{index}.yaml"
+        path.write_text(yaml.safe_dump({"groups": [group]}))
+        checked = subprocess.run(
+            [_promtool(), "check", "rules", str(path)], check=False, capture_output=True, text=True
+        )
+        try:
+            duration_seconds(text)
+        except ValueError as refused:
+            assert "\n" not in str(refused)
+            read = False
+        else:
+            read = True
+        assert read == (checked.returncode == 0), (text, checked.stderr)

@@ -265,7 +265,6 @@ def test_workers_run_on_spot_with_the_preemption_paths_grace(gke_dev: PlanResult
         "BATCH_SIZE": "4",
         "MAX_DELIVERIES": "5",
         "PROGRESS_SECONDS": "30",
-        "METRICS_PORT": "9464",
     }
     scaled = _inputs(gke_dev, SCALED_OBJECT, "gke-dev-batch-scaler")["spec"]
     assert (scaled["minReplicaCount"], scaled["maxReplicaCount"]) == (0, 8)

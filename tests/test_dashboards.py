@@ -7,7 +7,9 @@ import re
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,10 +29,13 @@ from spotproof.observability.dashboards import (
 from spotproof.observability.dashboards.cloud_monitoring import MOSAIC_COLUMNS
 from spotproof.observability.dashboards.grafana import grafana_legend
 from spotproof.observability.dashboards.panels import TARGET_CLASS
+from spotproof.observability.promql import in_cluster, selectors
 from spotproof.runtime.metrics import names
 from tests.prometheus_server import Prometheus, running_prometheus
 
 TITLE = "spotproof: spot at a glance"
+CLUSTER = "research"
+"""The GKE cluster the Cloud Monitoring dashboard shows."""
 QUERIES = [
     pytest.param(expr, id=f"{panel.title}/{index}")
     for panel in PANELS
@@ -52,7 +57,7 @@ def grafana() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def cloud_monitoring() -> dict[str, Any]:
-    return cloud_monitoring_dashboard(TITLE)
+    return cloud_monitoring_dashboard(TITLE, cluster=CLUSTER)
 
 
 def grafana_queries(model: dict[str, Any]) -> dict[str, list[str]]:
@@ -86,8 +91,19 @@ def test_every_panel_is_in_the_cloud_monitoring_dashboard_with_its_queries(
     cloud_monitoring: dict[str, Any],
 ) -> None:
     assert cloud_monitoring_queries(cloud_monitoring) == {
-        panel.title: list(panel.exprs) for panel in PANELS
+        panel.title: [in_cluster(expr, CLUSTER) for expr in panel.exprs] for panel in PANELS
     }
+
+
+def test_every_cloud_monitoring_query_reads_the_stacks_cluster_alone(
+    cloud_monitoring: dict[str, Any],
+) -> None:
+    """Managed Service for Prometheus answers for every cluster of the project."""
+    queries = [q for qs in cloud_monitoring_queries(cloud_monitoring).values() for q in qs]
+    found = [(query, s) for query in queries for s in selectors(query)]
+    assert len(found) > len(queries)
+    for query, selector in found:
+        assert f'cluster="{CLUSTER}"' in query[selector.start : selector.end], query
 
 
 def test_the_panels_the_issue_asks_for_are_there() -> None:
@@ -243,6 +259,15 @@ def test_every_query_is_promql_prometheus_accepts(prometheus: Prometheus, expr: 
     assert answer.ok, f"{expr}: {answer.error_type} {answer.error}"
 
 
+@pytest.mark.parametrize("expr", QUERIES)
+def test_every_query_narrowed_to_a_cluster_is_promql_prometheus_accepts(
+    prometheus: Prometheus, expr: str
+) -> None:
+    scoped = in_cluster(expr, CLUSTER)
+    answer = prometheus.query(scoped)
+    assert answer.ok, f"{scoped}: {answer.error_type} {answer.error}"
+
+
 def test_prometheus_refuses_a_query_that_does_not_parse(prometheus: Prometheus) -> None:
     answer = prometheus.query("sum(rate(spotproof_preemptions_total[5m])")
     assert (answer.http_status, answer.error_type) == (400, "bad_data")
@@ -274,37 +299,48 @@ kube_pod_created{{namespace="kube-system",pod="e",uid="5"}} {KSM_CREATED - 9999}
 flex-start, e Pending without a target class (not ours)."""
 
 
-class _Exposition(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = KSM_EXPOSITION.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+def _exposition(body: str) -> type[BaseHTTPRequestHandler]:
+    """A handler serving ``body`` as a Prometheus text exposition on every path."""
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+    class Exposition(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Exposition
 
 
-@pytest.fixture(scope="module")
-def scraped_ksm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    """A Prometheus that has scraped the exposition above at least once."""
-    exporter = ThreadingHTTPServer(("127.0.0.1", 0), _Exposition)
+@contextmanager
+def _scraping(folder: Path, body: str, ready: str) -> Iterator[Prometheus]:
+    """A Prometheus scraping a local exporter of ``body`` every second, once ``ready``
+    returns a series."""
+    exporter = ThreadingHTTPServer(("127.0.0.1", 0), _exposition(body))
     threading.Thread(target=exporter.serve_forever, daemon=True).start()
     target = f"127.0.0.1:{exporter.server_address[1]}"
     try:
-        with running_prometheus(
-            tmp_path_factory.mktemp("ksm"), targets=[target], scrape_interval="1s"
-        ) as server:
+        with running_prometheus(folder, targets=[target], scrape_interval="1s") as server:
             deadline = time.monotonic() + 30
-            while not server.query("kube_pod_created").result:
+            while not server.query(ready).result:
                 assert time.monotonic() < deadline, server.active_targets()
                 time.sleep(0.2)
             yield server
     finally:
         exporter.shutdown()
         exporter.server_close()
+
+
+@pytest.fixture(scope="module")
+def scraped_ksm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    """A Prometheus that has scraped the exposition above at least once."""
+    with _scraping(tmp_path_factory.mktemp("ksm"), KSM_EXPOSITION, "kube_pod_created") as server:
+        yield server
 
 
 def _panel(title: str) -> Panel:
@@ -330,3 +366,52 @@ def test_the_longest_pending_wait_is_the_oldest_pending_pod_of_each_class(
     assert _by_class(answer.result) == pytest.approx(
         {"spot": now - KSM_CREATED, "flex-start": now - (KSM_CREATED + 60)}
     )
+
+
+# Counted events, against a pod whose counters were already counting at their first scrape.
+
+FIRST_SCRAPE_EXPOSITION = f"""\
+{names.PREEMPTIONS.name}{{pod="trainer-1"}} 1
+{names.RESUMES.name}{{pod="trainer-1",checkpoint="periodic"}} 1
+{names.STEPS_LOST.name}{{pod="trainer-1"}} 120
+{names.FINAL_SAVES.name}{{pod="trainer-1",outcome="committed"}} 1
+{names.ITEMS_DEAD_LETTERED.name}{{pod="worker-1"}} 1
+"""
+"""A trainer that resumed from a periodic checkpoint, lost 120 steps, was reclaimed and
+committed its final save, and a worker that dead-lettered an item, all before the first
+scrape: a short-lived pod's whole life. ``increase()`` sees no increase in any of them."""
+
+
+@pytest.fixture(scope="module")
+def scraped_first_counts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    """Scraped at least twice, so that a bare ``increase()`` would answer 0, not nothing."""
+    ready = f"count_over_time({names.ITEMS_DEAD_LETTERED.name}[1m]) >= 2"
+    with _scraping(
+        tmp_path_factory.mktemp("first-counts"), FIRST_SCRAPE_EXPOSITION, ready
+    ) as server:
+        yield server
+
+
+@pytest.mark.parametrize(
+    ("title", "index", "shown"),
+    [
+        ("Reclaims", 0, {(): 1}),
+        ("Reclaims", 1, {(): 1}),
+        ("Steps lost", 0, {(): 120}),
+        ("Final saves by outcome", 0, {("committed",): 1}),
+        ("Dead letters (last 24 h)", 0, {(): 1}),
+    ],
+    ids=["stop-signals", "ended-without-final-save", "steps-lost", "final-saves", "dead-letters"],
+)
+def test_counts_made_before_a_pods_first_scrape_show_in_the_panel(
+    scraped_first_counts: Prometheus, title: str, index: int, shown: dict[tuple, float]
+) -> None:
+    expr = _panel(title).exprs[index]
+    result = scraped_first_counts.query(expr).result
+    assert {tuple(s["metric"].values()): float(s["value"][1]) for s in result} == shown
+
+
+def test_a_count_panel_reads_0_when_nothing_happened(prometheus: Prometheus) -> None:
+    (expr,) = _panel("Steps lost").exprs
+    [series] = prometheus.query(expr).result
+    assert float(series["value"][1]) == 0

@@ -17,8 +17,10 @@ import pulumi
 import pytest
 import yaml
 
+from spotproof.catalog import Cloud
 from spotproof.eks import monitoring_documents as documents
 from spotproof.eks.monitoring import Monitoring, MonitoringArgs
+from spotproof.fleet.monitoring import read_monitoring
 from spotproof.kube import kube_state_metrics as ksm
 from spotproof.observability.dashboards import grafana_dashboard
 from spotproof.observability.model import Rule, RuleGroup, rule_file
@@ -210,6 +212,13 @@ def test_queue_age_alarm_watches_the_given_queue_and_notifies_the_topics(
     assert alarm["comparisonOperator"] == "GreaterThanThreshold"
     assert alarm["treatMissingData"] == "notBreaching"
     assert alarm["alarmActions"] == alarm["okActions"] == list(TOPICS)
+
+
+def test_queue_age_alarm_fires_on_three_one_minute_maxima_in_a_row(notifying: Recording) -> None:
+    """One breaching minute is a burst; three in a row is a queue nothing takes from."""
+    alarm = _only(notifying, ALARM)
+    assert (alarm["statistic"], alarm["period"]) == ("Maximum", 60)
+    assert (alarm["evaluationPeriods"], alarm["datapointsToAlarm"]) == (3, 3)
 
 
 def test_no_queue_no_alarm(bare: Recording) -> None:
@@ -423,6 +432,26 @@ def test_bad_settings_are_refused_in_one_line(change: dict[str, Any], allowed: s
     with pytest.raises(ValueError, match=re.escape(allowed)) as refused:
         record(_monitoring(**change), stack="research", project="ml-infra", cloud=CLOUD)
     assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("seconds", [29, 30])
+def test_the_component_takes_exactly_the_scrape_intervals_an_eks_stack_accepts(
+    seconds: int,
+) -> None:
+    read = read_monitoring(Cloud.EKS, disposable=False)
+    try:
+        read("spotproof:monitoring", {"scrapeIntervalSeconds": seconds})
+    except ValueError:
+        stack_accepts = False
+    else:
+        stack_accepts = True
+    try:
+        documents.scrape_configuration(seconds, {"job_name": "kube-state-metrics"})
+    except ValueError:
+        component_accepts = False
+    else:
+        component_accepts = True
+    assert component_accepts == stack_accepts == (seconds >= 30)
 
 
 # --- in the stacks: HybridCluster with spotproof:monitoring --------------------------------

@@ -6,6 +6,7 @@ gke-prod monitored by its ``HybridCluster``, gke-dev (disposable) left as it was
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Mapping
 from functools import cache
@@ -20,11 +21,20 @@ import yaml
 from spotproof.catalog import Cloud
 from spotproof.fleet.errors import SpecError
 from spotproof.gke.monitoring import Monitoring, MonitoringArgs, cluster_monitoring_config
-from spotproof.gke.monitoring_documents import document_variables
+from spotproof.gke.monitoring_documents import (
+    WORKLOAD_METADATA,
+    document_variables,
+    kube_state_metrics_scrape,
+    pod_monitoring,
+    policy_query,
+)
 from spotproof.kube import kube_state_metrics as ksm
 from spotproof.kube.addons import system_placement
-from spotproof.observability.dashboards import cloud_monitoring_dashboard
+from spotproof.observability.dashboards import PANELS, cloud_monitoring_dashboard
 from spotproof.observability.model import Rule, RuleGroup, rule_file
+from spotproof.observability.promql import POD, selectors
+from spotproof.observability.queues import PUBSUB_OLDEST_UNACKED
+from spotproof.observability.rules import TARGET_CLASS as KSM_TARGET_CLASS
 from spotproof.observability.stack import StackMonitoring, stack_monitoring
 from spotproof.plan import PlanResult, run_plan
 from spotproof.plan.schemas import gmp
@@ -146,9 +156,58 @@ def test_each_workload_namespace_scrapes_target_class_pods_on_their_metrics_port
 
 def test_workload_series_carry_their_pods_target_class() -> None:
     for monitoring in _crs("PodMonitoring"):
-        assert monitoring.inputs["spec"]["targetLabels"] == {
-            "fromPod": [{"from": TARGET_CLASS_LABEL, "to": "target_class"}]
+        assert monitoring.inputs["spec"]["targetLabels"]["fromPod"] == [
+            {"from": TARGET_CLASS_LABEL, "to": "target_class"}
+        ]
+
+
+def test_workload_series_name_their_pod_container_and_node_whatever_gmp_defaults() -> None:
+    for monitoring in _crs("PodMonitoring"):
+        obj = _as_object(monitoring)
+        assert obj["spec"]["targetLabels"]["metadata"] == list(WORKLOAD_METADATA)
+        assert gmp.series_labels(obj) >= {
+            "cluster",
+            "namespace",
+            "pod",
+            "container",
+            "node",
+            "target_class",
+            "instance",
         }
+
+
+def test_a_scrape_that_leaves_its_pod_labels_to_defaulting_is_refused_by_the_plan() -> None:
+    """What the PodMonitoring said before: ``fromPod`` alone. GMP v0.16.0-rc.0 to rc.2
+    added no ``pod`` to it, and without ``targetLabels`` at all no version does."""
+    old = pod_monitoring("spotproof", 30)
+    del old["spec"]["targetLabels"]["metadata"]
+    assert any(e.startswith("spec.targetLabels.metadata: not stated") for e in gmp.errors(old))
+    del old["spec"]["targetLabels"]
+    assert "pod" not in gmp.series_labels(old)
+    assert any(e.startswith("spec.targetLabels.metadata: not stated") for e in gmp.errors(old))
+
+
+def _grouping_labels(expr: str) -> set[str]:
+    lists = re.findall(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)", expr)
+    return {label.strip() for found in lists for label in found.split(",") if label.strip()}
+
+
+def test_every_label_the_rules_and_panels_group_or_join_by_is_on_gke_series() -> None:
+    workload = gmp.series_labels(_as_object(_crs("PodMonitoring")[0]))
+    ksm_scrape = gmp.series_labels(kube_state_metrics_scrape(30))
+    own = {label for family in names.ALL for label in family.labels} | {"le"}
+    kube_state_metrics = {"namespace", "pod", "uid", "phase", KSM_TARGET_CLASS}
+    recorded = {"target_class"}  # label_replace'd by the Pending recording rule
+    pubsub = {"project_id", "subscription_id"}
+    known = workload | ksm_scrape | own | kube_state_metrics | recorded | pubsub
+    exprs = [r.expr for g in _prod_monitoring().rule_groups for r in g.rules]
+    exprs += [e for panel in PANELS for e in panel.exprs]
+    used = set().union(*map(_grouping_labels, exprs))
+    legends = {label for panel in PANELS for q in panel.queries for label in q.legend_labels}
+    assert "pod" in used and used | legends <= known
+    assert {label.strip() for label in POD.split(",")} <= workload
+    # kube-state-metrics' own namespace and pod reach the rules: its scrape sets neither.
+    assert not {"namespace", "pod"} & ksm_scrape and "cluster" in ksm_scrape
 
 
 def test_the_scrape_interval_is_the_one_given() -> None:
@@ -206,14 +265,34 @@ def test_every_rule_given_is_either_recorded_in_gmp_or_alerted_on_by_cloud_monit
     given = [rule for g in (PENDING, CHECKPOINTS, STEPS) for rule in g.rules]
     assert recorded == {rule.record for rule in given if rule.record}
     assert sorted((c["alertRule"], c["query"]) for c in alerted) == sorted(
-        (rule.alert, rule.expr) for rule in given if rule.alert
+        (rule.alert, policy_query("research", rule)) for rule in given if rule.alert
     )
+
+
+def test_every_policy_query_reads_the_stacks_own_cluster_alone() -> None:
+    queries = [
+        p["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
+        for p in _policies().values()
+    ]
+    found = [(query, s) for query in queries for s in selectors(query)]
+    assert len(found) >= len(queries)
+    for query, selector in found:
+        assert 'cluster="research"' in query[selector.start : selector.end], query
+
+
+def test_the_recording_rules_are_left_for_gmp_to_narrow_to_the_cluster() -> None:
+    """GMP adds the cluster's matcher to every selector of a ClusterRules itself
+    (``rules_config.go``, ``scope``); one of its own would conflict with nothing but is noise."""
+    (rules,) = _crs("ClusterRules")
+    exprs = [r["expr"] for g in rules.inputs["spec"]["groups"] for r in g["rules"]]
+    assert exprs and not any("cluster=" in expr for expr in exprs)
 
 
 def test_a_policy_queries_the_rule_at_its_groups_interval_and_fires_after_its_for() -> None:
     condition = _policies()["SpotPodsPendingTooLong"]["conditions"][0]
     assert condition["conditionPrometheusQueryLanguage"] == {
-        "query": PENDING.rules[1].expr,
+        "query": "class:spotproof_pending_pods:count"
+        '{label_spotproof_dev_target_class="spot-gpu", cluster="research"} > 0',
         "evaluationInterval": "60s",
         "duration": "900s",
         "ruleGroup": "spotproof-pending",
@@ -382,6 +461,10 @@ def test_gkes_pod_package_is_refused_in_one_line() -> None:
         ({"namespaces": ("a", "a")}, "MonitoringArgs.namespaces = ['a', 'a']"),
         ({"namespaces": ()}, "MonitoringArgs.namespaces = []"),
         (
+            {"rule_groups": (RuleGroup("g", "1m", (Rule(alert="A", expr='up{cluster="x"}'),)),)},
+            "MonitoringArgs.rule_groups[g].A.expr = 'up{cluster=\"x\"}': cannot be narrowed",
+        ),
+        (
             {"rule_groups": (RuleGroup("g", "45s", CHECKPOINTS.rules),)},
             "MonitoringArgs.rule_groups[g].interval = '45s'",
         ),
@@ -521,7 +604,7 @@ def test_gke_prod_has_one_alert_policy_per_alerting_rule_of_its_stack() -> None:
         for c in p.inputs["conditions"]
     )
     rules = [r for g in _prod_monitoring().rule_groups for r in g.alerts]
-    assert conditions == sorted((r.alert, r.expr) for r in rules)
+    assert conditions == sorted((r.alert, policy_query("gke-prod", r)) for r in rules)
     assert all(p.inputs["project"] == "spotproof-prod" for p in policies)
     assert all(p.inputs["displayName"].startswith("gke-prod: ") for p in policies)
 
@@ -545,7 +628,7 @@ def test_gke_prods_dashboard_is_the_cloud_monitoring_rendering_of_the_shared_one
         "gcp:monitoring/dashboard:Dashboard", "gke-prod-monitoring-dashboard"
     )
     assert json.loads(dashboard.inputs["dashboardJson"]) == cloud_monitoring_dashboard(
-        "spotproof gke-prod"
+        "spotproof gke-prod", cluster="gke-prod"
     )
 
 
@@ -663,6 +746,18 @@ def test_the_batch_queue_alert_reads_the_stacks_own_subscription(watched_dev: Pl
     query = policy.inputs["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
     assert f'subscription_id="{subscription["name"]}"' in query
     assert f'project_id="{subscription["project"]}"' in query
+    # Pub/Sub's series have no cluster label: a cluster matcher would match none of them.
+    assert PUBSUB_OLDEST_UNACKED in query and "cluster=" not in query
+
+
+def test_every_other_alert_of_a_batch_stack_reads_its_cluster_alone(
+    watched_dev: PlanResult,
+) -> None:
+    for policy in watched_dev.recording.of_type(POLICY):
+        query = policy.inputs["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
+        for selector in selectors(query):
+            if selector.name != PUBSUB_OLDEST_UNACKED:
+                assert 'cluster="gke-dev"' in query[selector.start : selector.end], query
 
 
 def test_a_batch_namespace_of_the_trainers_own_is_scraped_once(watched_dev: PlanResult) -> None:

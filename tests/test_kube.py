@@ -68,13 +68,23 @@ def test_trainer_gets_its_whole_configuration_from_the_environment(gke_dev: Plan
         "SEED": "0",
         "MODEL_MB": "64",
         "GRACE_SECONDS": "15",
-        "METRICS_PORT": "9464",
     }
 
 
-def test_the_trainer_serves_metrics_on_a_port_named_for_the_scrape(gke_dev: PlanResult) -> None:
-    container = _pod(gke_dev)["containers"][0]
+def test_where_the_stack_is_monitored_the_trainer_serves_metrics_on_a_named_port(
+    gke_prod: PlanResult,
+) -> None:
+    container = _pod(gke_prod)["containers"][0]
     assert container["ports"] == [{"name": "metrics", "containerPort": 9464}]
+    assert {"name": "METRICS_PORT", "value": "9464"} in container["env"]
+
+
+def test_where_the_stack_is_not_monitored_the_trainer_serves_no_metrics(
+    gke_dev: PlanResult,
+) -> None:
+    container = _pod(gke_dev)["containers"][0]
+    assert "ports" not in container
+    assert all(item["name"] != "METRICS_PORT" for item in container["env"])
 
 
 def test_the_smoke_pod_is_labelled_with_the_pool_class_it_is_aimed_at(

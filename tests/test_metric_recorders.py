@@ -38,7 +38,7 @@ def test_a_final_save_abandoned_at_its_deadline_is_late_and_loses_the_steps_sinc
     recorder.observe({"event": "resumed", "step": 0})
     recorder.observe({"event": "checkpoint", "step": 20, "kind": "periodic", "seconds": 1.0})
     recorder.observe({"event": "preempted", "step": 27, "signal": "SIGTERM"})
-    recorder.observe({"event": "checkpoint_refused", "step": 27, "kind": "final", "late": True})
+    recorder.observe({"event": "final_save", "step": 27, "outcome": "late"})
     assert sample(registry, names.FINAL_SAVES, outcome="late") == 1
     assert sample(registry, names.FINAL_SAVES, outcome="committed") == 0
     assert sample(registry, names.STEPS_LOST) == 7
@@ -50,7 +50,7 @@ def test_a_final_save_the_store_refused_is_refused_not_late(
     registry, recorder = trainer
     recorder.observe({"event": "resumed", "step": 10, "checkpoint": "periodic"})
     recorder.observe({"event": "preempted", "step": 13, "signal": "SIGTERM"})
-    recorder.observe({"event": "checkpoint_refused", "step": 13, "kind": "final"})
+    recorder.observe({"event": "final_save", "step": 13, "outcome": "refused"})
     assert sample(registry, names.FINAL_SAVES, outcome="refused") == 1
     assert sample(registry, names.STEPS_LOST) == 3
 
@@ -59,7 +59,7 @@ def test_the_harness_counts_lost_steps_itself_when_it_asks_the_recorder_not_to()
     registry = Registry(names.TRAINER)
     recorder = TrainerMetrics(registry, interval_steps=10, count_lost_steps=False)
     recorder.observe({"event": "preempted", "step": 5, "signal": "SIGTERM"})
-    recorder.observe({"event": "checkpoint_refused", "step": 5, "kind": "final", "late": True})
+    recorder.observe({"event": "final_save", "step": 5, "outcome": "late"})
     assert sample(registry, names.STEPS_LOST) == 0
 
 
@@ -68,9 +68,7 @@ def test_a_rank_stopped_by_a_peers_notice_is_not_a_preemption_of_its_own(
 ) -> None:
     registry, recorder = trainer
     recorder.observe({"event": "preempted", "step": 5, "signal": "a peer's"})
-    recorder.observe(
-        {"event": "checkpoint", "step": 5, "kind": "final", "seconds": 0.5, "grace_left": 9.0}
-    )
+    recorder.observe({"event": "final_save", "step": 5, "outcome": "committed", "grace_left": 9})
     assert sample(registry, names.PREEMPTIONS) == 0
     assert sample(registry, names.FINAL_SAVES, outcome="committed") == 1
     assert sample(registry, names.FINAL_SAVE_GRACE_LEFT, "_count") == 0
@@ -84,6 +82,40 @@ def test_the_save_at_the_end_of_training_is_no_final_save_on_leaving(
     assert sample(registry, names.SAVES, kind="final") == 1
     assert sample(registry, names.FINAL_SAVES, outcome="committed") == 0
     assert sample(registry, names.LAST_COMMITTED_STEP) == 100
+
+
+def test_the_grace_left_is_observed_when_the_processs_own_final_save_commits(
+    trainer: tuple[Registry, TrainerMetrics],
+) -> None:
+    registry, recorder = trainer
+    recorder.observe({"event": "preempted", "step": 5, "signal": "SIGTERM"})
+    recorder.observe({"event": "final_save", "step": 5, "outcome": "committed", "grace_left": 9})
+    assert sample(registry, names.FINAL_SAVE_GRACE_LEFT, "_sum") == 9
+    assert sample(registry, names.FINAL_SAVES, outcome="committed") == 1
+
+
+def test_only_the_rank_that_speaks_for_a_gang_counts_its_resume_and_its_final_save() -> None:
+    registry = Registry(names.TRAINER)
+    ranks = [TrainerMetrics(registry, 10, speaks_for_run=rank == 0) for rank in range(4)]
+    for recorder in ranks:
+        recorder.observe({"event": "resumed", "step": 20, "checkpoint": "final", "bytes": 10})
+        recorder.observe({"event": "preempted", "step": 23, "signal": "SIGTERM"})
+        recorder.observe({"event": "final_save", "step": 23, "outcome": "late"})
+    assert sample(registry, names.RESUMES, checkpoint="final") == 1
+    assert sample(registry, names.FINAL_SAVES, outcome="late") == 1
+    assert sample(registry, names.STEPS_LOST) == 3
+    assert sample(registry, names.PREEMPTIONS) == 4
+    assert sample(registry, names.RESTORE_BYTES) == 40
+
+
+def test_a_checkpoint_saved_before_kinds_were_recorded_is_no_resume_of_either_kind(
+    trainer: tuple[Registry, TrainerMetrics],
+) -> None:
+    registry, recorder = trainer
+    recorder.observe({"event": "resumed", "step": 40, "checkpoint": "unknown", "bytes": 8})
+    assert sum(sample(registry, names.RESUMES, checkpoint=s) for s in names.RESUME_SOURCES) == 0
+    assert sample(registry, names.LAST_COMMITTED_STEP) == 40
+    assert sample(registry, names.RESTORE_BYTES) == 8
 
 
 def test_a_fresh_start_is_no_resume(trainer: tuple[Registry, TrainerMetrics]) -> None:
@@ -141,6 +173,26 @@ def test_failures_and_malformed_messages_on_their_last_delivery_are_dead_letters
     assert sample(registry, names.ITEMS_FAILED) == 2
     assert sample(registry, names.ITEMS_DEAD_LETTERED) == 2
     assert sample(registry, names.ITEMS_IN_FLIGHT) == 0
+
+
+def test_workers_sharing_one_registry_add_up_what_they_hold() -> None:
+    registry = Registry(names.BATCH)
+    first, second = WorkerMetrics(registry), WorkerMetrics(registry)
+    first.observe({"event": "leased", "ids": ["a", "b"]})
+    second.observe({"event": "leased", "ids": ["c", "d", "e"]})
+    first.observe({"event": "done", "id": "a", "seconds": 0.1})
+    assert sample(registry, names.ITEMS_IN_FLIGHT) == 4
+    second.observe({"event": "progress", "in_flight": 1})
+    assert sample(registry, names.ITEMS_IN_FLIGHT) == 2
+
+
+def test_a_worker_that_is_gone_holds_nothing_in_a_shared_registry() -> None:
+    registry = Registry(names.BATCH)
+    killed, alive = WorkerMetrics(registry), WorkerMetrics(registry)
+    killed.observe({"event": "leased", "ids": ["a", "b"]})
+    alive.observe({"event": "leased", "ids": ["c"]})
+    killed.gone()
+    assert sample(registry, names.ITEMS_IN_FLIGHT) == 1
 
 
 def test_a_progress_line_sets_what_the_worker_holds(worker: tuple[Registry, WorkerMetrics]) -> None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,6 +30,7 @@ from tests.kube_replay import (
     GKE_SPOT,
     NAMESPACE,
     SHUTDOWN,
+    VERSION,
     Replay,
     finish,
     job,
@@ -372,6 +375,104 @@ def test_bad_input_is_one_line_and_exit_2(
     assert (code, out) == (2, "")
     assert err.count("\n") == 1
     assert err.startswith(f"spotproof status: {expected.format(**named)}")
+
+
+class _OddApiServer(BaseHTTPRequestHandler):
+    """An API server that answers ``/version`` without a ``Date`` header when the path
+    says so, and every list with a 200 that is not JSON (a proxy's login page)."""
+
+    without_date = False
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/version":
+            body = json.dumps(VERSION).encode()
+            content_type = "application/json"
+        else:
+            body = b"<html><body>Sign in to continue</body></html>"
+            content_type = "text/html"
+        if self.without_date:
+            self.send_response_only(200)  # no Server, no Date
+        else:
+            self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+@pytest.fixture(params=[True, False], ids=["no-date-header", "html-lists"])
+def odd_api_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A kubeconfig for :class:`_OddApiServer`, and the start of the line status prints."""
+    handler = type("Handler", (_OddApiServer,), {"without_date": request.param})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": url}}],
+        "users": [{"name": "c", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "c"}}],
+    }  # fmt: skip
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps(config))
+    expected = (
+        f"the API server at {url} answered without a valid Date header (None)"
+        if request.param
+        else "listing "
+    )
+    try:
+        yield kubeconfig, expected
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_api_server_answering_oddly_is_one_line_and_exit_2(
+    odd_api_server: tuple[Path, str], capsys: Any
+) -> None:
+    kubeconfig, expected = odd_api_server
+    code, out, err = run_cli(capsys, "status", "--kubeconfig", str(kubeconfig))
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1
+    assert err.startswith(f"spotproof status: {expected}")
+    if expected == "listing ":
+        assert "is not a Kubernetes API object (JSON)" in err
+
+
+def test_a_queued_job_is_explained_by_its_newest_workload(
+    replay: Replay, tmp_path: Path, capsys: Any
+) -> None:
+    queued = _workload_job("llm-queued", "flex-start")
+    queued["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "dws"
+    queued["spec"]["suspend"] = True
+    replay.put("jobs", queued)
+    # The newer Workload is listed first: the older one, about to be deleted, comes last.
+    for name, created, reason in (
+        ("job-llm-queued-b", "2026-09-10T10:00:00Z", "WaitingForQuota"),
+        ("job-llm-queued-a", "2026-09-10T09:00:00Z", "NoMatchingFlavor"),
+    ):
+        replay.put(
+            "workloads",
+            {
+                "metadata": {
+                    "name": name,
+                    "namespace": NAMESPACE,
+                    "creationTimestamp": created,
+                    "labels": {"kueue.x-k8s.io/job-uid": "c1"},
+                },
+                "status": {
+                    "conditions": [{"type": "QuotaReserved", "status": "False", "reason": reason}]
+                },
+            },
+        )
+    kubeconfig = str(replay.kubeconfig(tmp_path / "kubeconfig"))
+    code, out, _ = run_cli(capsys, "status", "--kubeconfig", kubeconfig)
+    assert code == 0
+    assert "QuotaReserved=False (WaitingForQuota)" in out
+    assert "NoMatchingFlavor" not in out
 
 
 def test_a_stack_whose_outputs_cannot_be_read_is_one_line_and_exit_2(

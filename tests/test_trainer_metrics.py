@@ -67,7 +67,9 @@ class Trainer:
             time.sleep(0.2)
 
 
-def start_trainer(url: str, grace: float = 30, steps: int = 100_000) -> Trainer:
+def start_trainer(
+    url: str, grace: float = 30, steps: int = 100_000, step_seconds: float = 0.01
+) -> Trainer:
     port = free_port()
     env = {
         **os.environ,
@@ -75,7 +77,7 @@ def start_trainer(url: str, grace: float = 30, steps: int = 100_000) -> Trainer:
         "CHECKPOINT_INTERVAL": "10",
         "TOTAL_STEPS": str(steps),
         "MODEL_MB": "1",
-        "STEP_SECONDS": "0.01",
+        "STEP_SECONDS": str(step_seconds),
         "GRACE_SECONDS": str(grace),
         "METRICS_PORT": str(port),
     }
@@ -117,7 +119,8 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
     after_signal = scrape(first.port)
     exit_code = first.popen.wait(30)
     events = first.events()
-    second = start_trainer(url)
+    # Slow steps: scraped before its first periodic save, it shows what it resumed from.
+    second = start_trainer(url, step_seconds=5)
     resumed = second.wait_for_scrape_to_show(names.STEP.name, 1)
     second.popen.send_signal(signal.SIGTERM)
     second.wait_for_scrape_to_show(names.PREEMPTIONS.name, 1)
@@ -155,7 +158,8 @@ def test_a_preempted_trainer_waits_for_one_more_scrape_before_it_leaves(story: S
 
 
 def test_the_grace_left_at_the_final_commit_is_observed(story: Story) -> None:
-    final = next(e for e in story.events if e["event"] == "checkpoint" and e["kind"] == "final")
+    final = next(e for e in story.events if e["event"] == "final_save")
+    assert final["outcome"] == "committed"
     assert value(story.after_signal, f"{names.FINAL_SAVE_GRACE_LEFT.name}_count") == 1
     assert value(story.after_signal, f"{names.FINAL_SAVE_GRACE_LEFT.name}_sum") == pytest.approx(
         final["grace_left"]
@@ -198,3 +202,24 @@ def test_a_port_already_taken_is_a_one_line_configuration_error() -> None:
 
 def test_no_metrics_port_serves_nothing() -> None:
     assert metrics.served({}, names.TRAINER) is None
+
+
+def test_a_reclaim_before_the_first_step_after_a_resume_loses_nothing_and_says_so(
+    tmp_path: Path,
+) -> None:
+    url = f"file://{tmp_path}/run"
+    first = start_trainer(url)
+    first.wait_for_scrape_to_show(names.STEP.name, 15)
+    first.popen.send_signal(signal.SIGTERM)
+    first.wait_for_scrape_to_show(names.PREEMPTIONS.name, 1)
+    assert first.popen.wait(30) == exit_codes.PREEMPTED
+    second = start_trainer(url)
+    # Served once the guard is up: the signal lands while the checkpoint is restored.
+    second.wait_for_scrape_to_show(names.INTERVAL_STEPS.name, 10)
+    second.popen.send_signal(signal.SIGTERM)
+    samples = second.wait_for_scrape_to_show(names.PREEMPTIONS.name, 1)
+    while value(samples, names.FINAL_SAVES.name, outcome="committed") == 0:
+        samples = second.wait_for_scrape_to_show(names.PREEMPTIONS.name, 1)
+    assert value(samples, names.FINAL_SAVES.name, outcome="refused") == 0
+    assert value(samples, names.STEPS_LOST.name) == 0
+    assert second.popen.wait(30) == exit_codes.PREEMPTED

@@ -16,6 +16,7 @@ from spotproof.catalog import PROFILES
 from spotproof.fleet import FleetSpec, SpecError, fleet_from_config
 from spotproof.kube.batch import WorkQueueBinding
 from spotproof.kube.cluster import ClusterForWorkloads
+from spotproof.runtime.metrics.names import DEFAULT_PORT
 
 
 def stack_config() -> dict[str, Any]:
@@ -59,6 +60,7 @@ def build(spec: FleetSpec) -> None:
                 checkpoint_url=checkpoint_url,
                 placement=cluster.placement(spec.smoke_test.target),
                 identity=cluster.workload_identity,
+                metrics_port=metrics_port(spec),
             ),
             # The controllers include Kueue and its queue where the target is queued.
             opts=pulumi.ResourceOptions(
@@ -84,6 +86,12 @@ def build(spec: FleetSpec) -> None:
         pulumi.export("drill", dict(cluster.drill_grant))
 
 
+def metrics_port(spec: FleetSpec) -> int | None:
+    """Where the stack's own workloads serve their metrics: only where its monitoring
+    scrapes them (a worker image without prometheus-client would otherwise stop at once)."""
+    return DEFAULT_PORT if spec.monitoring.enabled else None
+
+
 def batch_workers(spec: FleetSpec, cluster: ClusterForWorkloads, queue: WorkQueueBinding) -> None:
     """The stack's batch workers on their queue; exports where to publish and read."""
     from spotproof.kube.batch import BatchWorkers, BatchWorkersArgs  # noqa: PLC0415
@@ -101,6 +109,7 @@ def batch_workers(spec: FleetSpec, cluster: ClusterForWorkloads, queue: WorkQueu
             autoscaled=cluster.autoscaler is not None,
             cloud=spec.cloud,
             ready=list(cluster.namespaces),
+            metrics_port=metrics_port(spec),
         ),
         opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=needs),
     )

@@ -64,11 +64,11 @@ import yaml
 from spotproof import scheduling
 from spotproof.eks import iam_documents
 from spotproof.eks.iam_documents import Document
+from spotproof.fleet.monitoring import EKS_MIN_SCRAPE_SECONDS
 from spotproof.kube.baseline import MANAGED_BY
+from spotproof.observability.promql import label_name
 from spotproof.runtime.metrics import names
 
-MIN_SCRAPE_SECONDS = 30
-"""The shortest interval the managed collector accepts."""
 WORKLOAD_JOB = "spotproof"
 KUBE_STATE_METRICS_JOB = "kube-state-metrics"
 TARGET_CLASS = "target_class"
@@ -106,10 +106,6 @@ _BlockText.add_representer(
 )
 
 
-def _sanitized(label: str) -> str:
-    return re.sub(r"[^a-zA-Z0-9_]", "_", label)
-
-
 def _keep(source: str, regex: str) -> dict[str, Any]:
     return {"source_labels": [source], "regex": regex, "action": "keep"}
 
@@ -123,7 +119,7 @@ def workload_job() -> dict[str, Any]:
     ``scheduling.TARGET_CLASS_LABEL``: each spotproof workload's, nothing else's, on
     whatever port number its manifest chose. Its series are labelled with the pod's
     namespace, name, container and target class."""
-    label = _sanitized(scheduling.TARGET_CLASS_LABEL)
+    label = label_name(scheduling.TARGET_CLASS_LABEL)
     return {
         "job_name": WORKLOAD_JOB,
         "metrics_path": names.METRICS_PATH,
@@ -161,11 +157,11 @@ def kube_state_metrics_job(namespace: str, app_name: str, port_name: str) -> dic
 
 def scrape_configuration(interval_seconds: int, kube_state_metrics: dict[str, Any]) -> str:
     """The collector's configuration YAML: spotproof's pods and kube-state-metrics."""
-    if interval_seconds < MIN_SCRAPE_SECONDS:
+    if interval_seconds < EKS_MIN_SCRAPE_SECONDS:
         raise ValueError(
             f"scrape interval {interval_seconds}s: Amazon Managed Service for Prometheus "
-            f"collectors scrape at most every {MIN_SCRAPE_SECONDS}s; allowed: "
-            f"{MIN_SCRAPE_SECONDS} seconds or more"
+            f"collectors scrape at most every {EKS_MIN_SCRAPE_SECONDS}s; allowed: "
+            f"{EKS_MIN_SCRAPE_SECONDS} seconds or more"
         )
     config = {
         "global": {"scrape_interval": f"{interval_seconds}s"},

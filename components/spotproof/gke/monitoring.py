@@ -83,7 +83,8 @@ def cluster_monitoring_config(extra_components: Sequence[str] = ()) -> dict[str,
 class MonitoringArgs:
     project: pulumi.Input[str]
     cluster_name: str
-    """Names the alert policies and the dashboard, which live in the project."""
+    """The GKE cluster's name: it names the alert policies, which live in the project, and
+    their queries read only the series GMP labels with it (``cluster``)."""
     provider: k8s.Provider
     """The cluster's Kubernetes provider."""
     namespaces: Sequence[str]
@@ -94,7 +95,9 @@ class MonitoringArgs:
     """Cloud Monitoring channel names (``projects/P/notificationChannels/ID``)."""
     scrape_interval_seconds: int = 30
     dashboard: Mapping[str, Any] | None = None
-    """A Cloud Monitoring dashboard (``projects.dashboards`` JSON); None: no dashboard."""
+    """A Cloud Monitoring dashboard (``projects.dashboards`` JSON); None: no dashboard.
+    Created as given: :func:`cloud_monitoring_dashboard` with ``cluster`` narrows its
+    queries to the cluster."""
     ready: Sequence[pulumi.Resource] = ()
     """What must exist before kube-state-metrics can start: the system nodes."""
     namespaces_ready: Sequence[pulumi.Resource] = ()
@@ -126,6 +129,16 @@ class MonitoringArgs:
                     "Cloud Monitoring evaluates PromQL conditions every multiple of 30 s",
                     "30s, 1m, 1m30s, ...",
                 )
+            for rule in group.alerts:
+                try:
+                    documents.policy_query(self.cluster_name, rule)
+                except ValueError as error:
+                    raise SpecError(
+                        f"MonitoringArgs.rule_groups[{group.name}].{rule.alert}.expr",
+                        rule.expr,
+                        f"cannot be narrowed to cluster {self.cluster_name!r}: {error}",
+                        f'PromQL whose selectors name no cluster, or cluster="{self.cluster_name}"',
+                    ) from error
 
     @classmethod
     def of_stack(
@@ -148,7 +161,7 @@ class MonitoringArgs:
             rule_groups=monitoring.rule_groups,
             notification_channels=monitoring.settings.notify,
             scrape_interval_seconds=monitoring.settings.scrape_interval_seconds,
-            dashboard=cloud_monitoring_dashboard(monitoring.dashboard_title),
+            dashboard=cloud_monitoring_dashboard(monitoring.dashboard_title, cluster=cluster_name),
             ready=ready,
             namespaces_ready=namespaces_ready,
         )

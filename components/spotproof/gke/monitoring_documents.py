@@ -22,6 +22,15 @@ v0.17.2, 7920a2a: ``doc/api.md``, the CRDs under ``charts/operator/crds``,
   scrape is a ``ClusterPodMonitoring`` with ``targetLabels.metadata: []`` (one sets only
   what ``metadata`` lists). The workloads' series get the pod's target class as
   ``target_class`` (``targetLabels.fromPod``), as the EKS scrape does.
+- The workloads' ``pod`` label, which every rule groups by, is one of
+  ``targetLabels.metadata``, and GMP adds none when ``metadata`` is absent
+  (``pod_config.go``: "won't add any labels in that case"). At v0.17.2 the CRD defaults
+  ``metadata`` itself, so the API server fills it in wherever ``targetLabels`` is written
+  (``e2e/crd_validation_test.go``, ``TargetLabels/nondefault``); from v0.16.0-rc.0 to
+  rc.2 the default sat on ``targetLabels`` as a whole (commit 1b9da44), and a
+  ``targetLabels`` with ``fromPod`` alone kept no ``pod`` (fixed by 8bd22c6, "default
+  podmonitorings correctly"). :data:`WORKLOAD_METADATA` is written out, so the labels do
+  not depend on which defaulting the cluster's GMP does.
 - GMP's collector is the ``DaemonSet`` ``collector`` in ``gmp-system``, pods labelled
   ``app.kubernetes.io/name: collector``, without ``hostNetwork`` (``collector.yaml``), so a
   NetworkPolicy peer selects it. spotproof's workload namespaces deny all ingress but
@@ -32,8 +41,15 @@ v0.17.2, 7920a2a: ``doc/api.md``, the CRDs under ``charts/operator/crds``,
   ``monitoring.AlertPolicy``, ``condition_prometheus_query_language``): the
   ``evaluation_interval`` "must be a positive multiple of 30 seconds", taken "from the
   enclosing rule group"; ``duration`` is the rule's ``for``. A policy lives in the project
-  and its query reads every cluster there: the rules keep the ``cluster`` label, which
-  every GMP series carries.
+  and its query reads every cluster there, so :func:`policy_query` narrows it to the
+  stack's cluster (``promql.in_cluster``): GMP gives every series it scrapes the
+  ``cluster`` label, the name the operator reads from the node's ``cluster-name``
+  metadata, the GKE cluster's (``cmd/operator/main.go``; ``pod_config.go``
+  ``ScrapeConfigs`` forces it), and ``ClusterRules`` set it on what they record
+  (``rules_config.go``). Those recording rules need no narrowing of their own: GMP adds
+  the cluster's matcher to every selector of a ``ClusterRules`` (``rules_config.go``,
+  ``scope``). Pub/Sub's metric is Cloud Monitoring's, without a cluster: its rule names
+  the stack's subscription instead (``observability.queues``).
 - Its ``documentation`` is not a Prometheus template: Cloud Monitoring fills in
   ``${...}`` variables (https://cloud.google.com/monitoring/alerts/doc-variables) and sends
   ``{{ ... }}`` as written. Google's own ``gcloud monitoring policies migrate`` translates a
@@ -57,13 +73,27 @@ import pulumi
 from spotproof.fleet.errors import SpecError
 from spotproof.kube import kube_state_metrics as ksm
 from spotproof.kube.baseline import MANAGED_BY
-from spotproof.observability.model import Rule, RuleGroup, rule_file
+from spotproof.observability.model import Rule, RuleGroup, duration_seconds, rule_file
+from spotproof.observability.promql import in_cluster
+from spotproof.observability.queues import PUBSUB_OLDEST_UNACKED
 from spotproof.runtime.metrics.names import METRICS_PATH, PORT_NAME
 from spotproof.scheduling import TARGET_CLASS_LABEL
 
 GMP_API_VERSION = "monitoring.googleapis.com/v1"
 TARGET_CLASS = "target_class"
 """The label the workloads' series carry their pod's ``TARGET_CLASS_LABEL`` in (EKS's too)."""
+WORKLOAD_METADATA = (
+    "container",
+    "node",
+    "pod",
+    "top_level_controller_name",
+    "top_level_controller_type",
+)
+"""The pod's labels each workload series carries (``targetLabels.metadata``): GMP's default
+set, ``pod`` among them, which every rule groups by, and ``node``, which says where a
+reclaimed pod ran (one value per pod: no more series)."""
+PROJECT_WIDE = frozenset({PUBSUB_OLDEST_UNACKED})
+"""Metrics the alert policies read that carry no ``cluster`` label: Cloud Monitoring's own."""
 WORKLOAD_MONITORING = "spotproof-workloads"
 """Name of each namespace's PodMonitoring, hence the ``job`` label of its series."""
 COLLECTOR_NAMESPACE = "gmp-system"
@@ -72,8 +102,6 @@ SCRAPE_POLICY = "allow-metrics-scrape"
 
 SEVERITIES = {"critical": "CRITICAL", "error": "ERROR", "warning": "WARNING"}
 """A rule's ``severity`` label as the alert policy's ``severity`` (the values it takes)."""
-_DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-_UNIT_SECONDS = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1)
 
 _TEMPLATE = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 _LABEL = re.compile(r"\s*(?:humanize\s+)?\$labels(?:\.([a-zA-Z_][a-zA-Z0-9_]*))?\s*")
@@ -85,11 +113,12 @@ _VALUE_UNITS = {"humanizeDuration": " s"}
 
 
 def seconds(duration: str) -> int:
-    """A Prometheus duration (``1h30m``) in whole seconds."""
-    match = _DURATION.match(duration)
-    if not duration or match is None:
+    """A Prometheus duration (``1h30m``) in whole seconds: what Cloud Monitoring's
+    ``duration`` and ``evaluation_interval`` take."""
+    value = duration_seconds(duration)
+    if value != int(value):
         raise ValueError(f"{duration!r} is not a Prometheus duration in whole seconds")
-    return sum(int(n) * unit for n, unit in zip(match.groups(), _UNIT_SECONDS, strict=True) if n)
+    return int(value)
 
 
 def pod_monitoring(namespace: str, interval_seconds: int) -> dict[str, Any]:
@@ -103,7 +132,10 @@ def pod_monitoring(namespace: str, interval_seconds: int) -> dict[str, Any]:
             "endpoints": [
                 {"port": PORT_NAME, "path": METRICS_PATH, "interval": f"{interval_seconds}s"}
             ],
-            "targetLabels": {"fromPod": [{"from": TARGET_CLASS_LABEL, "to": TARGET_CLASS}]},
+            "targetLabels": {
+                "metadata": list(WORKLOAD_METADATA),
+                "fromPod": [{"from": TARGET_CLASS_LABEL, "to": TARGET_CLASS}],
+            },
         },
     }
 
@@ -229,6 +261,11 @@ def document_variables(template: str, key: str = "annotation") -> str:
     return _TEMPLATE.sub(translate, template)
 
 
+def policy_query(cluster: str, rule: Rule) -> str:
+    """An alerting rule's expression as its policy asks it: of ``cluster``'s series only."""
+    return in_cluster(rule.expr, cluster, project_wide=PROJECT_WIDE)
+
+
 def alert_policy(
     cluster: str,
     alerting: AlertingRule,
@@ -239,7 +276,7 @@ def alert_policy(
     group, rule = alerting.group, alerting.rule
     title = f"{rule.alert} ({', '.join(alerting.distinct)})" if alerting.distinct else rule.alert
     condition: dict[str, Any] = {
-        "query": rule.expr,
+        "query": policy_query(cluster, rule),
         "evaluation_interval": f"{seconds(group.interval)}s",
         "rule_group": group.name,
         "alert_rule": rule.alert,

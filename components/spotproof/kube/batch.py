@@ -42,7 +42,6 @@ from spotproof.kube.workload import (
     target_labels,
 )
 from spotproof.runtime import settings
-from spotproof.runtime.metrics import names as metric_names
 
 WORKER_CONTAINER = "worker"
 WORKER_SERVICE_ACCOUNT = "batch-worker"
@@ -99,6 +98,9 @@ class BatchWorkersArgs:
     create_namespace: bool = False
     """Whether ``batch.namespace`` is not the cluster's workload namespace (the baseline's)
     and must be created, with the same Pod Security Standard and isolation."""
+    metrics_port: int | None = None
+    """Where the workers serve their metrics (``kube.pods.Trainer.metrics_port``; the image
+    needs ``spotproof[metrics]``): the stack's monitoring scrapes it; None, none are."""
     ready: list[pulumi.Resource] = field(default_factory=list)
     """What must exist before anything of the workers: the namespace they run in, where the
     cluster creates it (``ClusterForWorkloads.namespaces``)."""
@@ -210,7 +212,7 @@ def deployment_spec(
         cpu=batch.cpu,
         memory=batch.memory,
         gpus=batch.gpus,
-        metrics_port=metric_names.DEFAULT_PORT,
+        metrics_port=args.metrics_port,
     )
     pod = pod_spec(
         worker,

@@ -1,6 +1,10 @@
 """``spotproof:kube:KubeStateMetrics``: the Kubernetes objects' state as Prometheus series,
-for a cluster whose managed Prometheus brings none (EKS: Amazon Managed Service for
-Prometheus scrapes, it does not run an exporter).
+for a cluster whose managed Prometheus brings none that the rules can use. EKS: Amazon
+Managed Service for Prometheus scrapes, it does not run an exporter. GKE: its managed
+kube-state-metrics package exports neither ``kube_pod_labels`` nor ``kube_pod_created`` and
+takes no label allowlist, so it is turned off and this one runs instead
+(``gke.monitoring``). AKS needs none: its metrics add-on runs kube-state-metrics with the
+allowlist the cluster's monitor profile sets (``aks.monitoring_documents``).
 
 The Pending alerts ask, per target class, how long pods have been Pending
 (``kube_pod_status_phase`` joined with ``kube_pod_labels``). A Pending pod has no node, so

@@ -46,7 +46,6 @@ from spotproof.kube.baseline import MANAGED_BY
 from spotproof.kube.pods import Trainer
 from spotproof.kube.workload import TargetPlacement, WorkloadIdentity, queue_labels
 from spotproof.runtime import settings
-from spotproof.runtime.metrics import names as metric_names
 
 TRAINER_COMMAND = ["python", "-m", "spotproof.smoke.train"]
 JOB_NAME = "spotproof-smoke"
@@ -63,6 +62,9 @@ class SmokeTestJobArgs:
     identity: WorkloadIdentity
     """The trainer's service account (the cluster creates it: ``trainer_account``) and its
     binding to the identity that may write the checkpoint prefix."""
+    metrics_port: int | None = None
+    """Where the trainer serves its metrics (``kube.pods.Trainer.metrics_port``): the
+    stack's monitoring scrapes it; None, no metrics are served."""
 
 
 def pod_labels() -> dict[str, str]:
@@ -101,6 +103,7 @@ def job_spec(
     checkpoint_url: str,
     target: TargetPlacement,
     identity: WorkloadIdentity,
+    metrics_port: int | None = None,
 ) -> dict[str, Any]:
     """The Job's ``spec`` in Kubernetes spelling: a training Job of the smoke trainer."""
     trainer = Trainer(
@@ -111,7 +114,7 @@ def job_spec(
         gpus=smoke.gpus,
         state_mib=smoke.model_mb,
         step_seconds=smoke.step_milliseconds / 1000 or None,
-        metrics_port=metric_names.DEFAULT_PORT,
+        metrics_port=metrics_port,
     )
     return training.job_spec(
         trainer,
@@ -154,7 +157,7 @@ class SmokeTestJob(pulumi.ComponentResource):
                 "annotations": training.NOT_AWAITED,
             },
             spec=pulumi.Output.from_input(args.checkpoint_url).apply(
-                lambda url: job_spec(args.smoke, url, args.placement, identity)
+                lambda url: job_spec(args.smoke, url, args.placement, identity, args.metrics_port)
             ),
             # A Job's pod template is immutable: change means a new Job.
             opts=pulumi.ResourceOptions(

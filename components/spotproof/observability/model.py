@@ -10,9 +10,36 @@ prometheus rule groups), and ``promtool`` checks and unit-tests the very file
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+_DURATION = re.compile(
+    r"(?:([0-9]+)y)?(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?"
+    r"(?:([0-9]+)ms)?"
+)
+_UNIT_SECONDS = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1)
+"""Seconds in each unit but ``ms``, in the order a duration writes them."""
+
+
+def duration_seconds(text: str) -> float:
+    """A Prometheus duration (``90s``, ``1h30m``, ``1500ms``) in seconds, as Prometheus reads
+    ``for``, ``interval`` and a range: units ``y w d h m s ms`` in that order, each at most
+    once, a year 365 days; ``0`` alone needs no unit
+    (https://prometheus.io/docs/prometheus/latest/configuration/configuration/#duration;
+    prometheus/common ``model.ParseDuration``)."""
+    if text == "0":
+        return 0.0
+    match = _DURATION.fullmatch(text) if isinstance(text, str) else None
+    if not text or match is None:
+        raise ValueError(
+            f"duration {text!r} is not a Prometheus duration; allowed: units y, w, d, h, m, "
+            "s, ms in that order, each at most once, e.g. 90s, 1h30m"
+        )
+    *counts, milliseconds = match.groups()
+    whole = sum(int(n) * unit for n, unit in zip(counts, _UNIT_SECONDS, strict=True) if n)
+    return whole + int(milliseconds or 0) / 1000
 
 
 @dataclass(frozen=True)

@@ -4,16 +4,14 @@ it, where it cannot, and what stands in.
 GKE: Pub/Sub reports the subscription's oldest unacknowledged message, which Managed
 Service for Prometheus reads as a Cloud Monitoring metric. EKS: SQS's age is a CloudWatch
 metric its Prometheus never sees, so the EKS component raises a CloudWatch alarm instead
-(:func:`queue_age_alarm`). AKS: Azure Storage queues report no age at all (only hourly,
-account-wide counts: https://learn.microsoft.com/azure/storage/queues/
+(``eks.monitoring_documents.queue_age_alarm``). AKS: Azure Storage queues report no age
+at all (only hourly, account-wide counts: https://learn.microsoft.com/azure/storage/queues/
 monitor-queue-storage-reference), so the workers' own stall alert is the signal there.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
 
 from spotproof.fleet.monitoring import Monitoring
 from spotproof.observability.model import RuleGroup
@@ -106,44 +104,3 @@ def pubsub_queue_group(monitoring: Monitoring, subscription: str) -> RuleGroup:
             ),
         ),
     )
-
-
-@dataclass(frozen=True)
-class CloudWatchAlarm:
-    """An SQS queue-age alarm, in ``aws.cloudwatch.MetricAlarm``'s argument names.
-
-    SQS publishes ``ApproximateAgeOfOldestMessage`` (seconds, dimension ``QueueName``) to
-    CloudWatch only, once a minute, and only while the queue holds a message
-    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/
-    sqs-available-cloudwatch-metrics.html); Amazon Managed Service for Prometheus holds only
-    what collectors write to it, so the EKS component raises this alarm in CloudWatch and
-    sends it to the same SNS topics."""
-
-    queue_name: str
-    threshold_seconds: int
-    notify: tuple[str, ...]
-
-    def args(self) -> dict[str, Any]:
-        return {
-            "namespace": "AWS/SQS",
-            "metric_name": "ApproximateAgeOfOldestMessage",
-            "dimensions": {"QueueName": self.queue_name},
-            "statistic": "Maximum",
-            "period": 60,
-            "evaluation_periods": 1,
-            "comparison_operator": "GreaterThanThreshold",
-            "threshold": float(self.threshold_seconds),
-            "treat_missing_data": "notBreaching",  # an empty queue reports nothing
-            "alarm_description": (
-                f"The oldest batch item in {self.queue_name} waited over "
-                f"{self.threshold_seconds // 60} minutes: workers are missing or cannot keep "
-                "up. See docs/monitoring.md#spotproofbatchqueuemessagestooold."
-            ),
-            "alarm_actions": list(self.notify),
-            "ok_actions": list(self.notify),
-        }
-
-
-def queue_age_alarm(monitoring: Monitoring, queue_name: str) -> CloudWatchAlarm:
-    """The EKS stack's queue-age alarm for its SQS work queue."""
-    return CloudWatchAlarm(queue_name, 60 * monitoring.queue_age_minutes, monitoring.notify)

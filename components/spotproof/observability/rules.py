@@ -24,7 +24,6 @@ began inside the window holds.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from spotproof.catalog import Cloud
@@ -36,6 +35,7 @@ from spotproof.observability.promql import (
     POD,
     alert,
     events,
+    label_name,
     shown,
 )
 from spotproof.observability.queues import batch_group, pubsub_queue_group
@@ -74,7 +74,7 @@ and ``uid``; ``kube_pod_labels`` carries a pod label only when allowlisted
 (docs/developer/cli-arguments.md), renamed ``label_`` + the key with every character outside
 ``[a-zA-Z0-9_]`` made ``_`` (internal/store/utils.go, ``SanitizeLabelName``). A collector that
 keeps only some metrics (``--metric-allowlist``, or its own filter) must keep these."""
-TARGET_CLASS = "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", TARGET_CLASS_LABEL)
+TARGET_CLASS = label_name(TARGET_CLASS_LABEL, prefix="label_")
 
 PENDING_AGE = "namespace_pod:kube_pod_pending_age:seconds"
 CHECKPOINT_AGE = "namespace_pod:spotproof_checkpoint_age:seconds"
@@ -255,8 +255,9 @@ def rule_groups(
     (``spotproof:reclaimModel.reclaimsPerNodeHour``, else the cloud's published rate).
     ``batch_queue``: the stack's batch queue, None without batch work; on GKE the
     subscription's path (``projects/P/subscriptions/S``), whose age Pub/Sub reports. EKS's
-    SQS age is a CloudWatch metric its Prometheus never sees (:func:`queue_age_alarm`), and
-    Azure Storage queues report no age at all (only hourly, account-wide counts:
+    SQS age is a CloudWatch metric its Prometheus never sees (a CloudWatch alarm stands in:
+    ``eks.monitoring_documents.queue_age_alarm``), and Azure Storage queues report no age
+    at all (only hourly, account-wide counts:
     https://learn.microsoft.com/azure/storage/queues/monitor-queue-storage-reference), so
     there the workers' own stall alert is the signal."""
     groups = [

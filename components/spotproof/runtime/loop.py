@@ -177,7 +177,7 @@ class Training:
             torch_state.restore(self.model, self.optimizer, checkpoint.blobs)
             self._resumed = {
                 "bytes": sum(len(blob) for blob in checkpoint.blobs.values()),
-                "checkpoint": checkpoint.metadata.get("kind", "periodic"),
+                "checkpoint": checkpoint.metadata.get("kind", "unknown"),
                 "committed_at": checkpoint.metadata.get("saved_at"),
             }
             for name, stateful in self.others.items():
@@ -194,19 +194,25 @@ class Training:
         signal = self._guard.signal_received
         self._observe("preempted", step=self.step, signal=signal.name if signal else "SIGTERM")
         try:
-            self._saver_ready().save_final(
+            result = self._saver_ready().save_final(
                 self.step, self._capture, _metadata("final"), deadline_seconds=deadline
             )
+            if result.durable:
+                grace_left = self._guard.remaining()
+                self._observe(
+                    "final_save", step=self.step, outcome="committed", grace_left=grace_left
+                )
+            else:
+                self._observe("final_save", step=self.step, outcome="refused")
         except SaveCancelled as abandoned:
-            self._observe("checkpoint_refused", step=self.step, kind="final", late=True)
+            self._observe("final_save", step=self.step, outcome="late")
             print(f"spotproof: final checkpoint abandoned: {abandoned}", file=sys.stderr)
         except StorageError:
-            self._observe("checkpoint_refused", step=self.step, kind="final")
+            self._observe("final_save", step=self.step, outcome="refused")
             raise
-        if self._served is not None:
-            self._served.endpoint.await_scrape(
-                self._guard.remaining() - metrics.EXIT_MARGIN_SECONDS
-            )
+        finally:  # a refused save's counts are the ones most worth reading
+            if self._served is not None:
+                self._served.endpoint.await_scrape(metrics.last_scrape_budget(self._guard))
         raise SystemExit(exit_codes.PREEMPTED)
 
     def _serve_metrics(self) -> None:
@@ -222,16 +228,13 @@ class Training:
         if not result.committed:
             self._observe("checkpoint_refused", step=result.step, kind=kind)
             return
-        fields: dict[str, Any] = {"blocked_seconds": result.blocked_seconds}
-        if kind == "final" and self.preempted:
-            fields["grace_left"] = self._guard.remaining()
         self._observe(
             "checkpoint",
             step=result.step,
             kind=kind,
             seconds=result.seconds,
             bytes=result.bytes,
-            **fields,
+            blocked_seconds=result.blocked_seconds,
         )
 
     def _saver_ready(self) -> AsyncCheckpointer:

@@ -195,12 +195,14 @@ class _Fleet:
         self.frozen_item: str | None = None
 
     def start(self, **extra: str) -> TrainerProcess:
+        recorder = WorkerMetrics(self.metrics) if self.metrics else None
         worker = TrainerProcess(
             {**self.env, **extra},
             self.origin,
             index=len(self.started),
             argv=WORKER_COMMAND,
-            on_event=WorkerMetrics(self.metrics).observe if self.metrics else None,
+            on_event=recorder.observe if recorder else None,
+            on_end=recorder.gone if recorder else None,
         )
         self.started.append(worker)
         return worker

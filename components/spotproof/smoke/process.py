@@ -36,6 +36,8 @@ class TrainerProcess:
     on_event: Callable[[Event], None] | None = None
     """Called with each event as it is read (the rehearsal's metrics), in the reader's
     thread."""
+    on_end: Callable[[], None] | None = None
+    """Called once its output has ended: the process is gone (its metrics with it)."""
 
     def __post_init__(self) -> None:
         self._changed = threading.Condition()
@@ -69,6 +71,8 @@ class TrainerProcess:
             with self._changed:
                 self.events.append((self.now(), event))
                 self._changed.notify_all()
+        if self.on_end is not None:
+            self.on_end()
         with self._changed:
             self._changed.notify_all()
 

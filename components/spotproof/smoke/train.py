@@ -182,10 +182,10 @@ def digest(model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int) 
 
 
 def train(config: TrainConfig, env: Mapping[str, str]) -> int:
-    serve_metrics(config.interval, env)
-    # The guard goes up first: a SIGTERM while torch loads or the checkpoint downloads must
-    # still end in an orderly PREEMPTED exit, not the default handler's kill.
+    # The guard goes up first: a SIGTERM while the store opens or the checkpoint downloads
+    # must still end in an orderly PREEMPTED exit, not the default handler's kill.
     with PreemptionGuard(config.grace_seconds) as guard:
+        serve_metrics(config.interval, env)
         try:
             code = _join_and_train(config, guard, env)
         except RendezvousInterrupted:
@@ -232,7 +232,7 @@ def _resume(
         restores, resumed["step"] = restores + 1, 0
         resumed["step"] = torch_state.restore(owned, optimizer, checkpoint.blobs)["step"]
         resumed["bytes"] = sum(len(blob) for blob in checkpoint.blobs.values())
-        resumed["checkpoint"] = checkpoint.metadata.get("kind", "periodic")
+        resumed["checkpoint"] = checkpoint.metadata.get("kind", "unknown")
         resumed["committed_at"] = checkpoint.metadata.get("saved_at")
 
     try:
@@ -262,7 +262,7 @@ def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
     saver = AsyncCheckpointer(
         store,
         on_start=lambda s, kind: emit("saving", step=s, kind=kind),
-        on_done=lambda result, kind: _report(result, kind, received.get("at"), guard),
+        on_done=lambda result, kind: _report(result, kind, received.get("at")),
         on_retention_failed=lambda s, why: emit("retention_failed", step=s, reason=why),
     )
     buffer = torch_state.StateBuffer()
@@ -307,8 +307,12 @@ def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
         received["at"] = guard.received_at or time.monotonic()
         signal_name = guard.signal_received.name if guard.signal_received else "a peer's"
         emit("preempted", step=step, signal=signal_name, grace_left=round(guard.remaining(), 3))
-        _final_save_on_preemption(step, lambda: save(True, _final_deadline(config, guard)))
-        await_last_scrape(guard)
+        try:
+            _final_save_on_preemption(
+                step, lambda: save(True, _final_deadline(config, guard)), guard
+            )
+        finally:  # a refused save's counts are the ones most worth reading
+            await_last_scrape(guard)
         return exit_codes.PREEMPTED
 
     # The completed state is committed too, so a rerun of a finished Job finishes at once.
@@ -327,21 +331,29 @@ def _final_deadline(config: TrainConfig, guard: PreemptionGuard) -> float:
     return left - FINAL_SAVE_MARGIN
 
 
-def _final_save_on_preemption(step: int, save: Callable[[], SaveResult | None]) -> None:
+def _final_save_on_preemption(
+    step: int, save: Callable[[], SaveResult | None], guard: PreemptionGuard
+) -> None:
     """The final save, bounded by the grace period: abandoned (and reported) rather than
-    killed mid-upload when the store is too slow for what is left of it."""
+    killed mid-upload when the store is too slow for what is left of it. The
+    ``final_save`` event says how it ended (``runtime.metrics.recorders``)."""
     try:
-        save()
+        result = save()
     except SaveCancelled as abandoned:
         emit("checkpoint_refused", step=step, kind="final", reason=str(abandoned), late=True)
+        emit("final_save", step=step, outcome="late")
+        return
     except StorageError as error:
         emit("checkpoint_refused", step=step, kind="final", reason=redacted(str(error)))
+        emit("final_save", step=step, outcome="refused")
         raise
+    if result is not None and result.durable:
+        emit("final_save", step=step, outcome="committed", grace_left=round(guard.remaining(), 4))
+    else:
+        emit("final_save", step=step, outcome="refused")
 
 
-def _report(
-    result: SaveResult, kind: str, signalled_at: float | None, guard: PreemptionGuard
-) -> None:
+def _report(result: SaveResult, kind: str, signalled_at: float | None) -> None:
     """The ``checkpoint`` event once ``result`` is committed, or why it was refused."""
     if not result.committed:
         emit("checkpoint_refused", step=result.step, kind=kind, reason=result.reason)
@@ -354,7 +366,6 @@ def _report(
     }
     if kind == "final" and signalled_at is not None:
         fields["since_signal"] = round(time.monotonic() - signalled_at, 4)
-        fields["grace_left"] = round(guard.remaining(), 4)
     emit("checkpoint", step=result.step, seconds=round(result.seconds, 4), **fields)
 
 

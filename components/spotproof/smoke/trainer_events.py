@@ -12,7 +12,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from spotproof.runtime import metrics
+from spotproof.runtime import metrics, settings
 from spotproof.runtime.guard import PreemptionGuard
 
 _print_lock = threading.Lock()
@@ -37,11 +37,14 @@ def serve_metrics(interval: int, env: Mapping[str, str]) -> None:
     global _served, _recorder  # noqa: PLW0603 (one trainer per process, as emit is)
     _served = metrics.served(env, metrics.names.TRAINER)
     if _served is not None:
-        _recorder = metrics.TrainerMetrics(_served.registry, interval)
+        speaks_for_run = settings.RANK.read(env) == 0  # a gang's rank 0 (recorders' docstring)
+        _recorder = metrics.TrainerMetrics(
+            _served.registry, interval, speaks_for_run=speaks_for_run
+        )
 
 
 def await_last_scrape(guard: PreemptionGuard) -> None:
     """Leaving after a notice: wait, within the grace left, for Prometheus to read the
     counts of this process's last moments (``runtime.metrics.endpoint``)."""
     if _served is not None:
-        _served.endpoint.await_scrape(guard.remaining() - metrics.EXIT_MARGIN_SECONDS)
+        _served.endpoint.await_scrape(metrics.last_scrape_budget(guard))

@@ -42,7 +42,16 @@ def _read(what: str, call: Callable[..., Any], *, optional: bool = False) -> Any
         raise StatusError(f"{what}: {error.status} {error.reason}") from None
     except (urllib3.exceptions.HTTPError, OSError) as error:
         raise StatusError(f"{what}: {first_line(error)}") from None
-    return json.loads(response.data)
+    try:
+        found = json.loads(response.data)
+    except ValueError:  # not JSON, or not UTF-8: a proxy's page, not the API server's
+        found = None
+    if not isinstance(found, dict):
+        raise StatusError(
+            f"{what}: the answer is not a Kubernetes API object (JSON); is the kubeconfig's "
+            "server the cluster's API server?"
+        )
+    return found
 
 
 def server_now(api: client.ApiClient) -> float:
@@ -56,7 +65,14 @@ def server_now(api: client.ApiClient) -> float:
         raise StatusError(
             f"the API server at {api.configuration.host} did not answer: {first_line(error)}"
         ) from None
-    return parsedate_to_datetime(headers["Date"]).timestamp()
+    stamp = headers.get("Date")
+    try:
+        return parsedate_to_datetime(stamp).timestamp()
+    except (TypeError, ValueError):  # missing (None) or not an HTTP date
+        raise StatusError(
+            f"the API server at {api.configuration.host} answered without a valid Date "
+            f"header ({stamp!r}); status needs the server's clock to age what it shows"
+        ) from None
 
 
 def managed(api: client.ApiClient, kind: str) -> list[dict[str, Any]]:

@@ -57,6 +57,21 @@ def queue_name(obj: Mapping[str, Any]) -> str | None:
     return (obj["metadata"].get("labels") or {}).get(kueue.QUEUE_NAME_LABEL)
 
 
+def newest(workloads: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The Workload created last. A Job can have more than one for a while: Kueue replaces
+    a Workload that no longer matches its Job and deletes the extras (``ensureOneWorkload``,
+    kubernetes-sigs/kueue ``pkg/controller/jobframework/reconciler.go``), and a list
+    promises no order. ``creationTimestamp`` is RFC 3339 in UTC to the second
+    (``metav1.Time``), so its text sorts as its time; the name breaks a tie."""
+    return max(
+        workloads,
+        key=lambda w: (
+            str((w.get("metadata") or {}).get("creationTimestamp") or ""),
+            str((w.get("metadata") or {}).get("name") or ""),
+        ),
+    )
+
+
 def queued(obj: Mapping[str, Any], workloads: Sequence[Mapping[str, Any]]) -> Queued | None:
     """The queue state of a Job or JobSet ``obj``; ``workloads``: its Kueue Workloads (none
     where Kueue has not made one yet). None when it is not submitted to a queue."""
@@ -64,7 +79,7 @@ def queued(obj: Mapping[str, Any], workloads: Sequence[Mapping[str, Any]]) -> Qu
     if name is None:
         return None
     suspended = bool((obj.get("spec") or {}).get("suspend"))
-    status = (workloads[-1].get("status") or {}) if workloads else {}
+    status = (newest(workloads).get("status") or {}) if workloads else {}
     conditions = tuple(
         Condition(c["type"], c.get("status", ""), c.get("reason", ""), c.get("message", ""))
         for c in status.get("conditions") or []

@@ -4,11 +4,14 @@ Both renderings (:mod:`.grafana` for Amazon and Azure Managed Grafana and users'
 Grafana, :mod:`.cloud_monitoring` for GKE) read :data:`PANELS` and nothing else, so the
 two dashboards cannot show different things; the README's picture iterates the same list.
 
-Every metric is spelled through its :class:`~spotproof.runtime.metrics.names.Family`. The
-queries carry fixed windows (``[10m]`` for rates, ``[1h]`` for counts of rare events)
-rather than a Grafana variable such as ``$__rate_interval``: Cloud Monitoring does not
-know Grafana's variables, and a plain Prometheus must be able to run each query as written
-(``tests/test_dashboards.py`` asks a real one).
+Every metric is spelled through its :class:`~spotproof.runtime.metrics.names.Family`.
+Counts of events use the rules' ``events()``, not a bare ``increase()``: a counter first
+scraped already counting (a resumed trainer's restore, a short-lived pod's final save)
+shows no increase, yet it counted. The queries carry fixed windows (``[10m]`` for rates,
+``[1h]`` for counts of rare events) rather than a Grafana variable such as
+``$__rate_interval``: Cloud Monitoring does not know Grafana's variables, and a plain
+Prometheus must be able to run each query as written (``tests/test_dashboards.py`` asks a
+real one).
 
 Pending pods are seen through kube-state-metrics, which names a pod label
 ``spotproof.dev/target-class`` as ``label_spotproof_dev_target_class`` on
@@ -18,12 +21,12 @@ class it waits for is the only place to say where it is going.
 
 from __future__ import annotations
 
-import re
 import string
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 
+from spotproof.observability.promql import events, label_name
 from spotproof.runtime.metrics import names
 from spotproof.scheduling import TARGET_CLASS_LABEL
 
@@ -120,9 +123,16 @@ def _mean(family: names.Family, window: str = RATE_WINDOW) -> str:
     return f"sum(rate({family.name}_sum[{window}])) / sum(rate({family.name}_count[{window}]))"
 
 
-TARGET_CLASS = "label_" + re.sub(r"[^A-Za-z0-9_]", "_", TARGET_CLASS_LABEL)
-"""The series label kube-state-metrics gives the pod label ``spotproof.dev/target-class``:
-``label_`` and the name with every character outside ``[A-Za-z0-9_]`` made ``_``."""
+def _count(selector: str, window: str = EVENT_WINDOW) -> str:
+    """How many events a counter counted across pods in ``window``, 0 when none: with
+    :func:`~spotproof.observability.promql.events`, so a pod whose counter was already
+    counting at its first scrape (a trainer resuming, a short-lived pod's final save) is
+    counted, as the rules count it."""
+    return f"sum({events(selector, window)}) or vector(0)"
+
+
+TARGET_CLASS = label_name(TARGET_CLASS_LABEL, prefix="label_")
+"""The series label kube-state-metrics gives the pod label ``spotproof.dev/target-class``."""
 _POD = "namespace, pod, uid"
 """What identifies one pod across kube-state-metrics' series: ``uid`` as well, so that a
 pod recreated under the same name (a JobSet's, a StatefulSet's) is not joined to the old."""
@@ -168,9 +178,9 @@ _TRAINER_PANELS = (
         kind=PanelKind.TIME_SERIES,
         unit=Unit.COUNT,
         queries=(
-            Query(f"sum(increase({names.PREEMPTIONS.name}[{EVENT_WINDOW}]))", "stop signals"),
+            Query(_count(names.PREEMPTIONS.name), "stop signals"),
             Query(
-                f'sum(increase({names.RESUMES.name}{{checkpoint="periodic"}}[{EVENT_WINDOW}]))',
+                _count(f'{names.RESUMES.name}{{checkpoint="periodic"}}'),
                 "ended without a final save",
             ),
         ),
@@ -181,7 +191,7 @@ _TRAINER_PANELS = (
         "stopped without committing them, per hour: the work a restart trains again.",
         kind=PanelKind.TIME_SERIES,
         unit=Unit.COUNT,
-        queries=(Query(f"sum(increase({names.STEPS_LOST.name}[{EVENT_WINDOW}]))", "steps"),),
+        queries=(Query(_count(names.STEPS_LOST.name), "steps"),),
     ),
     Panel(
         title="Checkpoint age",
@@ -204,7 +214,7 @@ _TRAINER_PANELS = (
         unit=Unit.COUNT,
         queries=(
             Query(
-                f"sum by (outcome) (increase({names.FINAL_SAVES.name}[{EVENT_WINDOW}]))",
+                f"sum by (outcome) ({events(names.FINAL_SAVES.name, EVENT_WINDOW)})",
                 "{outcome}",
             ),
         ),
@@ -253,7 +263,7 @@ _BATCH_PANELS = (
         description="Work items moved to the dead-letter queue on their last allowed delivery.",
         kind=PanelKind.STAT,
         unit=Unit.COUNT,
-        queries=(Query(f"sum(increase({names.ITEMS_DEAD_LETTERED.name}[{SUMMARY_WINDOW}]))"),),
+        queries=(Query(_count(names.ITEMS_DEAD_LETTERED.name, SUMMARY_WINDOW)),),
     ),
 )
 

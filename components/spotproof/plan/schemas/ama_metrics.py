@@ -4,7 +4,8 @@ kubernetes-validate has no schema for it. The fields and types are those of the 
 CRD, ``podmonitors.azmonitoring.coreos.com`` (Azure/prometheus-collector@39583fd,
 ``otelcollector/deploy/addon-chart/azure-monitor-metrics-addon/templates/
 ama-metrics-podmonitor-crd.yaml``): prometheus-operator's PodMonitor in the add-on's own
-group, ``spec.selector`` required, durations matching the CRD's pattern.
+group, ``spec.selector`` required, durations matching the CRD's pattern, and each
+endpoint's ``relabelings`` with the CRD's fields, actions and source-label pattern.
 """
 
 from __future__ import annotations
@@ -37,6 +38,20 @@ ENDPOINT_FIELDS = frozenset(
 )  # fmt: skip
 NAMESPACE_SELECTOR_FIELDS = frozenset({"any", "matchNames"})
 SELECTOR_FIELDS = frozenset({"matchExpressions", "matchLabels"})
+RELABEL_FIELDS = frozenset(
+    {"action", "modulus", "regex", "replacement", "separator", "sourceLabels", "targetLabel"}
+)
+RELABEL_ACTIONS = frozenset(
+    {
+        "replace", "Replace", "keep", "Keep", "drop", "Drop", "hashmod", "HashMod",
+        "labelmap", "LabelMap", "labeldrop", "LabelDrop", "labelkeep", "LabelKeep",
+        "lowercase", "Lowercase", "uppercase", "Uppercase", "keepequal", "KeepEqual",
+        "dropequal", "DropEqual",
+    }
+)  # fmt: skip
+"""The CRD's enum for ``action``, which defaults to ``replace``."""
+SOURCE_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+"""The CRD's pattern for each of a relabeling's ``sourceLabels``."""
 INTEGERS = ("labelLimit", "labelNameLengthLimit", "labelValueLengthLimit", "sampleLimit")
 DURATION = re.compile(r"0|(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?")
 """The CRD's pattern for ``interval`` and ``scrapeTimeout``."""
@@ -72,6 +87,8 @@ def _spec(spec: Mapping[str, Any]) -> Iterator[str]:
     for key in INTEGERS:
         if key in spec and (isinstance(spec[key], bool) or not isinstance(spec[key], int)):
             yield f"spec.{key}: expected an integer"
+    if not _strings(spec.get("podTargetLabels", [])):
+        yield "spec.podTargetLabels: expected a list of strings"
     endpoints = spec.get("podMetricsEndpoints", [])
     if not isinstance(endpoints, list):
         yield "spec.podMetricsEndpoints: expected a list"
@@ -88,3 +105,28 @@ def _spec(spec: Mapping[str, Any]) -> Iterator[str]:
             value = endpoint.get(key)
             if value is not None and not (isinstance(value, str) and DURATION.fullmatch(value)):
                 yield f"{path}.{key}: {value!r} is not a duration (e.g. 30s, 1m)"
+        yield from _relabelings(f"{path}.relabelings", endpoint.get("relabelings", []))
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _relabelings(path: str, relabelings: Any) -> Iterator[str]:
+    if not isinstance(relabelings, list):
+        yield f"{path}: expected a list"
+        return
+    for index, relabeling in enumerate(relabelings):
+        at = f"{path}[{index}]"
+        yield from unknown_fields(at, relabeling, RELABEL_FIELDS)
+        if not isinstance(relabeling, Mapping):
+            continue
+        sources = relabeling.get("sourceLabels", [])
+        if not _strings(sources) or not all(SOURCE_LABEL.fullmatch(s) for s in sources):
+            yield f"{at}.sourceLabels: expected label names ([a-zA-Z_][a-zA-Z0-9_]*)"
+        action = relabeling.get("action", "replace")
+        if not isinstance(action, str) or action not in RELABEL_ACTIONS:
+            yield f"{at}.action: {action!r}; allowed: {', '.join(sorted(RELABEL_ACTIONS))}"
+        for key in ("regex", "replacement", "separator", "targetLabel"):
+            if key in relabeling and not isinstance(relabeling[key], str):
+                yield f"{at}.{key}: expected a string"

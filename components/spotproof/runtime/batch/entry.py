@@ -163,14 +163,20 @@ def serve(work: Work, env: Mapping[str, str] = os.environ) -> int:
                 max_deliveries=config.max_deliveries,
                 progress_seconds=config.progress_seconds,
                 events=events,
+                before_exit=lambda: last_scrape(served, guard),
             )
         except Exception as error:
             return _queue_failed(queue_url, error)
-        if served is not None and guard.preempted:
-            # The counts of the worker's last moments, read before it leaves: within
-            # the grace left (runtime.metrics.endpoint).
-            served.endpoint.await_scrape(guard.remaining() - metrics.EXIT_MARGIN_SECONDS)
+        if guard.preempted:
+            last_scrape(served, guard)
     return report.exit_code
+
+
+def last_scrape(served: metrics.Served | None, guard: PreemptionGuard) -> None:
+    """The counts of a preempted worker's last moments, read before it leaves, within the
+    grace left (``runtime.metrics.endpoint``)."""
+    if served is not None:
+        served.endpoint.await_scrape(metrics.last_scrape_budget(guard))
 
 
 def _work_failed(error: Exception) -> int:

@@ -109,6 +109,7 @@ def run_worker(
     max_deliveries: int | None = None,
     progress_seconds: float = 30.0,
     events: Events = lambda _event: None,
+    before_exit: Callable[[], None] = lambda: None,
 ) -> WorkerReport:
     """Work until SIGTERM, or until the queue has been empty for ``stop_when_idle``
     seconds (None: never, as a Deployment's workers do).
@@ -116,7 +117,9 @@ def run_worker(
     ``table``: also UPSERT each result there before acknowledging. ``max_deliveries``:
     the queue's dead-letter limit, so a failure on the last delivery is counted as
     dead-lettered. Every ``progress_seconds`` a ``progress`` event gives the counts so far
-    and the items held (``in_flight``)."""
+    and the items held (``in_flight``). ``before_exit``: called, within the grace, before
+    the process exits at once on a SIGTERM whose item in flight cannot finish in time (the
+    worker's metrics wait there for a last scrape)."""
     worker = _Worker(
         queue,
         results,
@@ -127,6 +130,7 @@ def run_worker(
         table=table,
         max_deliveries=max_deliveries,
         progress_seconds=progress_seconds,
+        before_exit=before_exit,
     )
     threading.Thread(target=worker.heartbeat, daemon=True).start()
     return worker.run(batch_size, stop_when_idle)
@@ -143,6 +147,7 @@ class _Worker:
     table: ResultTable | None = None
     max_deliveries: int | None = None
     progress_seconds: float = 30.0
+    before_exit: Callable[[], None] = lambda: None
     report: WorkerReport = field(default_factory=WorkerReport)
     held: _Held = field(default_factory=_Held)
 
@@ -165,6 +170,9 @@ class _Worker:
                 if held.stopping:  # SIGTERM came during the pull: these were never started
                     self.queue.release(leases)
                     report.handed_back += len(leases)
+                    self.events(
+                        {"event": "handed_back", "ids": [lease.item.id for lease in leases]}
+                    )
                     break
                 held.waiting = list(leases)
             self.events({"event": "leased", "ids": [lease.item.id for lease in leases]})
@@ -322,4 +330,5 @@ class _Worker:
         self.events({"event": "handed_back", "ids": [lease.item.id], "in_flight": True})
         self.events(report.summary())
         sys.stdout.flush()
+        self.before_exit()
         os._exit(exit_codes.PREEMPTED)  # the computation in flight cannot be stopped otherwise

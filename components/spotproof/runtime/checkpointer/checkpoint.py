@@ -85,6 +85,8 @@ __all__ = [
 
 SUPERSEDED = "another writer committed this step first"
 """Why a save did not commit when the step was committed by someone else."""
+ALREADY_COMMITTED = "step already committed"
+"""Why a save did not start: the step was committed before it."""
 DEFAULT_COMMIT_ATTEMPTS = 3
 DEFAULT_COMMIT_BACKOFF = 0.2
 """Seconds before the second commit attempt; doubled for each one after."""
@@ -118,6 +120,12 @@ class SaveResult:
     retention: str = ""
     """Why retention after this commit failed ("" when it ran, or was not asked for). The
     commit stands: a failed retention only leaves old checkpoints for the next one."""
+
+    @property
+    def durable(self) -> bool:
+        """Whether the step is committed, by this save or by one before it: all a final save
+        is for (a SIGTERM while resuming asks for the step just restored)."""
+        return self.committed or self.reason in (ALREADY_COMMITTED, SUPERSEDED)
 
     @property
     def blocked_seconds(self) -> float:
@@ -192,7 +200,7 @@ class CheckpointStore:
         metadata = check_metadata(metadata or {})
         total = sum(len(b) for b in blobs.values())
         if self.store.exists(manifest_key(step)):
-            return SaveResult(step, False, 0.0, 0, "step already committed")
+            return SaveResult(step, False, 0.0, 0, ALREADY_COMMITTED)
 
         prefix = writer_prefix(step, self.writer_id)
         try:

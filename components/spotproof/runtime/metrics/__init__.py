@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from spotproof.runtime import settings
 from spotproof.runtime.metrics.endpoint import Endpoint
@@ -21,18 +22,40 @@ from spotproof.runtime.settings import ConfigError
 
 __all__ = [
     "EXIT_MARGIN_SECONDS",
+    "EXIT_MARGIN_SHARE",
     "Endpoint",
     "Registry",
     "Served",
     "TrainerMetrics",
     "WorkerMetrics",
+    "last_scrape_budget",
     "served",
 ]
 
 EXIT_MARGIN_SECONDS = 2.0
-"""Grace kept back from the wait for a last scrape: the process must exit on its own, with
-its code (143), before the kubelet's SIGKILL (137) would count it as a failure. A trainer's
-interpreter teardown with torch loaded took up to 1.1 s on a loaded 2-core machine."""
+"""The least grace kept back from the wait for a last scrape: the process must exit on its
+own, with its code (143), before the kubelet's SIGKILL (137) would count it as a failure. A
+trainer's interpreter teardown with torch loaded took up to 1.1 s on a loaded 2-core
+machine."""
+EXIT_MARGIN_SHARE = 0.1
+"""The share of the whole grace kept back, where that is more than
+:data:`EXIT_MARGIN_SECONDS`: the guard stamps the signal when Python's handler runs, which
+a long call in C (a CUDA synchronisation, a collective) delays, so the grace left may be
+less than the guard counts; the margin grows with the grace rather than staking all of
+it on that stamp."""
+
+
+class Countdown(Protocol):
+    grace_seconds: float
+
+    def remaining(self) -> float: ...
+
+
+def last_scrape_budget(guard: Countdown) -> float:
+    """Seconds a leaving process may wait for a last scrape: what is left of its grace,
+    less the larger of the two margins."""
+    margin = max(EXIT_MARGIN_SECONDS, EXIT_MARGIN_SHARE * guard.grace_seconds)
+    return guard.remaining() - margin
 
 
 @dataclass(frozen=True)

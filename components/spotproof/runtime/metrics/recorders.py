@@ -8,13 +8,20 @@ from its trainers' output serve the same series by construction.
 
 Trainer events read (fields beyond ``event``; optional ones in brackets):
 
-- ``resumed``: ``step`` [``restore_seconds``, ``bytes``, ``checkpoint`` "final" or
-  "periodic", ``committed_at`` unix seconds] — the checkpoint resumed from, if any;
+- ``resumed``: ``step`` [``restore_seconds``, ``bytes``, ``checkpoint`` "final", "periodic"
+  or "unknown" (saved before the kind was recorded), ``committed_at`` unix seconds] — the
+  checkpoint resumed from, if any;
 - ``step``: ``step``;
 - ``preempted``: ``step``, ``signal`` ("a peer's" when a peer's notice stopped the rank);
-- ``checkpoint`` (committed): ``step``, ``kind``, ``seconds``, ``bytes`` [``blocked_seconds``,
-  ``grace_left``];
-- ``checkpoint_refused``: ``step``, ``kind`` [``late``: abandoned at its deadline].
+- ``checkpoint`` (committed): ``step``, ``kind``, ``seconds``, ``bytes`` [``blocked_seconds``];
+- ``final_save``: ``step``, ``outcome`` ("committed": the step is durable, by this save or
+  one before it; "refused"; "late") [``grace_left``].
+
+A gang's ranks each restore and each save their shard, but the run resumes and leaves once:
+only the recorder of the rank that speaks for the run (rank 0) counts resumes, final
+outcomes and lost steps, so a dashboard's sums count runs, not ranks; every rank counts its
+own signal, saves, bytes and stalls. Events arrive from more than one thread (the upload's,
+the heartbeat's): each recorder takes them one at a time.
 
 Worker events: ``leased`` (``ids``), ``done`` / ``duplicate`` (``seconds``),
 ``already_done``, ``failed`` and ``rejected`` (``dead_lettered``), ``handed_back``
@@ -23,6 +30,7 @@ Worker events: ``leased`` (``ids``), ``done`` / ``duplicate`` (``seconds``),
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -80,22 +88,31 @@ _LABEL_VALUES = {
 class TrainerMetrics:
     """A trainer's events as metrics. ``count_lost_steps``: whether this recorder counts
     the steps a preempted process's final save fails to keep; the rehearsal's harness
-    counts every interruption's loss itself (it also sees kills no process survives)."""
+    counts every interruption's loss itself (it also sees kills no process survives).
+    ``speaks_for_run``: false on a gang's ranks other than 0 (see the module docstring)."""
 
-    def __init__(self, registry: Registry, interval_steps: int, count_lost_steps: bool = True):
+    def __init__(
+        self,
+        registry: Registry,
+        interval_steps: int,
+        count_lost_steps: bool = True,
+        speaks_for_run: bool = True,
+    ):
         self.metrics = registry
         self.interval_steps = interval_steps
-        self.count_lost_steps = count_lost_steps
+        self.count_lost_steps = count_lost_steps and speaks_for_run
+        self.speaks_for_run = speaks_for_run
         self._committed: int | None = None
-        self._stopped_at: int | None = None
         self._signalled = False
         self._first_step: tuple[float, int] | None = None
+        self._lock = threading.Lock()
         registry(names.INTERVAL_STEPS).set(interval_steps)
 
     def observe(self, event: Event) -> None:
         handler = getattr(self, f"_on_{event.get('event')}", None)
         if handler is not None:
-            handler(event)
+            with self._lock:
+                handler(event)
 
     def lost(self, steps: int) -> None:
         """``steps`` trained past the newest committed checkpoint and lost."""
@@ -105,12 +122,13 @@ class TrainerMetrics:
     def _on_resumed(self, event: Event) -> None:
         metric, step = self.metrics, int(event["step"])
         metric(names.STEP).set(step)
-        self._first_step, self._stopped_at, self._signalled = None, None, False
+        self._first_step, self._signalled = None, False
         source = event.get("checkpoint")
         if source is None:  # a fresh start: nothing was restored
             return
         self._committed = step
-        metric(names.RESUMES, source).inc()
+        if self.speaks_for_run and source in names.RESUME_SOURCES:
+            metric(names.RESUMES, source).inc()
         metric(names.RESTORE_SECONDS).observe(float(event.get("restore_seconds", 0.0)))
         metric(names.RESTORE_BYTES).inc(int(event.get("bytes", 0)))
         metric(names.LAST_COMMITTED_STEP).set(step)
@@ -128,7 +146,6 @@ class TrainerMetrics:
             self.metrics(names.INTERVAL_SECONDS).set(per_step * self.interval_steps)
 
     def _on_preempted(self, event: Event) -> None:
-        self._stopped_at = int(event["step"])
         if event.get("signal") != "a peer's":
             self._signalled = True
             self.metrics(names.PREEMPTIONS).inc()
@@ -144,27 +161,33 @@ class TrainerMetrics:
             self._committed = step
             metric(names.LAST_COMMITTED_STEP).set(step)
             metric(names.LAST_COMMIT_TIME).set(time.time())
-        if kind == "final" and self._stopped_at is not None:
-            metric(names.FINAL_SAVES, "committed").inc()
-            if self._signalled and "grace_left" in event:
-                metric(names.FINAL_SAVE_GRACE_LEFT).observe(float(event["grace_left"]))
 
-    def _on_checkpoint_refused(self, event: Event) -> None:
-        if event.get("kind") != "final" or self._stopped_at is None:
+    def _on_final_save(self, event: Event) -> None:
+        outcome, step = str(event["outcome"]), int(event["step"])
+        if outcome == "committed" and self._signalled and "grace_left" in event:
+            self.metrics(names.FINAL_SAVE_GRACE_LEFT).observe(float(event["grace_left"]))
+        if not self.speaks_for_run:
             return
-        self.metrics(names.FINAL_SAVES, "late" if event.get("late") else "refused").inc()
-        if self.count_lost_steps:
-            self.lost(self._stopped_at - (self._committed or 0))
+        self.metrics(names.FINAL_SAVES, outcome).inc()
+        if outcome != "committed" and self.count_lost_steps:
+            self.lost(step - (self._committed or 0))
 
 
 class WorkerMetrics:
-    """A batch worker's events as metrics."""
+    """A batch worker's events as metrics. Several recorders may share one registry (the
+    rehearsal's workers, served as one): each moves the in-flight gauge by its own
+    changes, so the gauge is their sum."""
 
     def __init__(self, registry: Registry) -> None:
         self.metrics = registry
         self._in_flight = 0
+        self._lock = threading.Lock()
 
     def observe(self, event: Event) -> None:
+        with self._lock:
+            self._observe(event)
+
+    def _observe(self, event: Event) -> None:
         kind, metric = event.get("event"), self.metrics
         if kind == "leased":
             metric(names.ITEMS_LEASED).inc(len(event["ids"]))
@@ -188,6 +211,13 @@ class WorkerMetrics:
         elif kind == "progress":
             self._held(int(event["in_flight"]) - self._in_flight)
 
+    def gone(self) -> None:
+        """The worker's process has ended: what it held is no longer in flight here (a
+        killed pod's series simply vanish; a registry shared by many workers must be told)."""
+        with self._lock:
+            self._held(-self._in_flight)
+
     def _held(self, change: int) -> None:
-        self._in_flight = max(0, self._in_flight + change)
-        self.metrics(names.ITEMS_IN_FLIGHT).set(self._in_flight)
+        held = max(0, self._in_flight + change)
+        self.metrics(names.ITEMS_IN_FLIGHT).inc(held - self._in_flight)
+        self._in_flight = held
