@@ -10,12 +10,31 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 Event = dict[str, Any]
+
+
+def _uuid1_without_libuuid() -> None:
+    """Make this process's version-1 UUIDs in Python, not with libuuid.
+
+    The harnesses freeze trainers and workers with SIGSTOP to aim their kills. Where
+    uuid-runtime is installed (common on desktop Linux; Debian's libuuid1 recommends it),
+    libuuid's time-based generator, which Python's ``uuid.uuid1`` calls and the Azure SDKs
+    call for every request's id, serialises all callers with ``flock`` on
+    ``/var/lib/libuuid/clock.txt``. A process frozen inside that call holds the lock, and
+    every other ``uuid1`` on the machine waits: the harness's own look at the bucket hung
+    until the test's timeout. CPython falls back to its own generator when
+    ``uuid._generate_time_safe`` is None (``uuid.uuid1``)."""
+    if getattr(uuid, "_generate_time_safe", None) is not None:
+        uuid._generate_time_safe = None  # type: ignore[attr-defined]
+
+
+_uuid1_without_libuuid()
 
 
 @dataclass
