@@ -387,8 +387,11 @@ def _leave(code: int) -> NoReturn:
     exception"): about one time in three with a pair to a vanished peer still open, and
     now and then even after the rank left the group in order. That would hide the exit
     code the Job's failure policy reads; everything it wrote is flushed or committed by
-    now."""
-    if os.environ.get(settings.WORLD_SIZE.name, "1") not in ("", "1"):
+    now. A preempted trainer leaves the same way: its grace is running out, and tearing
+    down an interpreter with torch loaded took seconds on a busy node (long enough to be
+    killed, 137, after a clean final save)."""
+    gang = os.environ.get(settings.WORLD_SIZE.name, "1") not in ("", "1")
+    if gang or code == exit_codes.PREEMPTED:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -32,12 +32,13 @@ __all__ = [
     "served",
 ]
 
-EXIT_MARGIN_SECONDS = 2.0
+EXIT_MARGIN_SECONDS = 3.0
 """The least grace kept back from the wait for a last scrape: the process must exit on its
 own, with its code (143), before the kubelet's SIGKILL (137) would count it as a failure. A
-trainer's interpreter teardown with torch loaded took up to 1.1 s on a loaded 2-core
-machine."""
-EXIT_MARGIN_SHARE = 0.1
+trainer's interpreter teardown with torch loaded took 1.1 s on a quiet 2-core machine and
+over 2.5 s with the test suite running beside it (the smoke trainer now skips it when
+preempted; ``training()`` leaves through ``SystemExit``, so the user's code can clean up)."""
+EXIT_MARGIN_SHARE = 0.2
 """The share of the whole grace kept back, where that is more than
 :data:`EXIT_MARGIN_SECONDS`: the guard stamps the signal when Python's handler runs, which
 a long call in C (a CUDA synchronisation, a collective) delays, so the grace left may be
