@@ -382,14 +382,11 @@ def main() -> int:
 
 
 def _leave(code: int) -> NoReturn:
-    """Exit with ``code``. A rank of a gang leaves without interpreter teardown: gloo's
-    destructors abort the process (SIGABRT, "terminate called without an active
-    exception"): about one time in three with a pair to a vanished peer still open, and
-    now and then even after the rank left the group in order. That would hide the exit
-    code the Job's failure policy reads; everything it wrote is flushed or committed by
-    now. A preempted trainer leaves the same way: its grace is running out, and tearing
-    down an interpreter with torch loaded took seconds on a busy node (long enough to be
-    killed, 137, after a clean final save)."""
+    """Exit with ``code``, without interpreter teardown for a gang's rank (gloo's
+    destructors abort the process, SIGABRT, about one time in three with a pair to a
+    vanished peer open, hiding the exit code the failure policy reads) and for a preempted
+    trainer (tearing down torch took seconds on a busy node: killed, 137, after a clean
+    final save). Everything it wrote is flushed or committed by now."""
     gang = os.environ.get(settings.WORLD_SIZE.name, "1") not in ("", "1")
     if gang or code == exit_codes.PREEMPTED:
         sys.stdout.flush()
