@@ -14,7 +14,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -93,12 +92,10 @@ the kubelet's timestamps."""
 
 def _cluster(kubeconfig: Path, context: str | None) -> tuple[Any, Callable[[], float]]:
     """A client of the cluster, and a clock on its API server's time."""
-    from kubernetes import client  # noqa: PLC0415
     from kubernetes.config import ConfigException  # noqa: PLC0415
-    from urllib3.exceptions import HTTPError  # noqa: PLC0415
     from yaml import YAMLError  # noqa: PLC0415
 
-    from spotproof.drill.kube_api import connect  # noqa: PLC0415
+    from spotproof.drill.kube_api import connect, server_time  # noqa: PLC0415
 
     try:
         api = connect(str(kubeconfig), context)
@@ -107,13 +104,7 @@ def _cluster(kubeconfig: Path, context: str | None) -> tuple[Any, Callable[[], f
             f"--kubeconfig {kubeconfig}{f' --context {context}' if context else ''}: "
             f"{first_line(error)}; allowed: a kubeconfig file and one of its contexts"
         ) from None
-    try:
-        _, _, headers = client.VersionApi(api).get_code_with_http_info(_request_timeout=(10, 30))
-    except (client.ApiException, HTTPError, OSError, ValueError) as error:
-        raise DrillError(
-            f"the API server at {api.configuration.host} did not answer: {first_line(error)}"
-        ) from None
-    offset = parsedate_to_datetime(headers["Date"]).timestamp() - time.time()
+    offset = server_time(api) - time.time()
     if abs(offset) <= SKEW_SECONDS:
         return api, time.time
     print(f"  this machine's clock is {offset:+.0f} s off the API server's: corrected", flush=True)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from datetime import datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import urllib3
@@ -26,6 +27,7 @@ from kubernetes import watch as kube_watch
 from kubernetes.client.rest import ApiException
 
 from spotproof.drill.errors import DrillError, DrillRefused
+from spotproof.runtime.messages import first_line
 
 CONNECT_SECONDS = 10
 FATAL_STATUS = frozenset({401, 403, 404})
@@ -54,6 +56,28 @@ def owned_time(obj: Mapping[str, Any], *path: str) -> float | None:
 REQUEST_SECONDS = (10, 30)
 """(connect, read) bound on each single request: a private endpoint out of reach, or a
 laptop off its VPN, is told in a line within seconds, not after the client's retries."""
+
+
+def server_time(api: client.ApiClient) -> float:
+    """The API server's time (its ``Date`` header), which the objects' stamps are on;
+    reading it is also the check that the server answers at all. :class:`DrillError` in
+    one line when it does not, or answers without a date."""
+    try:
+        _, _, headers = client.VersionApi(api).get_code_with_http_info(
+            _request_timeout=REQUEST_SECONDS
+        )
+    except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as error:
+        raise DrillError(
+            f"the API server at {api.configuration.host} did not answer: {first_line(error)}"
+        ) from None
+    stamp = headers.get("Date")
+    try:
+        return parsedate_to_datetime(stamp).timestamp()
+    except (TypeError, ValueError):  # missing (None) or not an HTTP date
+        raise DrillError(
+            f"the API server at {api.configuration.host} answered without a valid Date "
+            f"header ({stamp!r}); the server's clock is what ages what it shows"
+        ) from None
 
 
 def answer(what: str, call: Callable[[], Any]) -> Any:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from spotproof.drill.kube_api import REQUEST_SECONDS
+from spotproof.drill.errors import DrillError
+from spotproof.drill.kube_api import REQUEST_SECONDS, server_time
 from spotproof.drill.target import JOBSET_API
 from spotproof.kube.baseline import MANAGED_BY
 from spotproof.runtime.messages import first_line
@@ -55,24 +55,11 @@ def _read(what: str, call: Callable[..., Any], *, optional: bool = False) -> Any
 
 
 def server_now(api: client.ApiClient) -> float:
-    """The API server's time (its ``Date`` header), which the pods' stamps are on; reading
-    it is also the check that the server answers at all."""
+    """The API server's time, which the pods' stamps are on (``drill.kube_api``)."""
     try:
-        _, _, headers = client.VersionApi(api).get_code_with_http_info(
-            _request_timeout=REQUEST_SECONDS
-        )
-    except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as error:
-        raise StatusError(
-            f"the API server at {api.configuration.host} did not answer: {first_line(error)}"
-        ) from None
-    stamp = headers.get("Date")
-    try:
-        return parsedate_to_datetime(stamp).timestamp()
-    except (TypeError, ValueError):  # missing (None) or not an HTTP date
-        raise StatusError(
-            f"the API server at {api.configuration.host} answered without a valid Date "
-            f"header ({stamp!r}); status needs the server's clock to age what it shows"
-        ) from None
+        return server_time(api)
+    except DrillError as error:
+        raise StatusError(str(error)) from None
 
 
 def managed(api: client.ApiClient, kind: str) -> list[dict[str, Any]]:
