@@ -159,8 +159,9 @@ class Training:
             if self.preempted:
                 self._leave_preempted()
             if self.step % self.interval == 0 and self.step < total:
-                self._saver_ready().save_async(self.step, self._capture, _metadata("periodic"))
-        self._saver_ready().save_final(self.step, self._capture, _metadata("final"))
+                metadata = metrics.save_metadata("periodic")
+                self._saver_ready().save_async(self.step, self._capture, metadata)
+        self._saver_ready().save_final(self.step, self._capture, metrics.save_metadata("final"))
 
     def _capture(self) -> dict[str, bytes | memoryview]:
         return self._buffer.capture(self.model, self.optimizer, self.step, **self._extra())
@@ -175,11 +176,7 @@ class Training:
             if missing:
                 raise RestoreError(f"the checkpoint holds no state for {', '.join(missing)}")
             torch_state.restore(self.model, self.optimizer, checkpoint.blobs)
-            self._resumed = {
-                "bytes": sum(len(blob) for blob in checkpoint.blobs.values()),
-                "checkpoint": checkpoint.metadata.get("kind", "unknown"),
-                "committed_at": checkpoint.metadata.get("saved_at"),
-            }
+            self._resumed = metrics.resumed_fields(checkpoint.blobs, checkpoint.metadata)
             for name, stateful in self.others.items():
                 try:
                     stateful.load_state_dict(saved[name])
@@ -195,7 +192,7 @@ class Training:
         self._observe("preempted", step=self.step, signal=signal.name if signal else "SIGTERM")
         try:
             result = self._saver_ready().save_final(
-                self.step, self._capture, _metadata("final"), deadline_seconds=deadline
+                self.step, self._capture, metrics.save_metadata("final"), deadline_seconds=deadline
             )
             if result.durable:
                 grace_left = self._guard.remaining()
@@ -279,12 +276,6 @@ def training(
     if not isinstance(resolved["interval"], int) or resolved["interval"] < 1:
         raise ValueError(f"interval={resolved['interval']!r}: allowed: a whole number >= 1")
     return Training(model, optimizer, others, **resolved)
-
-
-def _metadata(kind: str) -> dict[str, Any]:
-    """What a resumed process reads back to tell what it resumed from (``runtime.metrics``):
-    a final save or a periodic one, and when the state was captured."""
-    return {"kind": kind, "saved_at": round(time.time(), 3)}
 
 
 def _leave(code: int, message: str) -> NoReturn:

@@ -40,7 +40,7 @@ from typing import Any, NoReturn
 
 import torch
 
-from spotproof.runtime import exit_codes, settings
+from spotproof.runtime import exit_codes, metrics, settings
 from spotproof.runtime.checkpointer import torch_state
 from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpointer.checkpoint import (
@@ -231,9 +231,7 @@ def _resume(
         check_same_run(config, checkpoint)
         restores, resumed["step"] = restores + 1, 0
         resumed["step"] = torch_state.restore(owned, optimizer, checkpoint.blobs)["step"]
-        resumed["bytes"] = sum(len(blob) for blob in checkpoint.blobs.values())
-        resumed["checkpoint"] = checkpoint.metadata.get("kind", "unknown")
-        resumed["committed_at"] = checkpoint.metadata.get("saved_at")
+        resumed.update(metrics.resumed_fields(checkpoint.blobs, checkpoint.metadata))
 
     try:
         latest = gang.latest(store, lambda s, why: emit("skipped", step=s, reason=why), take)
@@ -269,12 +267,10 @@ def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
 
     def save(final: bool, deadline: float | None = None) -> SaveResult | None:
         capture = lambda: buffer.capture(owned, optimizer, step)  # noqa: E731
-        # kind and saved_at tell a resumed process what it resumed from (runtime.metrics).
         metadata = {
             **config.run_identity(),
             "total_steps": config.total_steps,
-            "kind": "final" if final else "periodic",
-            "saved_at": round(time.time(), 3),
+            **metrics.save_metadata("final" if final else "periodic"),
         }
         if final:
             return saver.save_final(step, capture, metadata, deadline_seconds=deadline)

@@ -17,7 +17,13 @@ from typing import Protocol
 from spotproof.runtime import settings
 from spotproof.runtime.metrics.endpoint import Endpoint
 from spotproof.runtime.metrics.names import Family
-from spotproof.runtime.metrics.recorders import Registry, TrainerMetrics, WorkerMetrics
+from spotproof.runtime.metrics.recorders import (
+    Registry,
+    TrainerMetrics,
+    WorkerMetrics,
+    resumed_fields,
+    save_metadata,
+)
 from spotproof.runtime.settings import ConfigError
 
 __all__ = [
@@ -29,6 +35,8 @@ __all__ = [
     "TrainerMetrics",
     "WorkerMetrics",
     "last_scrape_budget",
+    "resumed_fields",
+    "save_metadata",
     "served",
 ]
 

@@ -41,6 +41,22 @@ from spotproof.runtime.metrics.names import Family, Kind
 Event = Mapping[str, Any]
 
 
+def save_metadata(kind: str) -> dict[str, Any]:
+    """What a save records for the process that resumes from it: a ``final`` save or a
+    ``periodic`` one, and when the state was captured (:func:`resumed_fields` reads it)."""
+    return {"kind": kind, "saved_at": round(time.time(), 3)}
+
+
+def resumed_fields(blobs: Mapping[str, Any], metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``resumed`` event's fields for a restored checkpoint: its bytes, its kind
+    ("unknown" when saved before kinds were recorded) and when it was saved."""
+    return {
+        "bytes": sum(len(blob) for blob in blobs.values()),
+        "checkpoint": metadata.get("kind", "unknown"),
+        "committed_at": metadata.get("saved_at"),
+    }
+
+
 class Registry:
     """One process's metrics: a prometheus-client registry holding ``families``, with every
     labelled series created at zero, so that ``increase()`` sees the first event."""
