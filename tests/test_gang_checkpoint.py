@@ -288,7 +288,14 @@ def test_a_rank_killed_mid_shard_never_leaves_a_loadable_half_step(bucket: Bucke
         for r in range(2)
     ]
     observer = GangCheckpointStore(bucket.url, rank=1, world_size=2, gang="victims")
+    reports: list[dict] = []
     try:
+        # A step commits before the hunt begins: while rank 1 is stopped and looked at,
+        # rank 0 may give up on every step it waits for, and on a busy machine that can
+        # be all of them up to the kill.
+        assert ranks[0].stdout is not None
+        while not any(r["committed"] for r in reports):
+            reports.append(json.loads(ranks[0].stdout.readline()))
         # Catch rank 1 inside the upload of step 3 or later (some parts written, its shard
         # record not yet): stopped at a random moment (SIGSTOP) and looked at while it
         # cannot move on, then killed there or let go. A busy machine only makes the
@@ -307,8 +314,6 @@ def test_a_rank_killed_mid_shard_never_leaves_a_loadable_half_step(bucket: Bucke
         assert killed_in is not None, "rank 1 was never caught mid-upload"
         ranks[1].wait()
         # Rank 0 gives up on that step, and on the next; then it is killed too, anywhere.
-        reports = []
-        assert ranks[0].stdout is not None
         while not reports or reports[-1]["step"] < killed_in + 1:
             reports.append(json.loads(ranks[0].stdout.readline()))
         ranks[0].send_signal(signal.SIGKILL)
