@@ -73,6 +73,11 @@ class LocalStore(ObjectStore):
             raise Unreadable(f"{key}: not a regular file")
         return descriptor
 
+    def open_regular(self, key: str) -> int:
+        """A read-only descriptor of the regular file at ``key``, with the checks every
+        read here makes; the caller closes it (``peer`` serves parts with ``sendfile``)."""
+        return self._open(key, _READ)
+
     def put(self, key: str, data: bytes | memoryview, *, crc32c: str | None = None) -> None:
         path = Path(self.path(key))
         with self.calling(f"writing {key}"):
