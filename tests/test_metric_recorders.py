@@ -200,3 +200,13 @@ def test_a_progress_line_sets_what_the_worker_holds(worker: tuple[Registry, Work
     recorder.observe({"event": "leased", "ids": ["a", "b"]})
     recorder.observe({"event": "progress", "in_flight": 1})
     assert sample(registry, names.ITEMS_IN_FLIGHT) == 1
+
+
+def test_a_resume_read_from_memory_is_never_counted_as_the_newest_committed_step(
+    trainer: tuple[Registry, TrainerMetrics],
+) -> None:
+    registry, recorder = trainer
+    recorder.observe({"event": "resumed", "step": 30, "checkpoint": "periodic", "tier": "bucket"})
+    recorder.observe({"event": "resumed", "step": 50, "checkpoint": "periodic", "tier": "peer"})
+    assert sample(registry, names.LAST_COMMITTED_STEP) == 30
+    assert sample(registry, names.RESUMES, checkpoint="periodic") == 2

@@ -191,6 +191,13 @@ def _smoke(commands: argparse._SubParsersAction) -> None:
         "script and torchrun (default), or the trainer alone (Launcher.NONE)",
     )
     smoke.add_argument(
+        "--tiers",
+        action="store_true",
+        help="with --nodes: hold periodic saves in each node's memory, replicated to a peer "
+        "(persisted to the bucket every 3rd), and lose nodes without notice: one, one with "
+        "the holder of its replica (3 nodes or more), then all",
+    )
+    smoke.add_argument(
         "--batch",
         action="store_true",
         help="queue-fed batch workers instead of the trainer: every item must end with "

@@ -100,3 +100,68 @@ def pod_hostname(jobset: str, replicated_job: str, job_index: int, pod_index: in
     Service the controller creates, named after the subdomain, which defaults to the
     JobSet's name (``api/jobset/v1alpha2/jobset_types.go``, ``createHeadlessSvcIfNecessary``)."""
     return f"{jobset}-{replicated_job}-{job_index}-{pod_index}"
+
+
+# How a JobSet restarts, and what that leaves of its pods' memory
+# (``plan.simulation.memory_tiers``).
+
+RECREATE = "Recreate"
+"""``spec.failurePolicy.restartStrategy``'s default (``+kubebuilder:default=Recreate``,
+``api/jobset/v1alpha2/jobset_types.go``). A restart marks every child Job of an older
+``restart-attempt`` as previous and deletes it with foreground propagation
+(``deleteJobs``, ``pkg/controllers/jobset_controller.go``), so every pod goes, and with it
+every ``emptyDir`` ("When a Pod is removed from a node for any reason, the data in the
+``emptyDir`` is deleted permanently", https://kubernetes.io/docs/concepts/storage/volumes/#emptydir).
+``BlockingRecreate`` does the same, creating no new Job until the old ones are gone."""
+IN_PLACE_RESTART = "InPlaceRestart"
+"""The one strategy that keeps pods: "When no Job has failed, restart the JobSet by
+restarting healthy Pods in-place and recreating failed Pods. When a Job has failed, fall
+back to action "Recreate"" (``jobset_types.go``; KEP-467, ``keps/467-InPlaceRestart/``). A
+surviving pod stays on its node with its ``emptyDir`` (a container crash "does *not* remove
+a Pod from a node", the page above), while the pod of a node that is gone is replaced by
+the Job controller (``backoffLimit`` 2147483647, ``podReplacementPolicy: Failed``), on
+another node, with an empty one."""
+KEEPS_PODS = frozenset({IN_PLACE_RESTART})
+"""Restart strategies under which a pod that survived the failure keeps its memory."""
+
+IN_PLACE_RESTART_GATE = "InPlaceRestart"
+"""The controller's feature gate for :data:`IN_PLACE_RESTART`: Alpha, ``Default: false``
+(``pkg/features/features.go``). With it off the webhook refuses the JobSet ("InPlaceRestart
+restart strategy cannot be set when InPlaceRestart feature gate is disabled",
+``ValidateCreate`` in ``pkg/webhooks/jobset_webhook.go``)."""
+CHART_FEATURE_GATES: frozenset[str] = frozenset()
+"""Feature gates the chart's values can turn on: none. The controller reads its gates only
+from its configuration file's ``featureGates`` (``SetFromMap(cfg.FeatureGates)`` in
+``main.go``; there is no ``--feature-gates`` flag), and the chart writes that file from a
+template with no ``featureGates`` in it and nothing in ``values.yaml`` to add one
+(``charts/jobset/templates/controller/configmap.yaml``; unchanged on ``main`` when read). So
+a JobSet installed from :data:`CHART` cannot use :data:`IN_PLACE_RESTART`."""
+IN_PLACE_RESTART_AGENT_IMAGE: str | None = None
+"""Where the in-place restart agent's image is published: nowhere. Every pod of an
+:data:`IN_PLACE_RESTART` JobSet runs the agent (``cmd/in-place-restart-agent``), which
+watches its JobSet and exits to have its pod restarted in place, but the release build
+pushes only the controller and the chart (``cloudbuild.yaml``: ``image-push
+helm-chart-push``; ``Makefile``: ``IN_PLACE_RESTART_AGENT_IMAGE_REGISTRY ?=`` empty,
+"TODO (beta of in-place restart)"; the examples say ``image: <CHANGE ME>``)."""
+IN_PLACE_RESTART_POD_NEEDS = (
+    "the agent as a sidecar (an init container with restartPolicy Always and a restartPolicyRules "
+    "action RestartAllContainers, Kubernetes' RestartAllContainersOnContainerExits gate: alpha "
+    "from 1.35, off by default), or as the main container running the trainer as its "
+    "WORKER_COMMAND (ContainerRestartRules: beta, on from 1.35), where SIGTERM stops the agent, "
+    "which ends the trainer without passing the signal on, so no final save is made; "
+    "a service-account token in the pod and the right to patch pods and watch JobSets"
+)
+"""What :data:`IN_PLACE_RESTART` asks of each pod
+(``site/static/examples/in-place-restart/``: ``jobset-sidecar-container-mode.yaml``,
+``jobset-main-container-mode.yaml``, ``service-account.yaml``; ``start`` and
+``StartWorker`` in ``cmd/in-place-restart-agent/main.go``). The webhook also requires
+``backoffLimit: 2147483647``, ``podReplacementPolicy: Failed`` and ``completions`` equal to
+``parallelism`` in every replicated Job (``ValidateCreate``). The Kubernetes gates are those
+of ``pkg/features/kube_features.go`` (kubernetes/kubernetes, 1.35 series) and KEP-5307 and
+KEP-5532 (kubernetes/enhancements ``keps/sig-node/``)."""
+IN_PLACE_RESTART_REFUSED = (
+    f"{IN_PLACE_RESTART} needs the controller's alpha {IN_PLACE_RESTART_GATE} feature gate, "
+    "which the JobSet chart cannot turn on, and an agent in every pod whose image JobSet does "
+    "not publish"
+)
+"""Why spotproof renders no :data:`IN_PLACE_RESTART` JobSet, in one clause."""

@@ -8,7 +8,10 @@ disruption budget against voluntary evictions where the reclaim drain would not 
 
 With ``nodes`` above one the run is a gang: one JobSet (``spotproof.kube.jobset`` says how
 a reclaim restarts the whole gang without spending its failure budget), its pods started
-by torchrun with the rendezvous on rank 0's pod, and a budget over all of its pods.
+by torchrun with the rendezvous on rank 0's pod, and a budget over all of its pods. It
+keeps no memory tier (``MEMORY_TIER_DIR``): the JobSet restarts by recreating every pod,
+so a restart would find the tier empty, and the strategy that keeps pods cannot be
+rendered (``catalog.jobset.IN_PLACE_RESTART_REFUSED``).
 
 The trainer keeps the exit-code contract of ``spotproof.runtime.exit_codes``: after
 SIGTERM it commits a final checkpoint and exits 143 (what a process killed by SIGTERM
@@ -285,6 +288,14 @@ def _checked(job_name: str, args: TrainingJobArgs) -> int:
         )
     if args.backoff_limit < 0:
         raise ValueError(f"TrainingJob {job_name}: backoff_limit must be 0 or more")
+    if settings.MEMORY_TIER_DIR.name in args.trainer.env:
+        # Every restart would find the tier empty (plan.simulation.memory_tiers).
+        raise ValueError(
+            f"TrainingJob {job_name}: {settings.MEMORY_TIER_DIR.name} needs pods that outlive "
+            "a restart, and every restart here replaces them (a JobSet restarts by "
+            f"{jobset_facts.RECREATE}; {jobset_facts.IN_PLACE_RESTART_REFUSED}); allowed: "
+            "a trainer env without it"
+        )
     ceiling = args.placement.max_grace_seconds
     grace = args.grace_period_seconds or ceiling or DEFAULT_GRACE_SECONDS
     if grace < 1 or (ceiling is not None and grace > ceiling):

@@ -11,16 +11,20 @@
 What it does, with the same guarantees as the pieces it is made of:
 
 - **Resume.** On entering, the newest checkpoint under ``CHECKPOINT_URL`` whose every part
-  verifies and whose state loads into the objects given is restored into them (one that
-  verifies but does not fit is skipped for the one before it). Without a checkpoint
-  training starts at step 0; when checkpoints exist and none fits (another run's URL),
-  it exits 2, since a refused restore may have loaded part of its state. ``run.step``
-  is where it resumed. One process: a gang's ranks use ``GangCheckpointStore``.
+  verifies and whose state loads into the objects given is restored into them, read
+  straight into the model's and optimizer's tensors (``runtime.checkpointer.in_place``;
+  one that does not fit, or whose part fails verification, is skipped for the one before
+  it, which overwrites all of it). Without a checkpoint training starts at step 0; when
+  checkpoints exist and none restores, one refused (another run's URL) or failed after
+  it began loading, it exits 2, since the objects given may hold part of a state and
+  cannot be built again from here. ``run.step`` is where it resumed. One process: a
+  gang's ranks use ``GangCheckpointStore``.
 - **Save.** Every ``CHECKPOINT_INTERVAL`` steps the state of every object given (anything
   with ``state_dict()`` and ``load_state_dict()``: a model, an optimizer, a scheduler, a
   stateful data loader), the RNG states and the step are copied into one reused buffer
   and uploaded in the background (``AsyncCheckpointer``); a checkpoint counts once its
-  manifest commits.
+  manifest commits. The final save, once training has stopped, uploads from the tensors
+  themselves, without that copy (``StateBuffer.views``).
 - **Leave on a reclaim.** SIGTERM (the kubelet's, on a spot reclaim or a drain) ends the
   loop at the next step boundary: the final checkpoint is saved within what is left of
   ``GRACE_SECONDS`` (abandoned, not cut off mid-upload, when the store is too slow: the
@@ -46,11 +50,12 @@ from typing import Any, NoReturn, Protocol
 import torch
 
 from spotproof.runtime import exit_codes, metrics, settings
-from spotproof.runtime.checkpointer import torch_state
+from spotproof.runtime.checkpointer import in_place, torch_state
 from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpointer.checkpoint import (
     Checkpoint,
     CheckpointStore,
+    ReadsInPlace,
     RestoreError,
     SaveCancelled,
     SaveResult,
@@ -92,6 +97,8 @@ class Training:
         self._saver: AsyncCheckpointer | None = None
         self._refused: list[str] = []
         """Why each checkpoint that verified did not restore, newest first."""
+        self._touched = False
+        """Whether a restore began writing into the objects given (``in_place``)."""
         self._served: metrics.Served | None = None
         self._recorder: metrics.TrainerMetrics | None = None
         self._resumed: dict[str, Any] = {}
@@ -104,22 +111,22 @@ class Training:
             self._serve_metrics()
             self._store = CheckpointStore(self.url)
             started = time.perf_counter()
-            latest = self._store.load_latest(restore=self._restore)
+            latest = self._store.load_latest(restore=ReadsInPlace(self._restore))
         except (StorageURLError, ConfigError) as error:
             self._guard.__exit__(None, None, None)
             _leave(exit_codes.BAD_CONFIG, str(error))
         except StorageError as error:
             self._guard.__exit__(None, None, None)
             _leave(exit_codes.STORAGE_UNAVAILABLE, str(error))
-        if latest is None and self._refused:
-            # A refused restore may have loaded part of its state: training on from it
+        if latest is None and (self._refused or self._touched):
+            # A failed restore may have loaded part of its state: training on from it
             # would be training from a checkpoint that was never whole.
             self._guard.__exit__(None, None, None)
+            why = self._refused[-1] if self._refused else "one failed verification half-loaded"
             _leave(
                 exit_codes.BAD_CONFIG,
-                f"no checkpoint under the CHECKPOINT_URL fits these objects "
-                f"({self._refused[-1]}); allowed: the URL of this run's checkpoints, or a "
-                "new one",
+                f"no checkpoint under the CHECKPOINT_URL fits these objects ({why}); "
+                "allowed: the URL of this run's checkpoints, or a new one",
             )
         if latest is not None:
             self.step = self.resumed_from = latest.step
@@ -161,22 +168,30 @@ class Training:
             if self.step % self.interval == 0 and self.step < total:
                 metadata = metrics.save_metadata("periodic")
                 self._saver_ready().save_async(self.step, self._capture, metadata)
-        self._saver_ready().save_final(self.step, self._capture, metrics.save_metadata("final"))
+        self._saver_ready().save_final(self.step, self._views, metrics.save_metadata("final"))
 
     def _capture(self) -> dict[str, bytes | memoryview]:
         return self._buffer.capture(self.model, self.optimizer, self.step, **self._extra())
+
+    def _views(self) -> dict[str, Any]:
+        """The final save's blobs: training has stopped, so the tensors are uploaded from
+        their own memory (a copy is needed only off the CPU)."""
+        return self._buffer.views(self.model, self.optimizer, self.step, **self._extra())
 
     def _extra(self) -> dict[str, Any]:
         return {name: state.state_dict() for name, state in self.others.items()}
 
     def _restore(self, checkpoint: Checkpoint) -> None:
         try:
-            saved = torch_state.saved_extra(checkpoint.blobs)
+            pending = in_place.InPlaceLoad(self.model, self.optimizer, checkpoint)
+            saved = pending.extra
             missing = sorted(set(self.others) - set(saved))
             if missing:
                 raise RestoreError(f"the checkpoint holds no state for {', '.join(missing)}")
-            torch_state.restore(self.model, self.optimizer, checkpoint.blobs)
-            self._resumed = metrics.resumed_fields(checkpoint.blobs, checkpoint.metadata)
+            self._touched = True
+            pending.load()
+            self._resumed = metrics.resumed_fields({}, checkpoint.metadata)
+            self._resumed["bytes"] = checkpoint.nbytes
             for name, stateful in self.others.items():
                 try:
                     stateful.load_state_dict(saved[name])
@@ -192,7 +207,7 @@ class Training:
         self._observe("preempted", step=self.step, signal=signal.name if signal else "SIGTERM")
         try:
             result = self._saver_ready().save_final(
-                self.step, self._capture, metrics.save_metadata("final"), deadline_seconds=deadline
+                self.step, self._views, metrics.save_metadata("final"), deadline_seconds=deadline
             )
             if result.durable:
                 grace_left = self._guard.remaining()

@@ -261,6 +261,26 @@ MASTER_ADDR = Text("MASTER_ADDR", "the host name or address of rank 0")
 MASTER_PORT = RequiredWhole("MASTER_PORT", 1, 65_535)
 """Rank 0's rendezvous port, 1 to 65,535; required in a gang."""
 
+# A gang's memory tier and peer replicas (runtime.checkpointer.tiers).
+
+MEMORY_TIER_DIR = OptionalText("MEMORY_TIER_DIR")
+"""A directory on the node that outlives the trainer but not the node (a tmpfs such as
+``/dev/shm``, or a local SSD): periodic saves commit there first and are replicated to a
+peer's; unset, every save goes to the bucket. Only for a gang (``WORLD_SIZE`` over 1)."""
+PERSIST_EVERY = Whole("PERSIST_EVERY", 1, 1000, default=4)
+"""With a memory tier, every this-many-th periodic save also goes to the bucket, 1 to
+1,000; final saves always do; default 4."""
+REPLICA_PORT = Whole("REPLICA_PORT", 0, 65_535, default=9471)
+"""The port this rank serves its peers' replicas on, 0 (any free one) to 65,535; default
+9471."""
+POD_IP = OptionalText("POD_IP")
+"""The address peers reach this rank's replica server at (the downward API's
+``status.podIP``); unset, 127.0.0.1, which only a gang on one machine can use."""
+NODE_NAME = OptionalText("NODE_NAME")
+"""This rank's node (``spec.nodeName``): a replica is never held on the same node."""
+NODE_ZONE = OptionalText("NODE_ZONE")
+"""This rank's zone: a replica is held in another zone where the gang spans zones."""
+
 # The batch worker (spotproof.runtime.batch).
 
 QUEUE_URL = Text("QUEUE_URL", "an sqs://, pubsub:// or azqueue:// URL")

@@ -29,6 +29,7 @@ from spotproof.smoke.multinode import run_gang_smoke
 from spotproof.smoke.records import SmokeConfig
 from spotproof.smoke.rehearsal import RehearsalError, rehearsal
 from spotproof.smoke.report import render_timeline, summary, to_json
+from spotproof.smoke.tiered import run_tiered_smoke
 from spotproof.terminal import paint
 
 T = TypeVar("T")
@@ -62,6 +63,13 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    if args.tiers and args.nodes < 2:
+        print(
+            "spotproof smoke: --tiers: replicas are held by a gang's peers; allowed: with "
+            "--nodes 2 or more",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     progress = lambda line: print(line, flush=True)  # noqa: E731
     try:
         served = _served_metrics(args, metrics.names.TRAINER)
@@ -75,9 +83,12 @@ def run(args: argparse.Namespace) -> int:
                 # does; the stack's one-pod Job policy does not apply to it.
                 progress(f"gang of {args.nodes}: restarts as a JobSet's failure policy gives")
                 config = dataclasses.replace(config, job=None)
-            report = run_gang_smoke(
-                config, args.nodes, progress=progress, started_by=Launcher(args.launcher)
-            )
+            if args.tiers:
+                report = run_tiered_smoke(config, args.nodes, progress=progress)
+            else:
+                report = run_gang_smoke(
+                    config, args.nodes, progress=progress, started_by=Launcher(args.launcher)
+                )
         else:
             report = run_smoke(config, progress=progress, metrics=served and served.registry)
     except EmulatorError as error:

@@ -28,13 +28,16 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from spotproof.runtime import settings
+from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpointer.checkpoint import Checkpoint, CheckpointStore, Restore
 from spotproof.runtime.checkpointer.gang import GangCheckpointStore, new_gang_id
+from spotproof.runtime.checkpointer.tiers import MemoryTier, TieredCheckpointer, TieredGangStore
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.settings import ConfigError
 from spotproof.smoke import BATCH_ROWS
@@ -110,6 +113,23 @@ def _rendezvous(rank: int, size: int, seconds: float, guard: PreemptionGuard, wh
         )
 
 
+def memory_tier(env: Mapping[str, str]) -> MemoryTier | None:
+    """The gang's memory tier from ``MEMORY_TIER_DIR`` and its companions, or None."""
+    directory = settings.MEMORY_TIER_DIR.read(env)
+    if directory is None:
+        return None
+    if not directory.startswith("/"):
+        raise ConfigError(f"MEMORY_TIER_DIR={directory!r:.80}: must be an absolute path")
+    return MemoryTier(
+        directory,
+        persist_every=settings.PERSIST_EVERY.read(env),
+        host=settings.POD_IP.read(env) or "127.0.0.1",
+        port=settings.REPLICA_PORT.read(env),
+        node=settings.NODE_NAME.read(env) or "",
+        zone=settings.NODE_ZONE.read(env) or "",
+    )
+
+
 class Solo:
     """One process: the whole state is its shard; every agreement is with itself."""
 
@@ -117,6 +137,12 @@ class Solo:
 
     def store(self, url: str, **options: object) -> CheckpointStore:
         return CheckpointStore(url, **options)  # type: ignore[arg-type]
+
+    def checkpointer(self, store: CheckpointStore, **callbacks: Any) -> AsyncCheckpointer:
+        """The saver over ``store``: one that persists final saves past a memory tier
+        when the store has one."""
+        tiered = isinstance(store, TieredGangStore)
+        return (TieredCheckpointer if tiered else AsyncCheckpointer)(store, **callbacks)
 
     def owned(self, model: torch.nn.Module) -> torch.nn.Module:
         """The part of the model this process updates and checkpoints."""
@@ -161,9 +187,10 @@ class Gang(Solo):
     _owners: list[int]
     """Each parameter's owning rank, set by :meth:`owned`."""
 
-    def __init__(self, rank: int, world_size: int) -> None:
-        """Rank ``rank`` of a process group already joined (:meth:`from_env`)."""
-        self.rank, self.world_size = rank, world_size
+    def __init__(self, rank: int, world_size: int, tier: MemoryTier | None = None) -> None:
+        """Rank ``rank`` of a process group already joined (:meth:`from_env`), keeping
+        checkpoints in ``tier`` and its peers' when given."""
+        self.rank, self.world_size, self.tier = rank, world_size, tier
         gang = [new_gang_id() if rank == 0 else None]
         self._collective(dist.broadcast_object_list, gang, src=0)
         self.gang_id = str(gang[0])
@@ -177,10 +204,21 @@ class Gang(Solo):
         rank, size, address, port = gang_from(env)
         if size == 1:
             return Solo()
+        tier = memory_tier(env)
         _rendezvous(rank, size, rendezvous_seconds, guard, f"{address}:{port}")
-        return cls(rank, size)
+        return cls(rank, size, tier)
 
     def store(self, url: str, **options: object) -> CheckpointStore:
+        if self.tier is not None:
+            return TieredGangStore(
+                url,
+                rank=self.rank,
+                world_size=self.world_size,
+                gang=self.gang_id,
+                tier=self.tier,
+                exchange=self.exchange,
+                **options,
+            )
         return GangCheckpointStore(
             url,
             rank=self.rank,
@@ -244,6 +282,12 @@ class Gang(Solo):
         value = torch.tensor([int(flag)], dtype=torch.int64)
         self._collective(dist.all_reduce, value, op=dist.ReduceOp.MAX)
         return bool(value.item())
+
+    def exchange(self, value: object) -> list[object]:
+        """Every rank's ``value``, in rank order."""
+        values: list[object] = [None] * self.world_size
+        self._collective(dist.all_gather_object, values, value)
+        return values
 
     def digest(self, local: str) -> str:
         """One digest of the gang: every rank's, in rank order."""

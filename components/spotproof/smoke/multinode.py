@@ -43,6 +43,8 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 from spotproof.runtime import exit_codes, launcher, settings
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
@@ -65,7 +67,7 @@ LEAVE_SECONDS = 30.0
 """How long ranks get to notice a dead peer and stop before they are killed."""
 
 
-class _Gang:
+class GangProcesses:
     """One start of the gang: ``nodes`` trainer processes meeting on a fresh port."""
 
     def __init__(
@@ -74,12 +76,19 @@ class _Gang:
         nodes: int,
         origin: float,
         index: int,
+        *,
         started_by: Launcher = Launcher.NONE,
+        node_env: Callable[[int], dict[str, str]] | None = None,
     ) -> None:
+        """``node_env(rank)``: what the node rank ``rank`` lands on adds (its memory)."""
         port = free_port()
         self.ranks = [
             TrainerProcess(
-                {**env, **_rank_env(started_by, nodes, rank, port)},
+                {
+                    **env,
+                    **_rank_env(started_by, nodes, rank, port),
+                    **(node_env(rank) if node_env else {}),
+                },
                 origin,
                 index=index * nodes + rank,
                 argv=_rank_argv(started_by, nodes, rank, port),
@@ -100,6 +109,18 @@ class _Gang:
 
     def finish(self, timeout: float) -> list[int | None]:
         return _finish(self.ranks, timeout)
+
+    def reaches(self, step: int, total_steps: int, scenario: str, report: SmokeReport) -> bool:
+        """Whether the last rank trains to ``step`` for ``scenario``; why not, in ``report``."""
+        if step >= total_steps - 1:
+            report.failures.append(f"TOTAL_STEPS too small to {scenario} at step {step}")
+            return False
+        last = self.ranks[-1]
+        if last.wait_for(lambda e: e["event"] == "step" and e["step"] >= step) is None:
+            ended = last_words(last)
+            report.failures.append(f"rank {last.index} ended before step {step}: {ended}")
+            return False
+        return True
 
     @property
     def step(self) -> int:
@@ -150,20 +171,34 @@ def run_gang_smoke(
             f"store: {config.store} ({bucket.url}); gang of {nodes} ranks over gloo, "
             f"each started by {how}"
         )
-        progress("reference gang (never interrupted)")
-        started = time.monotonic()
-        reference = _Gang(trainer_env(config, bucket, "reference"), nodes, started, 0, started_by)
-        reference.resumed()
-        report.reference_digest = _complete(reference, report)
-        report.reference_seconds = time.monotonic() - started
-        report.reference = attempt_of(reference.ranks[0])
-        progress(f"  done in {report.reference_seconds:.1f} s, digest {report.reference_digest}")
+        env = trainer_env(config, bucket, "reference")
+        run_reference(env, nodes, report, progress, started_by=started_by)
         _interrupted(config, bucket, nodes, report, progress, started_by=started_by)
+    judge_digest(report)
+    return report
+
+
+def run_reference(
+    env: dict[str, str], nodes: int, report: SmokeReport, progress: Progress, **options: Any
+) -> None:
+    """The gang never interrupted (``options`` as :class:`GangProcesses` takes them): its
+    digest is what every restarted gang must end with."""
+    progress("reference gang (never interrupted)")
+    started = time.monotonic()
+    reference = GangProcesses(env, nodes, started, 0, **options)
+    reference.resumed()
+    report.reference_digest = complete(reference, report)
+    report.reference_seconds = time.monotonic() - started
+    report.reference = attempt_of(reference.ranks[0])
+    progress(f"  done in {report.reference_seconds:.1f} s, digest {report.reference_digest}")
+
+
+def judge_digest(report: SmokeReport) -> None:
+    """The restarted gang must end bit for bit where the reference did."""
     if report.digest is not None and report.digest != report.reference_digest:
         report.failures.append(
             f"digest {report.digest} differs from reference {report.reference_digest}"
         )
-    return report
 
 
 def _interrupted(
@@ -181,28 +216,21 @@ def _interrupted(
         observer = CheckpointStore(env[settings.CHECKPOINT_URL.name])
     schedule = random.Random(config.schedule_seed)
     origin = time.monotonic()
-    gang = _Gang(env, nodes, origin, 0, started_by)
+    gang = GangProcesses(env, nodes, origin, 0, started_by=started_by)
     gangs = [gang]
-    resumed = _agreed(gang, report)
+    resumed = agreed(gang, report)
     for scenario in SCENARIOS:
         target = resumed + schedule.randint(max(2, config.interval // 2), 2 * config.interval)
-        if target >= config.total_steps - 1:
-            report.failures.append(f"TOTAL_STEPS too small to {scenario} at step {target}")
-            break
-        last = gang.ranks[-1]
-        if last.wait_for(lambda e, t=target: e["event"] == "step" and e["step"] >= t) is None:
-            report.failures.append(
-                f"rank {last.index} ended before step {target}: {last_words(last)}"
-            )
+        if not gang.reaches(target, config.total_steps, scenario, report):
             break
         kind = "hard-kill" if scenario == "kill one rank" else "preemption"
         record = Interruption(kind, gang.index, round(time.monotonic() - origin, 3), target)
         codes = _interrupt(gang, scenario, config, record)
         newest = observer.committed_steps()
         record.newest_committed = newest[-1] if newest else None
-        gang = _Gang(env, nodes, origin, gang.index + 1, started_by)
+        gang = GangProcesses(env, nodes, origin, gang.index + 1, started_by=started_by)
         gangs.append(gang)
-        resumed = _agreed(gang, report)
+        resumed = agreed(gang, report)
         record.resumed_from = resumed
         record.steps_lost = max(0, record.at_step - resumed)
         _judge(scenario, codes, record, config, report, started_by=started_by)
@@ -211,20 +239,20 @@ def _interrupted(
             f"  {scenario} at step {record.at_step}: every rank exited {codes}, "
             f"the gang resumed from {resumed}, {record.steps_lost} steps lost"
         )
-    report.digest = _complete(gang, report)
+    report.digest = complete(gang, report)
     report.interrupted_seconds = time.monotonic() - origin
     report.attempts = [attempt_of(rank) for started in gangs for rank in started.ranks]
 
 
 def _interrupt(
-    gang: _Gang, scenario: str, config: SmokeConfig, record: Interruption
+    gang: GangProcesses, scenario: str, config: SmokeConfig, record: Interruption
 ) -> list[int | None]:
     last, peers = gang.ranks[-1], gang.ranks[:-1]
     if scenario == "kill one rank":
         last.send(signal.SIGKILL)
         last.finish()
         record.at_step = last.last_step
-        return [*_tear_down(peers, LEAVE_SECONDS, record), last.popen.returncode]
+        return [*tear_down(peers, LEAVE_SECONDS, record), last.popen.returncode]
     victims = [last] if scenario == "preempt one rank" else gang.ranks
     grace = _reclaim(victims, config, record)
     signalled = last.now()
@@ -233,7 +261,7 @@ def _interrupt(
         if code is None:
             last.send(signal.SIGKILL)
             last.finish()
-        codes = [*_tear_down(peers, max(grace, LEAVE_SECONDS), record), code]
+        codes = [*tear_down(peers, max(grace, LEAVE_SECONDS), record), code]
     else:
         codes = gang.finish(grace)
     record.sigkilled_after_grace = record.sigkilled_after_grace or any(c is None for c in codes)
@@ -282,7 +310,7 @@ def _finish(ranks: list[TrainerProcess], timeout: float) -> list[int | None]:
     return codes
 
 
-def _tear_down(
+def tear_down(
     peers: list[TrainerProcess], timeout: float, record: Interruption
 ) -> list[int | None]:
     """What the JobSet does once the disrupted rank's Job has failed: delete the other
@@ -337,7 +365,7 @@ def _judge(
     judge_recovery(scenario, record, report, "the gang")
 
 
-def _agreed(gang: _Gang, report: SmokeReport) -> int:
+def agreed(gang: GangProcesses, report: SmokeReport) -> int:
     steps = gang.resumed()
     if len(set(steps)) != 1:
         report.failures.append(
@@ -346,7 +374,7 @@ def _agreed(gang: _Gang, report: SmokeReport) -> int:
     return min(steps)
 
 
-def _complete(gang: _Gang, report: SmokeReport) -> str | None:
+def complete(gang: GangProcesses, report: SmokeReport) -> str | None:
     digests = [rank.wait_for(lambda e: e["event"] == "done", timeout=600) for rank in gang.ranks]
     codes = gang.finish(60)
     if any(d is None for d in digests) or any(code != exit_codes.COMPLETED for code in codes):

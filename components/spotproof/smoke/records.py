@@ -68,6 +68,9 @@ class Interruption:
     peers_not_waiting: list[int] = field(default_factory=list)
     """Gang ranks stopped by a peer that were not waiting to be torn down when the gang
     was: exited on their own, or still busy after the time they are given."""
+    resumed_tiers: list[str] = field(default_factory=list)
+    """With ``--tiers``: where each rank read its shard of the step resumed from
+    (``memory``, ``peer`` or ``bucket``)."""
     kill_point: str | None = None
     """Where a hard kill hit the newest checkpoint: ``before-upload`` (no part written),
     ``in-upload`` (parts written, no manifest) or ``after-commit``."""

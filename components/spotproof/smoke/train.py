@@ -41,16 +41,17 @@ from typing import Any, NoReturn
 import torch
 
 from spotproof.runtime import exit_codes, metrics, settings
-from spotproof.runtime.checkpointer import torch_state
-from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
+from spotproof.runtime.checkpointer import in_place, torch_state
 from spotproof.runtime.checkpointer.checkpoint import (
     Checkpoint,
     CheckpointStore,
+    ReadsInPlace,
     SaveCancelled,
     SaveResult,
 )
 from spotproof.runtime.checkpointer.gang import await_teardown
 from spotproof.runtime.checkpointer.manifest import GangMismatch
+from spotproof.runtime.checkpointer.tiers import HeldResult
 from spotproof.runtime.guard import FINAL_SAVE_MARGIN, PreemptionGuard
 from spotproof.runtime.messages import redacted
 from spotproof.runtime.settings import ConfigError
@@ -219,19 +220,19 @@ def _resume(
     config: TrainConfig, gang: Solo, store: CheckpointStore
 ) -> tuple[torch.nn.Module, torch.nn.Module, torch.optim.Optimizer, dict[str, Any]]:
     """The model, this rank's part of it, its optimizer and the ``resumed`` event's fields:
-    the step to go on from, of the newest checkpoint that verifies and restores, or a
-    fresh start when none does. A checkpoint of another run stops the run
+    the step to go on from, of the newest checkpoint that verifies and restores (in place),
+    or a fresh start when none does. A checkpoint of another run stops the run
     (:class:`ConfigError`), as does one that this gang's shape cannot load."""
     model, owned, optimizer = build(config, gang)
-    started, restores = time.perf_counter(), 0
+    started, tried = time.perf_counter(), list[int]()
     resumed: dict[str, Any] = {"step": 0}
 
+    @ReadsInPlace  # straight into the model's tensors (runtime.checkpointer.in_place)
     def take(checkpoint: Checkpoint) -> None:
-        nonlocal restores
         check_same_run(config, checkpoint)
-        restores, resumed["step"] = restores + 1, 0
-        resumed["step"] = torch_state.restore(owned, optimizer, checkpoint.blobs)["step"]
-        resumed.update(metrics.resumed_fields(checkpoint.blobs, checkpoint.metadata))
+        tried.append(checkpoint.step)
+        resumed["step"] = in_place.restore(owned, optimizer, checkpoint)["step"]
+        resumed.update(metrics.resumed_fields({}, checkpoint.metadata), bytes=checkpoint.nbytes)
 
     try:
         latest = gang.latest(store, lambda s, why: emit("skipped", step=s, reason=why), take)
@@ -240,10 +241,9 @@ def _resume(
     if latest is not None:
         gang.share_parameters(model)
         resumed["restore_seconds"] = round(time.perf_counter() - started, 4)
-    else:
+    elif tried:  # each restore failed, and may have written part of its state: start afresh
+        model, owned, optimizer = build(config, gang)
         resumed = {"step": 0}
-        if restores:  # each restore that failed may have left part of its state behind
-            model, owned, optimizer = build(config, gang)
     return model, owned, optimizer, resumed
 
 
@@ -254,10 +254,11 @@ def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
     store = gang.store(config.checkpoint_url, keep=config.keep, part_bytes=part_bytes)
     model, owned, optimizer, resumed = _resume(config, gang, store)
     step, width = resumed["step"], model[0].in_features
-    emit("resumed", writer=store.writer_id, rank=gang.rank, **resumed)
+    tier = getattr(store, "loaded_from", "") or ("bucket" if resumed["step"] else "")
+    emit("resumed", writer=store.writer_id, rank=gang.rank, tier=tier, **resumed)
 
     received: dict[str, float] = {}
-    saver = AsyncCheckpointer(
+    saver = gang.checkpointer(
         store,
         on_start=lambda s, kind: emit("saving", step=s, kind=kind),
         on_done=lambda result, kind: _report(result, kind, received.get("at")),
@@ -266,7 +267,8 @@ def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
     buffer = torch_state.StateBuffer()
 
     def save(final: bool, deadline: float | None = None) -> SaveResult | None:
-        capture = lambda: buffer.capture(owned, optimizer, step)  # noqa: E731
+        copy = buffer.views if final else buffer.capture  # views: training has stopped
+        capture = lambda: copy(owned, optimizer, step)  # noqa: E731
         metadata = {
             **config.run_identity(),
             "total_steps": config.total_steps,
@@ -351,6 +353,9 @@ def _final_save_on_preemption(
 
 def _report(result: SaveResult, kind: str, signalled_at: float | None) -> None:
     """The ``checkpoint`` event once ``result`` is committed, or why it was refused."""
+    if isinstance(result, HeldResult):  # in memory and on a peer; the bucket has older
+        emit("checkpoint_held", step=result.step, replicated=result.replicated)
+        return
     if not result.committed:
         emit("checkpoint_refused", step=result.step, kind=kind, reason=result.reason)
         return

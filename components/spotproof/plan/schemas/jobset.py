@@ -34,8 +34,10 @@ FAILURE_POLICY_FIELDS = frozenset({"maxRestarts", "restartStrategy", "rules"})
 RULE_FIELDS = frozenset(
     {"name", "action", "onJobFailureReasons", "onJobFailureMessagePatterns", "targetReplicatedJobs"}
 )
-RESTART_STRATEGIES = frozenset({"Recreate", "BlockingRecreate"})
-"""``InPlaceRestart`` needs an alpha feature gate, off by default."""
+RESTART_STRATEGIES = frozenset({jobset.RECREATE, "BlockingRecreate"})
+"""What the webhook admits from a controller installed from ``catalog.jobset.CHART``:
+``InPlaceRestart`` needs the controller's alpha gate, which that chart cannot turn on
+(``catalog.jobset.CHART_FEATURE_GATES``)."""
 
 JOBSET_SHAPE: dict[str, field_types.Shape] = {
     "metadata": field_types.METADATA,
@@ -159,8 +161,18 @@ def _failure_policy(policy: Any, replicated: list[str]) -> Iterator[str]:
     if policy is None:
         return
     yield from unknown_fields("spec.failurePolicy", policy, FAILURE_POLICY_FIELDS)
-    strategy = policy.get("restartStrategy", "Recreate")
-    if strategy not in RESTART_STRATEGIES:
+    strategy = policy.get("restartStrategy", jobset.RECREATE)
+    if (
+        strategy == jobset.IN_PLACE_RESTART
+        and jobset.IN_PLACE_RESTART_GATE not in jobset.CHART_FEATURE_GATES
+    ):
+        yield (
+            f"spec.failurePolicy.restartStrategy: {strategy!r} not allowed: the webhook refuses "
+            f"it while the controller's {jobset.IN_PLACE_RESTART_GATE} feature gate is off "
+            "(alpha, off by default), and the JobSet chart has no value that turns it on "
+            f"(allowed: {', '.join(sorted(RESTART_STRATEGIES))})"
+        )
+    elif strategy not in RESTART_STRATEGIES:
         yield (
             f"spec.failurePolicy.restartStrategy: {strategy!r} not allowed "
             f"(allowed: {', '.join(sorted(RESTART_STRATEGIES))})"

@@ -11,7 +11,10 @@ capacity it fits does to it (``preemption``). Two checks come out of it:
 - ``gang-capacity``: a gang's pods must all fit at once in the pools it gets nodes from,
   its target's and its fallbacks' together (``scale_up.pods_at_once``);
 - ``queue-admission``: a workload submitted to a Kueue queue must be admissible by it
-  (``queues``), or it stays suspended for good.
+  (``queues``), or it stays suspended for good;
+- ``memory-tier-restart``, ``memory-tier-room``, ``memory-tier-peers``: a trainer's memory
+  tier must survive the restarts it is kept for, fit the pod's memory, and reach its peers
+  (``memory_tiers``).
 """
 
 from __future__ import annotations
@@ -22,7 +25,13 @@ from spotproof import scheduling
 from spotproof.catalog import DEFAULT_CLOUD, jobset
 from spotproof.fleet.pools import PoolClass
 from spotproof.plan.recording.recorder import Recording
-from spotproof.plan.simulation import admission, compute_classes, preemption, scale_up
+from spotproof.plan.simulation import (
+    admission,
+    compute_classes,
+    memory_tiers,
+    preemption,
+    scale_up,
+)
 from spotproof.plan.simulation.nodes import Pool
 from spotproof.plan.simulation.preemption import PreemptionPath
 from spotproof.plan.simulation.scale_up import Verdict
@@ -151,6 +160,7 @@ def check(found: list[Outcome]) -> list[Violation]:
                     )
                 )
         violations += _gang_capacity(outcome, targets)
+        violations += memory_tiers.check(workload)
         if outcome.route and outcome.route.problems:
             violations.append(
                 Violation(

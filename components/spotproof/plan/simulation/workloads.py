@@ -54,6 +54,8 @@ class Workload:
     """Pods it runs at once (a Job's parallelism, a Deployment's replicas)."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """The object's own labels (a Kueue queue name is one)."""
+    spec: Mapping[str, Any] = field(default_factory=dict)
+    """The object's own ``spec`` (a JobSet's failure policy is in it)."""
 
     @property
     def pod_labels(self) -> Mapping[str, str]:
@@ -114,6 +116,7 @@ def workloads(recording: Recording) -> list[Workload]:
                     template.metadata,
                     template.pods,
                     metadata.get("labels") or {},
+                    resource.inputs.get("spec") or {},
                 )
             )
     found += _installed_workloads(recording)

@@ -14,8 +14,16 @@ a wait that shows up here says the interval is shorter than an upload.
 
 On preemption :meth:`AsyncCheckpointer.save_final` takes over: a save in flight for the
 same step is simply awaited; one for an older step is cancelled (it stops between parts
-and deletes what it wrote) so the grace period is spent on the newest state only. The
-final save itself gets what is left of the grace period as a deadline: it starts no part
+and deletes what it wrote) so the grace period is spent on the newest state only. Its
+capture runs once that save has ended and training has stopped, so nothing writes the
+state any more: it need not copy it, and may return views of the tensors' own memory
+(``StateBuffer.views``; only a GPU's tensors still need their copy to the host). A part
+that spans several tensors is then assembled in the upload thread that sends it, into a
+part-sized buffer of that thread's, and a part within one tensor is sent from it as it
+is; either way the copy the capture would have made before the first byte left, in the
+one thread that waits on it, is spread over the upload threads and overlaps the writes.
+
+The final save gets what is left of the grace period as a deadline: it starts no part
 that the slowest so far says cannot end before it, stops between parts once it has passed
 rather than be killed mid-upload, and says so.
 Retention runs after a periodic commit has been reported, and not at all after a final
@@ -33,11 +41,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore, SaveCancelled, SaveResult
-from spotproof.runtime.checkpointer.transfer import SaveDeadline
+from spotproof.runtime.checkpointer.transfer import Blob, SaveDeadline
 
-Blobs = Mapping[str, bytes | memoryview]
+Blobs = Mapping[str, Blob]
 Capture = Callable[[], Blobs]
-"""Copies the training state into named blobs; runs in the caller's thread, between steps."""
+"""Copies the training state into named blobs (or, for a final save, views it); runs in the
+caller's thread, between steps."""
 
 
 @dataclass

@@ -27,6 +27,10 @@ A checkpoint of step ``S`` written by writer ``W`` (one process: host, pid, rand
    passes ``restore`` has the last word: a checkpoint that verifies but that it cannot
    take (:class:`RestoreError`: a blob missing from it, state of another model shape) is
    skipped as well, so one bad save costs the steps since the one before, not the run.
+   A restore wrapped in :class:`ReadsInPlace` reads the parts itself, straight into the
+   state (``runtime.checkpointer.in_place``), once the manifest decodes and a listing
+   shows every part stored: it verifies each part as it lands, and a failure is skipped
+   the same way; the next older step's restore then overwrites the whole state.
 4. **Retention.** After a commit, committed steps beyond the newest ``keep`` are deleted
    manifest first, then payload, so a reader never finds a manifest without its parts
    because of us. Uncommitted payload of steps older than the oldest kept step is deleted
@@ -70,6 +74,7 @@ from spotproof.runtime.checkpointer.manifest import (
     check_name,
     read_commit,
 )
+from spotproof.runtime.checkpointer.reading import StoredBlobs, check_stored
 from spotproof.runtime.checkpointer.transfer import SaveCancelled
 from spotproof.runtime.failures import Failure
 from spotproof.runtime.storage import AlreadyExists, ObjectStore, StorageError, open_store
@@ -78,6 +83,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointStore",
     "CommitFailed",
+    "ReadsInPlace",
     "RestoreError",
     "SaveCancelled",
     "SaveResult",
@@ -103,6 +109,18 @@ class RestoreError(ValueError):
 
 Restore = Callable[["Checkpoint"], None]
 """Applies a verified checkpoint to the training state, or raises :class:`RestoreError`."""
+
+
+class ReadsInPlace:
+    """A restore that reads the parts itself (``Checkpoint.stored``, ``blobs`` empty),
+    straight to where the state lives; what it raises skips the step as a failed
+    verification does (``runtime.checkpointer.in_place``)."""
+
+    def __init__(self, restore: Restore) -> None:
+        self.restore = restore
+
+    def __call__(self, checkpoint: Checkpoint) -> None:
+        self.restore(checkpoint)
 
 
 @dataclass(frozen=True)
@@ -137,9 +155,19 @@ class SaveResult:
 class Checkpoint:
     step: int
     blobs: dict[str, bytearray]
+    """Every blob, read and verified; empty for a restore that reads in place."""
     metadata: Mapping[str, Any]
     skipped: tuple[str, ...] = ()
     """Newer manifests passed over, each with the reason."""
+    stored: StoredBlobs | None = None
+    """The blobs as stored, every part listed but none read: for a :class:`ReadsInPlace`
+    restore, which reads and verifies them itself."""
+
+    @property
+    def nbytes(self) -> int:
+        """The size of every blob together, read or not."""
+        sizes = self.stored.sizes.values() if self.stored else map(len, self.blobs.values())
+        return sum(sizes)
 
 
 def new_writer_id() -> str:
@@ -183,7 +211,7 @@ class CheckpointStore:
     def save(
         self,
         step: int,
-        blobs: Mapping[str, bytes | memoryview],
+        blobs: Mapping[str, transfer.Blob],
         metadata: Mapping[str, Any] | None = None,
         cancel: threading.Event | None = None,
         *,
@@ -232,7 +260,7 @@ class CheckpointStore:
     def _upload(
         self,
         step: int,
-        blobs: Mapping[str, bytes | memoryview],
+        blobs: Mapping[str, transfer.Blob],
         cancel: threading.Event | None,
     ) -> tuple[Part, ...]:
         """Protocol step 1: this writer's payload of ``step``, durable; raises
@@ -307,19 +335,37 @@ class CheckpointStore:
     def _load_and_restore(
         self, step: int, skipped: tuple[str, ...], restore: Restore | None
     ) -> Checkpoint:
+        if isinstance(restore, ReadsInPlace):
+            return self._restore_in_place(step, skipped, restore)
         checkpoint = self._load(step, skipped)
         if restore is not None:
             restore(checkpoint)
         return checkpoint
 
-    def _load(self, step: int, skipped: tuple[str, ...]) -> Checkpoint:
+    def _restore_in_place(
+        self, step: int, skipped: tuple[str, ...], restore: ReadsInPlace
+    ) -> Checkpoint:
+        """``step`` opened (manifest decoded, every part listed), handed to ``restore``; a
+        store holding a step in several places tries the next one when this raises."""
+        manifest = self._shard(step)
+        check_stored(self.store, manifest)
+        threads = self._plan(sum(manifest.blob_sizes.values())).threads
+        stored = StoredBlobs(self.store, manifest, threads)
+        checkpoint = Checkpoint(step, {}, manifest.metadata, skipped, stored)
+        restore(checkpoint)
+        return checkpoint
+
+    def _shard(self, step: int) -> Manifest:
         """This process's part of ``step``: the whole checkpoint, or its rank's shard of a
         gang's (``spotproof.runtime.checkpointer.gang``); :class:`GangMismatch` when neither
         fits."""
         commit = read_commit(self.store.get(manifest_key(step), limit=MAX_MANIFEST_BYTES))
         if commit.step != step:
             raise ValueError(f"manifest names step {commit.step}")
-        manifest = commit.shard_for(self.rank, self.world_size)
+        return commit.shard_for(self.rank, self.world_size)
+
+    def _load(self, step: int, skipped: tuple[str, ...]) -> Checkpoint:
+        manifest = self._shard(step)
         total = sum(manifest.blob_sizes.values())
         blobs = transfer.download(self.store, manifest, self._plan(total))
         return Checkpoint(step, blobs, manifest.metadata, skipped)

@@ -25,7 +25,10 @@ A checkpoint of step ``S``:
    the same step, so they agree through a min-reduction the trainer supplies (with
    ``torch.distributed``: ``all_reduce`` of the step with ``ReduceOp.MIN``): each rank
    offers the newest step whose shard verified for it, and every rank falls back to the
-   smallest offer, until one round's agreement equals the last. A committed step written
+   smallest offer, until one round's agreement equals the last. A restore that reads in
+   place (``runtime.checkpointer.in_place``) reads the shard straight into the rank's
+   tensors; a rank that restored a newer step than the one agreed on restores the agreed
+   one over it, which writes the whole state again. A committed step written
    by a gang of another size raises :class:`GangMismatch` rather than being skipped, since
    quietly resuming from something older would lose work; one saved ``replicated`` (every
    rank held the same state) loads at any size.
@@ -281,6 +284,11 @@ class GangCheckpointStore(CheckpointStore):
                 return loaded if agreed >= 0 else None
             bound = agreed
 
+    def restorable_steps(self) -> list[int]:
+        """The steps a load may offer, oldest first: the committed ones here; a store
+        with more tiers adds what they hold (``runtime.checkpointer.tiers``)."""
+        return self.committed_steps()
+
     def _newest_verified(
         self,
         bound: int | None,
@@ -289,7 +297,7 @@ class GangCheckpointStore(CheckpointStore):
         restore: Restore | None,
     ) -> Checkpoint | None:
         skipped: list[str] = []
-        for step in reversed(self.committed_steps()):
+        for step in reversed(self.restorable_steps()):
             if (bound is not None and step > bound) or step in failed:
                 continue
             try:

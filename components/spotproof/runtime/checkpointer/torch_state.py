@@ -7,7 +7,13 @@ At a step boundary :meth:`StateBuffer.capture` copies every tensor of the traini
 The checkpoint is two blobs: ``tensors``, a view of that buffer uploaded as it is, and
 ``skeleton``, the small structure around it (param groups, step, Python RNG state) with
 each tensor replaced by its offset, dtype and shape. :func:`restore` rebuilds the tensors
-as views of the downloaded buffer and loads them.
+as views of the downloaded buffer and loads them; ``runtime.checkpointer.in_place`` reads
+the ``tensors`` blob straight into the model's and optimizer's own tensors instead.
+
+Once training has stopped, a final save needs no copy at all: :meth:`StateBuffer.views`
+gives the same two blobs, byte for byte, with ``tensors`` read from the tensors' own
+memory (a ``transfer.GatheredBlob``), where they are CPU tensors. A tensor on a GPU still
+has to be copied to the host, and then it is a capture.
 
 :meth:`StateBuffer.prepare` allocates and touches the buffer ahead of the first save (once
 the optimizer has state, i.e. after the first step or a restore): otherwise the first
@@ -25,11 +31,12 @@ import io
 import math
 import random
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from spotproof.runtime.checkpointer.checkpoint import RestoreError
+from spotproof.runtime.checkpointer.transfer import GatheredBlob
 from spotproof.runtime.messages import first_line
 
 TENSOR_KEY = "__spotproof_tensor__"
@@ -66,21 +73,48 @@ class StateBuffer:
         self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int, **extra: Any
     ) -> dict[str, bytes | memoryview]:
         skeleton, tensors = _flatten(_state(model, optimizer, step, extra))
-        sizes = [t.numel() * t.element_size() for t in tensors]
-        flat = self._flat(sum(sizes))
-        layout, offset = [], 0
-        for tensor, size in zip(tensors, sizes, strict=True):
+        layout = _layout(tensors)
+        flat = self._flat(sum(size for _, size, _, _ in layout))
+        for tensor, (offset, size, _, _) in zip(tensors, layout, strict=True):
             source = tensor.contiguous().reshape(-1).view(torch.uint8)
             flat[offset : offset + size].copy_(source, non_blocking=True)
-            layout.append(
-                (offset, size, str(tensor.dtype).removeprefix("torch."), list(tensor.shape))
-            )
-            offset += size
         if torch.cuda.is_available():
             torch.cuda.synchronize()
-        header = io.BytesIO()
-        torch.save({"skeleton": skeleton, "layout": layout}, header)
-        return {"skeleton": header.getvalue(), "tensors": byte_view(flat)}
+        return {"skeleton": _header(skeleton, layout), "tensors": byte_view(flat)}
+
+    def views(
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int, **extra: Any
+    ) -> dict[str, bytes | memoryview | GatheredBlob]:
+        """What :meth:`capture` returns, byte for byte, with ``tensors`` read from the
+        tensors' own memory: for a final save, once training has stopped (the upload
+        reads the tensors while it runs, so nothing may write them). Only a state with a
+        tensor off the CPU is captured, since that needs its copy to the host anyway."""
+        skeleton, tensors = _flatten(_state(model, optimizer, step, extra))
+        if any(tensor.device.type != "cpu" for tensor in tensors):
+            return self.capture(model, optimizer, step, **extra)
+        # A part that spans tensors is assembled in the buffer periodic saves use: idle now,
+        # and faulted in already (a fresh part-sized buffer per thread cost more than the
+        # whole capture at 512 MiB).
+        staging = byte_view(self._buffer) if self._buffer is not None else None
+        pieces = GatheredBlob((byte_view(t.contiguous()) for t in tensors), staging)
+        return {"skeleton": _header(skeleton, _layout(tensors)), "tensors": pieces}
+
+
+def _layout(tensors: list[torch.Tensor]) -> list[tuple[int, int, str, list[int]]]:
+    """Each tensor's (offset, size, dtype, shape) in the ``tensors`` blob, one after the
+    other."""
+    layout, offset = [], 0
+    for tensor in tensors:
+        size = tensor.numel() * tensor.element_size()
+        layout.append((offset, size, str(tensor.dtype).removeprefix("torch."), list(tensor.shape)))
+        offset += size
+    return layout
+
+
+def _header(skeleton: Any, layout: list[tuple[int, int, str, list[int]]]) -> bytes:
+    header = io.BytesIO()
+    torch.save({"skeleton": skeleton, "layout": layout}, header)
+    return header.getvalue()
 
 
 def _state(
@@ -143,6 +177,13 @@ def restore(
     nothing about the model it was taken from. Restoring stops at the first error, with the
     model perhaps already partly loaded: restore another checkpoint or rebuild it."""
     state = _decode(blobs)
+    apply(model, optimizer, state)
+    return state
+
+
+def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """Load a decoded state (:func:`fill`) into ``model``, ``optimizer`` and the RNGs; a
+    tensor that already is the model's or the optimizer's own is taken without a copy."""
     try:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -153,7 +194,6 @@ def restore(
             torch.cuda.set_rng_state_all(state["cuda_rng"])
     except (RuntimeError, TypeError, ValueError, KeyError, IndexError) as error:
         raise RestoreError(f"the state does not fit this model: {first_line(error)}") from None
-    return state
 
 
 def saved_extra(blobs: Mapping[str, Any]) -> dict[str, Any]:
@@ -169,30 +209,51 @@ def _decode(blobs: Mapping[str, Any]) -> dict[str, Any]:
     for name in ("skeleton", "tensors"):
         if name not in blobs:
             raise RestoreError(f"no {name!r} blob: not state saved by StateBuffer.capture")
+    skeleton, entries = read_header(blobs["skeleton"], len(blobs["tensors"]))
+    data = blobs["tensors"]
+    flat = torch.frombuffer(data, dtype=torch.uint8) if len(data) else torch.empty(0)
+    tensors = [flat[e.offset : e.offset + e.size].view(e.dtype).reshape(e.shape) for e in entries]
+    return fill(skeleton, tensors)
+
+
+class Entry(NamedTuple):
+    """Where one tensor lies in the ``tensors`` blob, and what it is."""
+
+    offset: int
+    size: int
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+
+
+def read_header(skeleton: bytes | bytearray, blob_bytes: int) -> tuple[Any, list[Entry]]:
+    """The skeleton blob's state structure and its layout, every entry checked to be a
+    tensor of that many bytes inside a ``tensors`` blob of ``blob_bytes``."""
     try:
         # weights_only: a checkpoint is data; loading one must never run code from the bucket.
-        header = torch.load(io.BytesIO(bytes(blobs["skeleton"])), weights_only=True)
+        header = torch.load(io.BytesIO(bytes(skeleton)), weights_only=True)
     except Exception as error:  # torch.load raises what its pickle and zip layers raise
         raise RestoreError(f"the skeleton is unreadable: {first_line(error)}") from None
     if not isinstance(header, dict) or not isinstance(header.get("layout"), list):
         raise RestoreError("the skeleton has no tensor layout")
-    data = blobs["tensors"]
-    flat = torch.frombuffer(data, dtype=torch.uint8) if len(data) else torch.empty(0)
-    tensors = [_tensor(flat, entry) for entry in header["layout"]]
+    return header.get("skeleton"), [_entry(entry, blob_bytes) for entry in header["layout"]]
 
-    def fill(value: Any) -> Any:
+
+def fill(skeleton: Any, tensors: list[torch.Tensor]) -> dict[str, Any]:
+    """The state with each tensor's index in the skeleton replaced by ``tensors[index]``."""
+
+    def filled(value: Any) -> Any:
         if isinstance(value, dict):
             if set(value) == {TENSOR_KEY}:
                 index = value[TENSOR_KEY]
                 if not isinstance(index, int) or not 0 <= index < len(tensors):
                     raise RestoreError(f"the skeleton names tensor {index!r}, not in its layout")
                 return tensors[index]
-            return {k: fill(v) for k, v in value.items()}
+            return {k: filled(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
-            return type(value)(fill(v) for v in value)
+            return type(value)(filled(v) for v in value)
         return value
 
-    state = fill(header.get("skeleton"))
+    state = filled(skeleton)
     if not isinstance(state, dict) or not {"step", "model", "optimizer", "torch_rng"} <= set(state):
         raise RestoreError("the skeleton is not a training state (step, model, optimizer)")
     step = state["step"]
@@ -201,8 +262,8 @@ def _decode(blobs: Mapping[str, Any]) -> dict[str, Any]:
     return state
 
 
-def _tensor(flat: torch.Tensor, entry: Any) -> torch.Tensor:
-    """The tensor a layout entry ``(offset, size, dtype, shape)`` describes."""
+def _entry(entry: Any, blob_bytes: int) -> Entry:
+    """The layout entry ``(offset, size, dtype, shape)``, checked."""
     try:
         offset, size, dtype_name, shape = entry
         dtype = getattr(torch, dtype_name)
@@ -211,9 +272,9 @@ def _tensor(flat: torch.Tensor, entry: Any) -> torch.Tensor:
             for n in (offset, size, *shape)
         ):
             raise ValueError("not whole numbers and a dtype")
-        if size != math.prod(shape) * dtype.itemsize or offset + size > flat.numel():
-            raise ValueError(f"{size} bytes at {offset} of {flat.numel()}")
-        return flat[offset : offset + size].view(dtype).reshape(shape)
+        if size != math.prod(shape) * dtype.itemsize or offset + size > blob_bytes:
+            raise ValueError(f"{size} bytes at {offset} of {blob_bytes}")
+        return Entry(offset, size, dtype, tuple(shape))
     except (TypeError, ValueError, AttributeError, RuntimeError) as error:
         raise RestoreError(f"layout entry {entry!r:.80}: {first_line(error)}") from None
 

@@ -3,42 +3,91 @@
 This module is the I/O half of a checkpoint; ``checkpoint`` is the commit protocol. A blob
 is cut into parts of :attr:`TransferPlan.part_bytes`, each its own object, uploaded by
 :attr:`TransferPlan.threads` threads with its CRC32C (which the store checks on arrival
-where it can). Loading reads the parts straight into one buffer per blob, several at a
-time, and verifies each part's CRC32C as soon as its last byte lands, in the thread that
-read it, so verification overlaps the reads still running.
+where it can). A blob may also be a :class:`GatheredBlob`, its bytes in several buffers
+(a final save's tensors, each in its own memory): a part that lies within one buffer is
+uploaded from it as it is, and one that spans several is assembled by the thread that
+uploads it (into the blob's idle staging memory, else a part-sized buffer of the thread's),
+with a copy that does not hold the GIL. The cut into parts is the blob's either way, so
+the manifest and every stored byte are what one buffer would have given.
+
+Loading is ``reading``'s: :func:`download` reads every blob into a buffer of its own.
 
 Sizes follow the state (:func:`plan`): enough parts to keep every thread busy twice over,
 none smaller than 4 MiB (per-request overhead) or larger than 64 MiB (one slow request
-must not hold up the save). A load reads whole parts, one request each, unless there are
-fewer parts than threads (a checkpoint written with other sizes); only then are parts
-split into byte ranges read in parallel. S3 and GCS serve ranges natively (S3's
-performance guidelines recommend ranged GETs for parallel downloads), but moto builds the
-whole object for every ranged GET, so splitting more than needed would measure the
-emulator, not the protocol.
+must not hold up the save).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from spotproof.runtime.checkpointer.integrity import crc32c_hex
-from spotproof.runtime.checkpointer.layout import part_key, writer_prefix
+from spotproof.runtime.checkpointer.layout import part_key
 from spotproof.runtime.checkpointer.manifest import Manifest, Part
+from spotproof.runtime.checkpointer.reading import (
+    READ_ATTEMPTS,
+    check_stored,
+    copy_into,
+    crc32c_hex_of,
+    read_blobs,
+    scratch_view,
+)
 from spotproof.runtime.failures import Failure
 from spotproof.runtime.storage import ObjectStore, StorageError
 
+__all__ = [
+    "READ_ATTEMPTS",
+    "GatheredBlob",
+    "SaveCancelled",
+    "SaveDeadline",
+    "TransferPlan",
+    "download",
+    "plan",
+    "upload",
+]
+
 MiB = 1 << 20
 MIN_PART, MAX_PART = 4 * MiB, 64 * MiB
-MIN_RANGE = 1 * MiB
-READ_ATTEMPTS = 3
-"""Reads of a part before a short read or a checksum mismatch counts as the stored bytes'."""
 _TRANSIENT = (Failure.UNREACHABLE, Failure.SERVER, Failure.OTHER)
+
+
+class GatheredBlob:
+    """A blob whose bytes lie in several buffers, in order: uploaded without first being
+    copied into one. ``staging``, memory of the blob's size that nothing else uses now
+    (already faulted in), is where a part that spans several buffers is assembled; without
+    it, each upload thread assembles into a part-sized buffer of its own."""
+
+    def __init__(self, pieces: Iterable[memoryview], staging: memoryview | None = None) -> None:
+        self.pieces = [memoryview(piece).cast("B") for piece in pieces if len(piece)]
+        self._starts: list[int] = []
+        total = 0
+        for piece in self.pieces:
+            self._starts.append(total)
+            total += len(piece)
+        self._size = total
+        self.staging = staging if staging is not None and len(staging) == total else None
+
+    def __len__(self) -> int:
+        return self._size
+
+    def window(self, offset: int, size: int) -> list[memoryview]:
+        """The bytes ``[offset, offset + size)``, as slices of the buffers they lie in."""
+        end, found = min(offset + size, self._size), []
+        index = max(0, bisect.bisect_right(self._starts, offset) - 1)
+        while index < len(self.pieces) and self._starts[index] < end:
+            start, piece = self._starts[index], self.pieces[index]
+            found.append(piece[max(0, offset - start) : end - start])
+            index += 1
+        return found
+
+
+Blob = bytes | bytearray | memoryview | GatheredBlob
 
 
 class SaveCancelled(Exception):
@@ -90,7 +139,7 @@ def upload(
     store: ObjectStore,
     step: int,
     writer: str,
-    blobs: Mapping[str, bytes | memoryview],
+    blobs: Mapping[str, Blob],
     transfer: TransferPlan,
     *,
     cancel: threading.Event | None = None,
@@ -107,15 +156,16 @@ def upload(
     """
     size = transfer.part_bytes
     jobs = [
-        (part_key(step, writer, name, index), name, index, memoryview(blob)[offset : offset + size])
+        (part_key(step, writer, name, index), name, index, *_window(blob, offset, size))
         for name, blob in blobs.items()
         for index, offset in enumerate(range(0, max(len(blob), 1), size))
     ]
     slowest = [0.0]  # seconds of the slowest part written so far, for a SaveDeadline
 
-    def write(job: tuple[str, str, int, memoryview]) -> Part:
-        key, name, index, data = job
-        digest = crc32c_hex(data)
+    def write(job: tuple[str, str, int, list[memoryview], memoryview | None]) -> Part:
+        key, name, index, pieces, staging = job
+        digest = crc32c_hex_of(pieces)
+        data = pieces[0] if len(pieces) == 1 else _joined(pieces, staging)
         for attempt in range(attempts):
             if cancel is not None and cancel.is_set():
                 raise SaveCancelled(f"save of step {step} called off between parts")
@@ -139,74 +189,30 @@ def upload(
         return tuple(pool.map(write, jobs))
 
 
+def _window(blob: Blob, offset: int, size: int) -> tuple[list[memoryview], memoryview | None]:
+    """The part's bytes, as slices of the buffers they lie in, and where to assemble them."""
+    if isinstance(blob, GatheredBlob):
+        staging = blob.staging[offset : offset + size] if blob.staging is not None else None
+        return blob.window(offset, size), staging
+    return [memoryview(blob)[offset : offset + size]], None
+
+
+def _joined(pieces: list[memoryview], staging: memoryview | None) -> memoryview:
+    """``pieces`` copied one after the other into ``staging``, or this thread's scratch."""
+    joined = staging if staging is not None else scratch_view(sum(map(len, pieces)))
+    position = 0
+    for piece in pieces:
+        copy_into(joined[position : position + len(piece)], piece)
+        position += len(piece)
+    return joined[:position]
+
+
 def download(
     store: ObjectStore, manifest: Manifest, transfer: TransferPlan
 ) -> dict[str, bytearray]:
-    """Every blob of ``manifest``, read into one buffer each and verified part by part.
-
-    A part that arrives short or fails its checksum is read again, whole, up to
-    :data:`READ_ATTEMPTS` reads in all: bytes damaged on the way (a flaky NIC, a proxy) are
-    not a damaged checkpoint, and falling back to an older step for them would lose work.
-    Raises ``ValueError`` naming the part when it is short or fails its checksum every time,
-    and
-    ``FileNotFoundError`` when one is missing: the caller then skips the checkpoint. The
-    sizes the manifest claims are checked against a listing of the writer's prefix before
-    any buffer is allocated, so memory follows the bytes really stored, not the claims.
-    """
-    _check_stored(store, manifest)
-    ordered = sorted(manifest.parts, key=lambda p: (p.blob, p.index))
-    offsets: dict[Part, int] = {}
-    sizes: dict[str, int] = {}
-    for part in ordered:
-        offsets[part] = sizes.get(part.blob, 0)
-        sizes[part.blob] = offsets[part] + part.size
-    blobs = {blob: bytearray(size) for blob, size in sizes.items()}
-    views = {
-        part: memoryview(blobs[part.blob])[offsets[part] : offsets[part] + part.size]
-        for part in ordered
-    }
-    splits = max(1, math.ceil(transfer.threads / max(len(ordered), 1)))
-    span = {part: max(MIN_RANGE, math.ceil(part.size / splits)) for part in ordered}
-    ranges = [
-        (part, start) for part in ordered for start in range(0, max(part.size, 1), span[part])
-    ]
-    pending = {part: math.ceil(max(part.size, 1) / span[part]) for part in ordered}
-    lock = threading.Lock()
-
-    def read(job: tuple[Part, int]) -> None:
-        part, start = job
-        view = views[part][start : start + span[part]]
-        for attempt in range(READ_ATTEMPTS):
-            count = store.read_into(part.key, view, start)
-            if count == len(view):
-                break
-            if attempt == READ_ATTEMPTS - 1:
-                raise ValueError(f"{part.key}: {start + count} bytes, manifest says {part.size}")
-        with lock:
-            pending[part] -= 1
-            complete = pending[part] == 0
-        if complete:  # every range of the part is in: no other thread writes its view now
-            problem = part.mismatch(views[part])
-            for _ in range(READ_ATTEMPTS - 1):
-                if not problem:
-                    break
-                count = store.read_into(part.key, views[part], 0)
-                problem = part.mismatch(views[part][:count])
-            if problem:
-                raise ValueError(f"{part.key}: {problem} in {READ_ATTEMPTS} reads")
-
-    with ThreadPoolExecutor(transfer.threads, thread_name_prefix="ckpt-download") as pool:
-        for _ in pool.map(read, ranges):
-            pass
-    return blobs
-
-
-def _check_stored(store: ObjectStore, manifest: Manifest) -> None:
-    """Every part of ``manifest`` is listed under its writer's prefix, at least as large
-    as the manifest says."""
-    stored = store.sizes_under(writer_prefix(manifest.step, manifest.writer))
-    for part in manifest.parts:
-        if part.key not in stored:
-            raise FileNotFoundError(part.key)
-        if stored[part.key] < part.size:
-            raise ValueError(f"{part.key}: {stored[part.key]} bytes, manifest says {part.size}")
+    """Every blob of ``manifest``, read into one buffer each and verified part by part
+    (``reading.read_blobs``), once a listing of the writer's prefix has shown every part
+    at least as large as the manifest says: memory follows the bytes really stored, not the
+    claims. ``ValueError`` or ``FileNotFoundError`` make the caller skip the checkpoint."""
+    check_stored(store, manifest)
+    return read_blobs(store, manifest.parts, transfer.threads)

@@ -57,6 +57,11 @@ def resumed_fields(blobs: Mapping[str, Any], metadata: Mapping[str, Any]) -> dic
     }
 
 
+HELD_TIERS = ("memory", "peer")
+"""Where a resumed step may have been read from without being committed to the bucket
+(``runtime.checkpointer.tiers``): never counted as the newest committed step."""
+
+
 class Registry:
     """One process's metrics: a prometheus-client registry holding ``families``, with every
     labelled series created at zero, so that ``increase()`` sees the first event."""
@@ -142,11 +147,13 @@ class TrainerMetrics:
         source = event.get("checkpoint")
         if source is None:  # a fresh start: nothing was restored
             return
-        self._committed = step
         if self.speaks_for_run and source in names.RESUME_SOURCES:
             metric(names.RESUMES, source).inc()
         metric(names.RESTORE_SECONDS).observe(float(event.get("restore_seconds", 0.0)))
         metric(names.RESTORE_BYTES).inc(int(event.get("bytes", 0)))
+        if event.get("tier") in HELD_TIERS:  # read from memory: the bucket has older
+            return
+        self._committed = step
         metric(names.LAST_COMMITTED_STEP).set(step)
         if event.get("committed_at") is not None:
             metric(names.LAST_COMMIT_TIME).set(float(event["committed_at"]))

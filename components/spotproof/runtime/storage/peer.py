@@ -19,9 +19,12 @@ The protocol is a few HTTP/1.1 requests on one persistent connection per thread:
   ``GET /names/<prefix>`` / ``GET /sizes/<prefix>`` (JSON) for listings.
 
 The server stores through :class:`LocalStore`, so every key stays under its root and
-nothing but a regular file it wrote is ever served. It has no authentication: it listens
-on the pod network, which the gang's NetworkPolicy limits to the gang's own pods, and what
-it serves is checked against the manifest's CRC32C by the reader like any bucket's bytes.
+nothing but a regular file it wrote is ever served. It has no authentication: anything
+that can reach its port can write replicas or read them, so it belongs on a network
+where only the gang's own pods reach it (spotproof's namespace policy admits every pod
+of the namespace today, which is no such limit). What it serves is checked against the
+manifest's CRC32C by the reader like any bucket's bytes, so a damaged replica is skipped,
+never loaded; a forged one whose checksums match is not detected.
 """
 
 from __future__ import annotations

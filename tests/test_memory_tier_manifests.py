@@ -1,0 +1,234 @@
+"""A gang's memory tier on a cluster: spotproof renders none (a JobSet restart recreates
+every pod, and the strategy that keeps them cannot be rendered), and the plan flags a
+hand-written one that a restart would find empty, that has no room in its pod, or whose
+peers cannot reach it."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from spotproof.check import check, load_all
+from spotproof.kube import TrainingJob, TrainingJobArgs
+from spotproof.kube.training import Trainer
+from spotproof.plan.recording.manifests import schema_errors
+from spotproof.plan.recording.recorder import Resource
+from spotproof.plan.schemas import controller_versions
+from spotproof.plan.schemas.jobset import errors
+from spotproof.testing import record
+from tests.support import REPO, plan_of
+from tests.test_training_job import IDENTITY, SPOT_ON_GKE, TRAINER
+
+GANG = REPO / "examples" / "pretrain-jobset.yaml"
+TIER = "/var/spotproof/tier"
+DOWNWARD = [
+    {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+]
+
+
+def _gang_with_tier(
+    *,
+    size_limit: str | None = "12Gi",
+    memory: str = "32Gi",
+    state_mib: str = "2048",
+    env: list[dict[str, Any]] | None = None,
+    mounted: bool = True,
+) -> dict[str, Any]:
+    """The shipped example gang with a memory tier: ``TIER`` on a memory-backed emptyDir."""
+    [jobset, _budget] = yaml.safe_load_all(GANG.read_text())
+    template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    template["metadata"] = {"annotations": {"spotproof.dev/state-mib": state_mib}}
+    pod = template["spec"]
+    [trainer] = pod["containers"]
+    trainer["env"] += [{"name": "MEMORY_TIER_DIR", "value": f"{TIER}/run"}]
+    trainer["env"] += DOWNWARD if env is None else env
+    trainer["resources"] = {
+        "requests": {"cpu": "4", "memory": memory},
+        "limits": {"memory": memory, "nvidia.com/gpu": "1"},
+    }
+    empty_dir: dict[str, Any] = {"medium": "Memory"}
+    if size_limit is not None:
+        empty_dir["sizeLimit"] = size_limit
+    if mounted:
+        trainer["volumeMounts"] = [{"name": "tier", "mountPath": TIER}]
+    pod["volumes"] = [{"name": "tier", "emptyDir": empty_dir}]
+    return jobset
+
+
+def _findings(tmp_path: Path, jobset: dict[str, Any]) -> dict[str, list[str]]:
+    """``spotproof check`` of ``jobset`` against gke-dev: each memory-tier rule's messages."""
+    path = tmp_path / "gang.yaml"
+    path.write_text(yaml.safe_dump(jobset))
+    found: dict[str, list[str]] = {}
+    for finding in check(load_all([path]), plan_of("gke-dev")).findings:
+        if finding.policy.startswith("memory-tier"):
+            found.setdefault(finding.policy, []).append(finding.message)
+    return found
+
+
+def _in_place(jobset: dict[str, Any]) -> dict[str, Any]:
+    changed = copy.deepcopy(jobset)
+    changed["spec"]["failurePolicy"]["restartStrategy"] = "InPlaceRestart"
+    return changed
+
+
+# --- what spotproof renders -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_training_job_refuses_a_memory_tier_in_one_line(nodes: int) -> None:
+    trainer: Trainer = dataclasses.replace(TRAINER, env={"MEMORY_TIER_DIR": "/dev/shm/tier"})
+
+    def program() -> None:
+        TrainingJob(
+            "llm-pretrain",
+            TrainingJobArgs(
+                trainer=trainer,
+                placement=SPOT_ON_GKE,
+                identity=IDENTITY,
+                checkpoint_url=pulumi.Output.from_input("gs://acme-ckpt/checkpoints/llm"),
+                nodes=nodes,
+            ),
+        )
+
+    with pytest.raises(ValueError) as raised:
+        record(program, stack="research", project="ml")
+    assert str(raised.value) == (
+        "TrainingJob llm-pretrain: MEMORY_TIER_DIR needs pods that outlive a restart, and "
+        "every restart here replaces them (a JobSet restarts by Recreate; InPlaceRestart needs "
+        "the controller's alpha InPlaceRestart feature gate, which the JobSet chart cannot turn "
+        "on, and an agent in every pod whose image JobSet does not publish); allowed: a trainer "
+        "env without it"
+    )
+
+
+# --- the restart strategy -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", [None, "Recreate", "BlockingRecreate"])
+def test_a_gang_whose_restarts_recreate_its_pods_is_flagged_for_keeping_a_tier(
+    tmp_path: Path, strategy: str | None
+) -> None:
+    jobset = _gang_with_tier()
+    if strategy is not None:
+        jobset["spec"]["failurePolicy"]["restartStrategy"] = strategy
+    [message] = _findings(tmp_path, jobset)["memory-tier-restart"]
+    assert message.startswith(
+        "JobSet spotproof/llm-pretrain/workers: container trainer keeps a memory tier "
+        f"(MEMORY_TIER_DIR) but the JobSet restarts by {strategy or 'Recreate'}, which deletes "
+        "every pod and its memory"
+    )
+
+
+def test_a_gang_with_a_tier_that_fits_and_reaches_its_peers_is_flagged_for_nothing_else(
+    tmp_path: Path,
+) -> None:
+    assert list(_findings(tmp_path, _gang_with_tier())) == ["memory-tier-restart"]
+
+
+def test_the_gang_without_a_tier_is_not_flagged(tmp_path: Path) -> None:
+    [jobset, _budget] = yaml.safe_load_all(GANG.read_text())
+    assert _findings(tmp_path, jobset) == {}
+
+
+def test_in_place_restart_is_refused_for_the_gate_the_chart_cannot_turn_on() -> None:
+    [error] = errors(_in_place(_gang_with_tier()), lambda job: schema_errors(job, "1.33"))
+    assert error == (
+        "spec.failurePolicy.restartStrategy: 'InPlaceRestart' not allowed: the webhook refuses "
+        "it while the controller's InPlaceRestart feature gate is off (alpha, off by default), "
+        "and the JobSet chart has no value that turns it on (allowed: BlockingRecreate, Recreate)"
+    )
+
+
+def test_in_place_restart_on_a_jobset_release_without_it_is_reported_by_version() -> None:
+    plan = plan_of("gke-dev")
+    inputs = _in_place(_gang_with_tier())
+    plan.recording.resources.append(
+        Resource(
+            "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet",
+            "llm-pretrain",
+            "urn:pulumi:gke-dev::p::JobSet::llm-pretrain",
+            None,
+            True,
+            inputs,
+        )
+    )
+    older = dataclasses.replace(plan.spec.jobset, version="0.10.1")
+    [message] = [
+        v.message
+        for v in controller_versions.check(
+            dataclasses.replace(plan.spec, jobset=older), plan.recording
+        )
+    ]
+    assert message.startswith(
+        "JobSet spotproof/llm-pretrain: spec.failurePolicy.restartStrategy InPlaceRestart is "
+        "accepted by JobSet from 0.11.0 on, and the stack installs 0.10.1"
+    )
+    assert controller_versions.check(plan.spec, plan.recording) == []
+
+
+def test_a_tier_on_no_volume_is_flagged_as_lost_with_its_container(tmp_path: Path) -> None:
+    messages = _findings(tmp_path, _gang_with_tier(mounted=False))["memory-tier-restart"]
+    assert (
+        "JobSet spotproof/llm-pretrain/workers: container trainer keeps its memory tier at "
+        f"{TIER}/run, on no volume: the container's own filesystem is lost whenever it "
+        "restarts; fix: mount an emptyDir with medium Memory there"
+    ) in messages
+
+
+# --- room in the pod ------------------------------------------------------------------------
+
+
+def test_a_memory_backed_tier_without_a_size_limit_is_flagged(tmp_path: Path) -> None:
+    [message] = _findings(tmp_path, _gang_with_tier(size_limit=None))["memory-tier-room"]
+    assert message == (
+        "JobSet spotproof/llm-pretrain/workers: container trainer's memory tier (emptyDir "
+        "tier, medium Memory) has no sizeLimit: it may grow to the container's whole memory "
+        "limit and get the trainer OOM-killed; fix: a sizeLimit of at least 12288Mi"
+    )
+
+
+def test_a_size_limit_below_the_copies_the_tier_holds_is_flagged(tmp_path: Path) -> None:
+    [message] = _findings(tmp_path, _gang_with_tier(size_limit="8Gi"))["memory-tier-room"]
+    assert message.endswith(
+        "has a sizeLimit of 8192Mi, less than the 12288Mi it holds (6 copies of the 2048 MiB "
+        "of state the pod states: its own saves and its peer's replicas); fix: raise the "
+        "sizeLimit"
+    )
+
+
+@pytest.mark.parametrize(("memory", "flagged"), [("13Gi", True), ("14Gi", False)])
+def test_a_memory_limit_must_hold_the_tier_above_the_trainers_copy_of_its_state(
+    tmp_path: Path, memory: str, flagged: bool
+) -> None:
+    found = _findings(tmp_path, _gang_with_tier(memory=memory)).get("memory-tier-room", [])
+    if not flagged:
+        assert found == []
+        return
+    [message] = found
+    assert message.endswith(
+        "its files count against the container's memory limit, and 13312Mi does not hold its "
+        "sizeLimit of 12288Mi and the trainer's 2048 MiB host copy of its state; fix: a memory "
+        "limit of at least 14336Mi plus what the trainer needs besides"
+    )
+
+
+# --- reaching the peers ---------------------------------------------------------------------
+
+
+def test_a_gang_tier_without_its_address_and_node_from_the_downward_api_is_flagged(
+    tmp_path: Path,
+) -> None:
+    wrong = [{"name": "POD_IP", "value": "10.0.0.7"}]
+    messages = _findings(tmp_path, _gang_with_tier(env=wrong))["memory-tier-peers"]
+    assert sorted(m.split(" does not set ")[1].split(":")[0] for m in messages) == [
+        "NODE_NAME from the downward API's spec.nodeName",
+        "POD_IP from the downward API's status.podIP",
+    ]
