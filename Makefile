@@ -80,9 +80,10 @@ plan: demo
 bench: $(STAMP)
 	$(BIN)/python benchmarks/checkpoint_io.py --readme docs/performance.md
 	$(BIN)/python benchmarks/gang_io.py --readme docs/performance.md
-	$(BIN)/python benchmarks/training_throughput.py
+	$(BIN)/python benchmarks/training_throughput.py --readme docs/performance.md
 	$(BIN)/python benchmarks/batch_throughput.py
-	$(BIN)/python benchmarks/capacity.py
+	$(BIN)/python benchmarks/capacity.py --readme docs/performance.md
+	$(BIN)/python benchmarks/tier_resume.py --sizes 64 512 2048
 	$(BIN)/python benchmarks/goodput.py
 
 # The release artifacts: Karpenter's published schemas bundled into the package (so an EKS

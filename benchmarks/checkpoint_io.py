@@ -1,28 +1,38 @@
 """Checkpoint save and restore against the limit and PyTorch's own tools, in one run.
 
     python benchmarks/checkpoint_io.py [--sizes 64,512] [--stores file,s3] [--repeats 5]
-                                       [--readme README.md]
+                                       [--dir DIR] [--cold auto|fadvise|drop_caches]
+                                       [--quick] [--readme docs/performance.md]
 
 For each store and state size (model + Adam state, real tensors), every contender saves or
-restores the same state, interleaved round-robin, median of ``--repeats`` rounds. Each
-round's save is a new checkpoint next to the previous one, which stays intact (the one
-before is removed afterwards, untimed), for every contender alike: overwriting the only
-checkpoint in place would leave none if the save died halfway.
+restores the same state, on the same medium, interleaved round-robin, median of
+``--repeats`` rounds. Each round's save is a new checkpoint next to the previous one, which
+stays intact (the one before is removed afterwards, untimed), for every contender alike:
+overwriting the only checkpoint in place would leave none if the save died halfway.
 
 - **spotproof**: ``StateBuffer.capture`` (its buffer prepared beforehand, as the trainer
-  does) + ``CheckpointStore.save`` up to the commit; ``load_latest`` + ``restore`` into
-  the model. Both include everything: the copy out of the model, CRC32C, the manifest
-  commit. Retention is the untimed removal.
-- **DCP**: ``torch.distributed.checkpoint`` ``save``/``load``, with ``FileSystemWriter`` on
-  disk and ``FsspecWriter`` on S3, at 1 and 4 threads (single process, ``no_dist``).
+  does) + ``CheckpointStore.save`` up to the commit; restore is ``load_latest`` with
+  the trainer's restore, in place where the runtime has it (``measure.restore_route``). Both include
+  everything: the copy out of the model, CRC32C, the manifest commit.
+- **DCP**: ``torch.distributed.checkpoint`` ``save`` with ``FileSystemWriter`` (disk) or
+  ``FsspecWriter`` (S3) at ``thread_count`` 1 and 4, and ``load`` of each of those
+  checkpoints. The readers take no thread count: in torch 2.13
+  (``torch/distributed/checkpoint/filesystem.py``) ``FileSystemReader.__init__`` takes only
+  the path, and ``read_data`` opens each file in turn in the calling thread; the rows name
+  the checkpoint a load reads (1 file or 4), not a thread count.
 - **torch.save / torch.load** of the same state dict (fsynced on disk; through s3fs on S3).
 - **the limit**: plain I/O of the same number of bytes, the best of one object and 64 MiB
-  parts four at a time: ``write`` + ``fsync`` and ``read`` on disk, botocore
-  ``put_object``/``get_object`` on S3 (and s3fs, the path DCP and torch.save take there).
+  parts four at a time: ``write`` + ``fsync`` and ``read`` on disk; on S3, botocore
+  ``put_object``/``get_object`` moving bytes only (no checksum calculated or validated, see
+  :func:`bytes_only_client`). s3fs's ``pipe_file``/``cat_file``, the path DCP and
+  torch.save take there, are printed beside them but are not the limit.
 
-On disk, saves are durable (fsynced) and restores read from a warm page cache, for every
-contender alike. The S3 rows run against moto on loopback: its costs (a Python server on
-the same two CPUs) are in every contender's figure.
+The medium is a directory on a disk-backed file system (``medium``), named with its type in
+every row. Restores from disk are measured twice: **cold**, each run's files evicted from
+the page cache first (the method is printed), and **warm**, after a priming read of them,
+for every contender alike. The S3 rows run against moto on loopback: its costs (a Python
+server on the same CPUs, objects spooled to its temporary files) are in every contender's
+figure, and its storage is not evicted.
 """
 
 from __future__ import annotations
@@ -31,7 +41,6 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -42,62 +51,37 @@ from typing import Any
 import torch
 import torch.distributed.checkpoint as dcp
 from measure import (
+    LIMIT,
+    RESTORE_ROUTE,
     Action,
     Row,
+    Target,
+    check_block,
     interleaved,
     markdown,
     replace_block,
     report,
+    restore_latest,
     state_bytes,
     training_state,
 )
+from medium import COLD_METHODS, CacheState, Medium, choose_cold_method
+from medium import medium as open_medium
+from stores import BENCH_BUCKET, PART, S3_LABEL, Store, file_io, s3_io
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
 
 from spotproof.runtime.checkpointer import torch_state
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
-from spotproof.runtime.storage import open_store
 from spotproof.smoke.emulators import emulated
 
 OURS = "spotproof"
-PART = 64 << 20
-BENCH_BUCKET = "spotproof-bench"  # unversioned, so removed rounds free moto's memory
-
-
-class Store:
-    """Where one store's contenders write: a local directory or the emulator's bucket."""
-
-    def __init__(self, name: str, root: str) -> None:
-        self.name, self.root = name, root
-
-    def url(self, prefix: str) -> str:
-        return f"file://{self.root}/{prefix}" if self.name == "file" else f"{self.root}/{prefix}"
-
-    def fs(self) -> Any:
-        return open_store(self.url("any")).fs
-
-    def client(self) -> Any:
-        import botocore.session  # noqa: PLC0415
-        from botocore.config import Config  # noqa: PLC0415
-
-        config = Config(max_pool_connections=16)
-        return botocore.session.get_session().create_client("s3", config=config)
-
-    def open(self, path: str, mode: str) -> Any:
-        if self.name == "file":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            return open(path, mode)
-        return self.fs().open(path.removeprefix("s3://"), mode)
-
-    def remove(self, path: str) -> None:
-        if self.name == "file":
-            target = Path(path)
-            if target.is_dir():
-                shutil.rmtree(target)
-            else:
-                target.unlink(missing_ok=True)
-        else:
-            self.fs().rm(path.removeprefix("s3://"), recursive=True)
+TORCH_LOAD = "torch.load"
+# Issue 31's targets, and the S3 ones the README held before it.
+LOCAL_SAVE = [Target(1.10, LIMIT)]
+LOCAL_RESTORE = [Target(1.0, TORCH_LOAD)]
+S3_SAVE = [Target(1.05, LIMIT)]
+S3_RESTORE = [Target(1.3, LIMIT)]
 
 
 def state_dict(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
@@ -120,7 +104,11 @@ def rotating(save: Callable[[int], object], remove: Callable[[int], object]) -> 
     return action
 
 
-def spotproof_contenders(store: Store, model: Any, optimizer: Any) -> tuple[Action, Action]:
+Contenders = tuple[dict[str, Action], dict[str, Action], dict[str, str]]
+"""Save actions, restore actions, and the path each restore reads (for the cache state)."""
+
+
+def spotproof_contenders(store: Store, model: Any, optimizer: Any) -> Contenders:
     checkpoints = CheckpointStore(store.url("spotproof"), keep=2)
     buffer = torch_state.StateBuffer()
     buffer.prepare(model, optimizer)
@@ -129,39 +117,35 @@ def spotproof_contenders(store: Store, model: Any, optimizer: Any) -> tuple[Acti
         blobs = buffer.capture(model, optimizer, round_)
         assert checkpoints.save(round_ + 1, blobs, prune=False).committed
 
-    def restore(_round: int) -> None:
-        latest = checkpoints.load_latest()
-        assert latest is not None
-        torch_state.restore(model, optimizer, latest.blobs)
-
     # Retention deletes the same checkpoint the other contenders remove, also untimed.
-    return rotating(save, lambda _old: checkpoints.prune()), restore
+    saves = {OURS: rotating(save, lambda _old: checkpoints.prune())}
+    restores = {OURS: lambda _r: restore_latest(checkpoints, model, optimizer)}
+    return saves, restores, {OURS: f"{store.root}/spotproof"}
 
 
-def dcp_contenders(
-    store: Store, model: Any, optimizer: Any, threads: int, last: int
-) -> tuple[Action, Action]:
+def dcp_contenders(store: Store, model: Any, optimizer: Any, threads: int, last: int) -> Contenders:
     def path(round_: int) -> str:
         return f"{store.root}/dcp-{threads}/{round_}"
 
     def save(round_: int) -> None:
-        writer = (
-            FileSystemWriter(path(round_), thread_count=threads)
-            if store.name == "file"
-            else FsspecWriter(path(round_), thread_count=threads)
-        )
+        kind = FileSystemWriter if store.name == "file" else FsspecWriter
+        writer = kind(path(round_), thread_count=threads)
         dcp.save(state_dict(model, optimizer), storage_writer=writer, no_dist=True)
 
     def restore(_round: int) -> None:
         reader = FileSystemReader(path(last)) if store.name == "file" else FsspecReader(path(last))
         dcp.load(state_dict(model, optimizer), storage_reader=reader, no_dist=True)
 
-    return rotating(save, lambda old: store.remove(path(old))), restore
+    files = "1 file" if threads == 1 else f"{threads} files"
+    load = f"DCP load, {files} (written with thread_count={threads})"
+    return (
+        {f"DCP save, thread_count={threads}": rotating(save, lambda old: store.remove(path(old)))},
+        {load: restore},
+        {load: path(last)},
+    )
 
 
-def torch_save_contenders(
-    store: Store, model: Any, optimizer: Any, last: int
-) -> tuple[Action, Action]:
+def torch_save_contenders(store: Store, model: Any, optimizer: Any, last: int) -> Contenders:
     def path(round_: int) -> str:
         return f"{store.root}/torch/{round_}.pt"
 
@@ -178,14 +162,16 @@ def torch_save_contenders(
         model.load_state_dict(loaded["model"])
         optimizer.load_state_dict(loaded["optim"])
 
-    return rotating(save, lambda old: store.remove(path(old))), restore
+    return (
+        {"torch.save": rotating(save, lambda old: store.remove(path(old)))},
+        {TORCH_LOAD: restore},
+        {TORCH_LOAD: path(last)},
+    )
 
 
-def plain_contenders(
-    store: Store, payload: bytes, last: int
-) -> tuple[dict[str, Action], dict[str, Action]]:
-    """The limit: the same number of bytes as one object and as 64 MiB parts written four
-    at a time; on S3 also through s3fs, the path DCP and torch.save take there."""
+def plain_contenders(store: Store, payload: bytes, last: int) -> tuple[Contenders, Contenders]:
+    """The limit, and on S3 the s3fs path beside it: the same number of bytes as one object
+    and as 64 MiB parts written four at a time."""
     parts = [memoryview(payload)[i : i + PART] for i in range(0, len(payload), PART)]
     put, get = (file_io if store.name == "file" else s3_io)(store)
 
@@ -205,94 +191,99 @@ def plain_contenders(
     def remove_parts(round_: int) -> None:
         parallel(lambda i: store.remove(part(round_, i)))
 
-    streams = "stream" if store.name == "file" else "request"
-    saves = {
-        f"plain write, 1 {streams}": rotating(
-            lambda r: put(one(r), payload), lambda r: store.remove(one(r))
-        ),
-        f"plain write, 4 {streams}s": rotating(put_parts, remove_parts),
-    }
-    restores = {
-        f"plain read, 1 {streams}": lambda _r: get(one(last)),
-        f"plain read, 4 {streams}s": lambda _r: parallel(lambda i: get(part(last, i))),
-    }
-    if store.name != "file":
-        fs = store.fs()
-        saves["s3fs pipe_file"] = rotating(
-            lambda r: fs.pipe_file(f"{one(r)}-s3fs", payload),
-            lambda r: store.remove(f"{one(r)}-s3fs"),
-        )
-        restores["s3fs cat_file"] = lambda _r: fs.cat_file(f"{one(last)}-s3fs")
-    return saves, restores
+    unit = "stream" if store.name == "file" else "request, bytes only"
+    units = "streams" if store.name == "file" else "requests, bytes only"
+    read_1, read_4 = f"plain read, 1 {unit}", f"plain read, 4 {units}"
+    limit = (
+        {
+            f"plain write, 1 {unit}": rotating(
+                lambda r: put(one(r), payload), lambda r: store.remove(one(r))
+            ),
+            f"plain write, 4 {units}": rotating(put_parts, remove_parts),
+        },
+        {
+            read_1: lambda _r: get(one(last)),
+            read_4: lambda _r: parallel(lambda i: get(part(last, i))),
+        },
+        {read_1: one(last), read_4: f"{store.root}/plain-4/{last}"},
+    )
+    if store.name == "file":
+        return limit, ({}, {}, {})
+    fs = store.fs()
+    return limit, (
+        {
+            "s3fs pipe_file (default checksums)": rotating(
+                lambda r: fs.pipe_file(f"{one(r)}-s3fs", payload),
+                lambda r: store.remove(f"{one(r)}-s3fs"),
+            )
+        },
+        {"s3fs cat_file (default checksums)": lambda _r: fs.cat_file(f"{one(last)}-s3fs")},
+        {},
+    )
 
 
-def file_io(store: Store) -> tuple[Callable[[str, Any], None], Callable[[str], bytes]]:
-    def put(path: str, data: memoryview | bytes) -> None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view, done = memoryview(data), 0
-            while done < len(view):
-                done += os.write(descriptor, view[done:])
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-
-    def get(path: str) -> bytes:
-        with open(path, "rb", buffering=0) as file:
-            return file.read()
-
-    return put, get
-
-
-def s3_io(store: Store) -> tuple[Callable[[str, Any], None], Callable[[str], bytes]]:
-    client = store.client()
-
-    def put(path: str, data: memoryview | bytes) -> None:
-        bucket, key = path.removeprefix("s3://").split("/", 1)
-        client.put_object(Bucket=bucket, Key=key, Body=bytes(data))
-
-    def get(path: str) -> bytes:
-        bucket, key = path.removeprefix("s3://").split("/", 1)
-        return client.get_object(Bucket=bucket, Key=key)["Body"].read()
-
-    return put, get
-
-
-def measure(store: Store, megabytes: int, repeats: int) -> list[Row]:
+def measure(store: Store, megabytes: int, repeats: int) -> tuple[list[Row], list[str]]:
     model, optimizer = training_state(megabytes)
     size = state_bytes(model, optimizer)
     payload = os.urandom(size)
-    where = "local disk" if store.name == "file" else "S3 emulator"
-    ours = spotproof_contenders(store, model, optimizer)
-    others = {
-        "DCP, 1 thread": dcp_contenders(store, model, optimizer, 1, repeats),
-        "DCP, 4 threads": dcp_contenders(store, model, optimizer, 4, repeats),
-        "torch.save / torch.load": torch_save_contenders(store, model, optimizer, repeats),
-    }
-    plain_saves, plain_restores = plain_contenders(store, payload, repeats)
-    saves = {OURS: ours[0], **{name: pair[0] for name, pair in others.items()}, **plain_saves}
-    restores = {OURS: ours[1], **{name: pair[1] for name, pair in others.items()}}
-    restores |= plain_restores
-    mib = size / 2**20
-    rows = [
-        Row(f"save {mib:.0f} MiB, {where}", list(plain_saves), list(others)),
-        Row(f"restore {mib:.0f} MiB, {where}", list(plain_restores), list(others)),
+    groups = [
+        spotproof_contenders(store, model, optimizer),
+        dcp_contenders(store, model, optimizer, 1, repeats),
+        dcp_contenders(store, model, optimizer, 4, repeats),
+        torch_save_contenders(store, model, optimizer, repeats),
     ]
-    rows[0].seconds = interleaved(saves, repeats)
-    rows[1].seconds = interleaved(restores, repeats)
-    return rows
+    limit, aside = plain_contenders(store, payload, repeats)
+    saves = {name: a for group in [*groups, limit, aside] for name, a in group[0].items()}
+    restores = {name: a for group in [*groups, limit, aside] for name, a in group[1].items()}
+    paths = {name: p for group in [*groups, limit] for name, p in group[2].items()}
+    peers = groups[1:]
+    save_peers = [name for group in peers for name in group[0]]
+    restore_peers = [name for group in peers for name in group[1]]
+    mib = size / 2**20
+    local = store.name == "file"
+    save_row = Row(
+        f"save {mib:.0f} MiB, {store.label}",
+        list(limit[0]),
+        save_peers,
+        targets=LOCAL_SAVE if local else S3_SAVE,
+    )
+    save_row.seconds = interleaved(saves, repeats)
+    if not local:
+        row = Row(f"restore {mib:.0f} MiB, {store.label}", list(limit[1]), restore_peers)
+        row.targets = S3_RESTORE
+        row.seconds = interleaved(restores, repeats)
+        notes = [f"  limit's S3 requests carrying a checksum: {store.unchecked_requests}"]
+        return [save_row, row], notes
+    rows, notes = [save_row], []
+    for cold in (True, False):
+        state = CacheState(paths, cold)
+        row = Row(
+            f"restore {mib:.0f} MiB, {store.label}, {'cold' if cold else 'warm'} page cache",
+            list(limit[1]),
+            restore_peers,
+            targets=LOCAL_RESTORE,
+        )
+        row.seconds = interleaved(restores, repeats, before=state)
+        rows.append(row)
+        notes.append(state.describe())
+    return rows, notes
 
 
-def run_store(name: str, sizes: list[int], repeats: int) -> list[Row]:
+def run_store(name: str, sizes: list[int], repeats: int, where: Medium | None) -> list[Row]:
     rows: list[Row] = []
+
+    def show(found: list[Row], notes: list[str]) -> None:
+        for row in found:
+            print("\n".join(["", *report(row, OURS)]), flush=True)
+        print("\n".join(notes), flush=True)
+        rows.extend(found)
+
     if name == "file":
-        root = tempfile.mkdtemp(prefix="spotproof-bench-", dir=os.environ.get("BENCH_DIR"))
-        try:
-            for megabytes in sizes:
-                Path(root, str(megabytes)).mkdir()
-                rows += measure(Store("file", f"{root}/{megabytes}"), megabytes, repeats)
-        finally:
+        assert where is not None
+        for megabytes in sizes:
+            root = where.path / str(megabytes)
+            root.mkdir()
+            show(*measure(Store("file", str(root), where.label), megabytes, repeats))
             shutil.rmtree(root, ignore_errors=True)
         return rows
     with emulated(name) as bucket, bucket.apply():
@@ -300,7 +291,8 @@ def run_store(name: str, sizes: list[int], repeats: int) -> list[Row]:
 
         botocore.session.get_session().create_client("s3").create_bucket(Bucket=BENCH_BUCKET)
         for megabytes in sizes:
-            rows += measure(Store(name, f"s3://{BENCH_BUCKET}/{megabytes}"), megabytes, repeats)
+            store = Store(name, f"s3://{BENCH_BUCKET}/{megabytes}", S3_LABEL)
+            show(*measure(store, megabytes, repeats))
     return rows
 
 
@@ -309,19 +301,33 @@ def main() -> int:
     parser.add_argument("--sizes", default="64,512", help="state sizes in MiB")
     parser.add_argument("--stores", default="file,s3", help="file and/or s3")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--dir", help="where the file store writes (default: a disk, see medium)")
+    parser.add_argument("--cold", default="auto", choices=COLD_METHODS, help="how to evict")
+    parser.add_argument("--quick", action="store_true", help="16 MiB, 2 rounds: a check run")
     parser.add_argument(
-        "--readme", type=Path, help="replace the checkpoint-io table in this README with the run"
+        "--readme", type=Path, help="replace the checkpoint-io table in this file with the run"
     )
     args = parser.parse_args()
+    check_block(args.readme, "checkpoint-io")
+    if args.quick:
+        args.sizes, args.repeats = "16", 2
+    stores = args.stores.split(",")
+    if unknown := set(stores) - {"file", "s3"}:
+        parser.error(f"--stores {','.join(sorted(unknown))}: allowed are file and s3")
     warnings.filterwarnings("ignore")  # DCP warns that it runs without a process group
     torch.set_num_threads(1)
+    choose_cold_method(args.cold)
     sizes = [int(s) for s in args.sizes.split(",")]
-    print(f"checkpoint I/O, {os.cpu_count()} CPUs, median of {args.repeats} interleaved rounds")
+    print(
+        f"checkpoint I/O, {os.cpu_count()} CPUs, median of {args.repeats} interleaved rounds; "
+        f"spotproof restores by {RESTORE_ROUTE}"
+    )
     rows: list[Row] = []
-    for name in args.stores.split(","):
-        for row in run_store(name, sizes, args.repeats):
-            print("\n".join(["", *report(row, OURS)]), flush=True)
-            rows.append(row)
+    with open_medium(args.dir) as where:
+        if "file" in stores:
+            print(f"file store: {where.describe()}")
+        for name in stores:
+            rows += run_store(name, sizes, args.repeats, where if name == "file" else None)
     if args.readme:
         replace_block(args.readme, "checkpoint-io", markdown(rows, OURS))
     return 0

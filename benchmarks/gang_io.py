@@ -1,7 +1,8 @@
 """Sharded checkpoints of a gang of 2 ranks against the limit and PyTorch's own, in one run.
 
     python benchmarks/gang_io.py [--sizes 64,256] [--stores file,s3] [--repeats 3]
-                                 [--readme README.md]
+                                 [--dir DIR] [--cold auto|fadvise|drop_caches] [--quick]
+                                 [--readme docs/performance.md]
 
 Two processes form a gang over ``torch.distributed`` (gloo) exactly as the smoke trainer
 does (``spotproof.smoke.distributed.Gang``): each owns half of the parameters of a model
@@ -11,12 +12,19 @@ the slower rank is done; the contenders run interleaved, median of ``--repeats``
 
 - **spotproof**: ``StateBuffer.capture`` of the shard + ``GangCheckpointStore.save`` until
   the gang's manifest is committed (rank 0 waits for both shard records); restore is
-  ``load_latest`` with the ranks agreeing on the step, + ``restore``;
+  ``load_latest`` with the ranks agreeing on the step and ``torch_state.restore`` as the
+  trainer calls it (``measure.restore_latest``);
 - **DCP**: ``torch.distributed.checkpoint.save``/``load`` over the same process group, each
-  rank's shard under its own keys (``FileSystemWriter`` on disk, ``FsspecWriter`` on S3);
+  rank's shard under its own keys (``FileSystemWriter`` on disk, ``FsspecWriter`` on S3, at
+  their default ``thread_count=1``: one file a rank; the readers take no thread count);
 - **DCP async_save** (thread), until its future resolves;
-- **the limit**: each rank writes (``write`` + ``fsync``, or ``put_object``) and reads its
-  shard's bytes as one object.
+- **the limit**: each rank writes (``write`` + ``fsync``, or a bytes-only ``put_object``:
+  ``checkpoint_io.bytes_only_client``) and reads the bytes spotproof writes for its shard
+  as one object.
+
+Every contender writes to the same medium: a directory on a disk-backed file system
+(``medium``), named in the rows, or the S3 emulator. Restores from disk are measured cold
+(rank 0 evicts the files the run reads before it starts) and warm (after a priming read).
 
 A third row measures what an asynchronous save costs training, the time until the call
 returns: ``AsyncCheckpointer.save_async`` against DCP's ``async_save``, with a copy of
@@ -28,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,8 +48,22 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from checkpoint_io import BENCH_BUCKET, Store, file_io, s3_io
-from measure import Action, Row, interleaved, markdown, replace_block, report
+from measure import (
+    LIMIT,
+    RESTORE_ROUTE,
+    Action,
+    Row,
+    Target,
+    check_block,
+    interleaved,
+    markdown,
+    replace_block,
+    report,
+    restore_latest,
+)
+from medium import COLD_METHODS, CacheState, choose_cold_method
+from medium import medium as open_medium
+from stores import BENCH_BUCKET, S3_LABEL, Store, file_io, s3_io
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
 
@@ -55,6 +76,10 @@ from spotproof.smoke.train import TrainConfig, batch, build
 
 OURS = "spotproof"
 RANKS = 2
+DCP_LOAD = "DCP load, 1 file a rank"
+# Issue 31's targets for a gang on local disk.
+LOCAL_SAVE = [Target(1.10, LIMIT)]
+LOCAL_RESTORE = [Target(1.0, DCP_LOAD)]
 
 
 def shard_state(megabytes: float, gang: Gang) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
@@ -71,7 +96,8 @@ def shard_state(megabytes: float, gang: Gang) -> tuple[torch.nn.Module, torch.op
 def gang_timed(
     gang: Gang, run: Callable[[int], object], untimed: Callable[[int], object]
 ) -> Action:
-    """``run`` on every rank between two barriers (the gang's time), then ``untimed``."""
+    """``run`` on every rank between two barriers (the gang's time), then ``untimed``. The
+    first barrier also waits for rank 0's ``before`` (the cache state) to be done."""
 
     def action(round_: int) -> float:
         dist.barrier()
@@ -86,7 +112,7 @@ def gang_timed(
     return action
 
 
-def measure(store: Store, megabytes: int, repeats: int, gang: Gang) -> list[Row]:
+def measure(store: Store, megabytes: int, repeats: int, gang: Gang) -> tuple[list[Row], list[str]]:
     owned, optimizer = shard_state(megabytes, gang)
     buffer = torch_state.StateBuffer()
     shard_bytes = buffer.prepare(owned, optimizer)
@@ -106,9 +132,7 @@ def measure(store: Store, megabytes: int, repeats: int, gang: Gang) -> list[Row]
         assert ours.save(round_ + 1, capture(), prune=False).committed
 
     def spotproof_restore(_round: int) -> None:
-        latest = ours.load_latest(agree=gang.agree)
-        assert latest is not None
-        torch_state.restore(owned, optimizer, latest.blobs)
+        restore_latest(ours, owned, optimizer, agree=gang.agree)
 
     def dcp_path(kind: str, round_: int) -> str:
         return f"{store.root}/{kind}/{round_}"
@@ -132,12 +156,12 @@ def measure(store: Store, megabytes: int, repeats: int, gang: Gang) -> list[Row]
 
         return untimed
 
-    payload = bytes(capture()["tensors"])
+    payload = b"".join(bytes(blob) for blob in capture().values())
     copy_source = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
     copy_target = torch.empty_like(copy_source)
     saves = {
         OURS: gang_timed(gang, spotproof_save, lambda _r: ours.prune()),
-        "DCP save": gang_timed(
+        "DCP save, thread_count=1": gang_timed(
             gang,
             lambda r: dcp.save(sharded(), storage_writer=writer(dcp_path("dcp", r))),
             remove("dcp"),
@@ -158,7 +182,7 @@ def measure(store: Store, megabytes: int, repeats: int, gang: Gang) -> list[Row]
     last = repeats
     restores = {
         OURS: gang_timed(gang, spotproof_restore, lambda _r: None),
-        "DCP load": gang_timed(
+        DCP_LOAD: gang_timed(
             gang,
             lambda _r: dcp.load(sharded(), storage_reader=reader(dcp_path("dcp", last))),
             lambda _r: None,
@@ -189,45 +213,73 @@ def measure(store: Store, megabytes: int, repeats: int, gang: Gang) -> list[Row]
             gang, lambda _r: copy_target.copy_(copy_source), lambda _r: None
         ),
     }
-    where = "local disk" if store.name == "file" else "S3 emulator"
     mib = RANKS * shard_bytes / 2**20
-    rows = [
-        Row(
-            f"save {mib:.0f} MiB as 2 shards, {where}",
-            ["plain write, 1 object a rank"],
-            ["DCP save", "DCP async_save, until done"],
-        ),
-        Row(
-            f"restore {mib:.0f} MiB as 2 shards, {where}",
-            ["plain read, 1 object a rank"],
-            ["DCP load"],
-        ),
-        Row(
-            f"training held up by an async save of {mib:.0f} MiB, {where}",
-            ["copy the shard in memory"],
-            ["DCP async_save, until it returns"],
-        ),
-    ]
-    for row, contenders in zip(rows, (saves, restores, blocking), strict=True):
-        row.seconds = interleaved(contenders, repeats)
-    return rows
+    local = store.name == "file"
+    save_row = Row(
+        f"save {mib:.0f} MiB as 2 shards, {store.label}",
+        ["plain write, 1 object a rank"],
+        ["DCP save, thread_count=1", "DCP async_save, until done"],
+        targets=LOCAL_SAVE if local else [],
+    )
+    blocking_row = Row(
+        f"training held up by an async save of {mib:.0f} MiB, {store.label}",
+        ["copy the shard in memory"],
+        ["DCP async_save, until it returns"],
+    )
+    save_row.seconds = interleaved(saves, repeats)
+    blocking_row.seconds = interleaved(blocking, repeats)
+    restore_limit, notes = ["plain read, 1 object a rank"], []
+    if not local:
+        row = Row(f"restore {mib:.0f} MiB as 2 shards, {store.label}", restore_limit, [DCP_LOAD])
+        row.seconds = interleaved(restores, repeats)
+        notes.append(f"  limit's S3 requests carrying a checksum: {store.unchecked_requests}")
+        return [save_row, row, blocking_row], notes
+    paths = {
+        OURS: f"{store.root}/spotproof",
+        DCP_LOAD: dcp_path("dcp", last),
+        "plain read, 1 object a rank": dcp_path("plain", last),
+    }
+    rows = [save_row]
+    for cold in (True, False):
+        state = CacheState(paths, cold)
+        cache = "cold" if cold else "warm"
+        row = Row(
+            f"restore {mib:.0f} MiB as 2 shards, {store.label}, {cache} page cache",
+            restore_limit,
+            [DCP_LOAD],
+            targets=LOCAL_RESTORE,
+        )
+        # Rank 0 sets the cache state for both: the page cache is the machine's.
+        row.seconds = interleaved(restores, repeats, before=state if rank == 0 else None)
+        rows.append(row)
+        if rank == 0:
+            notes.append(state.describe())
+    return [*rows, blocking_row], notes
 
 
 def rank_main(args: argparse.Namespace) -> int:
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    gang = Gang(int(os.environ["RANK"]), RANKS)
+    choose_cold_method(args.cold)
+    rank = int(os.environ["RANK"])
+    # Joined as the trainer's rendezvous does (``spotproof.smoke.distributed``), then the
+    # gang made over it; MASTER_ADDR and MASTER_PORT come from ``launch``.
+    dist.init_process_group("gloo", rank=rank, world_size=RANKS)
+    gang = Gang(rank, RANKS)
     try:
         for megabytes in [int(s) for s in args.sizes.split(",")]:
             root = os.environ["BENCH_ROOT"]
-            store = Store(args.store, f"{root}/{megabytes}")
-            for row in measure(store, megabytes, args.repeats, gang):
-                if gang.rank == 0:
-                    print("\n".join(["", *report(row, OURS)]), flush=True)
-                    if args.rows:
-                        with args.rows.open("a") as rows:
-                            rows.write(json.dumps([row.title, row.limit, row.peer, row.seconds]))
-                            rows.write("\n")
+            store = Store(args.store, f"{root}/{megabytes}", os.environ["BENCH_LABEL"])
+            rows, notes = measure(store, megabytes, args.repeats, gang)
+            if gang.rank != 0:
+                continue
+            for row in rows:
+                print("\n".join(["", *report(row, OURS)]), flush=True)
+                with args.rows.open("a") as found:
+                    targets = [[t.ratio, t.against] for t in row.targets]
+                    record = [row.title, row.limit, row.peer, row.seconds, targets]
+                    found.write(json.dumps(record) + "\n")
+            print("\n".join(notes), flush=True)
     finally:
         gang.close()
     return 0
@@ -247,6 +299,8 @@ def launch(store: str, args: argparse.Namespace, env: dict[str, str]) -> int:
                 args.sizes,
                 "--repeats",
                 str(args.repeats),
+                "--cold",
+                args.cold,
                 "--rows",
                 str(args.rows),
             ],
@@ -271,6 +325,9 @@ def main() -> int:
     parser.add_argument("--stores", default="file,s3", help="file and/or s3")
     parser.add_argument("--store", help=argparse.SUPPRESS)  # a rank's own store
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dir", help="where the file store writes (default: a disk, see medium)")
+    parser.add_argument("--cold", default="auto", choices=COLD_METHODS, help="how to evict")
+    parser.add_argument("--quick", action="store_true", help="16 MiB, 2 rounds: a check run")
     parser.add_argument(
         "--readme", type=Path, help="replace the gang-io table in this README with the run"
     )
@@ -278,29 +335,34 @@ def main() -> int:
     args = parser.parse_args()
     if "RANK" in os.environ:
         return rank_main(args)
+    check_block(args.readme, "gang-io")
+    if args.quick:
+        args.sizes, args.repeats = "16", 2
+    if unknown := set(args.stores.split(",")) - {"file", "s3"}:
+        parser.error(f"--stores {','.join(sorted(unknown))}: allowed are file and s3")
     print(
         f"sharded checkpoint I/O, {RANKS} ranks, {os.cpu_count()} CPUs, "
-        f"median of {args.repeats} interleaved rounds"
+        f"median of {args.repeats} interleaved rounds; spotproof restores by {RESTORE_ROUTE}"
     )
     code = 0
     args.rows = Path(tempfile.mkstemp(prefix="gang-io-", suffix=".jsonl")[1])
     for store in args.stores.split(","):
         if store == "file":
-            root = tempfile.mkdtemp(prefix="spotproof-gang-bench-", dir=os.environ.get("BENCH_DIR"))
-            try:
-                code |= launch(store, args, {"BENCH_ROOT": root})
-            finally:
-                shutil.rmtree(root, ignore_errors=True)
+            with open_medium(args.dir, prefix="spotproof-gang-bench-") as where:
+                print(f"file store: {where.describe()}", flush=True)
+                env = {"BENCH_ROOT": str(where.path), "BENCH_LABEL": where.label}
+                code |= launch(store, args, env)
             continue
         with emulated(store) as bucket, bucket.apply():
             import botocore.session  # noqa: PLC0415
 
             botocore.session.get_session().create_client("s3").create_bucket(Bucket=BENCH_BUCKET)
-            code |= launch(store, args, {**bucket.env, "BENCH_ROOT": f"s3://{BENCH_BUCKET}"})
+            env = {**bucket.env, "BENCH_ROOT": f"s3://{BENCH_BUCKET}", "BENCH_LABEL": S3_LABEL}
+            code |= launch(store, args, env)
     rows = []
     for line in args.rows.read_text().splitlines():
-        title, limit, peer, seconds = json.loads(line)
-        rows.append(Row(title, limit, peer, seconds))
+        title, limit, peer, seconds, targets = json.loads(line)
+        rows.append(Row(title, limit, peer, seconds, [Target(r, a) for r, a in targets]))
     args.rows.unlink()
     if args.readme and not code:
         replace_block(args.readme, "gang-io", markdown(rows, OURS))
