@@ -71,6 +71,8 @@ class Interruption:
     resumed_tiers: list[str] = field(default_factory=list)
     """With ``--tiers``: where each rank read its shard of the step resumed from
     (``memory``, ``peer`` or ``bucket``)."""
+    resume_seconds: list[float] = field(default_factory=list)
+    """With ``--tiers``: each replacement rank's start to its first step, seconds."""
     kill_point: str | None = None
     """Where a hard kill hit the newest checkpoint: ``before-upload`` (no part written),
     ``in-upload`` (parts written, no manifest) or ``after-commit``."""

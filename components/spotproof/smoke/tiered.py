@@ -45,6 +45,7 @@ from spotproof.smoke.multinode import (
     run_reference,
     tear_down,
 )
+from spotproof.smoke.process import TrainerProcess
 from spotproof.smoke.records import (
     Interruption,
     Progress,
@@ -153,6 +154,7 @@ def _lose_nodes(
         gangs.append(gang)
         resumed = agreed(gang, report)
         tiers = [str((r.first("resumed") or {}).get("tier", "")) for r in gang.ranks]
+        record.resume_seconds = [_start_to_first_step(r) for r in gang.ranks]
         # A replica is at most the save in flight and the one before behind; the bucket,
         # PERSIST_EVERY saves and the one in flight.
         intervals = 2 if scenario == ONE_NODE else PERSIST_EVERY + 1
@@ -164,11 +166,19 @@ def _lose_nodes(
         progress(
             f"  {scenario} at step {record.at_step} (bucket's newest: "
             f"{record.newest_committed}): the gang resumed from {resumed}, read from "
-            f"{', '.join(tiers)}; {record.steps_lost} steps lost"
+            f"{', '.join(tiers)}; {record.steps_lost} steps lost; the last rank trained again "
+            f"{record.resume_seconds[-1]:.2f} s after it started"
         )
     report.digest = complete(gang, report)
     report.interrupted_seconds = time.monotonic() - origin
     report.attempts = [attempt_of(rank) for started in gangs for rank in started.ranks]
+
+
+def _start_to_first_step(rank: TrainerProcess) -> float:
+    """Seconds from the replacement's start to its first step: what resuming cost it."""
+    rank.wait_for(lambda e: e["event"] == "step")
+    first = next((t for t, e in rank.events if e.get("event") == "step"), None)
+    return round(first - rank.started, 3) if first is not None else float("nan")
 
 
 def _judge(

@@ -35,18 +35,12 @@ from spotproof.runtime.checkpointer.integrity import crc32c
 from spotproof.runtime.checkpointer.layout import writer_prefix
 from spotproof.runtime.checkpointer.manifest import Manifest, Part
 from spotproof.runtime.storage import ObjectStore
-from spotproof.runtime.storage.local import LocalStore
 
 MiB = 1 << 20
 MIN_RANGE = 1 * MiB
 READ_ATTEMPTS = 3
 """Reads of a part before a short read or a checksum mismatch counts as the stored bytes'."""
-LOCAL_DIRECT_MIN = 64 * 1024
-"""From a local store, a destination at least this long is read into straight from the
-file (one ``preadv``); shorter ones next to each other are read with one call into a
-scratch buffer and copied out, so a model of many small tensors costs few system calls.
-From any other store every range is one request into scratch: a request costs
-milliseconds of latency, and moto builds the whole object for every ranged GET."""
+
 
 _scratch = threading.local()
 
@@ -147,7 +141,7 @@ class StoredBlobs:
             end = offset + len(view)
         if end > sum(part.size for part in parts):
             raise ValueError(f"{blob}: targets reach byte {end}, past the blob's end")
-        direct_min = LOCAL_DIRECT_MIN if isinstance(self.store, LocalStore) else None
+        direct_min = self.store.direct_read_min
         _read_pieces(self.store, _cut(parts, claimed), self.threads, direct_min)
 
     def _parts(self, blob: str) -> list[Part]:

@@ -56,6 +56,13 @@ def past_end_reads_nothing() -> Iterator[None]:
 class ObjectStore:
     """Keys relative to one root URL."""
 
+    direct_read_min: int | None = None
+    """A restore in place (``runtime.checkpointer.reading``) reads a destination at least
+    this long straight into it, one request each, and shorter ones next to each other
+    through one scratch buffer; None reads every range through scratch. None for the
+    buckets: a request costs milliseconds there, and moto builds the whole object for
+    every ranged GET."""
+
     def __init__(self, url: str, fs: fsspec.AbstractFileSystem, root: str) -> None:
         self.url = url
         self.fs = fs
