@@ -20,7 +20,6 @@ TIMED_REAL_PROCESSES = frozenset(
     {
         "test_crash_consistency.py",
         "test_smoke_gang.py",
-        "test_smoke_tiers.py",
         "test_batch.py",
         "test_storage_deadlines.py",
     }

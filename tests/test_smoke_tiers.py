@@ -26,9 +26,15 @@ class TieredRun:
 
 @pytest.fixture(scope="module")
 def tiered(tmp_path_factory: pytest.TempPathFactory) -> TieredRun:
-    """One rehearsal as a person starts it, checkpointing to S3 (moto)."""
+    """One rehearsal as a person starts it, checkpointing to S3 (moto): 120 steps leave room
+    for both losses, each at least two intervals after the restart before it. Not in the
+    serial group of timed tests (conftest): nothing here races a deadline, the ranks are
+    killed without notice and the survivors get 30 s to notice it."""
     report = tmp_path_factory.mktemp("tiers") / "tiers.json"
-    argv = ["smoke", "--nodes", "2", "--tiers", "--store", "s3", "--json", str(report)]
+    argv = [
+        *("smoke", "--nodes", "2", "--tiers", "--store", "s3", "--steps", "120"),
+        *("--json", str(report)),
+    ]
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
         code = cli.main(argv)
