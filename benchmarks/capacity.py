@@ -46,6 +46,7 @@ from spotproof.catalog import GRACE_PERIOD_SECONDS
 from spotproof.runtime.storage import open_store
 from spotproof.smoke.emulators import emulated
 from spotproof.smoke.process import TrainerProcess
+from spotproof.smoke.records import last_words
 
 
 def sigterm_to_commit(url: str, megabytes: int) -> float:
@@ -61,7 +62,10 @@ def sigterm_to_commit(url: str, megabytes: int) -> float:
     process.wait_for(lambda e: e["event"] == "step" and e["step"] >= 2, timeout=1800)
     process.send(signal.SIGTERM)
     process.finish(timeout=1800)
-    final = next(e for e in process.of("checkpoint") if e["kind"] == "final")
+    final = next((e for e in process.of("checkpoint") if e["kind"] == "final"), None)
+    if final is None:  # no final save committed: this size does not fit, whatever the cause
+        print(f"  {megabytes:6d} MiB: no final checkpoint ({last_words(process)})", flush=True)
+        return float("inf")
     return float(final["since_signal"])
 
 

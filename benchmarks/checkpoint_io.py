@@ -11,7 +11,9 @@ stays intact (the one before is removed afterwards, untimed), for every contende
 overwriting the only checkpoint in place would leave none if the save died halfway.
 
 - **spotproof**: ``StateBuffer.capture`` (its buffer prepared beforehand, as the trainer
-  does) + ``CheckpointStore.save`` up to the commit; restore is ``load_latest`` with
+  does) + ``CheckpointStore.save`` up to the commit, and, in the same rounds, its final
+  save once training has stopped: ``StateBuffer.views`` (no copy of the state first) +
+  ``save``, reported as a row of its own; restore is ``load_latest`` with
   the trainer's restore, in place where the runtime has it (``measure.restore_route``). Both include
   everything: the copy out of the model, CRC32C, the manifest commit.
 - **DCP**: ``torch.distributed.checkpoint`` ``save`` with ``FileSystemWriter`` (disk) or
@@ -76,6 +78,9 @@ from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.smoke.emulators import emulated
 
 OURS = "spotproof"
+FROM_TENSORS = "spotproof, final save from the tensors"
+"""``StateBuffer.views``: what a final save writes once training has stopped, with no copy
+of the state first; measured in the same rounds as the captured save, its own row."""
 TORCH_LOAD = "torch.load"
 # Issue 31's targets, and the S3 ones the README held before it.
 LOCAL_SAVE = [Target(1.10, LIMIT)]
@@ -117,8 +122,17 @@ def spotproof_contenders(store: Store, model: Any, optimizer: Any) -> Contenders
         blobs = buffer.capture(model, optimizer, round_)
         assert checkpoints.save(round_ + 1, blobs, prune=False).committed
 
+    finals = CheckpointStore(store.url("spotproof-final"), keep=2)
+
+    def save_final(round_: int) -> None:
+        blobs = buffer.views(model, optimizer, round_)
+        assert finals.save(round_ + 1, blobs, prune=False).committed
+
     # Retention deletes the same checkpoint the other contenders remove, also untimed.
-    saves = {OURS: rotating(save, lambda _old: checkpoints.prune())}
+    saves = {
+        OURS: rotating(save, lambda _old: checkpoints.prune()),
+        FROM_TENSORS: rotating(save_final, lambda _old: finals.prune()),
+    }
     restores = {OURS: lambda _r: restore_latest(checkpoints, model, optimizer)}
     return saves, restores, {OURS: f"{store.root}/spotproof"}
 
@@ -247,14 +261,22 @@ def measure(store: Store, megabytes: int, repeats: int) -> tuple[list[Row], list
         save_peers,
         targets=LOCAL_SAVE if local else S3_SAVE,
     )
-    save_row.seconds = interleaved(saves, repeats)
+    timed = interleaved(saves, repeats)
+    save_row.seconds = {name: t for name, t in timed.items() if name != FROM_TENSORS}
+    final_row = Row(
+        f"final save {mib:.0f} MiB from the tensors, {store.label}",
+        list(limit[0]),
+        save_peers,
+        targets=LOCAL_SAVE if local else S3_SAVE,
+    )
+    final_row.seconds = {**save_row.seconds, OURS: timed[FROM_TENSORS]}
     if not local:
         row = Row(f"restore {mib:.0f} MiB, {store.label}", list(limit[1]), restore_peers)
         row.targets = S3_RESTORE
         row.seconds = interleaved(restores, repeats)
         notes = [f"  limit's S3 requests carrying a checksum: {store.unchecked_requests}"]
-        return [save_row, row], notes
-    rows, notes = [save_row], []
+        return [save_row, final_row, row], notes
+    rows, notes = [save_row, final_row], []
     for cold in (True, False):
         state = CacheState(paths, cold)
         row = Row(

@@ -31,8 +31,8 @@ from tests.support import REPO, plan_of, plan_refuses_config, stack_config
 DEV_STACKS = ("gke-dev", "eks-dev", "aks-dev")
 SMOKE = "Job spotproof/spotproof-smoke"
 HEADING = "Checkpoint interval (goodput model):"
-LARGEST_STATE_MIB = {"gke-dev": 2355, "eks-dev": 14130, "aks-dev": 4710}
-"""What each dev stack's grace period commits at 157 MiB/s: 15 s, 90 s and 30 s."""
+LARGEST_STATE_MIB = {"gke-dev": 2250, "eks-dev": 13500, "aks-dev": 4500}
+"""What each dev stack's grace period commits at 150 MiB/s: 15 s, 90 s and 30 s."""
 
 
 @pytest.fixture(scope="module")
@@ -326,7 +326,7 @@ def test_a_training_job_without_a_state_size_gets_one_line_naming_the_annotation
 ) -> None:
     section = _section(own_plan)
     at = section.index(
-        f"  {UNSIZED}: its state on GKE spot; grace 15 s: a final save commits up to 2355 MiB"
+        f"  {UNSIZED}: its state on GKE spot; grace 15 s: a final save commits up to 2250 MiB"
     )
     assert section[at + 1] == (
         f"    no state size: set the pod annotation {run_profile.STATE_MIB} (MiB of checkpointed "

@@ -48,12 +48,12 @@ EXPENDABLE_PRIORITY_CUTOFF = -10
 """The cluster autoscaler's ``--expendable-pods-priority-cutoff`` default, which GKE keeps:
 pending pods with a lower priority never trigger a scale-up."""
 
-FINAL_SAVE_MIB_PER_SECOND = 157
+FINAL_SAVE_MIB_PER_SECOND = 150
 """SIGTERM-to-committed rate of the smoke trainer's final save, in MiB of state per second:
 the largest state ``benchmarks/capacity.py`` saw commit within GKE's 15 s against the S3
 emulator (moto, on loopback) on a 2-vCPU development VM, divided by the time it took
-(2048 MiB in 13.0 s; local disk did 5120 MiB in 11.5 s). A floor for planning (see
-``spotproof.fleet.advice``), not a promise for a cloud bucket."""
+(2048 MiB in 13.6 s, 2026-11-26; the local disk, ext4, did 4096 MiB in 12.9 s). A floor
+for planning (see ``spotproof.fleet.advice``), not a promise for a cloud bucket."""
 
 ASYNC_CAPTURE_MIB_PER_SECOND = 2100
 """How fast a periodic save captures state while training waits, in MiB of each pod's
