@@ -37,7 +37,7 @@ import time
 
 from spotproof.runtime import exit_codes
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
-from spotproof.runtime.checkpointer.layout import manifest_key, step_prefix
+from spotproof.runtime.checkpointer.layout import STEPS, manifest_key, payload_step, step_prefix
 from spotproof.runtime.metrics import Registry, TrainerMetrics, names
 from spotproof.runtime.storage import ObjectStore, open_store
 from spotproof.smoke.emulators import Bucket, emulated
@@ -219,8 +219,11 @@ def _freeze_inside_an_upload(run: _Run, process: TrainerProcess, timeout: float 
     deadline = time.monotonic() + timeout
     while process.popen.poll() is None and time.monotonic() < deadline:
         process.send(signal.SIGSTOP)
-        saves = process.of("saving")
-        step = int(saves[-1]["step"]) if saves else None
+        # The bucket, not the trainer's "saving" events, says which upload is newest: under
+        # load the events are read late, and every upload had committed by the time its
+        # event was seen, so the whole run could finish uncaught.
+        steps = [payload_step(name) for name in run.observer.list(STEPS)]
+        step = max((s for s in steps if s is not None), default=None)
         in_flight = step is not None and step not in committed
         if in_flight and run.observer.exists(manifest_key(step)):
             committed.add(step)
