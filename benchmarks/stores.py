@@ -7,13 +7,18 @@ since botocore 1.36 takes a setting (:func:`bytes_only_client`).
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
 import shutil
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from spotproof.runtime.storage import open_store
+from spotproof.runtime.storage.peer import ReplicaServer
 
 PART = 64 << 20
 BENCH_BUCKET = "spotproof-bench"  # unversioned, so removed rounds free moto's memory
@@ -111,3 +116,28 @@ def s3_io(store: Store) -> tuple[Callable[[str, Any], None], Callable[[str], byt
         return client.get_object(Bucket=bucket, Key=key)["Body"].read()
 
     return put, get
+
+
+def _serve_memory(pipe: Connection) -> None:
+    """Another node's memory: a replica server over a tmpfs directory, until told to stop."""
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    with (
+        tempfile.TemporaryDirectory(prefix="holder-", dir=shm) as memory,
+        ReplicaServer(memory) as server,
+    ):
+        pipe.send(server.url("replicas"))
+        pipe.recv()
+
+
+@contextlib.contextmanager
+def replica_holder() -> Iterator[str]:
+    """A holder in a process of its own, as a surviving rank's node is: the ``peer://`` URL
+    of its memory while the block runs; its memory freed afterwards."""
+    ours, theirs = multiprocessing.Pipe()
+    holder = multiprocessing.get_context("spawn").Process(target=_serve_memory, args=(theirs,))
+    holder.start()
+    try:
+        yield ours.recv()
+    finally:
+        ours.send("stop")
+        holder.join(10)

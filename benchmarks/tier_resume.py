@@ -30,36 +30,24 @@ bucket emulator at 512 MiB. Run: ``python benchmarks/tier_resume.py --sizes 64 5
 from __future__ import annotations
 
 import argparse
-import multiprocessing
-import os
-import shutil
 import statistics
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from measure import check_block, replace_block, training_state
+from stores import replica_holder
 
 from spotproof.runtime.checkpointer import in_place, torch_state
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
-from spotproof.runtime.storage.peer import PeerStore, ReplicaServer
+from spotproof.runtime.storage.peer import PeerStore
 from spotproof.smoke.emulators import emulated
 from spotproof.smoke.records import SmokeConfig
 from spotproof.smoke.tiered import run_tiered_smoke
 
 TARGET = 3.0
 THREADS = 4
-
-
-def _holder(directory: str, pipe: Connection) -> None:
-    """The surviving rank's node: serves its memory until told to stop."""
-    with ReplicaServer(directory) as server:
-        pipe.send(server.url("rank-00001"))
-        pipe.recv()
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _timed_restore(store: CheckpointStore, model: Any, optimizer: Any) -> float:
@@ -109,11 +97,6 @@ def restores(megabytes: int, rounds: int, holder: str, bucket_url: str) -> dict[
 
 
 def restore_table(sizes: list[int], rounds: int) -> list[str]:
-    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    memory = tempfile.mkdtemp(prefix="holder-", dir=shm)
-    ours, theirs = multiprocessing.Pipe()
-    holder = multiprocessing.get_context("spawn").Process(target=_holder, args=(memory, theirs))
-    holder.start()
     lines = [
         "| restore of one rank's shard, into the model | from its holder's replica | "
         "from the bucket emulator | the limit: plain reads from the holder | "
@@ -121,26 +104,21 @@ def restore_table(sizes: list[int], rounds: int) -> list[str]:
         "| --- | --- | --- | --- | --- | --- |",
     ]
     verdict = f"Target: from a peer {TARGET:g}x faster than from the bucket at 512 MiB: not run."
-    try:
-        url = ours.recv()
-        with emulated("s3") as bucket, bucket.apply():
-            for megabytes in sizes:
-                found = restores(megabytes, rounds, url, bucket.prefix("tiers"))
-                peer, store, limit = found["peer"], found["bucket"], found["limit"]
-                lines.append(
-                    f"| {megabytes} MiB | {peer:.3g} s | {store:.3g} s | {limit:.3g} s | "
-                    f"**{store / peer:.2f}x** | {peer / limit:.2f}x |"
+    with replica_holder() as url, emulated("s3") as bucket, bucket.apply():
+        for megabytes in sizes:
+            found = restores(megabytes, rounds, url, bucket.prefix("tiers"))
+            peer, store, limit = found["peer"], found["bucket"], found["limit"]
+            lines.append(
+                f"| {megabytes} MiB | {peer:.3g} s | {store:.3g} s | {limit:.3g} s | "
+                f"**{store / peer:.2f}x** | {peer / limit:.2f}x |"
+            )
+            if megabytes == 512:
+                ratio = store / peer
+                met = "met" if ratio >= TARGET else f"MISSED by {TARGET - ratio:.2f}"
+                verdict = (
+                    f"Target: from a peer {TARGET:g}x faster than from the bucket at "
+                    f"512 MiB: {ratio:.2f}x, {met}."
                 )
-                if megabytes == 512:
-                    ratio = store / peer
-                    met = "met" if ratio >= TARGET else f"MISSED by {TARGET - ratio:.2f}"
-                    verdict = (
-                        f"Target: from a peer {TARGET:g}x faster than from the bucket at "
-                        f"512 MiB: {ratio:.2f}x, {met}."
-                    )
-    finally:
-        ours.send("stop")
-        holder.join(10)
     return [*lines, "", verdict]
 
 

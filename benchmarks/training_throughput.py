@@ -38,7 +38,6 @@ for DCP). Two figures per checkpointer:
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import shutil
 import statistics
@@ -48,7 +47,6 @@ import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import Future
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +54,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 from measure import check_block, replace_block
 from medium import medium as open_medium
+from stores import replica_holder
 from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
 
@@ -65,7 +64,7 @@ from spotproof.runtime.checkpointer.checkpoint import CheckpointStore, SaveResul
 from spotproof.runtime.checkpointer.gang import new_gang_id
 from spotproof.runtime.checkpointer.tiers import MemoryTier, TieredGangStore
 from spotproof.runtime.storage import open_store
-from spotproof.runtime.storage.peer import PeerStore, ReplicaServer
+from spotproof.runtime.storage.peer import PeerStore
 from spotproof.smoke.distributed import Solo
 from spotproof.smoke.emulators import emulated
 from spotproof.smoke.train import TrainConfig, batch, build
@@ -140,16 +139,6 @@ def tiered_store(url: str, holder: str) -> TieredGangStore:
     return store
 
 
-def hold_replicas(pipe: Connection) -> None:
-    """The holder's node: serves its memory to the loop until told to stop."""
-    with (
-        tempfile.TemporaryDirectory(prefix="holder-", dir="/dev/shm") as memory,
-        ReplicaServer(memory) as server,
-    ):
-        pipe.send(server.url("replicas"))
-        pipe.recv()
-
-
 def dcp_saver(
     root: str, blocked: list[float], remove: Callable[[str], None]
 ) -> tuple[Saver, Callable[[], Any]]:
@@ -205,11 +194,8 @@ def measure(args: argparse.Namespace, root: str, url: str, remove: Callable[[str
     times: dict[str, list[float]] = {name: [] for name in (BASE, AGAIN, OURS, TIERS, PEER)}
     blocked: dict[str, list[float]] = {OURS: [], TIERS: [], PEER: []}
     config = TrainConfig(url, args.interval, args.steps, model_mb=args.model_mb)
-    ours, theirs = multiprocessing.Pipe()
-    holder = multiprocessing.get_context("spawn").Process(target=hold_replicas, args=(theirs,))
-    holder.start()
-    try:
-        contenders = loops(args.store, blocked, remove, ours.recv())
+    with replica_holder() as holder:
+        contenders = loops(args.store, blocked, remove, holder)
         names = list(contenders)
         for round_ in range(args.rounds):
             shift = round_ % len(names)
@@ -218,9 +204,6 @@ def measure(args: argparse.Namespace, root: str, url: str, remove: Callable[[str
                 os.sync()
                 times[name].append(run(config, args.steps, *contenders[name](where)))
                 remove(where)
-    finally:
-        ours.send("stop")
-        holder.join(10)
     return {"times": times, "blocked": blocked}
 
 

@@ -142,7 +142,7 @@ IN_PLACE_RESTART_AGENT_IMAGE: str | None = None
 watches its JobSet and exits to have its pod restarted in place, but the release build
 pushes only the controller and the chart (``cloudbuild.yaml``: ``image-push
 helm-chart-push``; ``Makefile``: ``IN_PLACE_RESTART_AGENT_IMAGE_REGISTRY ?=`` empty,
-"TODO (beta of in-place restart)"; the examples say ``image: <CHANGE ME>``)."""
+left to "the beta of in-place restart" in its comment; the examples say ``image: <CHANGE ME>``)."""
 IN_PLACE_RESTART_POD_NEEDS = (
     "the agent as a sidecar (an init container with restartPolicy Always and a restartPolicyRules "
     "action RestartAllContainers, Kubernetes' RestartAllContainersOnContainerExits gate: alpha "

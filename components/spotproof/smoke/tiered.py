@@ -34,7 +34,7 @@ from pathlib import Path
 
 from spotproof.runtime import exit_codes, settings
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
-from spotproof.runtime.checkpointer.tiers import replica_holders
+from spotproof.runtime.checkpointer.tiers import PEER, replica_holders
 from spotproof.smoke.emulators import emulated
 from spotproof.smoke.multinode import (
     LEAVE_SECONDS,
@@ -194,7 +194,7 @@ def _judge(
         )
     bucket = record.newest_committed
     if scenario == ONE_NODE:
-        if tiers[-1] != "peer":
+        if tiers[-1] != PEER:
             report.failures.append(
                 f"{scenario}: the lost rank's replacement read its shard from {tiers[-1]!r}, "
                 "not from its holder's replica"

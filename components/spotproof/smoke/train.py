@@ -51,7 +51,7 @@ from spotproof.runtime.checkpointer.checkpoint import (
 )
 from spotproof.runtime.checkpointer.gang import await_teardown
 from spotproof.runtime.checkpointer.manifest import GangMismatch
-from spotproof.runtime.checkpointer.tiers import HeldResult
+from spotproof.runtime.checkpointer.tiers import BUCKET, HeldResult
 from spotproof.runtime.guard import FINAL_SAVE_MARGIN, PreemptionGuard
 from spotproof.runtime.messages import redacted
 from spotproof.runtime.settings import ConfigError
@@ -254,7 +254,7 @@ def _train(config: TrainConfig, guard: PreemptionGuard, gang: Solo) -> int:
     store = gang.store(config.checkpoint_url, keep=config.keep, part_bytes=part_bytes)
     model, owned, optimizer, resumed = _resume(config, gang, store)
     step, width = resumed["step"], model[0].in_features
-    tier = getattr(store, "loaded_from", "") or ("bucket" if resumed["step"] else "")
+    tier = getattr(store, "loaded_from", "") or (BUCKET if resumed["step"] else "")
     emit("resumed", writer=store.writer_id, rank=gang.rank, tier=tier, **resumed)
 
     received: dict[str, float] = {}

@@ -326,8 +326,7 @@ class CheckpointStore:
             try:
                 return self._load_and_restore(step, tuple(skipped), restore)
             except (ManifestError, ValueError, MemoryError, FileNotFoundError) as error:
-                reason = f"step {step}: {error}"
-                skipped.append(reason)
+                skipped.append(f"step {step}: {error}")
                 if on_skip:
                     on_skip(step, str(error))
         return None
@@ -380,19 +379,22 @@ class CheckpointStore:
             return f"retention failed, to be retried after the next commit: {error}"
         return ""
 
+    def delete_step(self, step: int) -> None:
+        """Delete committed ``step``, manifest first (the protocol's step 4)."""
+        self.store.delete([manifest_key(step)])
+        self.store.delete_prefix(step_prefix(step))
+
     def prune(self) -> list[int]:
         """Delete committed steps beyond the newest ``keep`` (manifest first), and
         uncommitted payload older than the oldest kept step. Returns the steps deleted."""
         committed = self.committed_steps()
         doomed = committed[: -self.keep]
         for step in doomed:
-            self.store.delete([manifest_key(step)])
-            self.store.delete_prefix(step_prefix(step))
+            self.delete_step(step)
         kept = committed[-self.keep :]
         if kept:
-            oldest_kept = kept[0]
             for name in self.store.list(STEPS):
                 step = payload_step(name)
-                if step is not None and step < oldest_kept and step not in committed:
+                if step is not None and step < kept[0] and step not in committed:
                     self.store.delete_prefix(step_prefix(step))
         return doomed

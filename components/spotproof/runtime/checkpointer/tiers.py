@@ -66,15 +66,21 @@ from spotproof.runtime.checkpointer.checkpoint import (
     SaveResult,
 )
 from spotproof.runtime.checkpointer.gang import Agree, GangCheckpointStore
-from spotproof.runtime.checkpointer.layout import manifest_key, step_prefix
 from spotproof.runtime.checkpointer.manifest import ManifestError
 from spotproof.runtime.storage import StorageError
 from spotproof.runtime.storage.peer import PeerStore, ReplicaServer
 
 Exchange = Callable[[Any], list[Any]]
 """Every rank's value, in rank order (``torch.distributed.all_gather_object``)."""
+MEMORY, PEER, BUCKET = "memory", "peer", "bucket"
+"""Where a rank read its shard of the step it resumed from (``loaded_from``)."""
+HELD_TIERS = (MEMORY, PEER)
+"""The tiers that hold steps the bucket may not have: never counted as committed."""
 GANG_KEY = "gang"
 """The metadata key naming the gang that wrote a copy."""
+_UNUSABLE_COPY = (ManifestError, ValueError, MemoryError, FileNotFoundError, StorageError)
+"""What a copy of a step in one tier may fail with, the next tier then being tried: what
+a load skips a step for, and a holder gone while it was read."""
 MEMORY_KEEP = 2
 """Steps each memory store keeps: the newest, and the one before while the gang may still
 agree on it (a rank whose newest save failed offers the older)."""
@@ -227,9 +233,9 @@ class TieredGangStore(GangCheckpointStore):
     # --- load --------------------------------------------------------------------------
 
     def _memory(self) -> list[tuple[str, CheckpointStore]]:
-        tiers = [("memory", self.own)]
+        tiers = [(MEMORY, self.own)]
         if self.replica is not None:
-            tiers.append(("peer", self.replica))
+            tiers.append((PEER, self.replica))
         return tiers
 
     def _held_steps(self, store: CheckpointStore) -> list[int]:
@@ -255,10 +261,7 @@ class TieredGangStore(GangCheckpointStore):
                 continue
             try:
                 checkpoint = store._load_and_restore(step, skipped, restore)
-            except (ManifestError, ValueError, MemoryError, FileNotFoundError) as error:
-                problems.append(f"{tier}: {error}")
-                continue
-            except StorageError as error:  # the holder went away while we read
+            except _UNUSABLE_COPY as error:
                 problems.append(f"{tier}: {error}")
                 continue
             self.loaded_from = tier
@@ -269,7 +272,7 @@ class TieredGangStore(GangCheckpointStore):
             if problems:  # held in memory only, and no copy of it would do
                 raise ValueError("; ".join(problems)) from None
             raise
-        self.loaded_from = "bucket"
+        self.loaded_from = BUCKET
         return checkpoint
 
     def load_latest(
@@ -310,8 +313,7 @@ class TieredGangStore(GangCheckpointStore):
         ]
         for store in held:
             for newer in (s for s in store.committed_steps() if s > step):
-                store.store.delete([manifest_key(newer)])
-                store.store.delete_prefix(step_prefix(newer))
+                store.delete_step(newer)
 
 
 class TieredCheckpointer(AsyncCheckpointer):

@@ -35,6 +35,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from spotproof.runtime.checkpointer.tiers import HELD_TIERS
 from spotproof.runtime.metrics import names
 from spotproof.runtime.metrics.names import Family, Kind
 
@@ -55,11 +56,6 @@ def resumed_fields(blobs: Mapping[str, Any], metadata: Mapping[str, Any]) -> dic
         "checkpoint": metadata.get("kind", "unknown"),
         "committed_at": metadata.get("saved_at"),
     }
-
-
-HELD_TIERS = ("memory", "peer")
-"""Where a resumed step may have been read from without being committed to the bucket
-(``runtime.checkpointer.tiers``): never counted as the newest committed step."""
 
 
 class Registry:

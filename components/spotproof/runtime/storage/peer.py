@@ -327,28 +327,34 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(400, b"unknown route")
             return
         descriptor = self.store.open_regular(confined(key))
-        with contextlib.closing(_Descriptor(descriptor)):
-            size = os.fstat(descriptor).st_size
-            start, end = 0, size - 1
-            ranged = self.headers.get("Range", "")
-            if ranged.startswith("bytes="):
-                first, _, last = ranged[len("bytes=") :].partition("-")
-                start, end = int(first), min(int(last), size - 1) if last else size - 1
-                if start >= size:
-                    self._answer(416, b"range starts past the end")
-                    return
-            self.send_response(206 if ranged else 200)
-            self.send_header("Content-Length", str(end - start + 1))
-            self.end_headers()
-            if self.command == "HEAD":
+        try:
+            self._send(descriptor)
+        finally:
+            os.close(descriptor)
+
+    def _send(self, descriptor: int) -> None:
+        """The file (or the requested range of it) as the response."""
+        size = os.fstat(descriptor).st_size
+        start, end = 0, size - 1
+        ranged = self.headers.get("Range", "")
+        if ranged.startswith("bytes="):
+            first, _, last = ranged[len("bytes=") :].partition("-")
+            start, end = int(first), min(int(last), size - 1) if last else size - 1
+            if start >= size:
+                self._answer(416, b"range starts past the end")
                 return
-            self.wfile.flush()
-            sent, count = start, end - start + 1
-            while count > 0:
-                moved = os.sendfile(self.connection.fileno(), descriptor, sent, count)
-                if not moved:
-                    break
-                sent, count = sent + moved, count - moved
+        self.send_response(206 if ranged else 200)
+        self.send_header("Content-Length", str(end - start + 1))
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        self.wfile.flush()
+        sent, count = start, end - start + 1
+        while count > 0:
+            moved = os.sendfile(self.connection.fileno(), descriptor, sent, count)
+            if not moved:
+                break
+            sent, count = sent + moved, count - moved
 
     def do_DELETE(self) -> None:
         self._guarded(self._delete)
@@ -363,11 +369,3 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(400, b"unknown route")
             return
         self._answer(204)
-
-
-class _Descriptor:
-    def __init__(self, descriptor: int) -> None:
-        self.descriptor = descriptor
-
-    def close(self) -> None:
-        os.close(self.descriptor)
