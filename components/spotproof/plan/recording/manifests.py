@@ -160,40 +160,33 @@ def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violat
 
 def schema_errors(obj: dict[str, Any], kubernetes_version: str) -> list[str]:
     """A core object's errors against the OpenAPI schema of ``kubernetes_version``, each
-    ``path: message``; ``SchemaNotFoundError`` for a kind that version does not have."""
-    try:
-        kubernetes_validate.validate(obj, kubernetes_version, strict=True)
-    except kubernetes_validate.ValidationError as error:
-        first = [f"{'.'.join(str(p) for p in error.path) or '(root)'}: {error.message}"]
-        return _every_schema_error(obj, kubernetes_version) or first
-    return []
+    ``path: message``, in path order (at most :data:`MAX_SCHEMA_ERRORS`);
+    ``SchemaNotFoundError`` for a kind that version does not have."""
+    validator = _validator(str(obj["apiVersion"]), str(obj["kind"]), kubernetes_version)
+    return [
+        f"{'.'.join(str(p) for p in path) or '(root)'}: {message}"
+        for path, message in _errors(validator, obj)[:MAX_SCHEMA_ERRORS]
+    ]
 
 
 MAX_SCHEMA_ERRORS = 20
 """Per object: enough to fix a file in one pass, bounded for a file that is all wrong."""
 
 
-def _every_schema_error(obj: dict[str, Any], kubernetes_version: str) -> list[str]:
-    """Every error of an object that failed validation, not only the first that
-    ``kubernetes_validate.validate`` raises: the same schema files and validator, asked
-    with ``iter_errors``. Empty when the library's layout is not the one this expects
-    (then the caller reports the first error alone)."""
-    return [
-        f"{'.'.join(str(p) for p in path) or '(root)'}: {message}"
-        for path, message in schema_error_paths(obj, kubernetes_version)[:MAX_SCHEMA_ERRORS]
-    ]
-
-
 def schema_error_paths(
     obj: dict[str, Any], kubernetes_version: str
 ) -> list[tuple[tuple[str | int, ...], str]]:
     """Each schema error of a core object as (path, message), in path order; empty when
-    the object is valid or its schema cannot be built here."""
+    the object is valid or its kind has no schema here."""
     try:
         validator = _validator(str(obj["apiVersion"]), str(obj["kind"]), kubernetes_version)
-        errors = [(tuple(error.path), error.message) for error in validator.iter_errors(obj)]
-    except Exception:  # a library detail changed, or no schema: nothing to add
+    except (kubernetes_validate.SchemaNotFoundError, KeyError):
         return []
+    return _errors(validator, obj)
+
+
+def _errors(validator: Any, obj: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
+    errors = [(tuple(error.path), error.message) for error in validator.iter_errors(obj)]
     return sorted(errors, key=lambda pair: [str(p) for p in pair[0]])
 
 
@@ -205,11 +198,8 @@ def is_core_kind(kind: object, kubernetes_version: str) -> bool:
 
 @functools.cache
 def _core_kinds(kubernetes_version: str) -> frozenset[str]:
-    utils = kubernetes_validate.utils
-    wanted = utils.major_minor(kubernetes_version)
-    version = [v for v in utils.all_versions() if utils.major_minor(v) <= wanted][-1]
     folder = importlib.resources.files("kubernetes_validate").joinpath(
-        f"kubernetes-json-schema/v{version}-local-strict"
+        _schema_folder(kubernetes_version)
     )
     return frozenset(entry.name.split("-", 1)[0] for entry in folder.iterdir())
 
@@ -242,28 +232,46 @@ def without_errors(
             del parent[path[-1]]
         except (KeyError, IndexError, TypeError):
             continue  # an ancestor already went
-    try:
-        kubernetes_validate.validate(pruned, kubernetes_version, strict=True)
-    except (kubernetes_validate.ValidationError, kubernetes_validate.SchemaNotFoundError):
-        return None
-    return pruned
+    return pruned if not schema_error_paths(pruned, kubernetes_version) else None
 
 
 @functools.cache
 def _validator(api_version: str, kind: str, kubernetes_version: str) -> Any:
-    """The strict validator ``kubernetes_validate.validate`` builds for this kind (its
-    ``utils`` module, 1.33 to 1.37)."""
+    """The strict validator ``kubernetes_validate.validate`` builds for this kind, from the
+    same schema files (its ``utils`` module, 1.33 to 1.37), built once per kind: the
+    library reads and parses both files, the definitions' megabytes included, on every
+    call. ``SchemaNotFoundError`` for a kind the version does not serve."""
     utils = kubernetes_validate.utils
-    wanted = utils.major_minor(kubernetes_version)
-    version = [v for v in utils.all_versions() if utils.major_minor(v) <= wanted][-1]
+    folder = _schema_folder(kubernetes_version)
     group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
-    folder = f"kubernetes-json-schema/v{version}-local-strict"
-    schema = utils.schema_contents(f"{folder}/{kind.lower()}-{group}.json", kubernetes_version)
-    definitions = utils.schema_contents(f"{folder}/_definitions.json", kubernetes_version)
-    registry = utils.Resource.from_contents(definitions) @ (
+    try:
+        schema = utils.schema_contents(f"{folder}/{kind.lower()}-{group}.json", kubernetes_version)
+    except FileNotFoundError:
+        raise kubernetes_validate.SchemaNotFoundError(
+            version=utils.major_minor(kubernetes_version), kind=kind, api_version=api_version
+        ) from None
+    registry = _definitions(folder, kubernetes_version) @ (
         utils.Resource.from_contents(schema) @ utils.Registry()
     )
     return utils.jsonschema.validators.Draft202012Validator(schema, registry=registry)
+
+
+def _schema_folder(kubernetes_version: str) -> str:
+    """The library's strict schemas of the newest version not newer than the cluster's."""
+    utils = kubernetes_validate.utils
+    wanted = utils.major_minor(kubernetes_version)
+    if wanted > utils.latest_version():
+        raise utils.VersionNotSupportedError(version=wanted)
+    version = [v for v in utils.all_versions() if utils.major_minor(v) <= wanted][-1]
+    return f"kubernetes-json-schema/v{version}-local-strict"
+
+
+@functools.cache
+def _definitions(folder: str, kubernetes_version: str) -> Any:
+    utils = kubernetes_validate.utils
+    return utils.Resource.from_contents(
+        utils.schema_contents(f"{folder}/_definitions.json", kubernetes_version)
+    )
 
 
 def _validate_karpenter(
