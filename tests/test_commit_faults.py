@@ -21,7 +21,7 @@ from spotproof.runtime.checkpointer.layout import manifest_key, step_prefix
 from spotproof.runtime.failures import Failure
 from spotproof.runtime.storage import AlreadyExists, StorageError
 from spotproof.smoke.emulators import Bucket
-from tests.fault_proxy import Fault, FaultProxy, emulator_port, fault_proxy, through
+from spotproof.smoke.fault_proxy import Fault, FaultProxy, emulator_port, fault_proxy, through
 
 PART = 16 * 1024
 MANIFEST_METHOD = {"s3": "PUT", "gcs": "POST", "azure": "PUT"}

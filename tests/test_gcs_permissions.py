@@ -12,7 +12,7 @@ import pytest
 
 from spotproof.plan import PlanResult
 from spotproof.smoke.emulators import Bucket
-from tests.fault_proxy import Fault, emulator_port, fault_proxy, through
+from spotproof.smoke.fault_proxy import Fault, emulator_port, fault_proxy, through
 from tests.gcs_iam import GcsRequest, requests_of
 from tests.support import iam_condition_allows, plan_of, smoke_checkpoint_url, two_trainer_runs
 

@@ -20,8 +20,8 @@ from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.checkpointer.layout import step_prefix
 from spotproof.runtime.storage import StorageError, deadlines, open_store
 from spotproof.smoke.emulators import AZURITE_ACCOUNT_KEY, Bucket, free_port
+from spotproof.smoke.fault_proxy import Fault, emulator_port, fault_proxy, through
 from spotproof.smoke.process import TrainerProcess
-from tests.fault_proxy import Fault, emulator_port, fault_proxy, through
 
 
 @contextlib.contextmanager

@@ -37,9 +37,10 @@ import time
 
 from spotproof.runtime import exit_codes
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
-from spotproof.runtime.checkpointer.layout import STEPS, manifest_key, payload_step, step_prefix
+from spotproof.runtime.checkpointer.layout import manifest_key, step_prefix
 from spotproof.runtime.metrics import Registry, TrainerMetrics, names
 from spotproof.runtime.storage import ObjectStore, open_store
+from spotproof.smoke.aim import ManifestGate, freeze_inside_an_upload, gated
 from spotproof.smoke.emulators import Bucket, emulated
 from spotproof.smoke.job import DISRUPTION_TARGET, JobController
 from spotproof.smoke.judged import drill_verdict
@@ -68,6 +69,8 @@ class _Run:
         name: str,
         progress: Progress,
         metrics: Registry | None = None,
+        *,
+        gate: ManifestGate | None = None,
     ):
         self.config, self.progress = config, progress
         self.url = bucket.prefix(name)
@@ -75,6 +78,10 @@ class _Run:
         self.origin = time.monotonic()
         self.processes: list[TrainerProcess] = []
         self.env = trainer_env(config, bucket, name)
+        self.gate = gate
+        """The relay between this run's trainers and the bucket, where one is needed."""
+        if gate is not None:
+            self.env = gate.route(self.env)
         self.metrics = metrics
 
     def start(self) -> TrainerProcess:
@@ -179,17 +186,18 @@ def _preempt(
 def _hard_kill(
     run: _Run, process: TrainerProcess, record: Interruption, aim: bool
 ) -> TrainerProcess:
-    """SIGKILL, like a node that vanishes. With ``aim``, the kill lands while part of an
-    upload's payload is in the bucket and its manifest is not: the moment between payload
-    writes and the commit."""
-    if aim:
-        _freeze_inside_an_upload(run, process)
+    """SIGKILL, like a node that vanishes. With ``aim``, the kill lands while an upload's
+    payload is in the bucket and its manifest is not: the moment between payload writes
+    and the commit (``smoke.aim``)."""
+    aimed = _aim(run, process) if aim else None
     process.send(signal.SIGKILL)
     record.exit_code = process.finish()
     record.at_step = process.last_step
+    if run.gate is not None:
+        run.gate.disarm()
     saves = process.of("saving")
-    if saves:
-        newest = int(saves[-1]["step"])
+    newest = aimed if aimed is not None else int(saves[-1]["step"]) if saves else None
+    if newest is not None:
         committed = run.observer.exists(manifest_key(newest))
         written = bool(run.observer.list(step_prefix(newest)))
         record.upload_step = newest
@@ -199,44 +207,22 @@ def _hard_kill(
     return run.start()
 
 
-AIM_SLICE_SECONDS = 0.002
-"""How long the aimed trainer runs between two looks while no upload of it is in flight;
-once one is, it is only let run for the moment between SIGCONT and SIGSTOP."""
-SETTLE_SECONDS = 0.02
-"""Time for requests the trainer sent before it was stopped to land in the bucket."""
+def _arm(run: _Run, report: SmokeReport, target: int) -> bool:
+    """Whether the hard kill after ``target`` is aimed (none has landed inside an upload
+    yet). The gate is armed now, before the step is seen: events may be read late."""
+    if any(i.landed_in_upload for i in report.interruptions):
+        return False
+    if run.gate is not None:
+        run.gate.arm(from_step=target)
+    return True
 
 
-def _freeze_inside_an_upload(run: _Run, process: TrainerProcess, timeout: float = 120) -> None:
-    """Run the trainer in slices (SIGCONT, SIGSTOP) and look at the bucket while it is
-    stopped, until its newest upload has payload and no manifest; return with it stopped.
-
-    Polling a running trainer raced it: a slow listing (Azurite) let an upload, or the whole
-    run, finish between two looks. Frozen, the trainer cannot send anything new while it is
-    looked at; requests it sent just before are given :data:`SETTLE_SECONDS` to land, so a
-    manifest already on its way is seen and the aim moves on to the next upload."""
-    writer = (process.first("resumed") or {}).get("writer")
-    committed: set[int] = set()
-    deadline = time.monotonic() + timeout
-    while process.popen.poll() is None and time.monotonic() < deadline:
-        process.send(signal.SIGSTOP)
-        # The bucket, not the trainer's "saving" events, says which upload is newest: under
-        # load the events are read late, and every upload had committed by the time its
-        # event was seen, so the whole run could finish uncaught.
-        steps = [payload_step(name) for name in run.observer.list(STEPS)]
-        step = max((s for s in steps if s is not None), default=None)
-        in_flight = step is not None and step not in committed
-        if in_flight and run.observer.exists(manifest_key(step)):
-            committed.add(step)
-            in_flight = False
-        if in_flight and run.observer.list(f"{step_prefix(step)}/{writer}"):
-            time.sleep(SETTLE_SECONDS)
-            if not run.observer.exists(manifest_key(step)):
-                return
-            committed.add(step)
-            in_flight = False
-        process.send(signal.SIGCONT)
-        if not in_flight:
-            time.sleep(AIM_SLICE_SECONDS)
+def _aim(run: _Run, process: TrainerProcess, timeout: float = 120) -> int | None:
+    """The step whose commit the trainer is stopped short of, or None if it ended first."""
+    if run.gate is None:
+        writer = str((process.first("resumed") or {}).get("writer"))
+        return freeze_inside_an_upload(run.observer, process, writer, timeout)
+    return run.gate.held(process, timeout)
 
 
 def run_smoke(
@@ -256,7 +242,8 @@ def run_smoke(
         report.reference = reference.attempts()[0]
         progress(f"  done in {report.reference_seconds:.1f} s, digest {report.reference_digest}")
 
-        _interrupted_run(config, bucket, report, progress, metrics)
+        with gated(bucket) as gate:
+            _interrupted_run(config, bucket, report, progress, metrics, gate=gate)
 
     if config.hard_kills and not any(i.landed_in_upload for i in report.interruptions):
         report.failures.append("no hard kill landed inside a checkpoint upload")
@@ -276,6 +263,8 @@ def _interrupted_run(
     report: SmokeReport,
     progress: Progress,
     metrics: Registry | None,
+    *,
+    gate: ManifestGate | None,
 ) -> None:
     schedule = random.Random(config.schedule_seed)
     kinds = ["preemption"] * config.preemptions + ["hard-kill"] * config.hard_kills
@@ -283,7 +272,7 @@ def _interrupted_run(
     progress(f"interrupted run: {' -> '.join(kinds) or 'no interruptions'}")
     if config.preemptions:
         progress(f"preemption path: {config.path}")
-    run = _Run(config, bucket, "interrupted", progress, metrics)
+    run = _Run(config, bucket, "interrupted", progress, metrics, gate=gate)
     job = JobController(config.job) if config.job else None
     process = run.start()
     resumed = run.resumed(process)
@@ -302,6 +291,7 @@ def _interrupted_run(
             )
             break
         progress(f"  training to step {target}, then a {kind}")
+        aim = kind == "hard-kill" and _arm(run, report, target)
         if process.wait_for(lambda e, t=target: e["event"] == "step" and e["step"] >= t) is None:
             report.failures.append(
                 f"trainer {process.index} ended before step {target}: {last_words(process)}"
@@ -312,8 +302,7 @@ def _interrupted_run(
             process = _preempt(run, process, record, overlap=not overlapped)
             overlapped = True
         else:
-            landed = any(i.landed_in_upload for i in report.interruptions)
-            process = _hard_kill(run, process, record, aim=not landed)
+            process = _hard_kill(run, process, record, aim=aim)
         record.newest_committed = run.newest_committed()
         if job is not None:
             # A preempted, evicted or vanished node's pod carries DisruptionTarget; a pod

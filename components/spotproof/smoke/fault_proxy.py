@@ -1,9 +1,11 @@
 """A fault-injecting HTTP proxy on loopback, between the runtime and a storage emulator.
 
 It forwards every request unchanged, except those a :class:`Fault` matches, which it
-answers with an HTTP error, or drops with a TCP reset before or *after* forwarding them
+answers with an HTTP error, drops with a TCP reset before or *after* forwarding them
 (after: the emulator acted on the request, but the client never hears the answer: the
-ambiguous failure a real network produces).
+ambiguous failure a real network produces), delays, or holds: never forwards and never
+answers, while the client waits (the rehearsal's aimed kill, ``smoke.aim``, lands there).
+The storage tests inject their faults with it too.
 
 Each request is read whole from the client (answering ``Expect: 100-continue`` itself),
 sent to the emulator on a fresh connection with ``Connection: close``, and the emulator's
@@ -19,7 +21,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 _LINGER_RESET = struct.pack("ii", 1, 0)
@@ -30,20 +32,33 @@ class Fault:
     """What to do to requests whose method matches and whose target matches ``target``."""
 
     method: str
+    """Regular expression the whole method must match (``PUT``, ``PUT|POST``)."""
     target: str
     """Regular expression searched in the request target (path and query, URL-encoded) and
     the first 4 KiB of its body (GCS names the object of an upload in the body)."""
     action: str
-    """``status:<code>``, ``reset`` (before forwarding), ``reset-after`` (after) or
-    ``delay:<seconds>`` (forwarded that much later: a slow store)."""
+    """``status:<code>``, ``reset`` (before forwarding), ``reset-after`` (after),
+    ``delay:<seconds>`` (forwarded that much later: a slow store) or ``hold`` (never
+    forwarded nor answered; the connection is read and discarded until the client goes)."""
     times: int | None = None
     """How many matching requests to hit; None for every one."""
+    accept: Callable[[re.Match[str]], bool] | None = None
+    """A further condition on the match of ``target``; None accepts every match."""
     hits: int = 0
+    last: re.Match[str] | None = None
+    """The match of ``target`` in the newest request hit."""
+    hit: threading.Event = field(default_factory=threading.Event)
+    """Set at the first hit."""
 
-    def matches(self, method: str, where: str) -> bool:
+    def matches(self, method: str, where: str) -> re.Match[str] | None:
         if self.times is not None and self.hits >= self.times:
-            return False
-        return method == self.method and re.search(self.target, where) is not None
+            return None
+        if re.fullmatch(self.method, method) is None:
+            return None
+        found = re.search(self.target, where)
+        if found is None or (self.accept is not None and not self.accept(found)):
+            return None
+        return found
 
 
 @dataclass
@@ -109,6 +124,10 @@ class FaultProxy:
                     return
                 method, target, head, body = request
                 action = self._decide(method, target, body)
+                if action == "hold":
+                    while client.recv(65536):
+                        pass
+                    return
                 if action in ("reset", "reset-after"):
                     if action == "reset-after":
                         self._forward(head, body)
@@ -137,8 +156,11 @@ class FaultProxy:
         where = f"{target}\n{body[:4096].decode('latin-1')}"
         with self._lock:
             for fault in self.faults:
-                if fault.matches(method, where):
+                found = fault.matches(method, where)
+                if found is not None:
                     fault.hits += 1
+                    fault.last = found
+                    fault.hit.set()
                     self.log.append((method, where, fault.action))
                     return fault.action
             self.log.append((method, where, "forwarded"))
