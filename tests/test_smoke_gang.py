@@ -103,23 +103,33 @@ def test_without_the_launch_script_torchrun_leaves_every_reclaimed_rank_looking_
 ) -> None:
     # The real torchrun, as the container's first process: it exits 1 after SIGTERM.
     monkeypatch.setattr(multinode.launcher, "wrapped", list)
-    config = SmokeConfig(store="file", total_steps=100, interval=20, model_mb=1)
-    report = run_gang_smoke(config, nodes=2, progress=lambda _: None, started_by=Launcher.TORCHRUN)
+    config = SmokeConfig(store="file", total_steps=60, interval=20, model_mb=1)
+    report = run_gang_smoke(
+        config,
+        nodes=2,
+        progress=lambda _: None,
+        started_by=Launcher.TORCHRUN,
+        scenarios=["preempt one rank"],
+    )
     assert "preempt one rank: ranks exited [1, 1], expected [143, 143]" in report.failures
 
 
 def test_a_path_that_sends_no_sigterm_fails_the_gang() -> None:
     config = SmokeConfig(
-        store="file", total_steps=160, interval=20, model_mb=2, sigterm_after=None, gone_after=0.3
+        store="file", total_steps=60, interval=20, model_mb=2, sigterm_after=None, gone_after=0.3
     )
-    report = run_gang_smoke(config, nodes=2, progress=lambda _line: None)
+    report = run_gang_smoke(
+        config, nodes=2, progress=lambda _line: None, scenarios=["preempt one rank"]
+    )
     assert not report.passed
     assert any("did not commit within the 0 s grace" in f for f in report.failures)
 
 
 def test_a_gang_killed_at_the_end_of_its_grace_says_what_each_rank_last_did() -> None:
-    config = SmokeConfig(total_steps=100, interval=20, model_mb=1, grace_seconds=2, gone_after=0.01)
-    report = run_gang_smoke(config, nodes=2, progress=lambda _line: None)
+    config = SmokeConfig(total_steps=60, interval=20, model_mb=1, grace_seconds=2, gone_after=0.01)
+    report = run_gang_smoke(
+        config, nodes=2, progress=lambda _line: None, scenarios=["preempt every rank"]
+    )
     every_rank = report.interruptions[-1]
     assert len(every_rank.last_seen) == 2
     assert all(

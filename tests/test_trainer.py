@@ -4,11 +4,13 @@ what the Job's podFailurePolicy expects, and bit-exact resume."""
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -59,25 +61,41 @@ def url(tmp_path: Path) -> str:
     return f"file://{tmp_path}/ckpt"
 
 
+@dataclass(frozen=True)
+class FreshRun:
+    """A run from scratch to its end, never interrupted: its events and its checkpoints."""
+
+    process: TrainerProcess
+    checkpoints: Path
+
+    def copied_to(self, url: str) -> None:
+        """Its checkpoints, as another run's starting point at ``url``."""
+        shutil.copytree(self.checkpoints, url.removeprefix("file://"))
+
+
 @pytest.fixture(scope="module")
-def reference_digest(tmp_path_factory: pytest.TempPathFactory) -> str:
-    process = _run(_env(f"file://{tmp_path_factory.mktemp('ref')}/ckpt"))
-    done = process.first("done")
-    assert done is not None and process.popen.returncode == exit_codes.COMPLETED
-    return str(done["digest"])
+def fresh_run(tmp_path_factory: pytest.TempPathFactory) -> FreshRun:
+    checkpoints = tmp_path_factory.mktemp("ref") / "ckpt"
+    process = _run(_env(f"file://{checkpoints}"))
+    assert process.popen.returncode == exit_codes.COMPLETED, process.stderr[-3:]
+    return FreshRun(process, checkpoints)
 
 
-def test_fresh_start_resumes_at_zero_and_completes(url: str, reference_digest: str) -> None:
-    process = _run(_env(url))
+@pytest.fixture(scope="module")
+def reference_digest(fresh_run: FreshRun) -> str:
+    return str(fresh_run.process.first("done")["digest"])  # type: ignore[index]
+
+
+def test_fresh_start_resumes_at_zero_and_completes(fresh_run: FreshRun) -> None:
+    process = fresh_run.process
     names = [e["event"] for _, e in process.events]
     assert names[0] == "resumed" and process.first("resumed")["step"] == 0  # type: ignore[index]
     assert names[-1] == "done" and process.first("done")["step"] == 60  # type: ignore[index]
     assert _committed_steps(process) in (EVERY_INTERVAL, LAST_PERIODIC_SUPERSEDED)
-    assert process.first("done")["digest"] == reference_digest  # type: ignore[index]
 
 
-def test_checkpoint_events_say_how_long_each_save_held_training_up(url: str) -> None:
-    process = _run(_env(url))
+def test_checkpoint_events_say_how_long_each_save_held_training_up(fresh_run: FreshRun) -> None:
+    process = fresh_run.process
     events = process.of("checkpoint")
     assert _committed_steps(process) in (EVERY_INTERVAL, LAST_PERIODIC_SUPERSEDED)
     for event in events:
@@ -116,12 +134,9 @@ def test_sigterm_saves_the_current_step_and_exits_preempted(
 
 
 def test_corrupt_newest_checkpoint_is_skipped_and_the_previous_one_resumed(
-    url: str, reference_digest: str
+    url: str, fresh_run: FreshRun, reference_digest: str
 ) -> None:
-    first = TrainerProcess(_env(url, STEP_SECONDS="0.02", EMIT_STEPS="1"), time.monotonic())
-    first.wait_for(lambda e: e["event"] == "checkpoint" and e["step"] == 30)
-    first.send(signal.SIGKILL)
-    first.finish(timeout=10)
+    fresh_run.copied_to(url)
     store = CheckpointStore(url)
     newest = store.committed_steps()[-1]
     part = Manifest.decode(store.store.get(f"manifests/{newest:012d}.json")).parts[0]
@@ -132,7 +147,7 @@ def test_corrupt_newest_checkpoint_is_skipped_and_the_previous_one_resumed(
     second = _run(_env(url))
 
     assert second.first("skipped")["step"] == newest  # type: ignore[index]
-    assert second.first("resumed")["step"] == newest - 10  # type: ignore[index]
+    assert second.first("resumed")["step"] == store.committed_steps()[-2]  # type: ignore[index]
     assert second.first("done")["digest"] == reference_digest  # type: ignore[index]
 
 
@@ -141,16 +156,16 @@ IDENTITY = {"seed": 7, "model_mb": 1.0}
 
 
 def test_a_newest_checkpoint_that_verifies_but_does_not_restore_is_skipped(
-    url: str, reference_digest: str
+    url: str, fresh_run: FreshRun, reference_digest: str
 ) -> None:
-    _run(_env(url, TOTAL_STEPS=30))
-    CheckpointStore(url).save(40, {"skeleton": b"not a skeleton", "tensors": b""}, IDENTITY)
+    fresh_run.copied_to(url)
+    CheckpointStore(url).save(70, {"skeleton": b"not a skeleton", "tensors": b""}, IDENTITY)
 
     second = _run(_env(url))
 
-    assert second.first("skipped")["step"] == 40  # type: ignore[index]
+    assert second.first("skipped")["step"] == 70  # type: ignore[index]
     assert "the skeleton is unreadable" in second.first("skipped")["reason"]  # type: ignore[index]
-    assert second.first("resumed")["step"] == 30  # type: ignore[index]
+    assert second.first("resumed")["step"] == 60  # type: ignore[index]
     assert second.first("done")["digest"] == reference_digest  # type: ignore[index]
 
 
@@ -192,9 +207,9 @@ def test_a_gang_checkpoint_this_process_cannot_split_fails_in_one_line(url: str)
 
 
 def test_rerun_of_a_finished_job_completes_at_once_with_the_same_digest(
-    url: str, reference_digest: str
+    url: str, fresh_run: FreshRun, reference_digest: str
 ) -> None:
-    _run(_env(url))
+    fresh_run.copied_to(url)
     again = _run(_env(url))
     assert again.first("resumed")["step"] == 60  # type: ignore[index]
     assert again.first("done")["digest"] == reference_digest  # type: ignore[index]
@@ -250,7 +265,7 @@ def test_a_checkpoint_url_under_a_file_fails_in_one_line(tmp_path: Path) -> None
 
 
 def test_a_checkpoint_of_another_run_is_refused_not_resumed(url: str) -> None:
-    _run(_env(url, TOTAL_STEPS=10))
+    CheckpointStore(url).save(10, {"skeleton": b"", "tensors": b""}, IDENTITY)
     done = _trainer_exit(_env(url, SEED=8))
     assert done.returncode == exit_codes.BAD_CONFIG
     assert done.stdout.count('"resumed"') == 0

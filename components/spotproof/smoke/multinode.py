@@ -43,7 +43,7 @@ import random
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from spotproof.runtime import exit_codes, launcher, settings
@@ -160,10 +160,14 @@ def run_gang_smoke(
     nodes: int,
     progress: Progress = print,
     started_by: Launcher = Launcher.NONE,
+    scenarios: Sequence[str] = SCENARIOS,
 ) -> SmokeReport:
-    """The reference gang, then the interrupted one; see the module docstring."""
+    """The reference gang, then the interrupted one, through ``scenarios`` (some of
+    :data:`SCENARIOS`, in the order given); see the module docstring."""
     if nodes < 2:
         raise ValueError(f"nodes = {nodes}: a gang needs at least 2")
+    if unknown := [s for s in scenarios if s not in SCENARIOS]:
+        raise ValueError(f"unknown scenarios {unknown}; allowed: {', '.join(SCENARIOS)}")
     report = SmokeReport(config)
     with emulated(config.store) as bucket:
         how = "torchrun, through the launch script" if started_by is Launcher.TORCHRUN else "itself"
@@ -173,7 +177,9 @@ def run_gang_smoke(
         )
         env = trainer_env(config, bucket, "reference")
         run_reference(env, nodes, report, progress, started_by=started_by)
-        _interrupted(config, bucket, nodes, report, progress, started_by=started_by)
+        _interrupted(
+            config, bucket, nodes, report, progress, started_by=started_by, scenarios=scenarios
+        )
     judge_digest(report)
     return report
 
@@ -209,8 +215,9 @@ def _interrupted(
     progress: Progress,
     *,
     started_by: Launcher,
+    scenarios: Sequence[str],
 ) -> None:
-    progress(f"interrupted gang: {' -> '.join(SCENARIOS)}")
+    progress(f"interrupted gang: {' -> '.join(scenarios)}")
     env = trainer_env(config, bucket, "interrupted")
     with bucket.apply():
         observer = CheckpointStore(env[settings.CHECKPOINT_URL.name])
@@ -219,7 +226,7 @@ def _interrupted(
     gang = GangProcesses(env, nodes, origin, 0, started_by=started_by)
     gangs = [gang]
     resumed = agreed(gang, report)
-    for scenario in SCENARIOS:
+    for scenario in scenarios:
         target = resumed + schedule.randint(max(2, config.interval // 2), 2 * config.interval)
         if not gang.reaches(target, config.total_steps, scenario, report):
             break
