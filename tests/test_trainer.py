@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from spotproof.runtime.settings import usable_cpus
 from spotproof.smoke.distributed import Solo
 from spotproof.smoke.process import TrainerProcess
 from spotproof.smoke.train import ConfigError, TrainConfig, build
+from spotproof.smoke.warm import Zygote, warm_trainers
 
 
 def _env(url: str, **overrides: object) -> dict[str, str]:
@@ -50,10 +52,20 @@ def _committed_steps(process: TrainerProcess) -> list[int]:
     return [e["step"] for e in process.of("checkpoint")]
 
 
-def _run(env: dict[str, str]) -> TrainerProcess:
-    process = TrainerProcess(env, time.monotonic())
+def _run(env: dict[str, str], zygote: Zygote | None = None) -> TrainerProcess:
+    """A trainer run to its end: started afresh, or forked warm from ``zygote``."""
+    process = TrainerProcess(env, time.monotonic(), zygote=zygote)
     process.finish(timeout=120)
     return process
+
+
+@pytest.fixture(scope="module")
+def zygote() -> Iterator[Zygote]:
+    """Where the trainers that resume are forked from (``smoke.warm``): each would cost
+    seconds of imports. The first run, and each test of how the process itself starts or
+    leaves, start afresh."""
+    with warm_trainers() as warm:
+        yield warm
 
 
 @pytest.fixture
@@ -103,8 +115,10 @@ def test_checkpoint_events_say_how_long_each_save_held_training_up(fresh_run: Fr
     assert all(e["kind"] == "periodic" for e in events[:-1]) and events[-1]["kind"] == "final"
 
 
-def test_checkpoint_event_is_printed_only_after_its_manifest_exists(url: str) -> None:
-    process = TrainerProcess(_env(url, STEP_SECONDS="0.01"), time.monotonic())
+def test_checkpoint_event_is_printed_only_after_its_manifest_exists(
+    url: str, zygote: Zygote
+) -> None:
+    process = TrainerProcess(_env(url, STEP_SECONDS="0.01"), time.monotonic(), zygote=zygote)
     store = CheckpointStore(url)
     seen = 0
     while process.finish(timeout=0.001) is None or seen < len(process.of("checkpoint")):
@@ -117,7 +131,7 @@ def test_checkpoint_event_is_printed_only_after_its_manifest_exists(url: str) ->
 
 
 def test_sigterm_saves_the_current_step_and_exits_preempted(
-    url: str, reference_digest: str
+    url: str, reference_digest: str, zygote: Zygote
 ) -> None:
     first = TrainerProcess(_env(url, STEP_SECONDS="0.02", EMIT_STEPS="1"), time.monotonic())
     first.wait_for(lambda e: e["event"] == "step" and e["step"] >= 23)
@@ -128,13 +142,13 @@ def test_sigterm_saves_the_current_step_and_exits_preempted(
     assert preempted is not None and final and final[0]["step"] == preempted["step"]
     assert final[0]["since_signal"] < 15
 
-    second = _run(_env(url))
+    second = _run(_env(url), zygote)
     assert second.first("resumed")["step"] == preempted["step"]  # type: ignore[index]
     assert second.first("done")["digest"] == reference_digest  # type: ignore[index]
 
 
 def test_corrupt_newest_checkpoint_is_skipped_and_the_previous_one_resumed(
-    url: str, fresh_run: FreshRun, reference_digest: str
+    url: str, fresh_run: FreshRun, reference_digest: str, zygote: Zygote
 ) -> None:
     fresh_run.copied_to(url)
     store = CheckpointStore(url)
@@ -144,7 +158,7 @@ def test_corrupt_newest_checkpoint_is_skipped_and_the_previous_one_resumed(
     data[-1] ^= 0xFF
     store.store.put(part.key, bytes(data))
 
-    second = _run(_env(url))
+    second = _run(_env(url), zygote)
 
     assert second.first("skipped")["step"] == newest  # type: ignore[index]
     assert second.first("resumed")["step"] == store.committed_steps()[-2]  # type: ignore[index]
@@ -156,12 +170,12 @@ IDENTITY = {"seed": 7, "model_mb": 1.0}
 
 
 def test_a_newest_checkpoint_that_verifies_but_does_not_restore_is_skipped(
-    url: str, fresh_run: FreshRun, reference_digest: str
+    url: str, fresh_run: FreshRun, reference_digest: str, zygote: Zygote
 ) -> None:
     fresh_run.copied_to(url)
     CheckpointStore(url).save(70, {"skeleton": b"not a skeleton", "tensors": b""}, IDENTITY)
 
-    second = _run(_env(url))
+    second = _run(_env(url), zygote)
 
     assert second.first("skipped")["step"] == 70  # type: ignore[index]
     assert "the skeleton is unreadable" in second.first("skipped")["reason"]  # type: ignore[index]
@@ -183,11 +197,11 @@ def _half_restorable_state() -> dict[str, bytes | memoryview]:
 
 
 def test_when_no_checkpoint_restores_training_starts_afresh_from_the_built_model(
-    url: str, reference_digest: str
+    url: str, reference_digest: str, zygote: Zygote
 ) -> None:
     CheckpointStore(url).save(10, _half_restorable_state())  # no identity: an older release's
 
-    process = _run(_env(url))
+    process = _run(_env(url), zygote)
 
     assert "does not fit this model" in process.first("skipped")["reason"]  # type: ignore[index]
     assert process.first("resumed")["step"] == 0  # type: ignore[index]
@@ -207,10 +221,10 @@ def test_a_gang_checkpoint_this_process_cannot_split_fails_in_one_line(url: str)
 
 
 def test_rerun_of_a_finished_job_completes_at_once_with_the_same_digest(
-    url: str, fresh_run: FreshRun, reference_digest: str
+    url: str, fresh_run: FreshRun, reference_digest: str, zygote: Zygote
 ) -> None:
     fresh_run.copied_to(url)
-    again = _run(_env(url))
+    again = _run(_env(url), zygote)
     assert again.first("resumed")["step"] == 60  # type: ignore[index]
     assert again.first("done")["digest"] == reference_digest  # type: ignore[index]
 
@@ -227,17 +241,20 @@ def test_rerun_of_a_finished_job_completes_at_once_with_the_same_digest(
         ({"CHECKPOINT_URL": "file:///proc/spotproof/ckpt"}, "cannot create directory"),
     ],
 )
-def test_bad_configuration_fails_the_job_at_once(url: str, env: dict[str, str], says: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "spotproof.smoke.train"],
-        env={**_env(url), **env, "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+def test_bad_configuration_fails_the_job_at_once(
+    url: str, env: dict[str, str], says: str, zygote: Zygote
+) -> None:
+    done = _warm_exit(zygote, {**_env(url), **env, "PATH": "/usr/bin:/bin"})
     assert done.returncode == exit_codes.BAD_CONFIG
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1 and says in done.stderr
+
+
+def _warm_exit(zygote: Zygote, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A trainer forked with exactly ``env``, run to its exit, as ``subprocess.run`` says."""
+    trainer = zygote.spawn(env)
+    out, err = trainer.stdout.read(), trainer.stderr.read()
+    return subprocess.CompletedProcess([], trainer.wait(60), out, err)
 
 
 def _trainer_exit(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -250,16 +267,18 @@ def _trainer_exit(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_credentials_in_a_checkpoint_url_are_refused_and_never_printed(url: str) -> None:
-    done = _trainer_exit(_env("s3://AKIAEXAMPLE:wJalrXUtnFEMI@bucket/ckpt"))
+def test_credentials_in_a_checkpoint_url_are_refused_and_never_printed(
+    url: str, zygote: Zygote
+) -> None:
+    done = _warm_exit(zygote, _env("s3://AKIAEXAMPLE:wJalrXUtnFEMI@bucket/ckpt"))
     assert done.returncode == exit_codes.BAD_CONFIG
     assert done.stderr.count("\n") == 1 and "credentials in a URL are refused" in done.stderr
     assert "wJalrXUtnFEMI" not in done.stderr and "AKIAEXAMPLE" not in done.stderr
 
 
-def test_a_checkpoint_url_under_a_file_fails_in_one_line(tmp_path: Path) -> None:
+def test_a_checkpoint_url_under_a_file_fails_in_one_line(tmp_path: Path, zygote: Zygote) -> None:
     (tmp_path / "a-file").write_text("not a directory")
-    done = _trainer_exit(_env(f"file://{tmp_path}/a-file/ckpt"))
+    done = _warm_exit(zygote, _env(f"file://{tmp_path}/a-file/ckpt"))
     assert done.returncode == exit_codes.BAD_CONFIG
     assert done.stderr.count("\n") == 1 and "Not a directory" in done.stderr
 

@@ -22,6 +22,10 @@ bucket:
    pass the judge of ``spotproof drill`` (``smoke.judged``): one judgment for rehearsals
    and real drills.
 
+Trainers are forked warm from a zygote (``smoke.warm``), and the aimed kill holds a commit
+back at a relay in front of the emulator (``smoke.aim``): neither depends on how busy the
+machine is.
+
 Given a metrics registry, the interrupted run's trainers' events are recorded as the
 trainer's own metrics (``runtime.metrics``), one recorder per process as each pod has its
 own, and each interruption's lost steps as the harness measured them: a kill with no
@@ -57,6 +61,7 @@ from spotproof.smoke.records import (
     last_words,
     trainer_env,
 )
+from spotproof.smoke.warm import Zygote, warm_trainers
 
 
 class _Run:
@@ -71,6 +76,7 @@ class _Run:
         metrics: Registry | None = None,
         *,
         gate: ManifestGate | None = None,
+        zygote: Zygote | None = None,
     ):
         self.config, self.progress = config, progress
         self.url = bucket.prefix(name)
@@ -82,6 +88,8 @@ class _Run:
         """The relay between this run's trainers and the bucket, where one is needed."""
         if gate is not None:
             self.env = gate.route(self.env)
+        self.zygote = zygote
+        """Where the trainers are forked from (``smoke.warm``); None starts each afresh."""
         self.metrics = metrics
 
     def start(self) -> TrainerProcess:
@@ -95,6 +103,7 @@ class _Run:
             self.origin,
             index=len(self.processes),
             on_event=recorder.observe if recorder else None,
+            zygote=self.zygote,
         )
         self.processes.append(process)
         return process
@@ -229,11 +238,11 @@ def run_smoke(
     config: SmokeConfig, progress: Progress = print, metrics: Registry | None = None
 ) -> SmokeReport:
     report = SmokeReport(config)
-    with emulated(config.store) as bucket:
+    with emulated(config.store) as bucket, warm_trainers() as zygote:
         progress(f"store: {config.store} ({bucket.url})")
 
         progress("reference run (never interrupted)")
-        reference = _Run(config, bucket, "reference", progress)
+        reference = _Run(config, bucket, "reference", progress, zygote=zygote)
         process = reference.start()
         reference.announce(process, reference.resumed(process))
         progress(f"  training to step {config.total_steps}")
@@ -243,7 +252,7 @@ def run_smoke(
         progress(f"  done in {report.reference_seconds:.1f} s, digest {report.reference_digest}")
 
         with gated(bucket) as gate:
-            _interrupted_run(config, bucket, report, progress, metrics, gate=gate)
+            _interrupted_run(config, bucket, report, progress, metrics, gate=gate, zygote=zygote)
 
     if config.hard_kills and not any(i.landed_in_upload for i in report.interruptions):
         report.failures.append("no hard kill landed inside a checkpoint upload")
@@ -265,6 +274,7 @@ def _interrupted_run(
     metrics: Registry | None,
     *,
     gate: ManifestGate | None,
+    zygote: Zygote,
 ) -> None:
     schedule = random.Random(config.schedule_seed)
     kinds = ["preemption"] * config.preemptions + ["hard-kill"] * config.hard_kills
@@ -272,7 +282,7 @@ def _interrupted_run(
     progress(f"interrupted run: {' -> '.join(kinds) or 'no interruptions'}")
     if config.preemptions:
         progress(f"preemption path: {config.path}")
-    run = _Run(config, bucket, "interrupted", progress, metrics, gate=gate)
+    run = _Run(config, bucket, "interrupted", progress, metrics, gate=gate, zygote=zygote)
     job = JobController(config.job) if config.job else None
     process = run.start()
     resumed = run.resumed(process)

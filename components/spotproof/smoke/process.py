@@ -16,7 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spotproof.smoke.warm import ForkedTrainer, Zygote
+
 Event = dict[str, Any]
+TRAINER = "spotproof.smoke.train"
 
 
 def _uuid1_without_libuuid() -> None:
@@ -50,24 +53,31 @@ class TrainerProcess:
     index: int = 0
     events: list[tuple[float, Event]] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)
-    module: str = "spotproof.smoke.train"
+    module: str = TRAINER
     argv: Sequence[str] | None = None
     on_event: Callable[[Event], None] | None = None
     """Called with each event as it is read (the rehearsal's metrics), in the reader's
     thread."""
     on_end: Callable[[], None] | None = None
     """Called once its output has ended: the process is gone (its metrics with it)."""
+    zygote: Zygote | None = None
+    """Where the trainer is forked from, warm (``smoke.warm``); None starts it afresh, as
+    does an ``argv``."""
 
     def __post_init__(self) -> None:
         self._changed = threading.Condition()
         self.started = self.now()
-        self.popen = subprocess.Popen(
-            list(self.argv) if self.argv else [sys.executable, "-m", self.module],
-            env={**os.environ, **self.env},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        self.popen: subprocess.Popen[str] | ForkedTrainer
+        if self.zygote is not None and self.argv is None and self.module == TRAINER:
+            self.popen = self.zygote.spawn({**os.environ, **self.env})
+        else:
+            self.popen = subprocess.Popen(
+                list(self.argv) if self.argv else [sys.executable, "-m", self.module],
+                env={**os.environ, **self.env},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
         self._readers = [
             threading.Thread(target=self._read_events, daemon=True),
             threading.Thread(target=self._read_stderr, daemon=True),

@@ -1,0 +1,108 @@
+"""Trainers forked from a zygote that has imported them behave as trainers started afresh:
+the same digest, the same exit codes and signals, and none outlives the zygote."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from spotproof.runtime import exit_codes
+from spotproof.smoke.process import TrainerProcess
+from spotproof.smoke.warm import Zygote, warm_trainers
+
+
+@pytest.fixture(scope="module")
+def zygote() -> Iterator[Zygote]:
+    with warm_trainers() as warm:
+        yield warm
+
+
+def _env(tmp_path: Path, **overrides: str) -> dict[str, str]:
+    env = {
+        "CHECKPOINT_URL": f"file://{tmp_path}/ckpt",
+        "CHECKPOINT_INTERVAL": "10",
+        "TOTAL_STEPS": "30",
+        "MODEL_MB": "1",
+    }
+    return env | overrides
+
+
+def _forked(zygote: Zygote, env: dict[str, str]) -> TrainerProcess:
+    return TrainerProcess(env, time.monotonic(), zygote=zygote)
+
+
+def test_a_forked_trainer_ends_with_the_digest_of_one_started_afresh(
+    zygote: Zygote, tmp_path: Path
+) -> None:
+    forked = _forked(zygote, _env(tmp_path / "warm"))
+    afresh = TrainerProcess(_env(tmp_path / "cold"), time.monotonic())
+
+    assert forked.finish(timeout=60) == afresh.finish(timeout=120) == exit_codes.COMPLETED
+    assert forked.first("done") == afresh.first("done") is not None
+
+
+def test_a_forked_trainer_sent_sigterm_saves_and_exits_preempted(
+    zygote: Zygote, tmp_path: Path
+) -> None:
+    trainer = _forked(zygote, _env(tmp_path, TOTAL_STEPS="100000", STEP_SECONDS="0.01"))
+    trainer.wait_for(lambda e: e["event"] == "resumed", timeout=60)
+    time.sleep(0.2)
+    trainer.send(signal.SIGTERM)
+
+    assert trainer.finish(timeout=30) == exit_codes.PREEMPTED
+    assert [e["kind"] for e in trainer.of("checkpoint")][-1] == "final"
+
+
+def test_a_forked_trainer_killed_reports_the_signal_as_popen_does(
+    zygote: Zygote, tmp_path: Path
+) -> None:
+    trainer = _forked(zygote, _env(tmp_path, TOTAL_STEPS="100000", STEP_SECONDS="0.01"))
+    trainer.wait_for(lambda e: e["event"] == "resumed", timeout=60)
+    trainer.send(signal.SIGKILL)
+
+    assert trainer.finish(timeout=30) == -signal.SIGKILL
+
+
+def test_a_forked_trainer_with_a_bad_setting_says_so_in_one_line(zygote: Zygote) -> None:
+    trainer = _forked(zygote, {"CHECKPOINT_URL": "", "PATH": os.environ["PATH"]})
+
+    assert trainer.finish(timeout=30) == exit_codes.BAD_CONFIG
+    assert trainer.stderr == [
+        "spotproof.smoke.train: CHECKPOINT_URL is required (a file://, s3://, gs:// or az:// URL)"
+    ]
+
+
+def test_a_forked_trainer_reads_the_environment_it_was_given_not_the_zygotes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHECKPOINT_INTERVAL", "3")
+    with warm_trainers() as started_with_3:
+        trainer = _forked(started_with_3, _env(tmp_path, CHECKPOINT_INTERVAL="5", TOTAL_STEPS="15"))
+        assert trainer.finish(timeout=60) == exit_codes.COMPLETED
+
+    assert [e["step"] for e in trainer.of("checkpoint")] in ([5, 10, 15], [5, 15])
+
+
+def test_closing_the_zygote_kills_the_trainers_it_forked(tmp_path: Path) -> None:
+    zygote = Zygote()
+    trainer = _forked(zygote, _env(tmp_path, TOTAL_STEPS="100000", STEP_SECONDS="0.01"))
+    trainer.wait_for(lambda e: e["event"] == "resumed", timeout=60)
+    pid = trainer.popen.pid
+
+    zygote.close()
+
+    assert trainer.finish(timeout=30) == -signal.SIGKILL
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_a_zygote_that_cannot_start_says_why_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "executable", "/bin/false")
+    with pytest.raises(RuntimeError, match=r"^the trainer's zygote did not start: [^\n]+$"):
+        Zygote(timeout=10)
