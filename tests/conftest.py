@@ -31,12 +31,18 @@ inside uploads): run one after another on one worker, never against each other o
 
 TIMED_GROUP = "timed-real-processes"
 
+LONGEST_FIRST = ("test_packaging.py", TIMED_GROUP, "test_rehearsal.py", "test_in_place_restore.py")
+"""The units that take longest (measured), handed out before the rest: one started last
+would keep the whole run waiting for it while the other workers sit idle. The others
+follow in xdist's order (most tests first)."""
+
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Each file is one unit of work for a worker (as ``--dist loadfile`` makes it, so
     module fixtures and cached runs are built once), except the timed files, which are
-    one unit together and so run one after another on one worker.
+    one unit together and so run one after another on one worker; the longest units
+    (:data:`LONGEST_FIRST`) are handed out first.
 
     A scheduler of our own rather than ``xdist_group`` marks: xdist 3.8 groups marked
     tests by rewriting ``item._nodeid``, which pytest 9 no longer reads (``Node.nodeid``
@@ -47,6 +53,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             return TIMED_GROUP if Path(path).name in TIMED_REAL_PROCESSES else path
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not getattr(self, "_longest_first", False):
+                self._longest_first = True
+                rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+                units = sorted(
+                    self.workqueue.items(),
+                    key=lambda unit: rank.get(Path(unit[0]).name, len(rank)),
+                )
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            super()._assign_work_unit(node)
 
     return FileGroups(config, log)
 

@@ -147,16 +147,21 @@ parts: every kind of request the runtime sends."""
 
 
 def two_trainer_runs(env: dict[str, str], checkpoint_url: str) -> None:
-    """A fresh :data:`PRUNING_RUN`, then one that resumes the finished run; both complete."""
+    """A fresh :data:`PRUNING_RUN`, then one that resumes the finished run; both complete.
+    Both are forked warm (``smoke.warm``): the zygote makes no request of the store."""
     from spotproof.runtime import exit_codes  # noqa: PLC0415
     from spotproof.smoke.process import TrainerProcess  # noqa: PLC0415
+    from spotproof.smoke.warm import warm_trainers  # noqa: PLC0415
 
-    for _ in range(2):
-        run = TrainerProcess(
-            {**env, **PRUNING_RUN, "CHECKPOINT_URL": checkpoint_url}, time.monotonic()
-        )
-        run.finish(timeout=120)
-        assert run.popen.returncode == exit_codes.COMPLETED
+    with warm_trainers() as zygote:
+        for _ in range(2):
+            run = TrainerProcess(
+                {**env, **PRUNING_RUN, "CHECKPOINT_URL": checkpoint_url},
+                time.monotonic(),
+                zygote=zygote,
+            )
+            run.finish(timeout=120)
+            assert run.popen.returncode == exit_codes.COMPLETED, run.stderr[-3:]
 
 
 BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
