@@ -119,6 +119,10 @@ class Zygote:
                 if not self._changed.wait_for(lambda: len(self._forked) > before, timeout=60):
                     raise RuntimeError("the trainer's zygote did not fork within 60 s")
                 pid = self._forked[before]
+        except BaseException:
+            os.close(out_read)
+            os.close(err_read)
+            raise
         finally:
             os.close(out_write)
             os.close(err_write)
