@@ -261,8 +261,8 @@ def _child(
         os.environ.update(env)
         sys.argv = [train.__file__]
         code = train.main()
-    except SystemExit as leaving:
-        code = leaving.code if isinstance(leaving.code, int) else 1
+    except SystemExit as leaving:  # as the interpreter reads it: None is success
+        code = 0 if leaving.code is None else leaving.code if isinstance(leaving.code, int) else 1
     except BaseException:
         import traceback  # noqa: PLC0415
 
