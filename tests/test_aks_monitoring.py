@@ -56,7 +56,7 @@ STALL = Rule(
 )
 RECLAIMS = Rule(
     record="namespace:spotproof_preemptions:rate1h",
-    expr="sum by (namespace) (rate(spotproof_preemptions_total[1h]))",
+    expr="sum by (namespace) (rate(spotproof_stop_signals_total[1h]))",
 )
 LOST = Rule(alert="StepsLost", expr="increase(spotproof_steps_lost_total[1h]) > 100")
 GROUPS = (

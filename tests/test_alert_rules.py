@@ -564,7 +564,7 @@ def test_two_interruptions_in_three_pod_hours_exceed_three_times_the_assumed_rat
     """A SIGTERM to trainer-0 near 3h, then trainer-1 resuming from a periodic checkpoint
     (its predecessor left without notice): 2 in 3 pod-hours, 0.67 against 3 x 0.05."""
     runs = _trainer_run(
-        "trainer-0", 0, HOURS_3, spotproof_preemptions_total=f"0x{HOURS_3 - 2} 1"
+        "trainer-0", 0, HOURS_3, spotproof_stop_signals_total=f"0x{HOURS_3 - 2} 1"
     ) + _trainer_run("trainer-1", HOURS_3, 10, **{"spotproof_resumes_total:periodic": "1x9"})
     fired = alert(
         {"namespace": "training", "severity": "warning"},
@@ -584,7 +584,7 @@ def test_two_interruptions_in_three_pod_hours_exceed_three_times_the_assumed_rat
 @promtool_case
 def test_one_interruption_is_never_a_rate() -> Case:
     runs = _trainer_run(
-        "trainer-0", 0, HOURS_3, spotproof_preemptions_total=f"0x{HOURS_3 - 2} 1"
+        "trainer-0", 0, HOURS_3, spotproof_stop_signals_total=f"0x{HOURS_3 - 2} 1"
     ) + _trainer_run("trainer-1", HOURS_3, 30, **{"spotproof_resumes_total:final": "1x29"})
     return Case(runs, [("3h20m", "SpotproofReclaimRateAboveAssumed", [])], rules="minutely")
 
@@ -599,7 +599,7 @@ def test_interruptions_within_three_times_the_assumed_rate_are_silent() -> Case:
             f"trainer-{index}",
             0,
             2 * HOURS_3,
-            spotproof_preemptions_total=f"0x{HOURS_3} 1x{HOURS_3 - 2}"
+            spotproof_stop_signals_total=f"0x{HOURS_3} 1x{HOURS_3 - 2}"
             if index < 2
             else f"0x{2 * HOURS_3 - 1}",
         )

@@ -109,7 +109,7 @@ def test_every_cloud_monitoring_query_reads_the_stacks_cluster_alone(
 def test_the_panels_the_issue_asks_for_are_there() -> None:
     shown = " ".join(expr for panel in PANELS for expr in panel.exprs)
     for series in (
-        names.PREEMPTIONS.name,
+        names.STOP_SIGNALS.name,
         names.STEPS_LOST.name,
         "kube_pod_status_phase",
         names.LAST_COMMIT_TIME.name,
@@ -269,7 +269,7 @@ def test_every_query_narrowed_to_a_cluster_is_promql_prometheus_accepts(
 
 
 def test_prometheus_refuses_a_query_that_does_not_parse(prometheus: Prometheus) -> None:
-    answer = prometheus.query("sum(rate(spotproof_preemptions_total[5m])")
+    answer = prometheus.query("sum(rate(spotproof_stop_signals_total[5m])")
     assert (answer.http_status, answer.error_type) == (400, "bad_data")
 
 
@@ -371,7 +371,7 @@ def test_the_longest_pending_wait_is_the_oldest_pending_pod_of_each_class(
 # Counted events, against a pod whose counters were already counting at their first scrape.
 
 FIRST_SCRAPE_EXPOSITION = f"""\
-{names.PREEMPTIONS.name}{{pod="trainer-1"}} 1
+{names.STOP_SIGNALS.name}{{pod="trainer-1"}} 1
 {names.RESUMES.name}{{pod="trainer-1",checkpoint="periodic"}} 1
 {names.STEPS_LOST.name}{{pod="trainer-1"}} 120
 {names.FINAL_SAVES.name}{{pod="trainer-1",outcome="committed"}} 1
@@ -395,8 +395,8 @@ def scraped_first_counts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
 @pytest.mark.parametrize(
     ("title", "index", "shown"),
     [
-        ("Reclaims", 0, {(): 1}),
-        ("Reclaims", 1, {(): 1}),
+        ("Interruptions", 0, {(): 1}),
+        ("Interruptions", 1, {(): 1}),
         ("Steps lost", 0, {(): 120}),
         ("Final saves by outcome", 0, {("committed",): 1}),
         ("Dead letters (last 24 h)", 0, {(): 1}),

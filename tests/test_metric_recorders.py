@@ -63,13 +63,27 @@ def test_the_harness_counts_lost_steps_itself_when_it_asks_the_recorder_not_to()
     assert sample(registry, names.STEPS_LOST) == 0
 
 
+def test_the_signal_counter_is_named_for_every_stop_signal_not_for_reclaims_alone() -> None:
+    """A drain, a scale-down and a delete send the trainer the same SIGTERM as a reclaim."""
+    assert names.STOP_SIGNALS.name == "spotproof_stop_signals_total"
+    assert [family.name for family in names.ALL if "preempt" in family.name] == []
+
+
+def test_a_drains_sigterm_counts_as_a_stop_signal(
+    trainer: tuple[Registry, TrainerMetrics],
+) -> None:
+    registry, recorder = trainer
+    recorder.observe({"event": "preempted", "step": 5, "signal": "SIGTERM"})
+    assert sample(registry, names.STOP_SIGNALS) == 1
+
+
 def test_a_rank_stopped_by_a_peers_notice_is_not_a_preemption_of_its_own(
     trainer: tuple[Registry, TrainerMetrics],
 ) -> None:
     registry, recorder = trainer
     recorder.observe({"event": "preempted", "step": 5, "signal": "a peer's"})
     recorder.observe({"event": "final_save", "step": 5, "outcome": "committed", "grace_left": 9})
-    assert sample(registry, names.PREEMPTIONS) == 0
+    assert sample(registry, names.STOP_SIGNALS) == 0
     assert sample(registry, names.FINAL_SAVES, outcome="committed") == 1
     assert sample(registry, names.FINAL_SAVE_GRACE_LEFT, "_count") == 0
 
@@ -104,7 +118,7 @@ def test_only_the_rank_that_speaks_for_a_gang_counts_its_resume_and_its_final_sa
     assert sample(registry, names.RESUMES, checkpoint="final") == 1
     assert sample(registry, names.FINAL_SAVES, outcome="late") == 1
     assert sample(registry, names.STEPS_LOST) == 3
-    assert sample(registry, names.PREEMPTIONS) == 4
+    assert sample(registry, names.STOP_SIGNALS) == 4
     assert sample(registry, names.RESTORE_BYTES) == 40
 
 

@@ -21,10 +21,10 @@ from spotproof.observability.promql import in_cluster, selectors
 from spotproof.observability.queues import PUBSUB_OLDEST_UNACKED
 from spotproof.observability.rules import (
     CHECKPOINT_AGE,
+    INTERRUPTIONS,
     KSM_REQUIREMENT,
     PENDING_AGE,
     POD_HOURS,
-    RECLAIMS,
     TRAINER_UP,
     rule_groups,
 )
@@ -146,7 +146,7 @@ def _openmetrics(end: int) -> str:
         f"{TRAINER_UP}{{{POD}}}": 99_999,
         f"{names.INTERVAL_SECONDS.name}{{{POD}}}": 10,
         f"{names.INTERVAL_STEPS.name}{{{POD}}}": 1,
-        f"{RECLAIMS}{{{NAMESPACE}}}": 100,
+        f"{INTERRUPTIONS}{{{NAMESPACE}}}": 100,
         f"{POD_HOURS}{{{NAMESPACE}}}": 1,
         f"{names.ITEMS_IN_FLIGHT.name}{{{POD}}}": 1,
         f"{names.ITEMS_DONE.name}{{{POD}}}": 0,

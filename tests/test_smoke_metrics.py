@@ -86,7 +86,7 @@ def batch_scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]
 
 def test_prometheus_counts_every_sigterm_the_rehearsal_sent(scraped: Scraped) -> None:
     sent = [i for i in scraped.report["interruptions"] if i["kind"] == "preemption"]
-    assert scraped.total(names.PREEMPTIONS.name) == len(sent) == 2
+    assert scraped.total(names.STOP_SIGNALS.name) == len(sent) == 2
 
 
 def test_prometheus_counts_every_final_save_the_rehearsal_saw_commit(scraped: Scraped) -> None:

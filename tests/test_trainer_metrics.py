@@ -127,7 +127,7 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
     second = start_trainer(url, interval=100_000)
     resumed = second.wait_for_scrape_to_show(names.STEP.name, 1)
     second.popen.send_signal(signal.SIGTERM)
-    second.wait_for_scrape_to_show(names.PREEMPTIONS.name, 1)
+    second.wait_for_scrape_to_show(names.STOP_SIGNALS.name, 1)
     second.popen.wait(30)
     yield Story(before, after_signal, exit_code, lingered, events, resumed, second.events())
 
@@ -155,7 +155,7 @@ def test_the_last_commit_time_is_the_wall_clock_of_the_commit(story: Story) -> N
 def test_a_preempted_trainer_waits_for_one_more_scrape_before_it_leaves(story: Story) -> None:
     assert story.lingered
     assert story.exit_code == exit_codes.PREEMPTED
-    assert value(story.after_signal, names.PREEMPTIONS.name) == 1
+    assert value(story.after_signal, names.STOP_SIGNALS.name) == 1
     assert value(story.after_signal, names.FINAL_SAVES.name, outcome="committed") == 1
     assert value(story.after_signal, names.FINAL_SAVES.name, outcome="late") == 0
     assert value(story.after_signal, names.STEPS_LOST.name) == 0
@@ -216,15 +216,15 @@ def test_a_reclaim_before_the_first_step_after_a_resume_loses_nothing_and_says_s
     first = start_trainer(url)
     first.wait_for_scrape_to_show(names.STEP.name, 15)
     first.popen.send_signal(signal.SIGTERM)
-    first.wait_for_scrape_to_show(names.PREEMPTIONS.name, 1)
+    first.wait_for_scrape_to_show(names.STOP_SIGNALS.name, 1)
     assert first.popen.wait(30) == exit_codes.PREEMPTED
     second = start_trainer(url)
     # Served once the guard is up: the signal lands while the checkpoint is restored.
     second.wait_for_scrape_to_show(names.INTERVAL_STEPS.name, 10)
     second.popen.send_signal(signal.SIGTERM)
-    samples = second.wait_for_scrape_to_show(names.PREEMPTIONS.name, 1)
+    samples = second.wait_for_scrape_to_show(names.STOP_SIGNALS.name, 1)
     while value(samples, names.FINAL_SAVES.name, outcome="committed") == 0:
-        samples = second.wait_for_scrape_to_show(names.PREEMPTIONS.name, 1)
+        samples = second.wait_for_scrape_to_show(names.STOP_SIGNALS.name, 1)
     assert value(samples, names.FINAL_SAVES.name, outcome="refused") == 0
     assert value(samples, names.STEPS_LOST.name) == 0
     assert second.popen.wait(30) == exit_codes.PREEMPTED

@@ -79,7 +79,9 @@ TARGET_CLASS = label_name(TARGET_CLASS_LABEL, prefix="label_")
 PENDING_AGE = "namespace_pod:kube_pod_pending_age:seconds"
 CHECKPOINT_AGE = "namespace_pod:spotproof_checkpoint_age:seconds"
 TRAINER_UP = "namespace_pod:spotproof_trainer_up:seconds"
-RECLAIMS = "namespace:spotproof_reclaims:increase6h"
+INTERRUPTIONS = "namespace:spotproof_interruptions:increase6h"
+"""Stop signals plus resumes from periodic checkpoints: every way a trainer's run was cut,
+reclaims among them but not alone (``names.STOP_SIGNALS``)."""
 POD_HOURS = "namespace:spotproof_trainer_pod_hours:sum6h"
 
 
@@ -210,9 +212,9 @@ def _reclaims(monitoring: Monitoring, assumed_per_node_hour: float) -> RuleGroup
         EVALUATION_INTERVAL,
         (
             Rule(
-                record=RECLAIMS,
+                record=INTERRUPTIONS,
                 expr=(
-                    f"sum by ({NAMESPACE}) ({events(names.PREEMPTIONS.name, w)}"
+                    f"sum by ({NAMESPACE}) ({events(names.STOP_SIGNALS.name, w)}"
                     f" or {events(periodic, w)})"
                 ),
             ),
@@ -225,7 +227,7 @@ def _reclaims(monitoring: Monitoring, assumed_per_node_hour: float) -> RuleGroup
             ),
             alert(
                 "SpotproofReclaimRateAboveAssumed",
-                f"({RECLAIMS} / {POD_HOURS} > {threshold:g}) and {RECLAIMS} >= 2",
+                f"({INTERRUPTIONS} / {POD_HOURS} > {threshold:g}) and {INTERRUPTIONS} >= 2",
                 "warning",
                 'Trainers in {{ $labels.namespace }} see {{ $value | printf "%.3g" }} '
                 "interruptions per pod-hour",

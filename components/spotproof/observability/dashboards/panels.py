@@ -171,14 +171,14 @@ _PENDING_PANELS = (
 
 _TRAINER_PANELS = (
     Panel(
-        title="Reclaims",
+        title="Interruptions",
         description="Stop signals trainers received, and processes that ended without a final "
         "save (a hard kill: counted by the process that resumed from a periodic checkpoint), "
         "per hour.",
         kind=PanelKind.TIME_SERIES,
         unit=Unit.COUNT,
         queries=(
-            Query(_count(names.PREEMPTIONS.name), "stop signals"),
+            Query(_count(names.STOP_SIGNALS.name), "stop signals"),
             Query(
                 _count(f'{names.RESUMES.name}{{checkpoint="periodic"}}'),
                 "ended without a final save",

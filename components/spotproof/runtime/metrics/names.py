@@ -68,11 +68,17 @@ _GRACE = (0, 1, 2, 5, 10, 15, 30, 60, 120, 300)
 
 # The trainer: the smoke trainer, training() and a gang's ranks.
 
-PREEMPTIONS = Family(
-    "spotproof_preemptions_total",
+STOP_SIGNALS = Family(
+    "spotproof_stop_signals_total",
     Kind.COUNTER,
-    "Stop signals (SIGTERM, SIGINT) the trainer received: a reclaim, a drain, a scale-down.",
+    "Stop signals (SIGTERM, SIGINT) the trainer received: a reclaim's notice, but also a "
+    "drain's, a scale-down's or a deletion's; the process cannot tell which.",
 )
+"""Named for what it counts, not for the reclaims among it: Kubernetes ends a pod with the
+same SIGTERM whoever stops it, a reclaim's graceful node shutdown, a drain's eviction or a
+``kubectl delete`` (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/
+#pod-termination), so a process that receives one cannot say which it was. Was
+``spotproof_preemptions_total``."""
 FINAL_SAVES = Family(
     "spotproof_final_saves_total",
     Kind.COUNTER,
@@ -165,7 +171,7 @@ STEPS = Family(
 )
 
 TRAINER = (
-    PREEMPTIONS,
+    STOP_SIGNALS,
     FINAL_SAVES,
     FINAL_SAVE_GRACE_LEFT,
     SAVES,

@@ -167,7 +167,7 @@ class TrainerMetrics:
     def _on_preempted(self, event: Event) -> None:
         if event.get("signal") != "a peer's":
             self._signalled = True
-            self.metrics(names.PREEMPTIONS).inc()
+            self.metrics(names.STOP_SIGNALS).inc()
 
     def _on_checkpoint(self, event: Event) -> None:
         metric, kind, step = self.metrics, str(event["kind"]), int(event["step"])
