@@ -298,7 +298,18 @@ def test_a_policy_queries_the_rule_at_its_groups_interval_and_fires_after_its_fo
         "ruleGroup": "spotproof-pending",
         "alertRule": "SpotPodsPendingTooLong",
         "labels": {"severity": "warning"},
+        "disableMetricValidation": True,
     }
+
+
+def test_every_promql_condition_creates_before_its_metrics_exist() -> None:
+    """Cloud Monitoring refuses a validated condition whose metrics have no data yet, as
+    the stack's have none before its workloads are scraped."""
+    conditions = [
+        c["conditionPrometheusQueryLanguage"] for p in _policies().values() for c in p["conditions"]
+    ]
+    assert len(conditions) == 4
+    assert all(c["disableMetricValidation"] is True for c in conditions)
 
 
 def test_a_policy_says_which_cluster_and_carries_the_rules_severity_and_annotations() -> None:

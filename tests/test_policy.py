@@ -219,6 +219,14 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         lambda i: i.update(minMasterVersion="1.35"),
         "gke-spot-shutdown-version",
     ),
+    "PromQL alert condition that validates its metrics": (
+        "gcp:monitoring/alertPolicy:AlertPolicy",
+        "gke-prod-monitoring-spotproof-checkpoint-overdue",
+        lambda i: i["conditions"][0]["conditionPrometheusQueryLanguage"].pop(
+            "disableMetricValidation"
+        ),
+        "gke-alert-metrics-unvalidated",
+    ),
     "flex-start with auto-repair": (
         POOL,
         "gke-dev-a100-flex",

@@ -50,6 +50,16 @@ v0.17.2, 7920a2a: ``doc/api.md``, the CRDs under ``charts/operator/crds``,
   the cluster's matcher to every selector of a ``ClusterRules`` (``rules_config.go``,
   ``scope``). Pub/Sub's metric is Cloud Monitoring's, without a cluster: its rule names
   the stack's subscription instead (``observability.queues``).
+- Cloud Monitoring checks that the metrics a PromQL condition names exist when the policy
+  is created, unless the condition sets ``disableMetricValidation``: "whether to disable
+  metric existence validation for this condition", which lets a policy be "defined on
+  metrics that do not yet exist" (``AlertPolicy.Condition.PrometheusQueryLanguageCondition``,
+  Cloud Monitoring API v3; in pulumi-gcp 10.2.0 the field ``disable_metric_validation``
+  of ``monitoring.AlertPolicyConditionConditionPrometheusQueryLanguageArgs``, added by
+  GoogleCloudPlatform/magic-modules#12438 for hashicorp/terraform-provider-google#20491,
+  which asked for it because such a policy would not create). spotproof's metrics
+  exist only once its trainers, workers and kube-state-metrics have been scraped, after the
+  policies are created: every condition sets it.
 - Its ``documentation`` is not a Prometheus template: Cloud Monitoring fills in
   ``${...}`` variables (https://cloud.google.com/monitoring/alerts/doc-variables) and sends
   ``{{ ... }}`` as written. Google's own ``gcloud monitoring policies migrate`` translates a
@@ -280,6 +290,9 @@ def alert_policy(
         "evaluation_interval": f"{seconds(group.interval)}s",
         "rule_group": group.name,
         "alert_rule": rule.alert,
+        # The rules' metrics appear only once workloads run: validated, a fresh project's
+        # policies would not create (policy.gke_monitoring, METRIC_VALIDATION).
+        "disable_metric_validation": True,
     }
     if rule.for_:
         condition["duration"] = f"{seconds(rule.for_)}s"

@@ -10,7 +10,7 @@ from spotproof import scheduling
 from spotproof.catalog import Cloud
 from spotproof.catalog import gke as gke_catalog
 from spotproof.fleet.pools import PoolClass
-from spotproof.policy import exposure, gke_drill, gke_shutdown
+from spotproof.policy import exposure, gke_drill, gke_monitoring, gke_shutdown
 from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
 from spotproof.policy.identity_readiness import IdentityBinding
 from spotproof.scheduling import gke as gke_shapes
@@ -303,7 +303,6 @@ IDENTITY_BINDINGS = (
     IdentityBinding(ACCOUNT_IAM_MEMBER, _workload_identity_account, _account_grants),
 )
 
-
 RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ResourceRule(
         "gke-system-pool-on-demand",
@@ -382,6 +381,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         "gke-pool-private-nodes", "No pool overrides private nodes.", NODE_POOL, pool_private
     ),
     *gke_shutdown.RESOURCE_RULES,
+    *gke_monitoring.RESOURCE_RULES,
 )
 
 STACK_RULES: tuple[StackRule, ...] = (
