@@ -4,11 +4,12 @@ It serves what ``drill.target`` and ``drill.watch`` ask of a real API server thr
 real ``kubernetes`` client: lists and ``?watch=true`` streams (newline-delimited JSON events
 in a chunked response, from a ``resourceVersion``; an ``ERROR`` event with code 410 for a
 version compacted away), single objects, and pod logs (``follow``, ``timestamps``,
-``sinceSeconds``) of pods, nodes, Jobs and JobSets. A script changes the objects at scripted
-times, compressed (``scale`` real seconds per scripted second). Objects carry the scripted
-times at whole seconds, as ``metav1.Time`` does, log lines at nanoseconds; ``Replay.epoch``
-is scripted time 0 on the ``time.time()`` scale and ``Replay.clock`` the scripted time now,
-so a timeline reads in the script's seconds.
+``sinceSeconds``) of pods, nodes, Jobs and JobSets, and SelfSubjectAccessReviews. A
+script changes the objects at scripted times, compressed (``scale`` real seconds per
+scripted second). Objects carry the scripted times at whole seconds, as ``metav1.Time``
+does, log lines at nanoseconds; ``Replay.epoch`` is scripted time 0 on the ``time.time()``
+scale and ``Replay.clock`` the scripted time now, so a timeline reads in the script's
+seconds.
 
 ``SCENARIOS`` are the reclaim paths, each scripted after the sources its docstring cites.
 """
@@ -49,6 +50,7 @@ PATH = re.compile(
     r"(?:/(?P<name>[^/]+))?(?P<log>/log)?$"
 )
 Step = tuple[float, Callable[["Replay"], None]]
+REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 VERSION = {
     "major": "1",
     "minor": "33",
@@ -83,6 +85,11 @@ class Replay:
         self.requests: list[str] = []
         self.forbidden: set[str] = set()
         """Resources this caller may not read (403, as RBAC answers)."""
+        self.denied: set[tuple[str, str]] = set()
+        """``(verb, resource[/subresource])`` a SelfSubjectAccessReview answers not allowed
+        (as does every verb on a resource in ``forbidden``)."""
+        self.reviews: list[dict[str, Any]] = []
+        """The ``spec.resourceAttributes`` of each SelfSubjectAccessReview, in order."""
         self.closing = threading.Event()
         self.finished = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -304,6 +311,23 @@ def _handler(replay: Replay) -> type[BaseHTTPRequestHandler]:
                 self._watch(resource, replay.matching(resource, ns, query), query)
             else:
                 self._json(200, replay.listing(resource, replay.matching(resource, ns, query)))
+
+        def do_POST(self) -> None:
+            """SelfSubjectAccessReview only: the review, with ``status.allowed`` (RBAC gives
+            no reason for a denial: kubernetes.io, self-subject-access-review-v1)."""
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            if urlparse(self.path).path != REVIEWS:
+                self._json(404, _status(404, "NotFound", f"no route {self.path}"))
+                return
+            attributes = body["spec"]["resourceAttributes"]
+            replay.reviews.append(attributes)
+            resource = "/".join(
+                filter(None, (attributes["resource"], attributes.get("subresource")))
+            )
+            allowed = (attributes["verb"], resource) not in replay.denied and (
+                attributes["resource"] not in replay.forbidden
+            )
+            self._json(201, {**body, "status": {"allowed": allowed}})
 
         def _json(self, code: int, body: dict[str, Any]) -> None:
             data = json.dumps(body).encode()

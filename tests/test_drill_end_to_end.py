@@ -54,6 +54,9 @@ class ReplayedReclaim:
         self.replay.play(self.scenario.steps)
         return Reclaimed(instance, time.time(), "replay-1", "a replayed reclaim")
 
+    def check(self) -> None:
+        """The cloud carries the reclaim out: the replay plays it."""
+
     def undo(self) -> None:
         self.undone += 1
 
@@ -217,8 +220,9 @@ def compute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Compute
 
 
 def _outputs(tmp_path: Path, **drill: str) -> Path:
+    """A cluster's outputs file that marks it disposable: drilled without ``--yes``."""
     path = tmp_path / "outputs.json"
-    path.write_text(json.dumps({"cluster_name": "ml", "drill": drill}))
+    path.write_text(json.dumps({"cluster_name": "ml", "disposable": True, "drill": drill}))
     return path
 
 

@@ -117,13 +117,26 @@ def _fis_denied(request: AWSPreparedRequest) -> AWSResponse:
     )
 
 
-def _experiment_state(status: str, reason: str) -> Answer:
+def _experiment_state(status: str, reason: str, **actions: tuple[str, str]) -> Answer:
+    """GetExperiment's answer: the experiment in ``status``, each named action in its
+    ``(status, reason)`` (the shapes of botocore's ``fis`` model, ``Experiment``)."""
+
     def answer(request: AWSPreparedRequest) -> AWSResponse:
         experiment_id = urlsplit(request.url).path.rsplit("/", 1)[-1]
-        body = {"experiment": {"id": experiment_id, "state": {"status": status, "reason": reason}}}
-        return _response(
-            request, 200, json.dumps(body).encode(), **{"Content-Type": "application/json"}
-        )
+        experiment: dict[str, Any] = {
+            "id": experiment_id,
+            "state": {"status": status, "reason": reason},
+        }
+        if actions:
+            experiment["actions"] = {
+                name: {
+                    "actionId": "aws:ec2:send-spot-instance-interruptions",
+                    "state": {"status": action_status, "reason": action_reason},
+                }
+                for name, (action_status, action_reason) in actions.items()
+            }
+        body = json.dumps({"experiment": experiment}).encode()
+        return _response(request, 200, body, **{"Content-Type": "application/json"})
 
     return answer
 
@@ -310,15 +323,14 @@ def test_a_denied_describe_is_a_missing_grant_naming_the_action_and_policy(aws: 
 # reclaim.
 
 
-def test_reclaim_tags_the_instance_starts_the_experiment_and_untags_it(aws: Aws) -> None:
+def test_reclaim_tags_the_instance_and_starts_the_experiment(aws: Aws) -> None:
     node = aws.launch()
     before = time.time()
     reclaimed = aws.reclaimer(poll_seconds=0).reclaim(node)
     # GetExperiment until moto's experiment, initiating at first, runs.
     operations = aws.wire.operations()
     assert operations[:3] == ["DescribeInstances", "CreateTags", "StartExperiment"]
-    assert set(operations[3:-1]) == {"GetExperiment"}
-    assert operations[-1] == "DeleteTags"
+    assert set(operations[3:]) == {"GetExperiment"}
     others = aws.wire.one("DescribeInstances").form
     assert others["Filter.1.Name"] == [f"tag:{TARGET_TAG}"]
     assert others["Filter.2.Name"] == [f"tag:{CLUSTER_TAG}"]
@@ -334,11 +346,68 @@ def test_reclaim_tags_the_instance_starts_the_experiment_and_untags_it(aws: Aws)
     assert set(started.json) == {"experimentTemplateId", "clientToken"}
     watched = next(s for s in aws.wire.sent if s.operation == "GetExperiment")
     assert (watched.method, watched.path) == ("GET", f"/experiments/{reclaimed.reference}")
+    assert reclaimed.how.startswith(f"FIS experiment {reclaimed.reference}")
+    assert before <= reclaimed.requested_at <= time.time()
+
+
+def test_the_tag_stays_until_the_experiments_action_has_run(aws: Aws) -> None:
+    # The experiment runs, its action not yet: the FIS role's interruption, allowed only
+    # on a tagged instance, is still to come.
+    node = aws.launch()
+    aws.wire.answers["GetExperiment"] = _experiment_state(
+        "running", "Experiment is running.", interrupt=("pending", "Action is pending.")
+    )
+    reclaimer = aws.reclaimer(poll_seconds=0)
+    reclaimer.reclaim(node)
+    assert aws.tags(node)[TARGET_TAG] == "true"
+    reclaimer.check()
+    assert aws.tags(node)[TARGET_TAG] == "true"
+    assert "DeleteTags" not in aws.wire.operations()
+
+    aws.wire.answers["GetExperiment"] = _experiment_state(
+        "running", "Experiment is running.", interrupt=("completed", "Action completed.")
+    )
+    reclaimer.check()
     untagged = aws.wire.one("DeleteTags").form
     assert (untagged["Tag.1.Key"], untagged["Tag.1.Value"]) == ([TARGET_TAG], ["true"])
     assert TARGET_TAG not in aws.tags(node)
-    assert reclaimed.how.startswith(f"FIS experiment {reclaimed.reference}")
-    assert before <= reclaimed.requested_at <= time.time()
+    reclaimer.check()
+    assert aws.wire.operations().count("GetExperiment") == 3  # none once the action ran
+
+
+def test_an_action_that_fails_after_the_start_is_one_line_with_fis_reason_and_untags(
+    aws: Aws,
+) -> None:
+    node = aws.launch()
+    aws.wire.answers["GetExperiment"] = _experiment_state(
+        "running", "Experiment is running.", interrupt=("pending", "Action is pending.")
+    )
+    reclaimer = aws.reclaimer(poll_seconds=0)
+    reclaimed = reclaimer.reclaim(node)
+    denied = (
+        "Unable to interrupt i-0abc: not authorized to perform ec2:SendSpotInstanceInterruptions"
+    )
+    aws.wire.answers["GetExperiment"] = _experiment_state(
+        "failed", "Experiment failed.", interrupt=("failed", f"{denied}\nRequest id r-1")
+    )
+    with pytest.raises(DrillError) as failed:
+        reclaimer.check()
+    assert _one_line(failed) == (
+        f"FIS experiment {reclaimed.reference} on {node} is failed: Experiment failed.; "
+        f"action interrupt is failed: {denied}"
+    )
+    assert TARGET_TAG not in aws.tags(node)
+
+
+def test_a_skipped_action_fails_the_reclaim_even_in_a_completed_experiment(aws: Aws) -> None:
+    node = aws.launch()
+    aws.wire.answers["GetExperiment"] = _experiment_state(
+        "completed", "Experiment completed.", interrupt=("skipped", "No targets resolved.")
+    )
+    with pytest.raises(DrillError) as failed:
+        aws.reclaimer(poll_seconds=0).reclaim(node)
+    assert _one_line(failed).endswith("action interrupt is skipped: No targets resolved.")
+    assert TARGET_TAG not in aws.tags(node)
 
 
 def test_each_reclaim_starts_its_experiment_with_a_fresh_client_token(aws: Aws) -> None:
@@ -349,13 +418,35 @@ def test_each_reclaim_starts_its_experiment_with_a_fresh_client_token(aws: Aws) 
     assert len(set(tokens)) == 2
 
 
-def test_a_gangs_second_reclaim_finds_the_first_instance_untagged(aws: Aws) -> None:
+def test_a_gangs_second_reclaim_waits_for_the_first_action_and_finds_it_untagged(
+    aws: Aws,
+) -> None:
     first, second = aws.launch(), aws.launch()
     reclaimer = aws.reclaimer(poll_seconds=0)
     reclaimer.reclaim(first)
-    reclaimer.reclaim(second)
+    assert aws.tags(first)[TARGET_TAG] == "true"
+    reclaimer.reclaim(second)  # moto's first experiment completes on the next read
     assert TARGET_TAG not in aws.tags(first)
+    assert aws.tags(second)[TARGET_TAG] == "true"
+    reclaimer.check()
     assert TARGET_TAG not in aws.tags(second)
+
+
+def test_a_next_reclaim_waits_for_the_earlier_action_only_so_long(aws: Aws) -> None:
+    first, second = aws.launch(), aws.launch()
+    aws.wire.answers["GetExperiment"] = _experiment_state(
+        "running", "Experiment is running.", interrupt=("running", "Action is running.")
+    )
+    reclaimer = aws.reclaimer(poll_seconds=0, settle_seconds=0)
+    reclaimed = reclaimer.reclaim(first)
+    with pytest.raises(DrillError) as timed_out:
+        reclaimer.reclaim(second)
+    assert f"the action of FIS experiment {reclaimed.reference} on {first} had not run" in (
+        _one_line(timed_out)
+    )
+    assert TARGET_TAG not in aws.tags(second)
+    reclaimer.undo()
+    assert TARGET_TAG not in aws.tags(first)
 
 
 def test_reclaim_refuses_while_another_instance_carries_the_target_tag(aws: Aws) -> None:

@@ -280,7 +280,11 @@ def _drill(commands: argparse._SubParsersAction) -> None:
         default="one",
         help="for a gang: reclaim one rank's node (default) or every node at once",
     )
-    drill.add_argument("--yes", action="store_true", help="drill a protected stack")
+    drill.add_argument(
+        "--yes",
+        action="store_true",
+        help="drill a protected stack, or a --kubeconfig cluster not marked disposable",
+    )
     for stage, default, what in (
         ("target", 900, "a pod of the workload running on a spot node"),
         ("signal", 600, "the reclaimed pod to end"),

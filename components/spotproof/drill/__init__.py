@@ -13,9 +13,11 @@ The stages, each with a bounded wait and a one-line message when it runs out:
 
 1. **target** (``target``): find the workload's pod running on a spot node, and map the
    node's ``spec.providerID`` to its cloud instance (``instances``);
-2. **refuse** what is not ours to reclaim: a protected stack without ``--yes``, an instance
-   that is not spot or not part of this cluster, a stack without the drill's grant
-   (``grants``: the stack output ``drill`` that ``drill.enabled`` adds);
+2. **refuse** what is not ours to reclaim: a protected stack (or a ``--kubeconfig`` cluster
+   whose outputs do not say it is disposable) without ``--yes``, a Kubernetes permission
+   the drill will need and lacks (``access``), an instance that is not spot or not part of
+   this cluster, a stack without the drill's grant (``grants``: the stack output ``drill``
+   that ``drill.enabled`` adds);
 3. **reclaim** through the cloud's API (``reclaim``), ``--count`` times;
 4. **watch** the Kubernetes API (``watch``) and the checkpoint store, and record a
    ``timeline.Timeline``: notice, ``DisruptionTarget``, SIGTERM as the trainer reports it,

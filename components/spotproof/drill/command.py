@@ -27,6 +27,7 @@ from spotproof.drill.report import DrillReport, markdown, render_timeline, summa
 from spotproof.drill.runner import DrillOptions, run_drill
 from spotproof.drill.subject import (
     Subject,
+    disposable,
     kubeconfig_from_outputs,
     outputs_from_file,
     stack_outputs,
@@ -76,8 +77,9 @@ def _subject(args: argparse.Namespace) -> tuple[Subject, dict[str, Any], str]:
                 f"without --stack, {', '.join(missing)} must be given; allowed: --stack NAME, "
                 "or --cloud, --kubeconfig, --outputs and --job/--jobset for a cluster you have"
             )
-        subject = Subject(Cloud(args.cloud), kind, args.namespace, name)
         outputs = outputs_from_file(args.outputs)
+        protected = not disposable(outputs, f"--outputs {args.outputs}")
+        subject = Subject(Cloud(args.cloud), kind, args.namespace, name, protected=protected)
     cluster = args.cluster or outputs.get("cluster_name")
     if not cluster:
         raise _BadInput("the cluster's name is unknown; allowed: --cluster NAME")

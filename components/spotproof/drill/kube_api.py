@@ -6,7 +6,7 @@ requests that are bounded and fail in one line, and list-then-watch streams that
 gke-gcloud-auth-plugin, ``aws eks get-token`` and kubelogin work unchanged. ``stream`` lists,
 then watches from the last resourceVersion, lists again when that version was compacted
 away, and reconnects after a dropped connection. ``drill.target`` and ``drill.watch`` read
-the cluster through this module.
+the cluster through this module, with the requests ``drill.access`` declares.
 """
 
 from __future__ import annotations
@@ -88,14 +88,6 @@ def answer(what: str, call: Callable[[], Any]) -> Any:
         raise refused(what, error) from None
     except (urllib3.exceptions.HTTPError, OSError) as error:
         raise DrillError(f"{what}: {type(error).__name__}: {error}"[:300]) from None
-
-
-def read_node(core: client.CoreV1Api, name: str) -> dict[str, Any]:
-    found = answer(
-        f"node {name}",
-        lambda: core.read_node(name, _preload_content=False, _request_timeout=REQUEST_SECONDS),
-    )
-    return json.loads(found.data)
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:

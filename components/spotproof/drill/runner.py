@@ -1,6 +1,10 @@
 """One drill, start to end: the stages of ``spotproof.drill`` in order, each bounded.
 
 The runner owns the order and the clean-up; every platform fact lives in the stage's module.
+Before anything touches the cloud it refuses a protected cluster without ``--yes`` and
+checks that the kubeconfig's user may send every Kubernetes request the drill will
+(``drill.access``); while it waits on the cluster it asks the reclaimer whether the cloud
+still carries the reclaim out (``Reclaimer.check``).
 Whatever happens (a refusal, a stage that times out, Ctrl-C), ``reclaimer.undo()`` and the
 watches' ``stop()`` run before it returns or raises, so a drill leaves nothing behind for
 the user to clean up: a tag the cloud has not used is removed, no thread keeps watching.
@@ -17,14 +21,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from spotproof.drill import reference as local_reference
+from spotproof.drill.access import check_access
 from spotproof.drill.compare import compare
-from spotproof.drill.errors import DrillError, DrillRefused
+from spotproof.drill.errors import DrillError, DrillRefused, StageTimedOut
 from spotproof.drill.instances import instance_of
 from spotproof.drill.judge import Expectation, judge
 from spotproof.drill.reclaim import Reclaimer
 from spotproof.drill.report import DrillReport
 from spotproof.drill.subject import Subject
-from spotproof.drill.target import find_target
+from spotproof.drill.target import DEFAULT_GRACE_SECONDS, find_target
 from spotproof.drill.timeline import Mark, Timeline
 from spotproof.drill.watch import ClusterWatch
 from spotproof.runtime import settings
@@ -55,6 +60,10 @@ class DrillOptions:
 
 
 MAX_COUNT = 10
+CHECK_SECONDS = 5.0
+"""While it waits on the cluster, the drill asks the reclaimer this often whether the cloud
+still carries out its reclaims (``Reclaimer.check``): a failed one ends the wait in a line
+of the cloud's own, not at the stage's timeout."""
 
 
 def _resumed_by_another(known: set[str]) -> Callable[[Timeline], bool]:
@@ -72,9 +81,15 @@ def _done(timeline: Timeline) -> bool:
 
 def _refuse_protected(subject: Subject, options: DrillOptions) -> None:
     if subject.protected and not options.yes:
+        what = (
+            f"stack {subject.stack} is protected (it does not say spotproof:disposable: true)"
+            if subject.stack
+            else f"the cluster of {subject} is not known to be disposable (its --outputs do "
+            'not say "disposable": true)'
+        )
         raise DrillRefused(
-            f"stack {subject.stack} is protected (spotproof:protect), and a drill reclaims "
-            "real nodes under real work; allowed: --yes to drill it anyway, or a disposable stack"
+            f"{what}, and a drill reclaims real nodes under real work; allowed: --yes to "
+            "drill it anyway, or a disposable cluster"
         )
     if not 1 <= options.count <= MAX_COUNT:
         raise DrillRefused(f"--count {options.count}; allowed: 1 to {MAX_COUNT}")
@@ -131,6 +146,9 @@ class _Drill:
             api, self.timeline, subject.namespace, subject.kind, subject.name, clock=clock
         )
         self.requests: list[str] = []
+        self.grace: float | None = None
+        """The target pod's ``terminationGracePeriodSeconds``: what the judge holds the
+        reclaim to, as the kubelet does."""
         self.checkpoints: Any = None
         self.reference: _Reference | None = None
 
@@ -148,6 +166,8 @@ class _Drill:
             timeout=options.target_seconds,
         )
         instances = [instance_of(node.provider_id, subject.cloud) for node in target.nodes]
+        if self.grace is None:
+            self.grace = float(target.grace_seconds)
         for instance, node in zip(instances, target.nodes, strict=True):
             how = self.reclaimer.verify(instance)
             self.progress(f"  pod {node.pod} on node {node.node} ({instance}): {how}")
@@ -179,7 +199,7 @@ class _Drill:
                 )
         pod = target.pod
         # The reclaimed pod was running when chosen: any end of it is the reclaim's.
-        self.watch.until(
+        self.until(
             lambda t: any(
                 e.mark in (Mark.POD_ENDED, Mark.NODE_GONE) and e.pod == pod for e in t.events
             ),
@@ -187,11 +207,26 @@ class _Drill:
             f"reclaim {number}: the pod {pod} to end",
         )
         self.progress("  the pod ended; waiting for its replacement to resume")
-        self.watch.until(
+        self.until(
             _resumed_by_another(resumed_before),
             options.resume_seconds,
             f"reclaim {number}: a replacement of {pod} to resume",
         )
+
+    def until(self, predicate: Callable[[Timeline], bool], seconds: float, stage: str) -> None:
+        """``watch.until``, asking the reclaimer every :data:`CHECK_SECONDS` whether its
+        reclaims still run (``Reclaimer.check``, which raises the cloud's reason if not)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            self.reclaimer.check()
+            left = deadline - time.monotonic()
+            try:
+                self.watch.until(predicate, max(0.0, min(left, CHECK_SECONDS)), stage)
+            except StageTimedOut:
+                if left <= CHECK_SECONDS:
+                    raise StageTimedOut(f"{stage}: not within {seconds:g} s") from None
+            else:
+                return
 
     def _start_watching(self, env: dict[str, str]) -> None:
         self.watch.start()
@@ -229,9 +264,15 @@ class _Drill:
         notes = [why_not] if why_not else []
         if self.checkpoints is not None and self.checkpoints.errors:
             notes.append(f"the checkpoint store could not be read: {self.checkpoints.errors[-1]}")
-        expected = Expectation(
-            self.subject.declared_grace, digest, require_done=self.options.finish_seconds > 0
-        )
+        planned, grace = self.subject.declared_grace, self.grace
+        if grace is None:  # no pod was ever targeted (a library caller's own report)
+            grace = planned if planned is not None else DEFAULT_GRACE_SECONDS
+        elif planned is not None and planned != grace:
+            notes.append(
+                f"the plan declares {planned:g} s of grace and the pod {grace:g} s: judged "
+                "by the pod's, which the kubelet gives"
+            )
+        expected = Expectation(grace, digest, require_done=self.options.finish_seconds > 0)
         verdict = judge(self.timeline, expected)
         if stopped_by:
             verdict.failures.insert(0, stopped_by)
@@ -267,6 +308,8 @@ def run_drill(
     cannot be read from here. ``clock`` is the drill's time, on the API server's scale
     (default ``time.time``)."""
     _refuse_protected(subject, options)
+    # Before any cloud call: a permission missing now would show only after the reclaim.
+    check_access(api, subject.namespace, subject.kind)
     drill = _Drill(
         subject,
         api,
@@ -282,7 +325,7 @@ def run_drill(
             drill.round(number)
         if options.finish_seconds:
             progress("waiting for the run to complete")
-            drill.watch.until(_done, options.finish_seconds, "the run to complete")
+            drill.until(_done, options.finish_seconds, "the run to complete")
     except DrillError as error:
         # Once a node was reclaimed, whatever stops the drill is part of the verdict.
         if not drill.timeline.of(Mark.RECLAIM):

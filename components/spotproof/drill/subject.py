@@ -42,7 +42,11 @@ class Subject:
     name: str
     stack: str | None = None
     protected: bool = False
-    declared_grace: float = DEFAULT_GRACE_SECONDS
+    """Drilled only with ``--yes``: a stack not marked disposable, or a cluster whose
+    outputs do not say it is (:func:`disposable`)."""
+    declared_grace: float | None = None
+    """The grace the plan read from the workload's pod template; None without a plan. The
+    drill judges by the running pod's own (``drill.runner``), and notes a difference."""
     paths: tuple[PreemptionPath, ...] = ()
     """The plan's prediction per kind of reclaimable capacity; empty without a plan."""
     smoke: bool = False
@@ -98,7 +102,8 @@ def subject_from_plan(result: PlanResult, kind: str | None, name: str | None) ->
         workload.namespace,
         workload.name,
         stack=result.facts.stack,
-        protected=bool(result.facts.protect),
+        # None: no fleet decided, and each component protects itself by default.
+        protected=result.facts.protect is not False,
         declared_grace=float(grace),
         paths=paths,
         smoke=workload.kind == "Job" and workload.name == JOB_NAME,
@@ -149,6 +154,23 @@ def _object(text: str, where: str) -> dict[str, Any]:
     if not isinstance(found, dict):
         raise DrillError(f"{where}: a JSON object of outputs was expected")
     return found
+
+
+DISPOSABLE = "disposable"
+"""The key of an ``--outputs`` file that marks a cluster drilled from ``--kubeconfig`` as one
+that may lose work, as ``spotproof:disposable: true`` marks a stack."""
+
+
+def disposable(outputs: Mapping[str, Any], where: str) -> bool:
+    """Whether the outputs say the cluster is disposable: only ``true`` does; a cluster that
+    says nothing is protected, as a stack is. DrillRefused for a value that is no boolean."""
+    value = outputs.get(DISPOSABLE, False)
+    if not isinstance(value, bool):
+        raise DrillRefused(
+            f'{where}: "{DISPOSABLE}" is {json.dumps(value)}; allowed: true (the cluster may '
+            "lose work to a drill) or false"
+        )
+    return value
 
 
 def kubeconfig_from_outputs(outputs: Mapping[str, Any], stack: str, directory: Path) -> Path:

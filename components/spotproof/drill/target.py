@@ -18,21 +18,14 @@ from kubernetes import client
 
 from spotproof.catalog import aks, labels
 from spotproof.catalog import jobset as jobset_facts
+from spotproof.drill import access
 from spotproof.drill.errors import DrillRefused, StageTimedOut
-from spotproof.drill.kube_api import (
-    REQUEST_SECONDS,
-    Cancel,
-    answer,
-    api_time,
-    owned_time,
-    read_node,
-    stream,
-)
+from spotproof.drill.kube_api import Cancel, api_time, owned_time, stream
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 """The Job controller labels each pod with its Job's name (Kubernetes 1.27+:
 https://kubernetes.io/docs/reference/labels-annotations-taints/#batchkubernetesiojob-name)."""
-JOBSET_API = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
+JOBSET_API = (access.JOBSET_GROUP, access.JOBSET_VERSION, "jobsets")
 
 SPOT_LABELS: tuple[tuple[str, str], ...] = (
     # GKE, Spot VMs: https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms
@@ -148,22 +141,10 @@ class Target(Rank):
 
 def _expected(api: client.ApiClient, namespace: str, kind: str, name: str) -> int:
     """How many pods run at once when the workload is up: a gang's every rank."""
-    what, timeout = f"{kind} {namespace}/{name}", REQUEST_SECONDS
+    found = access.read(api, access.WORKLOAD[kind], f"{kind} {namespace}/{name}", name, namespace)
     if kind == "Job":
-        batch = client.BatchV1Api(api)
-        job = answer(
-            what, lambda: batch.read_namespaced_job(name, namespace, _request_timeout=timeout)
-        )
-        return job.spec.parallelism or 1
-    group, version, plural = JOBSET_API
-    custom = client.CustomObjectsApi(api)
-    jobset = answer(
-        what,
-        lambda: custom.get_namespaced_custom_object(
-            group, version, namespace, plural, name, _request_timeout=timeout
-        ),
-    )
-    jobs = jobset.get("spec", {}).get("replicatedJobs", [])
+        return found["spec"].get("parallelism") or 1
+    jobs = found.get("spec", {}).get("replicatedJobs", [])
     return sum(
         int(j.get("replicas", 1)) * int(j["template"]["spec"].get("parallelism", 1)) for j in jobs
     )
@@ -180,16 +161,16 @@ def _rank_key(pod: Mapping[str, Any]) -> tuple[int | str, ...]:
     return (*(int(found.get(k, 0)) for k in RANK_LABELS), pod["metadata"]["name"])
 
 
-def _placed(core: client.CoreV1Api, pod: Mapping[str, Any], cache: dict[str, Any]) -> Rank:
+def _placed(api: client.ApiClient, pod: Mapping[str, Any], cache: dict[str, Any]) -> Rank:
     if (name := pod["spec"]["nodeName"]) not in cache:
-        cache[name] = read_node(core, name)
+        cache[name] = access.read_node(api, name)
     found = cache[name]["metadata"].get("labels") or {}
     provider = (cache[name].get("spec") or {}).get("providerID", "")
     return Rank(pod["metadata"]["name"], name, provider, pool_of(found), spot_label(found))
 
 
 def _choose(
-    core: client.CoreV1Api,
+    api: client.ApiClient,
     pods: Mapping[str, Mapping[str, Any]],
     cache: dict[str, Any],
     expected: int,
@@ -200,7 +181,7 @@ def _choose(
     running = sorted(filter(_running, pods.values()), key=_rank_key)
     if not running or len(running) < expected:
         return (), (), f"{len(running)} of {max(expected, 1)} pod(s) Running", False
-    placed = tuple(_placed(core, p, cache) for p in running)
+    placed = tuple(_placed(api, p, cache) for p in running)
     others = [r for r in placed if r.spot is None]
     if ranks == "one":
         chosen = tuple(r for r in placed if r.spot)[:1]
@@ -233,12 +214,11 @@ def find_target(
         raise DrillRefused(f"ranks {ranks!r}; allowed: one, all")
     workload, label_selector = f"{kind} {namespace}/{name}", selector(kind, name)
     expected = _expected(api, namespace, kind, name)
-    core = client.CoreV1Api(api)
     pods: dict[str, dict[str, Any]] = {}
     cache: dict[str, dict[str, Any]] = {}
     why, refused = f"0 of {max(expected, 1)} pod(s) Running", False
     events = stream(
-        Cancel(), core.list_namespaced_pod, namespace, label_selector=label_selector,
+        Cancel(), access.PODS.bind(api), namespace, label_selector=label_selector,
         window=window, deadline=time.monotonic() + timeout,
     )  # fmt: skip
     with closing(events):
@@ -249,7 +229,7 @@ def find_target(
                 pods.pop(obj["metadata"]["name"], None)
             else:
                 pods[obj["metadata"]["name"]] = obj
-            chosen, placed, why, refused = _choose(core, pods, cache, expected, ranks)
+            chosen, placed, why, refused = _choose(api, pods, cache, expected, ranks)
             if refused:
                 raise DrillRefused(f"{workload}: {why}; a drill reclaims spot capacity only")
             if chosen:

@@ -39,7 +39,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from spotproof.catalog import jobset as jobset_facts
-from spotproof.drill import kube_api
+from spotproof.drill import access, kube_api
 from spotproof.drill import target as kube
 from spotproof.drill.errors import DrillError, StageTimedOut
 from spotproof.drill.timeline import Mark, Timeline
@@ -97,7 +97,6 @@ class ClusterWatch:
         self._cancel = kube_api.Cancel()
         self._failure = ""
         self._started = 0.0
-        self._core = client.CoreV1Api(api)
         self._workload, self._selector = f"{kind} {namespace}/{name}", kube.selector(kind, name)
 
     def start(self, ready_seconds: float = 60.0) -> ClusterWatch:
@@ -197,14 +196,14 @@ class ClusterWatch:
                 yield "DELETED" if seen else "ABSENT", {}
 
     def _watch_pods(self, ready: threading.Event) -> None:
-        pods = self._core.list_namespaced_pod
+        pods = access.PODS.bind(self.api)
         for kind, obj in self._events(pods, self.namespace, label_selector=self._selector):
             listed = (obj.get("items") or []) if kind == "LISTED" else [obj]
             for pod in listed:  # a pod's node pool, read outside the lock
                 node = (pod.get("spec") or {}).get("nodeName")
                 if node and node not in self._pools:
                     with suppress(ApiException, urllib3.exceptions.HTTPError, OSError, ValueError):
-                        found = kube_api.read_node(self._core, node)["metadata"].get("labels")
+                        found = access.read_node(self.api, node)["metadata"].get("labels")
                         self._pools[node] = kube.pool_of(found or {})
             with self._lock:
                 for pod in listed:
@@ -284,7 +283,8 @@ class ClusterWatch:
 
     def _watch_node(self, ready: threading.Event, node: str) -> None:
         baseline: dict[str, float | None] | None = None
-        for kind, obj in self._events(self._core.list_node, field_selector=f"metadata.name={node}"):
+        nodes = access.NODES.bind(self.api)
+        for kind, obj in self._events(nodes, field_selector=f"metadata.name={node}"):
             ready.set()
             if kind == "ABSENT":
                 break  # gone before it was watched: not this drill's to record
@@ -305,13 +305,7 @@ class ClusterWatch:
 
     def _watch_status(self, ready: threading.Event) -> None:
         query = {"field_selector": f"metadata.name={self.name}"}
-        if self.kind == "Job":
-            jobs = client.BatchV1Api(self.api).list_namespaced_job
-            events = self._events(jobs, self.namespace, **query)
-        else:
-            group, version, plural = kube.JOBSET_API
-            custom = client.CustomObjectsApi(self.api).list_namespaced_custom_object
-            events = self._events(custom, group, version, self.namespace, plural, **query)
+        events = self._events(access.WORKLOADS[self.kind].bind(self.api), self.namespace, **query)
         counter, counted = COUNTER[self.kind], None
         for _, obj in events:
             ready.set()
@@ -338,7 +332,7 @@ class ClusterWatch:
                 start = state.last_line or (self._started if state.original else 0.0)
                 since = max(1, math.ceil(self.clock() - start) + 1) if start else None
                 try:
-                    response = self._core.read_namespaced_pod_log(
+                    response = access.POD_LOG.bind(self.api)(
                         state.obj["metadata"]["name"], self.namespace, container=state.container,
                         follow=True, timestamps=True, since_seconds=since, _preload_content=False,
                         _request_timeout=(10, self.idle),

@@ -48,6 +48,13 @@ class Reclaimer(Protocol):
         DrillError (one line) on any other refusal by the cloud."""
         ...
 
+    def check(self) -> None:
+        """Follows what the cloud does with the reclaims it accepted, while the drill
+        watches the cluster (``drill.runner`` calls it every few seconds): removes setup the
+        cloud is done with, and raises DrillError (one line, the cloud's reason) when a
+        reclaim it accepted failed, so the drill says so instead of waiting out a stage."""
+        ...
+
     def undo(self) -> None:
         """Removes whatever ``reclaim`` set up that the cloud has not used (the AWS target
         tag); safe to call twice, and from a Ctrl-C handler."""

@@ -194,6 +194,9 @@ class AzureReclaimer:
             how=f"simulateEviction ({request_id or 'no request id'})",
         )
 
+    def check(self) -> None:
+        """Nothing to follow: ``simulateEviction`` answers once Azure has taken the eviction."""
+
     def undo(self) -> None:
         """Nothing to undo: the request leaves nothing behind but the eviction itself."""
 

@@ -9,9 +9,11 @@ https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/initiate-a-spot-instance-int
 The stack's experiment template (``Grant``) targets ``aws:ec2:spot-instance`` resources by
 tag: the cluster's ``kubernetes.io/cluster/<name>=owned`` and ``<target_tag_key>=true``, in
 state ``running``. No instance carries the target tag but the one a drill names, for as
-long as the drill needs it: ``reclaim`` tags it, starts the experiment, waits (bounded)
-until the experiment has resolved its target, and removes the tag again, whether the
-experiment started or not; ``undo`` removes any tag a reclaim could not.
+long as the drill needs it: ``reclaim`` tags it, starts the experiment and waits (bounded)
+until the experiment has started; the tag stays until the experiment's action has run
+(``eks_experiment``), which ``check`` follows while the drill watches the cluster: it then
+removes the tag, or, when the experiment or its action failed, removes it and says why in
+FIS's words. A failed start removes the tag at once; ``undo`` removes any tag still there.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from spotproof.drill.errors import DrillError, DrillRefused, GrantMissing, Stage
 from spotproof.drill.grants import ENABLE
 from spotproof.drill.instances import Instance
 from spotproof.drill.reclaim import Reclaimed
+from spotproof.drill.reclaim.eks_experiment import ExperimentFailed, Progress, one_line, progress
 
 if TYPE_CHECKING:
     from boto3.session import Session
@@ -66,8 +69,12 @@ START = "fis:StartExperiment"
 WATCH = "fis:GetExperiment"
 
 ACCEPT_SECONDS = 30.0
-"""How long a reclaim waits for the experiment to resolve its target; the tag must stay
-on the instance until it has."""
+"""How long a reclaim waits for the experiment to start (to resolve its target)."""
+SETTLE_SECONDS = 300.0
+"""How long a reclaim waits for an earlier experiment's action to run before it tags the
+next instance (a gang's next rank): the template interrupts every tagged instance, so two
+experiments must not find each other's. The stack's template gives its action
+``durationBeforeInterruption`` PT2M (``eks.drill``)."""
 POLL_SECONDS = 1.0
 
 _T = TypeVar("_T")
@@ -94,10 +101,6 @@ class Grant:
     operator_policy_arn: str
 
 
-def _first_line(text: object) -> str:
-    return str(text).strip().splitlines()[0] if str(text).strip() else ""
-
-
 @dataclass
 class FisReclaimer:
     """Interrupts this cluster's Spot instances with the stack's FIS experiment template."""
@@ -107,9 +110,13 @@ class FisReclaimer:
     ec2: BaseClient
     fis: BaseClient
     accept_seconds: float = ACCEPT_SECONDS
+    settle_seconds: float = SETTLE_SECONDS
     poll_seconds: float = POLL_SECONDS
     tagged: list[str] = field(default_factory=list)
     """Instances this reclaimer may have tagged and not untagged yet."""
+    started: dict[str, Instance] = field(default_factory=dict)
+    """Experiments started whose action has not run yet, by id: the instance each
+    interrupts, which keeps its tag until then."""
 
     @property
     def cluster_tag(self) -> str:
@@ -145,7 +152,9 @@ class FisReclaimer:
     def reclaim(self, instance: Instance) -> Reclaimed:
         self._in_region(instance)
         # The template interrupts every running instance of the cluster with the target tag:
-        # a tag an earlier, interrupted drill left behind stops this one.
+        # an earlier experiment's target keeps its tag until its action has run, and a tag
+        # an earlier, interrupted drill left behind stops this one.
+        self._settle()
         self.undo()
         self._refuse_other_targets(instance)
         self.tagged.append(instance.name)
@@ -170,15 +179,13 @@ class FisReclaimer:
             )
             requested_at = time.time()
             experiment = started["experiment"]["id"]
-            self._await_targets(experiment, instance)
+            self.started[experiment] = instance
+            self._await_start(experiment, instance)
         except BaseException as error:
             # Ctrl-C included: a tag left on the instance would let a later experiment
             # of this template interrupt it.
             self._untag_after(error)
             raise
-        # The experiment has resolved its target: the tag's work is done, and the next
-        # reclaim (a gang's next rank) must not find this instance tagged.
-        self.undo()
         return Reclaimed(
             instance=instance,
             requested_at=requested_at,
@@ -186,28 +193,57 @@ class FisReclaimer:
             how=f"FIS experiment {experiment} (template {self.grant.experiment_template_id})",
         )
 
-    def _await_targets(self, experiment: str, instance: Instance) -> None:
-        """Waits, bounded, until the experiment has resolved its targets and runs its action
-        (state ``running`` or ``completed``); raises its reason if it ended otherwise
-        (https://docs.aws.amazon.com/fis/latest/APIReference/API_ExperimentState.html; an
-        experiment that finds no target fails: https://docs.aws.amazon.com/fis/latest/userguide/experiments.html)."""
+    def _await_start(self, experiment: str, instance: Instance) -> None:
+        """Waits, bounded, until the experiment has resolved its targets and started;
+        raises its reason if it ended otherwise (an experiment that finds no target
+        fails: https://docs.aws.amazon.com/fis/latest/userguide/experiments.html)."""
         deadline = time.monotonic() + self.accept_seconds
         while True:
-            state = self._call(WATCH, instance, lambda: self.fis.get_experiment(id=experiment))[
-                "experiment"
-            ]["state"]
-            status = state.get("status", "")
-            if status in ("running", "completed"):
+            found = self._experiment(experiment, instance)
+            if progress(found, str(instance)) is not Progress.STARTING:
                 return
-            if status not in ("pending", "initiating"):
-                raise DrillError(
-                    f"FIS experiment {experiment} on {instance} is {status}: "
-                    f"{_first_line(state.get('reason', ''))}"
-                )
             if time.monotonic() >= deadline:
+                status = found["state"]["status"]
                 raise StageTimedOut(
                     f"reclaim: FIS experiment {experiment} on {instance} was still {status} "
                     f"after {self.accept_seconds:.0f} s"
+                )
+            time.sleep(self.poll_seconds)
+
+    def _experiment(self, experiment: str, instance: Instance) -> dict[str, Any]:
+        answer = self._call(WATCH, instance, lambda: self.fis.get_experiment(id=experiment))
+        return answer["experiment"]
+
+    def check(self) -> None:
+        """Follows each experiment started: once its action has run, removes its target's
+        tag; when it or its action failed, removes the tag and raises FIS's reason in one
+        line (``eks_experiment.ExperimentFailed``)."""
+        for experiment, instance in list(self.started.items()):
+            found = self._experiment(experiment, instance)
+            try:
+                if progress(found, str(instance)) is not Progress.DONE:
+                    continue
+            except ExperimentFailed as error:
+                self.started.pop(experiment)
+                self._untag_after(error)
+                raise
+            self.started.pop(experiment)
+            self._untag(instance.name)
+            self.tagged.remove(instance.name)
+
+    def _settle(self) -> None:
+        """Waits, bounded, until every experiment started has run its action."""
+        deadline = time.monotonic() + self.settle_seconds
+        while self.started:
+            self.check()
+            if not self.started:
+                return
+            if time.monotonic() >= deadline:
+                experiment, instance = next(iter(self.started.items()))
+                raise StageTimedOut(
+                    f"reclaim: the action of FIS experiment {experiment} on {instance} had "
+                    f"not run after {self.settle_seconds:.0f} s, and the next instance is "
+                    "tagged only once it has"
                 )
             time.sleep(self.poll_seconds)
 
@@ -215,6 +251,7 @@ class FisReclaimer:
         """Removes the target tag from every instance this reclaimer tagged. Deleting a tag
         that is gone already succeeds, and the value is named, so a tag someone set to
         another value stays (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DeleteTags.html)."""
+        self.started.clear()  # their actions may no longer interrupt the instance
         while self.tagged:
             self._untag(self.tagged[-1])
             self.tagged.pop()
@@ -293,13 +330,13 @@ class FisReclaimer:
         except BotoCoreError as error:
             raise DrillError(
                 f"AWS: {action} on {instance} got no answer ({type(error).__name__}: "
-                f"{_first_line(error)})"
+                f"{one_line(error)})"
             ) from error
 
     def _translate(self, error: Any, action: str, instance: Instance) -> DrillError:
         details = error.response.get("Error", {})
         code = str(details.get("Code", "Unknown"))
-        message = _first_line(details.get("Message", ""))
+        message = one_line(details.get("Message", ""))
         if code in DENIED:
             # EC2's message is an encoded policy dump: the code and the action say enough.
             return GrantMissing(

@@ -172,6 +172,10 @@ class GceReclaimer:
             how=f"simulateMaintenanceEvent ({operation.name})",
         )
 
+    def check(self) -> None:
+        """Nothing to follow: ``reclaim`` followed the zonal operation until Compute Engine
+        took the event."""
+
     def undo(self) -> None:
         """Nothing to undo: the request leaves nothing behind but the preemption itself."""
 
