@@ -2,15 +2,17 @@
 synthetic series: each fires past its threshold and stays silent at its edge, with the
 exact labels and annotations promtool renders. The rule files are the ones
 ``rule_file(rule_groups(...))`` writes, and each test's promtool case is written here, in
-the test, so that neither can drift from the other. All cases run in one promtool call."""
+the test, so that neither can drift from the other. All cases run in one promtool call,
+each twice: as a plain Prometheus stores its series (Amazon's, Azure's managed Prometheus)
+and as GKE's Managed Service for Prometheus does (``tests.promtool_cases``).
+
+A counter's series is written as the runtime serves it: at 0 in the process's first scrape,
+whatever it counted before (``runtime.metrics.recorders.Registry``)."""
 
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,179 +20,44 @@ import pytest
 import yaml
 
 from spotproof.catalog import Cloud
-from spotproof.fleet.monitoring import Monitoring, PendingMinutes
-from spotproof.observability.model import Rule, duration_seconds, rule_file
+from spotproof.fleet.monitoring import Monitoring
+from spotproof.observability.model import Rule, duration_seconds
 from spotproof.observability.queues import GLOBAL_GROUP, PUBSUB_OLDEST_UNACKED
 from spotproof.observability.rules import KSM_REQUIREMENT, rule_groups
-from spotproof.runtime.metrics import names
-
-ASSUMED = 0.05
-"""Reclaims per node-hour the rules are told the advice assumes (threshold 3 x 0.05)."""
-SUBSCRIPTION = "projects/ml-prod/subscriptions/spotproof-work"
-CUSTOM = Monitoring(
-    pending_minutes=PendingMinutes(spot_gpu=5),
-    checkpoint_age_intervals=2,
-    steps_lost_per_hour=100,
-    queue_age_minutes=10,
-    reclaim_rate_factor=2,
-    scrape_interval_seconds=30,
+from spotproof.runtime import metrics
+from spotproof.runtime.metrics import TrainerMetrics, names
+from spotproof.smoke.emulators import free_port
+from tests.promtool_cases import (
+    ASSUMED,
+    GMP,
+    POD,
+    PROMETHEUS,
+    RULES,
+    TRAINER,
+    WORKER,
+    Case,
+    PromtoolSuite,
+    alert,
+    description,
+    promtool,
+    series,
+    write_rule_files,
 )
-RULES: dict[str, Callable[[], Any]] = {
-    "gke": lambda: rule_groups(
-        Monitoring(),
-        cloud=Cloud.GKE,
-        assumed_reclaims_per_node_hour=ASSUMED,
-        batch_queue=SUBSCRIPTION,
-    ),
-    "eks": lambda: rule_groups(
-        Monitoring(),
-        cloud=Cloud.EKS,
-        assumed_reclaims_per_node_hour=ASSUMED,
-        batch_queue="spotproof-work",
-    ),
-    "aks": lambda: rule_groups(
-        Monitoring(),
-        cloud=Cloud.AKS,
-        assumed_reclaims_per_node_hour=ASSUMED,
-        batch_queue="spotproof-work",
-    ),
-    "minutely": lambda: rule_groups(
-        Monitoring(scrape_interval_seconds=60),
-        cloud=Cloud.GKE,
-        assumed_reclaims_per_node_hour=ASSUMED,
-    ),
-    "custom": lambda: rule_groups(
-        CUSTOM,
-        cloud=Cloud.GKE,
-        assumed_reclaims_per_node_hour=ASSUMED,
-        batch_queue=SUBSCRIPTION,
-    ),
-}
-TRAINER = {"namespace": "training", "pod": "trainer-0", "job": "trainers"}
-WORKER = {"namespace": "batch", "pod": "worker-0", "job": "workers"}
-POD = {"namespace": "training", "pod": "trainer-0", "uid": "u0"}
+from tests.test_trainer_metrics import scrape, value
 
-
-def series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
-    inner = ", ".join(f'{k}="{v}"' for k, v in labels.items())
-    return {"series": f"{name}{{{inner}}}", "values": values}
-
-
-def alert(labels: dict[str, str], summary: str, description: str) -> dict[str, Any]:
-    return {
-        "exp_labels": labels,
-        "exp_annotations": {"summary": summary, "description": description},
-    }
-
-
-@dataclass
-class Case:
-    """One promtool test group: the series it is fed and the alerts it must see."""
-
-    input_series: list[dict[str, str]]
-    expect: list[tuple[str, str, list[dict[str, Any]]]]
-    """(evaluation time, alert name, the alerts firing then: empty for silence)."""
-    interval: str = "1m"
-    rules: str = "gke"
-    evaluation_interval: str = "1m"
-    """How often promtool evaluates the rules; coarser for a case spanning a day."""
-
-    def test_group(self) -> dict[str, Any]:
-        return {
-            "interval": self.interval,
-            "input_series": self.input_series,
-            "alert_rule_test": [
-                {"eval_time": at, "alertname": name, "exp_alerts": alerts}
-                for at, name, alerts in self.expect
-            ],
-        }
-
-
-CASES: dict[str, Callable[[], Case]] = {}
-
-
-def promtool_case(build: Callable[[], Case]) -> Callable[[dict[str, str]], None]:
-    """The test named after ``build``: its case runs with all the others in one promtool
-    call, and it passes when promtool reports that case's file a success."""
-    CASES[build.__name__] = build
-
-    def test(promtool_outcomes: dict[str, str]) -> None:
-        outcome = promtool_outcomes[build.__name__]
-        assert outcome.strip() == "SUCCESS", outcome
-
-    test.__name__, test.__doc__ = build.__name__, build.__doc__
-    return test
-
-
-def description(rules: str, name: str, **labels: str) -> str:
-    """The description of the one rule of that name (and those labels): a text without
-    templates, which promtool renders as it is."""
-    found = [
-        rule.annotations["description"]
-        for group in RULES[rules]()
-        for rule in group.rules
-        if rule.alert == name and labels.items() <= rule.labels.items()
-    ]
-    assert len(found) == 1, found
-    return found[0]
-
-
-def _promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        pytest.fail(
-            "promtool is missing: `make prometheus-tools` installs it (Debian's prometheus "
-            "package); the alert rules are tested with the real one",
-            pytrace=False,
-        )
-    return found
+SUITE = PromtoolSuite()
+promtool_case = SUITE.case
 
 
 @pytest.fixture(scope="module")
 def rule_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("rules")
-    files = {}
-    for name, build in RULES.items():
-        files[name] = folder / f"{name}.yaml"
-        files[name].write_text(yaml.safe_dump(rule_file(build()), sort_keys=False))
-    return files
+    return write_rule_files(tmp_path_factory.mktemp("rules"))
 
 
 @pytest.fixture(scope="module")
-def promtool_outcomes(rule_files: dict[str, Path]) -> dict[str, str]:
-    """Every case's outcome from one ``promtool test rules`` over one file per case."""
-    folder = next(iter(rule_files.values())).parent
-    paths = []
-    for name, build in CASES.items():
-        case = build()
-        path = folder / f"{name}.test.yaml"
-        path.write_text(
-            yaml.safe_dump(
-                {
-                    "rule_files": [str(rule_files[case.rules])],
-                    "evaluation_interval": case.evaluation_interval,
-                    "tests": [case.test_group()],
-                },
-                sort_keys=False,
-            )
-        )
-        paths.append(path)
-    # One stream: promtool writes each file's name to stdout and its failures to stderr.
-    report = subprocess.run(
-        [_promtool(), "test", "rules", *map(str, paths)],
-        check=False,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=120,
-    ).stdout
-    outcomes = {}
-    for chunk in report.split("Unit Testing: ")[1:]:
-        path, _, outcome = chunk.partition("\n")
-        outcomes[Path(path.strip()).name.removesuffix(".test.yaml")] = outcome
-    missing = set(CASES) - set(outcomes)
-    assert not missing, f"promtool reported no outcome for {sorted(missing)}:\n{report}"
-    return outcomes
+def promtool_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Every case's outcome, under each storage, from one ``promtool test rules``."""
+    return SUITE.run(tmp_path_factory.mktemp("cases"))
 
 
 # --- the rule files -----------------------------------------------------------------------
@@ -199,7 +66,7 @@ def promtool_outcomes(rule_files: dict[str, Path]) -> dict[str, str]:
 @pytest.mark.parametrize("rules", sorted(RULES))
 def test_promtool_checks_the_rule_file(rules: str, rule_files: dict[str, Path]) -> None:
     run = subprocess.run(
-        [_promtool(), "check", "rules", str(rule_files[rules])],
+        [promtool(), "check", "rules", str(rule_files[rules])],
         check=False,
         capture_output=True,
         text=True,
@@ -449,12 +316,32 @@ def test_late_final_save_fires_for_an_hour() -> Case:
 
 
 @promtool_case
-def test_refused_final_save_counted_only_in_its_last_scrape_fires() -> Case:
-    """A counter the trainer created at the failure: a single sample, which ``increase()``
-    alone cannot see."""
+def test_refused_final_save_counted_in_a_trainers_second_and_last_scrape_fires() -> Case:
+    """A trainer reclaimed one scrape after it started: its counters read 0, then 1."""
+    return Case(
+        _final_saves("_x9 0 0 stale", "_x9 0 1 stale", "_x9 0 0 stale"),
+        [("11m", "SpotproofFinalSaveFailed", [_final_save("refused")])],
+    )
+
+
+@promtool_case(storages=(PROMETHEUS,))
+def test_refused_final_save_in_a_trainers_only_scrape_fires_where_the_first_sample_is_kept() -> (
+    Case
+):
+    """A single sample, which ``increase()`` alone cannot see: the rules also count what a
+    series that began in the window already holds."""
     return Case(
         _final_saves("_x10 0 stale", "_x10 1 stale", "_x10 0 stale"),
         [("11m", "SpotproofFinalSaveFailed", [_final_save("refused")])],
+    )
+
+
+@promtool_case(storages=(GMP,))
+def test_a_count_in_a_processs_only_scrape_is_lost_where_the_first_sample_is_dropped() -> Case:
+    """What no rule can see under GMP: a process scraped once, on its way out."""
+    return Case(
+        _final_saves("_x10 0 stale", "_x10 1 stale", "_x10 0 stale"),
+        [("11m", "SpotproofFinalSaveFailed", [])],
     )
 
 
@@ -466,33 +353,65 @@ def test_committed_final_save_is_silent() -> Case:
     )
 
 
-def _resumed(checkpoint: str) -> list:
+def _resumed(checkpoint: str, values: str = "_x5 0 1x69") -> list:
     labels = {**TRAINER, "pod": "trainer-1", "checkpoint": checkpoint}
-    return [series("spotproof_resumes_total", labels, "_x5 1x70")]
+    return [series("spotproof_resumes_total", labels, values)]
 
 
 @promtool_case
 def test_resume_from_a_periodic_checkpoint_fires_for_an_hour() -> Case:
-    """The new process counts it before its first scrape: its series starts at 1."""
-    fired = alert(
+    """The new process counts it before its first scrape, which reads it at 0: it shows
+    from the second."""
+    return Case(_resumed("periodic"), _RESUME_FIRES_FOR_AN_HOUR)
+
+
+def _resumed_alert() -> dict[str, Any]:
+    return alert(
         {"namespace": "training", "pod": "trainer-1", "severity": "info"},
         "Trainer training/trainer-1 resumed from a periodic checkpoint",
         description("gke", "SpotproofResumedFromPeriodicCheckpoint"),
     )
+
+
+_RESUME_FIRES_FOR_AN_HOUR = [
+    ("5m", "SpotproofResumedFromPeriodicCheckpoint", []),
+    ("6m", "SpotproofResumedFromPeriodicCheckpoint", [_resumed_alert()]),
+    ("65m", "SpotproofResumedFromPeriodicCheckpoint", [_resumed_alert()]),
+    ("67m", "SpotproofResumedFromPeriodicCheckpoint", []),
+]
+
+
+@promtool_case
+def test_a_resume_a_served_trainer_counted_before_its_first_scrape_fires() -> Case:
+    """The series is two real scrapes of a trainer's endpoint, the resume counted before
+    the first one; then the second's value, once a minute."""
+    served = metrics.served({"METRICS_PORT": str(free_port())}, names.TRAINER)
+    assert served is not None
+    TrainerMetrics(served.registry, 10).observe(
+        {"event": "resumed", "step": 40, "checkpoint": "periodic"}
+    )
+    first, second = (
+        value(scrape(served.endpoint.port), names.RESUMES.name, checkpoint="periodic")
+        for _ in range(2)
+    )
+    served.endpoint.close()
+    values = f"_x5 {first:g} {second:g}x69"
+    return Case(_resumed("periodic", values), _RESUME_FIRES_FOR_AN_HOUR)
+
+
+@promtool_case(storages=(GMP,))
+def test_a_resume_served_at_one_in_the_first_scrape_is_lost_where_that_sample_is_dropped() -> Case:
+    """Why the runtime holds its counts for its first scrape: served as before, GMP would
+    store the resume as 0 and the alert would never fire."""
     return Case(
-        _resumed("periodic"),
-        [
-            ("4m", "SpotproofResumedFromPeriodicCheckpoint", []),
-            ("5m", "SpotproofResumedFromPeriodicCheckpoint", [fired]),
-            ("64m", "SpotproofResumedFromPeriodicCheckpoint", [fired]),
-            ("66m", "SpotproofResumedFromPeriodicCheckpoint", []),
-        ],
+        _resumed("periodic", values="_x5 1x70"),
+        [("6m", "SpotproofResumedFromPeriodicCheckpoint", [])],
     )
 
 
 @promtool_case
 def test_resume_from_a_final_save_is_silent() -> Case:
-    return Case(_resumed("final"), [("5m", "SpotproofResumedFromPeriodicCheckpoint", [])])
+    return Case(_resumed("final"), [("6m", "SpotproofResumedFromPeriodicCheckpoint", [])])
 
 
 def _steps_lost(lost: str) -> list:
@@ -562,20 +481,21 @@ HOURS_3 = 180
 @promtool_case
 def test_two_interruptions_in_three_pod_hours_exceed_three_times_the_assumed_rate() -> Case:
     """A SIGTERM to trainer-0 near 3h, then trainer-1 resuming from a periodic checkpoint
-    (its predecessor left without notice): 2 in 3 pod-hours, 0.67 against 3 x 0.05."""
+    (its predecessor left without notice), seen at its second scrape: 2 in 3 pod-hours,
+    0.66 against 3 x 0.05."""
     runs = _trainer_run(
         "trainer-0", 0, HOURS_3, spotproof_stop_signals_total=f"0x{HOURS_3 - 2} 1"
-    ) + _trainer_run("trainer-1", HOURS_3, 10, **{"spotproof_resumes_total:periodic": "1x9"})
+    ) + _trainer_run("trainer-1", HOURS_3, 10, **{"spotproof_resumes_total:periodic": "0 1x8"})
     fired = alert(
         {"namespace": "training", "severity": "warning"},
-        "Trainers in training see 0.665 interruptions per pod-hour",
+        "Trainers in training see 0.66 interruptions per pod-hour",
         description("gke", "SpotproofReclaimRateAboveAssumed"),
     )
     return Case(
         runs,
         [
-            ("2h59m", "SpotproofReclaimRateAboveAssumed", []),
-            ("3h", "SpotproofReclaimRateAboveAssumed", [fired]),
+            ("3h", "SpotproofReclaimRateAboveAssumed", []),
+            ("3h1m", "SpotproofReclaimRateAboveAssumed", [fired]),
         ],
         rules="minutely",
     )
@@ -585,7 +505,7 @@ def test_two_interruptions_in_three_pod_hours_exceed_three_times_the_assumed_rat
 def test_one_interruption_is_never_a_rate() -> Case:
     runs = _trainer_run(
         "trainer-0", 0, HOURS_3, spotproof_stop_signals_total=f"0x{HOURS_3 - 2} 1"
-    ) + _trainer_run("trainer-1", HOURS_3, 30, **{"spotproof_resumes_total:final": "1x29"})
+    ) + _trainer_run("trainer-1", HOURS_3, 30, **{"spotproof_resumes_total:final": "0 1x28"})
     return Case(runs, [("3h20m", "SpotproofReclaimRateAboveAssumed", [])], rules="minutely")
 
 
@@ -774,7 +694,7 @@ def test_a_duration_is_read_exactly_when_promtool_accepts_it(tmp_path: Path) -> 
         path = tmp_path / f"{index}.yaml"
         path.write_text(yaml.safe_dump({"groups": [group]}))
         checked = subprocess.run(
-            [_promtool(), "check", "rules", str(path)], check=False, capture_output=True, text=True
+            [promtool(), "check", "rules", str(path)], check=False, capture_output=True, text=True
         )
         try:
             duration_seconds(text)

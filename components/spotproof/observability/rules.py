@@ -17,9 +17,15 @@ job label (a pod name changes on every restart, and an unbounded label is refuse
 aggregation and join keeps ``cluster`` as well (:data:`~spotproof.observability.promql.POD`).
 
 Counting events. Prometheus 2's ``increase()`` cannot see the first value of a series: a
-process that counts at start (a resume) or only on its way out (a final save, steps lost)
-would be missed. :func:`~spotproof.observability.promql.events` adds what a series that
-began inside the window holds.
+process that counts only on its way out (a final save, steps lost) would be missed.
+:func:`~spotproof.observability.promql.events` adds what a series that began inside the
+window holds. Two storages meet these rules: Amazon's and Azure's managed Prometheus keep
+a series as scraped; GKE's Managed Service for Prometheus drops the first sample of every
+counter and histogram series and stores later ones less it (GoogleCloudPlatform/
+prometheus-engine v0.15.3, ``pkg/export/series_cache.go`` ``getResetAdjusted``), which is
+why a process serves its counters at 0 until its first scrape
+(``runtime.metrics.recorders.Registry``). Each alert is tested under both
+(``tests/promtool_cases.py``).
 """
 
 from __future__ import annotations

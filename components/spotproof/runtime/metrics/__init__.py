@@ -76,21 +76,24 @@ class Served:
 
 
 def served(env: Mapping[str, str], families: Iterable[Family]) -> Served | None:
-    """``families`` served on ``METRICS_PORT``; None when it is unset. A port that cannot
+    """``families`` served on ``METRICS_PORT``; None when it is unset. Counts and
+    observations wait for the first scrape to have read every series at zero
+    (``recorders.Registry``, ``held_until_scraped``), so that Managed Service for
+    Prometheus, which drops a series' first sample, sees them too. A port that cannot
     be served, or prometheus-client missing, is the process's configuration error (exit 2):
     the manifest asked for metrics the image cannot give."""
     port = settings.METRICS_PORT.read(env)
     if port is None:
         return None
     try:
-        registry = Registry(families)
+        registry = Registry(families, held_until_scraped=True)
     except ModuleNotFoundError:
         raise ConfigError(
             f"{settings.METRICS_PORT.name}={port}: serving metrics needs prometheus-client; "
             "allowed: install spotproof[metrics] in the image, or leave it unset"
         ) from None
     try:
-        endpoint = Endpoint(registry.registry, port)
+        endpoint = Endpoint(registry.registry, port, scraped=registry.release)
     except OSError as error:
         raise ConfigError(
             f"{settings.METRICS_PORT.name}={port}: cannot serve on it ({error.strerror}); "

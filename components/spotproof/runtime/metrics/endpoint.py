@@ -16,18 +16,32 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from spotproof.runtime.metrics.names import METRICS_PATH
 
 
-class Endpoint:
-    """Serves ``registry`` at ``/metrics`` on ``port`` (0: a free one) until :meth:`close`."""
+def _nothing() -> None:
+    return None
 
-    def __init__(self, registry: Any, port: int, host: str = "") -> None:
+
+class Endpoint:
+    """Serves ``registry`` at ``/metrics`` on ``port`` (0: a free one) until :meth:`close`.
+
+    ``scraped``: called once a scrape has been served in full, and before a wait for a last
+    scrape: the releasing of counts held until the registry's series were first read at
+    zero (``recorders.Registry``). A process that leaves before any scrape has read it
+    releases them for its last scrape: a plain Prometheus reads them there; Managed Service
+    for Prometheus, which drops a series' first sample, cannot."""
+
+    def __init__(
+        self, registry: Any, port: int, host: str = "", *, scraped: Callable[[], None] = _nothing
+    ) -> None:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest  # noqa: PLC0415
 
+        self._released = scraped
         self._scraped = threading.Condition()
         self.last_scrape = 0.0
         """``time.monotonic()`` when the last scrape served in full began; 0: never."""
@@ -57,12 +71,14 @@ class Endpoint:
         threading.Thread(target=self._server.serve_forever, name="metrics", daemon=True).start()
 
     def _note_scrape(self, began: float) -> None:
+        self._released()
         with self._scraped:
             self.last_scrape = max(self.last_scrape, began)
             self._scraped.notify_all()
 
     def await_scrape(self, seconds: float) -> bool:
         """Wait up to ``seconds`` for a scrape that starts from now; whether one came."""
+        self._released()
         since = time.monotonic()
         deadline = since + max(0.0, seconds)
         with self._scraped:

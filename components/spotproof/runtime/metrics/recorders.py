@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from spotproof.runtime.checkpointer.tiers import HELD_TIERS
@@ -60,9 +60,21 @@ def resumed_fields(blobs: Mapping[str, Any], metadata: Mapping[str, Any]) -> dic
 
 class Registry:
     """One process's metrics: a prometheus-client registry holding ``families``, with every
-    labelled series created at zero, so that ``increase()`` sees the first event."""
+    labelled series created at zero, so that ``increase()`` sees the first event.
 
-    def __init__(self, families: Iterable[Family]) -> None:
+    ``held_until_scraped``: whether counts and observations wait until a scrape has served
+    every counter and histogram at zero (:meth:`release`). A process counts some events
+    before its first scrape, a resume at start above all, and Managed Service for
+    Prometheus drops the first sample it sees of every counter and histogram series and
+    stores the later ones less that first value (GoogleCloudPlatform/prometheus-engine
+    v0.15.3, b07ac7e, ``pkg/export/series_cache.go`` ``getResetAdjusted``, called for
+    counters and each histogram series by ``pkg/export/transform.go``; gauges are sent as
+    they are): a counter first seen at 1 reads 0 there for good. Served at 0 first, it
+    reads the same under GMP as in a plain Prometheus, one sample later. The same zero
+    tells a plain Prometheus that a container restarted in its pod (same series) counted
+    again. Gauges are never held: they are stored as scraped everywhere."""
+
+    def __init__(self, families: Iterable[Family], *, held_until_scraped: bool = False) -> None:
         import prometheus_client  # noqa: PLC0415
 
         # A ``_created`` gauge beside every counter and histogram doubles the series for a
@@ -87,10 +99,45 @@ class Registry:
             for value in _LABEL_VALUES.get(family.name, ()):
                 metric.labels(value)
             self._metrics[family.name] = metric
+        self._lock = threading.Lock()
+        self._held: list[Callable[[], None]] | None = [] if held_until_scraped else None
 
     def __call__(self, family: Family, *labels: str) -> Any:
         metric = self._metrics[family.name]
-        return metric.labels(*labels) if labels else metric
+        series = metric.labels(*labels) if labels else metric
+        if family.kind is Kind.GAUGE or self._held is None:
+            return series
+        return _Held(self, series)
+
+    def release(self) -> None:
+        """Apply what was held and hold nothing more: a scrape has read every counter and
+        histogram at its starting value (``Endpoint`` calls it after each scrape it serves
+        in full, and before a leaving process waits for its last one). Counts and
+        observations commute, so the order they are applied in does not matter."""
+        with self._lock:
+            held, self._held = self._held, None
+        for change in held or ():
+            change()
+
+    def _apply(self, change: Callable[[], None]) -> None:
+        with self._lock:
+            if self._held is not None:
+                self._held.append(change)
+                return
+        change()
+
+
+class _Held:
+    """A counter's or a histogram's series whose changes wait for :meth:`Registry.release`."""
+
+    def __init__(self, registry: Registry, series: Any) -> None:
+        self._registry, self._series = registry, series
+
+    def inc(self, amount: float = 1) -> None:
+        self._registry._apply(lambda: self._series.inc(amount))
+
+    def observe(self, value: float) -> None:
+        self._registry._apply(lambda: self._series.observe(value))
 
 
 _LABEL_VALUES = {
