@@ -104,15 +104,15 @@ def test_the_shipped_examples_pass_against_gke_dev(capsys: pytest.CaptureFixture
             "",
             "          securityContext:\n            capabilities",
             "[pod-security] Job spotproof/llm-finetune: namespace spotproof enforces Pod "
-            'Security "restricted", which refuses every pod of it: allowPrivilegeEscalation '
-            "!= false (container trainer)",
+            'Security "restricted:latest", which on Kubernetes 1.33 refuses every pod of it: '
+            "allowPrivilegeEscalation != false (container trainer)",
         ),
         (
             "        seccompProfile: {type: RuntimeDefault}\n",
             "",
             "          securityContext:\n            allowPrivilegeEscalation",
             "[pod-security] Job spotproof/llm-finetune: namespace spotproof enforces Pod "
-            'Security "restricted", which refuses every pod of it: '
+            'Security "restricted:latest", which on Kubernetes 1.33 refuses every pod of it: '
             "seccompProfile unset, on the pod and on container trainer",
         ),
         (
@@ -120,7 +120,7 @@ def test_the_shipped_examples_pass_against_gke_dev(capsys: pytest.CaptureFixture
             "        runAsNonRoot: false\n",
             "      securityContext:",
             "[pod-security] Job spotproof/llm-finetune: namespace spotproof enforces Pod "
-            'Security "restricted", which refuses every pod of it: '
+            'Security "restricted:latest", which on Kubernetes 1.33 refuses every pod of it: '
             "runAsNonRoot=false (pod); runAsNonRoot != true "
             "(container trainer)",
         ),
@@ -129,7 +129,7 @@ def test_the_shipped_examples_pass_against_gke_dev(capsys: pytest.CaptureFixture
             "        - {name: scratch, hostPath: {path: /tmp}}",
             "      volumes:",
             "[pod-security] Job spotproof/llm-finetune: namespace spotproof enforces Pod "
-            'Security "restricted", which refuses every pod of it: '
+            'Security "restricted:latest", which on Kubernetes 1.33 refuses every pod of it: '
             "restricted volume type hostPath (volume scratch)",
         ),
         (  # a field the field guide's source material invented

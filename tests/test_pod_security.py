@@ -177,9 +177,11 @@ def _daemon_set(namespace: str) -> Resource:
     )
 
 
-def _pod_security(resources: list[Resource]) -> list[tuple[str, str]]:
+def _pod_security(resources: list[Resource], version: str = "1.33") -> list[tuple[str, str]]:
     return [
-        (v.resource, v.message) for v in policy.evaluate(resources) if v.policy == "pod-security"
+        (v.resource, v.message)
+        for v in policy.evaluate(resources, version)
+        if v.policy == "pod-security"
     ]
 
 
@@ -188,8 +190,9 @@ def test_a_daemon_set_with_host_paths_is_refused_where_restricted_is_enforced() 
     [(resource, message)] = _pod_security([_namespace("agents", restricted), _daemon_set("agents")])
     assert resource == "agent"
     assert message == (
-        'DaemonSet agents/agent: namespace agents enforces Pod Security "restricted", which '
-        "refuses every pod of it: restricted volume type hostPath (volume plugins)"
+        'DaemonSet agents/agent: namespace agents enforces Pod Security "restricted:latest", '
+        "which on Kubernetes 1.33 refuses every pod of it: restricted volume type hostPath "
+        "(volume plugins)"
     )
 
 
@@ -206,6 +209,6 @@ def test_the_smoke_job_without_its_security_context_is_refused_in_the_plan() -> 
     [(resource, message)] = _pod_security(plan.recording.resources)
     assert resource == "gke-dev-smoke-job"
     assert message.startswith(
-        'Job spotproof/spotproof-smoke: namespace spotproof enforces Pod Security "restricted"'
+        'Job spotproof/spotproof-smoke: namespace spotproof enforces Pod Security "restricted:'
     )
     assert "seccompProfile unset, on the pod and on container trainer" in message

@@ -49,6 +49,7 @@ MESSAGE_KEYS = (
 _CONTAINER = re.compile(r"container ([^\s),;]+)")
 _UNEXPECTED = re.compile(r"'([^']+)' was unexpected")
 _ENV = re.compile(r"\(env (\S+)\)")
+_LABEL = re.compile(r"label (pod-security\.kubernetes\.io/[a-z-]+)=")
 
 
 def line_of(document: Document, policy: str, message: str) -> int:
@@ -62,6 +63,10 @@ def line_of(document: Document, policy: str, message: str) -> int:
         return document.line_of(path.removeprefix("(root)."))
     if policy in OBJECT_KEYS:
         return _first(document, OBJECT_KEYS[policy])
+    label = _LABEL.search(message) if policy == "pod-security" else None
+    if label:  # a namespace's label the API server refuses
+        line = document.lines.get(("metadata", "labels", label.group(1)))
+        return line or _first(document, ("metadata.labels",))
     part = _part(document, message)
     pod = pod_spec_path(document.obj, part)
     if policy == "pod-security":

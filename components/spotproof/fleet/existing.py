@@ -7,7 +7,7 @@ under ``spotproof:existingCluster``, every key optional::
 
     spotproof:existingCluster:
       cloud: gke                 # default: the cloud of the resources the program declares
-      kubernetesVersion: "1.33"  # the schema the manifests are checked against
+      kubernetesVersion: "1.33"  # the schema and Pod Security version pods are judged at
       gpusAdvertised: true       # a device plugin (or the GPU Operator) already runs
       systemPool:                # the nodes the cluster keeps for its add-ons
         taints: [components.gke.io/gke-managed-components=true:NoSchedule]
@@ -36,7 +36,6 @@ from spotproof.fleet.monitoring import Monitoring, read_monitoring
 from spotproof.fleet.pools import Taint, TaintEffect
 from spotproof.fleet.readers import boolean, check_label, decode, enumeration, items
 from spotproof.fleet.reclaims import ReclaimModel
-from spotproof.fleet.types import FleetSpec
 
 KEY = "spotproof:existingCluster"
 
@@ -83,9 +82,9 @@ class ExistingCluster(Checked):
 
     cloud: Cloud | None = setting("cloud", enumeration(Cloud), None)
     """Default: the cloud whose resources the program declares."""
-    kubernetes_version: str = setting(
-        "kubernetesVersion", kubernetes_version, FleetSpec.kubernetes_version
-    )
+    kubernetes_version: str | None = setting("kubernetesVersion", kubernetes_version, None)
+    """The cluster's minor; unstated, manifests are checked against the schema of
+    ``FleetSpec.kubernetes_version`` and pods against Pod Security at every minor."""
     gpus_advertised: bool = setting("gpusAdvertised", boolean, False)
     """The cluster already advertises ``nvidia.com/gpu`` on every GPU node (the NVIDIA GPU
     Operator or device plugin runs there), so pools the program adds need no plugin of

@@ -94,6 +94,14 @@ class StackFacts:
     existing: ExistingCluster | None = None
     """The cluster a program adds components to, as the stack describes it."""
 
+    @property
+    def cluster_version(self) -> str | None:
+        """The cluster's minor as the stack states it: always for a fleet (its cluster is
+        created at it), for another cluster only where ``spotproof:existingCluster`` says."""
+        if self.existing is None:
+            return self.kubernetes_version
+        return self.existing.kubernetes_version
+
     @classmethod
     def of_fleet(cls, spec: FleetSpec) -> StackFacts:
         return cls(spec.stack, spec.cloud, spec.kubernetes_version, spec.protect)
@@ -134,7 +142,8 @@ def check_existing(stack: str, cluster: ExistingCluster, recording: Recording) -
     """Every check that needs no fleet, over a program's components on an existing cluster,
     with that cluster's system pool as its stack describes it."""
     cloud = cluster.cloud or cloud_of(recording.resources) or DEFAULT_CLOUD
-    facts = StackFacts(stack, cloud, cluster.kubernetes_version, None, cluster)
+    version = cluster.kubernetes_version or FleetSpec.kubernetes_version
+    facts = StackFacts(stack, cloud, version, None, cluster)
     system = nodes.existing_system_pool(cluster.system_pool.taints, cluster.system_pool.labels)
     return _judge(facts, None, recording, [system], gpus_advertised=cluster.gpus_advertised)
 
@@ -162,7 +171,7 @@ def _judge(
     found = outcomes.outcomes(recording, pools)
     violations, skipped = manifests.validate(recording, facts.kubernetes_version)
     violations += unadvertised
-    violations += evaluate(recording.resources)
+    violations += evaluate(recording.resources, facts.cluster_version)
     violations += uniqueness.check(recording)
     violations += workloads.check(recording, [pool.shape for pool in pools])
     violations += compute_classes.check(recording, pools)

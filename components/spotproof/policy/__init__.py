@@ -63,8 +63,11 @@ STACK_RULES: tuple[StackRule, ...] = (
 )
 
 
-def evaluate(resources: list[PlannedResource]) -> list[Violation]:
-    """Every violation of every rule over a whole stack's resources."""
+def evaluate(
+    resources: list[PlannedResource], kubernetes_version: str | None = None
+) -> list[Violation]:
+    """Every violation of every rule over a whole stack's resources, on a cluster at
+    ``kubernetes_version`` where the caller knows it."""
     violations = [
         Violation(rule.name, resource.name, message)
         for resource in resources
@@ -75,6 +78,10 @@ def evaluate(resources: list[PlannedResource]) -> list[Violation]:
     violations += [
         Violation(rule.name, name, message)
         for rule in STACK_RULES
-        for name, message in rule.check(resources)
+        for name, message in (
+            rule.at_version(resources, kubernetes_version)
+            if rule.at_version and kubernetes_version
+            else rule.check(resources)
+        )
     ]
     return violations

@@ -42,6 +42,9 @@ class StackRule:
     description: str
     check: Callable[[list[PlannedResource]], Iterable[tuple[str, str]]]
     """Yields (resource name, message) pairs."""
+    at_version: Callable[[list[PlannedResource], str], Iterable[tuple[str, str]]] | None = None
+    """The check of a rule whose verdict depends on the cluster's Kubernetes minor, for a
+    caller that knows it (``1.33``, from the stack); ``check`` judges without it."""
 
 
 def as_cloud_taint(taint: scheduling.Taint) -> tuple[str, str, str]:
