@@ -39,10 +39,10 @@ WORKER = textwrap.dedent(
 )
 
 
-def _launch(tmp_path: Path, mode: str, *, through_script: bool) -> subprocess.Popen[str]:
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
-    command = [
+def one_node_torchrun(*worker: str) -> list[str]:
+    """torchrun as a gang's pod runs it, for a gang of one on this machine, running
+    ``worker``."""
+    return [
         *torchrun(
             nodes=1,
             processes_per_node=1,
@@ -51,9 +51,14 @@ def _launch(tmp_path: Path, mode: str, *, through_script: bool) -> subprocess.Po
             master_port=0,
             executable=(sys.executable, "-m", "torch.distributed.run"),
         ),
-        sys.executable,
-        str(script),
+        *worker,
     ]
+
+
+def _launch(tmp_path: Path, mode: str, *, through_script: bool) -> subprocess.Popen[str]:
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    command = one_node_torchrun(sys.executable, str(script))
     return subprocess.Popen(
         wrapped(command) if through_script else command,
         env={"MODE": mode, "PATH": "/usr/bin:/bin", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "10"},

@@ -1,5 +1,6 @@
 """``spotproof smoke --stack``: the rehearsal plays the stack's own Job and preemption path,
-and a path that never delivers SIGTERM fails it."""
+and a path that never delivers SIGTERM fails it, unless the platform gives none by design
+(it is then rehearsed as kills)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,24 @@ def test_path_without_sigterm_makes_the_rehearsal_fail(eks_dev: PlanResult) -> N
     # The drill's judge, reading the rehearsal as a cluster's timeline, agrees.
     assert report.drill_failures is not None
     assert any("SIGTERM never reached the trainer" in f for f in report.drill_failures)
+
+
+def test_an_unannounced_path_is_rehearsed_as_kills_that_lose_at_most_two_intervals(
+    aks_prod: PlanResult,
+) -> None:
+    """AKS node auto-provisioning: nothing drains, so the node goes with the trainer in it.
+    Not a mistake of the stack: the rehearsal passes when the loss stays within what a kill
+    may lose, and the drill's judge, which judges graceful reclaims, has none to judge."""
+    config = rehearsal(aks_prod, BASE, total_steps=240, time_scale=0.05, store="file").config
+    assert (config.sigterm_after, config.unannounced) == (None, True)
+
+    report = run_smoke(config, progress=lambda _line: None)
+
+    assert report.passed, report.failures
+    [reclaim] = report.interruptions
+    assert reclaim.sigterm_after is None and reclaim.max_steps_lost == 2 * config.interval
+    assert report.digest == report.reference_digest
+    assert report.drill_failures is None
 
 
 def test_eks_stack_rehearsal_passes_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,12 +12,13 @@ auto-provisioning (managed Karpenter) fills with GPU VMs.
   names, all with one GPU count, so the GPU ``limits`` mean a known number of nodes.
 - **Weights.** The NodePool with the highest ``weight`` that fits wins
   (``articles/aks/node-auto-provisioning-node-pools.md``): spot above on-demand.
-- **Preemption.** A spot eviction is announced 30 s ahead (Scheduled Events ``Preempt``).
-  Whether anything drains the node is not assured (``catalog.aks.NAP_DRAIN_CAVEAT``:
-  Karpenter's repair of ``PreemptionScheduled`` nodes needs v1.13.0 and a feature gate
-  off by default); where Karpenter drains, the template's ``terminationGracePeriod``
-  bounds it to the notice, as on EKS, and elsewhere the periodic checkpoints bound the
-  loss.
+- **Preemption.** A spot eviction is announced up to 30 s ahead (Scheduled Events
+  ``Preempt``, best effort), but nothing drains the node on it
+  (``catalog.aks.NAP_RECLAIM_UNANNOUNCED``: node auto-drain is for agent pools, and
+  Karpenter's repair of ``PreemptionScheduled`` nodes, behind a gate off by default,
+  deletes the pods with no grace left). The trainer gets no final save: its periodic
+  checkpoints bound the loss, and the plan sizes the interval for that. The template's
+  ``terminationGracePeriod`` still bounds Karpenter's own drains (consolidation, expiry).
 - **Disruption.** ``WhenEmpty`` consolidation never moves a busy GPU node.
 """
 

@@ -168,19 +168,23 @@ def confined_prefix(condition: str, version: object) -> str | None:
 
 # --- what shared code asks of AKS ------------------------------------------------------
 
-NAP_DRAIN_CAVEAT = (
-    "AKS documents no drain of a node auto-provisioning spot VM on its Preempt event: node "
+NAP_RECLAIM_UNANNOUNCED = (
+    "nothing drains a node auto-provisioning spot VM on its Preempt event: AKS node "
     "auto-drain covers scale-set agent pools only (MicrosoftDocs/azure-aks-docs "
-    "articles/aks/node-auto-drain.md), and Karpenter repairs a node whose "
-    "PreemptionScheduled condition is set only from karpenter-provider-azure v1.13.0 and "
-    "only with its NodeRepair feature gate, off by default (pkg/cloudprovider/cloudprovider.go "
-    "RepairPolicies; kubernetes-sigs/karpenter pkg/operator/options), which AKS does not say "
-    "it turns on. Without that repair the VM is gone 30 s after the notice without a SIGTERM, "
-    "the pod garbage collector ends the pod, and the run resumes from its last periodic "
-    "checkpoint"
+    "articles/aks/node-auto-drain.md), and Karpenter's only answer is node repair of a "
+    "node whose PreemptionScheduled condition is set (karpenter-provider-azure v1.13.0 and "
+    "later, pkg/cloudprovider/cloudprovider.go RepairPolicies), behind the NodeRepair "
+    "feature gate, off by default, and skipped while over 20% of a NodePool is unhealthy "
+    "(kubernetes-sigs/karpenter v1.14.0 pkg/operator/options/options.go, "
+    "pkg/controllers/node/health/controller.go); a repair stamps the NodeClaim's "
+    "termination time with the present, so its pods are deleted with the 1 s floor "
+    "(Azure/karpenter-provider-azure#1829). "
+    "Either way the trainer gets no time for a final save"
 )
-"""Why the drain of an AKS node auto-provisioning spot node is not assured (its sources
-inline, as the plan's warning quotes it)."""
+"""Why a reclaim of an AKS node auto-provisioning spot node is unannounced to its pods
+(its sources inline, as the plan's warning quotes it). Azure's notice itself is best effort:
+the provider's maintainers note that spot VMs "often evict in less than 10 seconds"
+(Azure/karpenter-provider-azure#1769)."""
 
 PROFILE = CloudProfile(
     # Scheduled Events announce a spot eviction 30 s ahead.
@@ -212,8 +216,8 @@ PROFILE = CloudProfile(
     # Node auto-drain evicts on ``Preempt`` and nothing ends a budget's wait
     # (``articles/aks/node-auto-drain.md``; ``plan.simulation.preemption``).
     reclaim_waits_on_budgets=True,
-    karpenter_drain_caveat=NAP_DRAIN_CAVEAT,
-    karpenter_drain_caveat_key="spotproof:autoProvisionedPools",
+    karpenter_reclaim_unannounced=NAP_RECLAIM_UNANNOUNCED,
+    karpenter_pools_key="spotproof:autoProvisionedPools",
     # Storage account names are global
     # (https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules).
     unique_names={

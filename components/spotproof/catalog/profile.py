@@ -91,10 +91,14 @@ class CloudProfile:
     """A spot reclaim drains through the Eviction API and nothing ends a blocking
     PodDisruptionBudget's wait before the VM is gone: a budget that keeps a gang whole would
     cost it its SIGTERM, so none is asked for (``plan.simulation.pitfalls``)."""
-    karpenter_drain_caveat: str = ""
-    """Why a spot reclaim of a Karpenter node may not drain it at all; the plan warns."""
-    karpenter_drain_caveat_key: str = "spotproof:cloud"
-    """The stack setting that caveat is about."""
+    karpenter_reclaim_unannounced: str = ""
+    """Why a spot reclaim of a node Karpenter provisions reaches no pod on this cloud (no
+    drain, no SIGTERM with time to use), with its sources; empty where Karpenter drains on
+    the notice. The plan then models those reclaims as unannounced: no final save, the
+    work since the last checkpoint lost (``plan.simulation.preemption``)."""
+    karpenter_pools_key: str = "spotproof:cloud"
+    """The stack setting that declares the cloud's Karpenter pools, where the plan files
+    what it says of them."""
     unique_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Per resource type, the inputs that name it where the cloud requires names unique:
     a second create with the same names fails with "already exists"

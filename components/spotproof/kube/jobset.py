@@ -26,14 +26,15 @@ makes a reclaim cost nothing from the failure budget, while crashes still count:
   that matches any failed child Job (``catalog.jobset.FIRST_MATCHING_RULE_WINS``).
 
 The rendezvous: the controller creates a headless Service named after the JobSet and gives
-each pod a hostname (``catalog.jobset.pod_hostname``), so every rank reaches rank 0's pod
-at ``<jobset>-<job>-0-0.<jobset>``. torchrun runs there with a fixed ``--nnodes``, the
+each pod a hostname (``catalog.jobset.pod_hostname``), so every rank reaches rank 0's pod at
+``<jobset>-<job>-0-0.<jobset>``. torchrun runs there with a fixed ``--nnodes``, the
 ``static`` rendezvous hosted by node rank 0 (the pod's completion index), and
-``--max-restarts=0``: a lost node cannot come back inside a pod, so every restart is the
-JobSet's, of the whole gang. It is started through ``runtime.launcher.LAUNCH_SCRIPT``, so a
-rank stopped by SIGTERM exits ``PREEMPTED`` (torchrun itself would exit 1, which a
-reclaim that adds no ``DisruptionTarget`` could not be told from a crash by);
-``runtime.launcher`` says why each of these matters.
+``--max-restarts=0``: a lost node cannot come back inside a pod, so every restart is the JobSet's,
+of the whole gang; its shutdown timeout is the pod's grace less what torchrun needs to
+leave, so a final save gets the grace and not torchrun's default 30 s. It is started through
+``runtime.launcher.LAUNCH_SCRIPT``, so a rank stopped by SIGTERM exits ``PREEMPTED``
+(torchrun itself would exit 1, which a reclaim that adds no ``DisruptionTarget`` could not
+be told from a crash by); ``runtime.launcher`` says why each of these matters.
 """
 
 from __future__ import annotations
@@ -115,9 +116,17 @@ def torchrun(name: str, nodes: int, processes_per_node: int) -> list[str]:
     )
 
 
-def torchrun_environment() -> list[dict[str, Any]]:
-    """What torchrun's command line reads: the pod's node rank."""
-    return [{"name": NODE_RANK, "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}}]
+def torchrun_environment(grace_seconds: int) -> list[dict[str, Any]]:
+    """What torchrun reads: the pod's node rank for its command line, and the shutdown
+    timeout that lets its workers use the pod's ``grace_seconds`` (torchrun's default of
+    30 s would SIGKILL a longer final save, ``runtime.launcher``)."""
+    return [
+        {"name": NODE_RANK, "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
+        *(
+            {"name": name, "value": value}
+            for name, value in launcher.shutdown_environment(grace_seconds).items()
+        ),
+    ]
 
 
 def gang_environment(name: str, nodes: int) -> list[dict[str, Any]]:

@@ -192,7 +192,7 @@ class TrainingJob(pulumi.ComponentResource):
                 per_node = max(trainer.gpus, 1)
                 command = (*jobset.torchrun(job_name, args.nodes, per_node), *trainer.command)
                 trainer = dataclasses.replace(trainer, command=command)
-                env += jobset.torchrun_environment()
+                env += jobset.torchrun_environment(grace)
             elif args.nodes > 1:
                 env += jobset.gang_environment(job_name, args.nodes)
             return job_spec(

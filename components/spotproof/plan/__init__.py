@@ -186,7 +186,7 @@ def _judge(
         keep=DEFAULT_KEEP,
         retention_days=bucket.noncurrent_days if bucket else BucketSpec.noncurrent_days,
     )
-    warnings = _unassured_paths(found)
+    warnings = _unannounced_paths(found)
     if spec is not None:
         # What only a fleet states: the controllers it pins, who may reach its API.
         violations += controller_versions.check(spec, recording)
@@ -221,17 +221,17 @@ def _without_superseded(violations: list[Violation]) -> list[Violation]:
     return [v for v in violations if (SUPERSEDED_BY.get(v.policy), v.resource) not in said]
 
 
-def _unassured_paths(found: list[Outcome]) -> list[SpecWarning]:
-    """A warning per workload whose reclaim may not take the path the plan checked."""
+def _unannounced_paths(found: list[Outcome]) -> list[SpecWarning]:
+    """A warning per workload on capacity whose reclaims never reach its pods in time."""
     return [
         SpecWarning(
-            preemption.CAVEAT_KEYS.get(path.capacity, "spotproof:cloud"),
-            f"{outcome.workload.label} on {path.capacity}: {path.caveat}"
+            preemption.POOL_KEYS.get(path.capacity, "spotproof:cloud"),
+            f"{outcome.workload.label} on {path.capacity}: {path.unannounced}"
             + _loss_bound(outcome.workload.pod_spec),
         )
         for outcome in found
         for path in outcome.paths
-        if path.caveat
+        if path.unannounced
     ]
 
 

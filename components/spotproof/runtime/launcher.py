@@ -27,13 +27,26 @@ the store and every rank exits 1. The ``static`` backend needs no such guess: th
 node rank 0 hosts it, and every rank retries the connection until the record resolves
 (``static_tcp_rendezvous.py``; 900 s under torchrun), as JobSet's own PyTorch example
 starts a gang (kubernetes-sigs/jobset ``site/static/examples/pytorch/cnn-mnist``).
+
+The shutdown: torchrun's agent answers SIGTERM by stopping its workers with
+``shutdown_timeout``: SIGTERM to each, a wait of that many seconds, then SIGKILL (torch 2.13
+``distributed/elastic/agent/server/api.py`` ``SimpleElasticAgent.run``,
+``distributed/elastic/multiprocessing/api.py`` ``_close``). The timeout is
+``--shutdown-timeout`` (or its ``PET_SHUTDOWN_TIMEOUT``, ``distributed/argparse_util.py``),
+else ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``, else 30 s (``distributed/launcher/api.py``
+``LaunchConfig.__post_init__``; added by pytorch/pytorch#172596, merged 2026-03-03: an older
+torchrun waits 30 s whatever it is told). A pod's grace beyond that timeout buys a gang's
+final save nothing: :func:`shutdown_timeout` reads what a command will get,
+:func:`shutdown_timeout_for` what to give it, and :func:`worker_grace` is how much of its
+grace a worker under torchrun can use.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from enum import StrEnum
 
 from spotproof.runtime import exit_codes
@@ -72,6 +85,22 @@ TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 TORCHRUN_EXIT_AFTER_SIGTERM = 1
 RENDEZVOUS_PORT = 29500
 """torchrun's default ``--master-port``."""
+SHUTDOWN_TIMEOUT_ENV = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
+"""What torchrun reads for its workers' shutdown timeout when no flag gives one."""
+SHUTDOWN_TIMEOUT_FLAG_ENV = "PET_SHUTDOWN_TIMEOUT"
+"""The flag's own variable (torchrun's ``env`` arguments read ``PET_<dest>``), which
+takes precedence over :data:`SHUTDOWN_TIMEOUT_ENV`."""
+SHUTDOWN_TIMEOUT_FLAGS = ("--shutdown-timeout", "--shutdown_timeout")
+DEFAULT_SHUTDOWN_TIMEOUT = 30
+"""Seconds torchrun gives its workers after SIGTERM when nothing says otherwise."""
+AGENT_EXIT_SECONDS = 3
+"""Of a pod's grace, what torchrun and the launch script need after the workers are gone:
+the agent re-raises the signal, closes its rendezvous and its interpreter tears down with
+torch loaded (1.1 s on a quiet 2-core machine, over 2.5 s with other work beside it, as
+``runtime.metrics.EXIT_MARGIN_SECONDS`` measured for a trainer)."""
+WORKER_RUN_ID_ENV = "TORCHELASTIC_RUN_ID"
+"""Set by torchrun's agent for every worker it starts (``local_elastic_agent.py``
+``_start_workers``): how a worker knows it runs under torchrun."""
 
 
 def wrapped(command: Sequence[str]) -> list[str]:
@@ -101,6 +130,97 @@ def torchrun(
         "--max-restarts=0",
         "--no-python",
     ]
+
+
+def shutdown_timeout_for(grace_seconds: int) -> int:
+    """The shutdown timeout to give torchrun in a pod with ``grace_seconds`` of grace: all of
+    it but what the agent needs to leave on its own before the kubelet's SIGKILL."""
+    return max(1, grace_seconds - AGENT_EXIT_SECONDS)
+
+
+def shutdown_environment(grace_seconds: int) -> dict[str, str]:
+    """What a torchrun pod with ``grace_seconds`` of grace sets so that its workers get
+    the grace (:func:`shutdown_timeout_for`); the environment, not the flag, because a
+    torchrun older than the flag would refuse the flag and fail every start."""
+    return {SHUTDOWN_TIMEOUT_ENV: str(shutdown_timeout_for(grace_seconds))}
+
+
+def shutdown_timeout(command: Sequence[str], env: Mapping[str, str]) -> float | None:
+    """Seconds torchrun in ``command`` (bare or through the launch script) gives its
+    workers after SIGTERM, with ``env`` as the container's environment; None when
+    ``command`` is not torchrun. A value torchrun could not parse reads as its default (it
+    would refuse to start, which other checks do not hide)."""
+    inner = list(command[4:]) if is_wrapped(command) else list(command)
+    if not is_torchrun(inner):
+        return None
+    # Only the launcher's own arguments: everything from the script on is the worker's.
+    given = _flag(_launcher_arguments(inner), *SHUTDOWN_TIMEOUT_FLAGS)
+    for value in (given, env.get(SHUTDOWN_TIMEOUT_FLAG_ENV), env.get(SHUTDOWN_TIMEOUT_ENV)):
+        if value is None:
+            continue
+        try:
+            seconds = int(value)
+        except ValueError:
+            return DEFAULT_SHUTDOWN_TIMEOUT
+        return seconds if seconds >= 0 else DEFAULT_SHUTDOWN_TIMEOUT
+    return DEFAULT_SHUTDOWN_TIMEOUT
+
+
+def worker_grace(grace_seconds: float, env: Mapping[str, str]) -> float:
+    """How much of ``grace_seconds`` a process started with ``env`` can use for its final
+    save: all of it, unless torchrun started it, which stops it after its shutdown timeout
+    (read from the variables the worker inherits; a ``--shutdown-timeout`` flag is not
+    visible to the worker, and ``spotproof plan``/``check`` flag a pod where it is short).
+    A torchrun too old to read any of them waits :data:`DEFAULT_SHUTDOWN_TIMEOUT`."""
+    if WORKER_RUN_ID_ENV not in env:
+        return grace_seconds
+    timeout = DEFAULT_SHUTDOWN_TIMEOUT
+    if agent_reads_shutdown_timeout():
+        timeout = int(shutdown_timeout(["torchrun"], env) or DEFAULT_SHUTDOWN_TIMEOUT)
+    return min(grace_seconds, float(timeout))
+
+
+def agent_reads_shutdown_timeout() -> bool:
+    """Whether the installed torchrun honours a shutdown timeout at all (torch with
+    pytorch/pytorch#172596: ``LaunchConfig`` has the field)."""
+    # Only a worker under torchrun asks, and torch is there; the Pulumi side never does.
+    from torch.distributed.launcher.api import LaunchConfig  # noqa: PLC0415
+
+    return any(field.name == "shutdown_timeout" for field in fields(LaunchConfig))
+
+
+def _launcher_arguments(command: Sequence[str]) -> list[str]:
+    """torchrun's own arguments in ``command``: up to the first word that is not a flag
+    or a flag's value (the training script, or ``--no-python``'s executable)."""
+    words = list(command)
+    start = 1 if os.path.basename(words[0]) == "torchrun" else words.index("-m") + 2
+    taken = words[:start]
+    index = start
+    while index < len(words) and words[index].startswith("-"):
+        word = words[index]
+        taken.append(word)
+        if "=" not in word and word not in _BARE_FLAGS and index + 1 < len(words):
+            taken.append(words[index + 1])
+            index += 1
+        index += 1
+    return taken
+
+
+_BARE_FLAGS = frozenset(
+    {
+        "--standalone",
+        "-m",
+        "--module",
+        "--no-python",
+        "--no_python",
+        "--run-path",
+        "--run_path",
+        "--virtual-local-rank",
+        "--virtual_local_rank",
+    }
+)
+"""torchrun's flags that take no value (``action=check_env`` in torch 2.13
+``distributed/run.py``)."""
 
 
 def is_wrapped(command: Sequence[str]) -> bool:

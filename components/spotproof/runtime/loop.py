@@ -49,7 +49,7 @@ from typing import Any, NoReturn, Protocol
 
 import torch
 
-from spotproof.runtime import exit_codes, metrics, settings
+from spotproof.runtime import exit_codes, launcher, metrics, settings
 from spotproof.runtime.checkpointer import in_place, torch_state
 from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpointer.checkpoint import (
@@ -277,9 +277,11 @@ def training(
             "interval": interval
             if interval is not None
             else settings.CHECKPOINT_INTERVAL.read(env),
-            "grace_seconds": grace_seconds
-            if grace_seconds is not None
-            else settings.GRACE_SECONDS.read(env),
+            # Under torchrun the agent, not the pod, may end the grace first.
+            "grace_seconds": launcher.worker_grace(
+                grace_seconds if grace_seconds is not None else settings.GRACE_SECONDS.read(env),
+                env,
+            ),
         }
         if settings.WORLD_SIZE.read(env) > 1:
             raise ConfigError(

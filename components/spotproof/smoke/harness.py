@@ -7,7 +7,8 @@ bucket:
 2. the **interrupted** run is preempted ``preemptions`` times and hard-killed
    ``hard_kills`` times (SIGKILL with no warning), at random steps. A preemption plays a
    preemption path (``spotproof.plan.simulation.preemption``): the notice, SIGTERM when the path
-   delivers it (at once on GKE; after Karpenter's drain on EKS; never on a broken path),
+   delivers it (at once on GKE; after Karpenter's drain on EKS; never on a broken path or
+   on AKS node auto-provisioning, whose reclaims reach no pod),
    the grace it leaves, SIGKILL when the node is gone, then a replacement. Hard kills aim
    at a checkpoint upload until one lands inside one; the first preemption starts its
    replacement *while the old process is still saving*, so two writers race on the same
@@ -15,9 +16,10 @@ bucket:
 3. the run passes only if it ends with the reference digest, graceful preemptions lose no
    step, no hard kill loses more than the async guarantee (one interval, plus the steps
    trained while the newest checkpoint was uploading), and every final save commits within
-   the grace period. With a Job's ``podFailurePolicy`` and ``backoffLimit``, every pod
-   failure is also judged as the Job controller would, and the run fails if the Job would
-   have given up;
+   the grace period; a preemption on a path without SIGTERM by design may lose what a
+   hard kill does (two intervals: it can land in an upload at any moment). With a Job's
+   ``podFailurePolicy`` and ``backoffLimit``, every pod failure is also judged as the Job
+   controller would, and the run fails if the Job would have given up;
 4. the graceful preemptions, read as the timeline a cluster would have shown, must also
    pass the judge of ``spotproof drill`` (``smoke.judged``): one judgment for rehearsals
    and real drills.
@@ -354,7 +356,12 @@ def _place(
 
 
 def _judge(record: Interruption, config: SmokeConfig, report: SmokeReport) -> None:
-    if record.kind == "preemption":
+    if record.kind == "preemption" and config.unannounced:
+        # A path that gives no SIGTERM by design (AKS node auto-provisioning's): the node
+        # is gone with the trainer in it, which loses what a hard kill does, at any moment.
+        # A path the stack broke is judged as a preemption, and fails for its loss.
+        record.max_steps_lost = 2 * config.interval
+    elif record.kind == "preemption":
         if record.exit_code != exit_codes.PREEMPTED:
             report.failures.append(
                 f"preempted trainer exited {record.exit_code}, not {exit_codes.PREEMPTED}"

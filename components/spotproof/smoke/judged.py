@@ -8,7 +8,9 @@ replacement's resume), and the drill's judge gives its verdict on them. A rehear
 only if the harness's own checks and the drill's judge agree, so the code that judges real
 drills is exercised by every rehearsal.
 
-Hard kills are not reclaims (nothing sends SIGTERM); the harness alone judges them.
+Hard kills are not reclaims (nothing sends SIGTERM), nor are the reclaims of a path that
+sends none by the platform's design (``SmokeConfig.unannounced``); the harness alone judges
+them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from spotproof.drill.judge import Expectation, Verdict, judge
 from spotproof.drill.timeline import Mark, Timeline
 from spotproof.smoke.process import container_exit_code
-from spotproof.smoke.records import SmokeReport
+from spotproof.smoke.records import Interruption, SmokeReport
 
 COUNTED_ACTIONS = (": Count", ": FailJob")
 """A Job verdict (``smoke.job.JobController.verdicts``) that spent or ended the Job."""
@@ -26,13 +28,19 @@ def _pod(index: int) -> str:
     return f"attempt-{index}"
 
 
+def _graceful(record: Interruption, report: SmokeReport) -> bool:
+    """A reclaim the drill's judge would see: one meant to send SIGTERM (on a path that
+    gives none by the platform's design there is nothing a drill could judge)."""
+    return record.kind == "preemption" and not report.config.unannounced
+
+
 def timeline_of(report: SmokeReport) -> Timeline:
     """The marks a cluster would have shown for the rehearsal's graceful preemptions; times
     are the harness's, seconds since the interrupted run started."""
     timeline = Timeline(origin=0.0)
     attempts = {a.index: a for a in report.attempts}
     for record in report.interruptions:
-        if record.kind != "preemption":
+        if not _graceful(record, report):
             continue
         pod = _pod(record.attempt)
         timeline.add(record.at, Mark.RECLAIM, pod=pod)
@@ -83,7 +91,7 @@ def timeline_of(report: SmokeReport) -> Timeline:
 
 def drill_verdict(report: SmokeReport) -> Verdict | None:
     """The drill's judgment of the rehearsal; None when it played no graceful preemption."""
-    if not any(r.kind == "preemption" for r in report.interruptions):
+    if not any(_graceful(r, report) for r in report.interruptions):
         return None
     expected = Expectation(report.config.grace_seconds, report.reference_digest)
     return judge(timeline_of(report), expected)

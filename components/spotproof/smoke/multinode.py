@@ -81,12 +81,12 @@ class GangProcesses:
         node_env: Callable[[int], dict[str, str]] | None = None,
     ) -> None:
         """``node_env(rank)``: what the node rank ``rank`` lands on adds (its memory)."""
-        port = free_port()
+        port, grace = free_port(), settings.GRACE_SECONDS.read(env)
         self.ranks = [
             TrainerProcess(
                 {
                     **env,
-                    **_rank_env(started_by, nodes, rank, port),
+                    **_rank_env(started_by, nodes, rank, port, grace),
                     **(node_env(rank) if node_env else {}),
                 },
                 origin,
@@ -127,10 +127,11 @@ class GangProcesses:
         return max(rank.last_step for rank in self.ranks)
 
 
-def _rank_env(started_by: Launcher, nodes: int, rank: int, port: int) -> dict[str, str]:
-    """What a JobSet's pod gives the trainer itself; torchrun sets these for its workers."""
+def _rank_env(started_by: Launcher, nodes: int, rank: int, port: int, grace: float) -> dict:
+    """What a JobSet's pod gives the trainer; under torchrun, torchrun's timeout from the
+    pod's grace as TrainingJob renders it (``kube.jobset``), and torchrun does the rest."""
     if started_by is Launcher.TORCHRUN:
-        return {}
+        return launcher.shutdown_environment(int(grace))
     return {
         settings.RANK.name: str(rank),
         settings.WORLD_SIZE.name: str(nodes),

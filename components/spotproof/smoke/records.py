@@ -34,6 +34,10 @@ class SmokeConfig:
     """Seconds from the notice to the node being gone (SIGKILL); None: when grace ends."""
     path: str = "SIGTERM at once, SIGKILL when the grace period ends"
     """The preemption path rehearsed, in words."""
+    unannounced: bool = False
+    """The path gives no SIGTERM by the platform's design, not by a stack's mistake (AKS
+    node auto-provisioning's, ``PreemptionPath.unannounced``): its reclaims are kills, not
+    graceful preemptions for the drill's judge."""
     job: JobPolicy | None = None
     """The Job's failure policy; None to skip the Job controller's verdict."""
 

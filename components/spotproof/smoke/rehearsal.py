@@ -132,6 +132,7 @@ def rehearsal(
             config,
             sigterm_after=None if path.sigterm_at is None else path.sigterm_at * time_scale,
             gone_after=path.notice_seconds * time_scale,
+            unannounced=bool(path.unannounced),
             path=path.line() + (f" (times x{time_scale:g})" if time_scale != 1 else ""),
         )
     return Rehearsal(config, path, env)

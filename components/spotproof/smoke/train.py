@@ -40,7 +40,7 @@ from typing import Any, NoReturn
 
 import torch
 
-from spotproof.runtime import exit_codes, metrics, settings
+from spotproof.runtime import exit_codes, launcher, metrics, settings
 from spotproof.runtime.checkpointer import in_place, torch_state
 from spotproof.runtime.checkpointer.checkpoint import (
     Checkpoint,
@@ -97,7 +97,7 @@ class TrainConfig:
             total_steps=settings.TOTAL_STEPS.read(env),
             seed=settings.SEED.read(env),
             model_mb=settings.MODEL_MB.read(env),
-            grace_seconds=settings.GRACE_SECONDS.read(env),
+            grace_seconds=launcher.worker_grace(settings.GRACE_SECONDS.read(env), env),
             step_seconds=settings.STEP_SECONDS.read(env),
             keep=settings.KEEP_CHECKPOINTS.read(env),
             part_kb=settings.CHECKPOINT_PART_KB.read(env) or None,

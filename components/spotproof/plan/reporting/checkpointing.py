@@ -24,12 +24,15 @@ def _where(advice: IntervalAdvice) -> str:
     if advice.grace_seconds is None:
         return f"{head}, never gets SIGTERM: every reclaim loses the work since the last save"
     fits = f"a final save commits up to {advice.largest_state_mib:.0f} MiB"
+    grace = f"grace {advice.grace_seconds:g} s"
+    if advice.grace_limit:
+        grace += f" ({advice.grace_limit})"
     if advice.state_mib is not None and not advice.final_save_fits:
         return (
-            f"{head}; grace {advice.grace_seconds:g} s, in which {fits}: this state's does "
+            f"{head}; {grace}, in which {fits}: this state's does "
             "not, so every reclaim loses the work since the last save"
         )
-    return f"{head}; grace {advice.grace_seconds:g} s: {fits}"
+    return f"{head}; {grace}: {fits}"
 
 
 def _interval(advice: IntervalAdvice) -> str:
@@ -74,9 +77,14 @@ def _assumes(advice: IntervalAdvice) -> str:
     costs = advice.costs
     assert costs is not None
     if advice.reclaims_per_node_hour:
+        saved = (
+            f"{advice.unannounced_share:.0%} unannounced"
+            if advice.graceful_share
+            else "none with a final save"
+        )
         reclaims = (
             f"{advice.reclaims_per_node_hour:.3g} reclaims/node-hour ({advice.rate_source}), "
-            f"{advice.unannounced_share:.0%} unannounced"
+            f"{saved}"
         )
     else:
         reclaims = f"no reclaims ({advice.rate_source})"
@@ -213,6 +221,7 @@ def as_json(advice: IntervalAdvice) -> Mapping[str, Any]:
         "on_demand_cost": advice.on_demand_cost,
         "on_demand_gpu_hour_usd": advice.on_demand_gpu_hour_usd,
         "grace_seconds": advice.grace_seconds,
+        "grace_limit": advice.grace_limit or None,
         "largest_state_mib": advice.largest_state_mib,
         "final_save_fits": advice.final_save_fits,
         "reclaims_per_node_hour": advice.reclaims_per_node_hour,

@@ -207,7 +207,7 @@ def markdown(result: PlanResult) -> str:
                 o.workload.label,
                 f"{p.capacity} ({', '.join(p.pools)})",
                 "**never**" if p.sigterm_at is None else f"{p.sigterm_at:g} s",
-                f"{p.grace_seconds:g} s of {p.declared_grace} s",
+                f"{p.usable_grace:g} s of {p.declared_grace} s",
                 f"{p.notice_seconds} s",
                 "; ".join(p.steps),
             )

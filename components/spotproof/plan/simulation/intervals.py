@@ -4,8 +4,9 @@ goodput model (``plan.simulation.goodput``) applied to what the plan knows.
 A *training workload* is a Job or JobSet whose pod sets ``CHECKPOINT_INTERVAL`` or states
 its state's size (``scheduling.run_profile``). For each, the plan knows:
 
-- the capacity it is judged on: the worst of its spot preemption paths (the least grace; a
-  path that never sends SIGTERM has no graceful reclaims at all); with flex-start pools
+- the capacity it is judged on: the worst of its spot preemption paths (the least grace the
+  trainer can use, which torchrun's shutdown timeout may cut short; a path that never sends
+  SIGTERM has no graceful reclaims at all); with flex-start pools
   only, a reclaim per node at its ``maxRunDuration``; on-demand only, no reclaims;
 - the reclaim rate: ``spotproof:reclaimModel.reclaimsPerNodeHour``, else the rate the
   cloud publishes (``CloudProfile.reclaims``), times the pods of a gang, any of whose
@@ -69,7 +70,10 @@ class Capacity:
     rate_source: str
     """Where the rate comes from, in words."""
     grace_seconds: float | None
-    """SIGTERM to the pod's end; None where SIGTERM never comes (or nothing is reclaimed)."""
+    """SIGTERM to the trainer's end; None where SIGTERM never comes (or nothing is
+    reclaimed)."""
+    grace_limit: str = ""
+    """What ends the grace before the pod's period does, in words; empty where nothing."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,8 @@ class IntervalAdvice:
     unannounced_share: float = 0.0
     graceful_share: float = 0.0
     grace_seconds: float | None = None
+    grace_limit: str = ""
+    """What cuts the grace short of the pod's period (:attr:`Capacity.grace_limit`)."""
     largest_state_mib: float | None = None
     """The most state per pod whose final save commits within the grace."""
     costs: goodput.SaveCosts | None = None
@@ -162,7 +168,7 @@ def capacity_of(
 ) -> Capacity | None:
     """The capacity ``outcome``'s workload is judged on; None where it fits no pool."""
     if outcome.paths:
-        worst = min(outcome.paths, key=lambda p: -1.0 if p.sigterm_at is None else p.grace_seconds)
+        worst = min(outcome.paths, key=lambda p: -1.0 if p.sigterm_at is None else p.usable_grace)
         rate = model.reclaims_per_node_hour
         published = profile(cloud).reclaims
         return Capacity(
@@ -172,7 +178,8 @@ def capacity_of(
             f"{cloud.value.upper()}'s published rate, read {published.read_on}"
             if rate is None
             else f"{model_key}.reclaimsPerNodeHour",
-            None if worst.sigterm_at is None else worst.grace_seconds,
+            None if worst.sigterm_at is None else worst.usable_grace,
+            "" if worst.usable_grace == worst.grace_seconds else "torchrun's shutdown timeout",
         )
     lives = [
         p.scaling.max_run_seconds
@@ -247,6 +254,7 @@ def _advice(
         "rate_source": capacity.rate_source,
         "unannounced_share": model.unannounced_share,
         "grace_seconds": grace,
+        "grace_limit": capacity.grace_limit,
         "largest_state_mib": None if grace is None else grace * FINAL_SAVE_MIB_PER_SECOND,
         "node_ready_seconds": float(profile(cloud).node_ready_seconds),
         "image_pull_seconds": model.image_pull_seconds,

@@ -22,14 +22,21 @@ latest ``terminationGracePeriod - terminationGracePeriodSeconds`` after the drai
 so it gets its whole grace period before the node's period ends. Without it a blocked pod
 stays until the instance is gone and never gets SIGTERM.
 
-AKS node auto-provisioning is Karpenter: once Karpenter drains, the same path as EKS, with
-AKS's 30 s notice and no queue to cross. Whether anything drains is not assured
-(``catalog.aks.NAP_DRAIN_CAVEAT``), so the plan shows the path Karpenter would take and warns
-that a reclaim may instead end the pod with the node, the run resuming from its last
-periodic checkpoint.
+AKS node auto-provisioning is Karpenter, but on Azure nothing drains on the notice: node
+auto-drain covers agent pools only, and Karpenter's node repair, where it is on at all,
+deletes the pods with no grace left (``catalog.aks.NAP_RECLAIM_UNANNOUNCED``). Such a
+cloud's Karpenter reclaims are *unannounced* (:attr:`PreemptionPath.unannounced`): no
+SIGTERM the trainer can use, the run resuming from its last periodic checkpoint. That is
+a fact of the capacity, not a mistake in the stack: the plan prices it in the interval
+model and says so, but finds no problem in it.
 
 GKE flex-start nodes are not reclaimed early; they live at most ``maxRunDuration``. The
 plan reports that bound rather than a notice.
+
+What the pod's own launcher does comes last: torchrun stops its workers a fixed time after
+SIGTERM (``runtime.launcher``, 30 s unless told otherwise), so a gang's final save has the
+lesser of that and the grace (:attr:`PreemptionPath.usable_grace`), and a grace torchrun
+would cut short is a problem of the path.
 
 How each path ends the pod decides what its Job sees (:class:`Ending`): the graceful
 node shutdown, an eviction and the pod garbage collector add the ``DisruptionTarget``
@@ -43,7 +50,7 @@ only the container's exit code (``plan.simulation.reclaims``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -52,6 +59,7 @@ from spotproof.plan.cloud import plan_of
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.simulation.nodes import Pool, Provisioner
 from spotproof.policy import disruption
+from spotproof.runtime import launcher
 
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 DEFAULT_GRACE_SECONDS = 30
@@ -64,12 +72,11 @@ def karpenter_capacity(cloud: Cloud) -> str:
     return f"{cloud.value.upper()} spot (Karpenter)"
 
 
-CAVEAT_KEYS = {
-    karpenter_capacity(cloud): cloud_profile.karpenter_drain_caveat_key
+POOL_KEYS = {
+    karpenter_capacity(cloud): cloud_profile.karpenter_pools_key
     for cloud, cloud_profile in PROFILES.items()
-    if cloud_profile.karpenter_drain_caveat
 }
-"""The stack config key each capacity with a caveat comes from."""
+"""The stack config key that declares each cloud's Karpenter capacity."""
 
 
 class Ending(StrEnum):
@@ -118,31 +125,86 @@ class PreemptionPath:
 
     fix: str = ""
     """What would repair a broken path."""
-    caveat: str = ""
-    """What may keep the reclaim from taking this path at all; the plan warns about it,
-    at :data:`CAVEAT_KEYS` of the capacity."""
+    unannounced: str = ""
+    """Why this capacity's reclaims never reach the pod in time, where nothing in a stack
+    could change it (the plan warns with it, at :data:`POOL_KEYS` of the capacity); empty
+    where a path without SIGTERM is the stack's own doing, and a problem."""
+    stopped_after: float | None = None
+    """Seconds after SIGTERM that the pod's own launcher kills the trainer (torchrun's
+    shutdown timeout, :func:`launcher_stop`); None where only the grace ends it."""
+
+    @property
+    def usable_grace(self) -> float:
+        """Seconds from SIGTERM the trainer can use for its final save: the grace, or less
+        where its launcher stops it first."""
+        if self.stopped_after is None:
+            return self.grace_seconds
+        return min(self.grace_seconds, self.stopped_after)
 
     @property
     def problems(self) -> list[str]:
         where = f"on {self.capacity} ({', '.join(self.pools)})"
+        if self.unannounced:
+            return []
         if self.sigterm_at is None:
             return [f"{where} never gets SIGTERM: {self.steps[-2]}; fix: {self.fix}"]
+        found = []
         if self.grace_seconds < self.declared_grace:
-            return [
+            found.append(
                 f"{where} gets {self.grace_seconds:g} s of grace, less than the "
                 f"{self.declared_grace} s it declares, so its final save would be cut short; "
                 f"fix: {self.fix}"
-            ]
-        return []
+            )
+        if self.stopped_after is not None and (
+            self.stopped_after + launcher.AGENT_EXIT_SECONDS < self.grace_seconds
+        ):
+            wanted = launcher.shutdown_timeout_for(int(self.grace_seconds))
+            found.append(
+                f"{where} gets {self.grace_seconds:g} s of grace, but torchrun SIGKILLs its "
+                f"workers {self.stopped_after:g} s after SIGTERM, so a final save has only "
+                f"{self.stopped_after:g} s; fix: set {launcher.SHUTDOWN_TIMEOUT_ENV}="
+                f"{wanted} in the container (the grace less {launcher.AGENT_EXIT_SECONDS} s "
+                "for torchrun to leave; a torch from before pytorch/pytorch#172596, March "
+                f"2026, ignores it and always waits {launcher.DEFAULT_SHUTDOWN_TIMEOUT} s)"
+            )
+        return found
 
     def line(self) -> str:
-        text = f"{self.capacity} ({', '.join(self.pools)}): {'; '.join(self.steps)}"
-        return f"{text} (if Karpenter drains at all: not assured)" if self.caveat else text
+        return f"{self.capacity} ({', '.join(self.pools)}): {'; '.join(self.steps)}"
 
 
 def pod_grace(pod: Mapping[str, Any]) -> int:
     """The grace period a pod declares."""
     return int(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
+
+
+def launcher_stop(pod: Mapping[str, Any]) -> float | None:
+    """The soonest any container's launcher kills its trainer after SIGTERM: torchrun's
+    shutdown timeout, from its flags and the container's literal environment
+    (``runtime.launcher.shutdown_timeout``); None where no container runs torchrun, or
+    where the timeout comes from a source the plan cannot read (``valueFrom``)."""
+    found = []
+    for container in pod.get("containers") or []:
+        env = container.get("env") or []
+        names = {launcher.SHUTDOWN_TIMEOUT_ENV, launcher.SHUTDOWN_TIMEOUT_FLAG_ENV}
+        if any(e.get("name") in names and "value" not in e for e in env):
+            continue
+        literal = {str(e.get("name")): str(e.get("value")) for e in env if "value" in e}
+        command = [*(container.get("command") or []), *(container.get("args") or [])]
+        timeout = launcher.shutdown_timeout([str(word) for word in command], literal)
+        if timeout is not None:
+            found.append(timeout)
+    return min(found, default=None)
+
+
+def with_launcher(path: PreemptionPath, pod: Mapping[str, Any]) -> PreemptionPath:
+    """``path`` with what the pod's launcher does after SIGTERM, in its steps too."""
+    stop = launcher_stop(pod)
+    if stop is None or path.sigterm_at is None:
+        return path
+    steps = list(path.steps)
+    steps.insert(-1, f"torchrun SIGKILLs its workers {stop:g} s after SIGTERM")
+    return replace(path, stopped_after=stop, steps=tuple(steps))
 
 
 def node_gone_first(
@@ -153,9 +215,10 @@ def node_gone_first(
     notice: int,
     declared: int,
     steps: list[str],
-    fix: str,
+    fix: str = "",
+    unannounced: str = "",
 ) -> PreemptionPath:
-    """A path on which the node goes before anything sends SIGTERM."""
+    """A path on which the node goes before anything sends SIGTERM the pod can use."""
     return PreemptionPath(
         workload,
         capacity,
@@ -167,6 +230,7 @@ def node_gone_first(
         steps=(*steps, f"node gone at {notice} s"),
         ending=Ending.NODE_GONE,
         fix=fix,
+        unannounced=unannounced,
     )
 
 
@@ -186,6 +250,21 @@ def _karpenter_spot(
     budget = notice - drain
     declared = pod_grace(pod)
     names = tuple(p.name for p in pools)
+    if facts.karpenter_reclaim_unannounced:
+        return node_gone_first(
+            workload,
+            capacity,
+            names,
+            notice=notice,
+            declared=declared,
+            steps=[
+                f"notice {notice} s (best effort)",
+                "nothing drains the node; where Karpenter's node repair is on, it deletes the "
+                "pod with no grace left",
+                "no final save: the run resumes from its last periodic checkpoint",
+            ],
+            unannounced=facts.karpenter_reclaim_unannounced,
+        )
     steps = [f"notice {notice} s", f"Karpenter drains after ~{drain} s"]
     holders = [f"PodDisruptionBudget {b}" for b in blocking_budgets]
     if annotations.get(DO_NOT_DISRUPT) == "true":
@@ -240,7 +319,6 @@ def _karpenter_spot(
         tuple(steps),
         ending,
         fix,
-        facts.karpenter_drain_caveat,
     )
 
 
@@ -274,7 +352,7 @@ def paths(
                 workload, karpenter_spot, pod, annotations, blocking_budgets, cloud=cloud
             )
         )
-    return found
+    return [with_launcher(path, pod) for path in found]
 
 
 def blocking_budgets(
