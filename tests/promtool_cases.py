@@ -50,6 +50,9 @@ CUSTOM = Monitoring(
     queue_age_minutes=10,
     reclaim_rate_factor=2,
     scrape_interval_seconds=30,
+    target_down_minutes=2,
+    crash_loop_restarts=2,
+    step_stall_intervals=3,
 )
 
 
@@ -59,6 +62,7 @@ def _rules(monitoring: Monitoring, cloud: Cloud, batch_queue: str | None) -> Cal
         cloud=cloud,
         assumed_reclaims_per_node_hour=ASSUMED,
         batch_queue=batch_queue,
+        namespaces=WORKLOAD_NAMESPACES,
     )
 
 
@@ -67,6 +71,7 @@ RULES: dict[str, Callable[[], Any]] = {
     "eks": _rules(Monitoring(), Cloud.EKS, "spotproof-work"),
     "aks": _rules(Monitoring(), Cloud.AKS, "spotproof-work"),
     "minutely": _rules(Monitoring(scrape_interval_seconds=60), Cloud.GKE, None),
+    "eks-minutely": _rules(Monitoring(scrape_interval_seconds=60), Cloud.EKS, None),
     "custom": _rules(CUSTOM, Cloud.GKE, SUBSCRIPTION),
 }
 TRAINER = {"namespace": "training", "pod": "trainer-0", "job": "trainers"}

@@ -488,7 +488,7 @@ def test_two_interruptions_in_three_pod_hours_exceed_three_times_the_assumed_rat
     ) + _trainer_run("trainer-1", HOURS_3, 10, **{"spotproof_resumes_total:periodic": "0 1x8"})
     fired = alert(
         {"namespace": "training", "severity": "warning"},
-        "Trainers in training see 0.66 interruptions per pod-hour",
+        "Trainers in training see 0.659 interruptions per pod-hour",
         description("gke", "SpotproofReclaimRateAboveAssumed"),
     )
     return Case(
@@ -626,6 +626,7 @@ def test_a_stack_without_batch_work_gets_no_batch_rules() -> None:
         "spotproof-pending",
         "spotproof-checkpoints",
         "spotproof-reclaims",
+        "spotproof-health",
     ]
 
 
@@ -637,7 +638,10 @@ def _metrics_read(prefix: str) -> set[str]:
 
 def test_every_kube_state_metric_the_rules_read_is_in_the_ksm_requirement() -> None:
     read = {
-        m for r in _rules(RULES["gke"]()) for m in re.findall(r"(?<![\w:])kube_[a-z_]+", r.expr)
+        m
+        for rules in RULES
+        for r in _rules(RULES[rules]())
+        for m in re.findall(r"(?<![\w:])kube_[a-z_]+", r.expr)
     }
     assert read == set(KSM_REQUIREMENT.metrics)
     assert KSM_REQUIREMENT.arguments == (

@@ -22,6 +22,7 @@ from spotproof.eks import monitoring_documents as documents
 from spotproof.eks.monitoring import Monitoring, MonitoringArgs
 from spotproof.fleet.monitoring import read_monitoring
 from spotproof.kube import kube_state_metrics as ksm
+from spotproof.observability.cloud_reclaims import KARPENTER_DISRUPTED
 from spotproof.observability.dashboards import grafana_dashboard
 from spotproof.observability.model import Rule, RuleGroup, rule_file
 from spotproof.observability.stack import stack_monitoring
@@ -81,6 +82,7 @@ def _monitoring(**changes: Any) -> Callable[[], None]:
             "namespaces": ("training",),
             "vpc_cidrs": VPC_CIDRS,
             "name_prefix": "research",
+            "karpenter_namespace": "karpenter",
             **changes,
         }
         monitoring = Monitoring("monitoring", MonitoringArgs(**settings))
@@ -100,7 +102,13 @@ def notifying() -> Recording:
 @pytest.fixture(scope="module")
 def bare() -> Recording:
     """No rules, no topic, no queue, no namespace."""
-    program = _monitoring(alert_topic_arns=(), queue_name=None, rule_groups=(), namespaces=())
+    program = _monitoring(
+        alert_topic_arns=(),
+        queue_name=None,
+        rule_groups=(),
+        namespaces=(),
+        karpenter_namespace=None,
+    )
     return record(program, stack="research", project="ml-infra", cloud=CLOUD)
 
 
@@ -298,6 +306,51 @@ def test_kube_state_metrics_job_finds_the_deployed_metrics_port_only(notifying: 
     assert job["kubernetes_sd_configs"] == [
         {"role": "pod", "namespaces": {"names": [deployment["metadata"]["namespace"]]}}
     ]
+
+
+def _karpenter_target(**overrides: str) -> dict[str, str]:
+    """Pod discovery's target for a Karpenter controller's port, as its chart labels it
+    (aws/karpenter-provider-aws v1.6.3 ``charts/karpenter/templates``: ``deployment.yaml``
+    names the port, ``_helpers.tpl`` the selector labels)."""
+    return {
+        "__meta_kubernetes_namespace": "karpenter",
+        "__meta_kubernetes_pod_label_app_kubernetes_io_name": "karpenter",
+        "__meta_kubernetes_pod_label_app_kubernetes_io_instance": "karpenter",
+        "__meta_kubernetes_pod_container_port_name": "http-metrics",
+        **overrides,
+    }
+
+
+def test_karpenter_job_scrapes_the_controllers_metrics_port_in_its_namespace(
+    notifying: Recording,
+) -> None:
+    job = _scrape_jobs(notifying)[documents.KARPENTER_JOB]
+    assert job["kubernetes_sd_configs"] == [{"role": "pod", "namespaces": {"names": ["karpenter"]}}]
+    assert _relabel(_karpenter_target(), job["relabel_configs"]) is not None
+    health = _karpenter_target(__meta_kubernetes_pod_container_port_name="http")
+    assert _relabel(health, job["relabel_configs"]) is None
+
+
+def test_karpenter_job_keeps_the_spot_interruption_count_alone(notifying: Recording) -> None:
+    """A controller serves hundreds of series; AMP bills each sample."""
+    configs = _scrape_jobs(notifying)[documents.KARPENTER_JOB]["metric_relabel_configs"]
+    kept = {
+        name
+        for name in (KARPENTER_DISRUPTED, "karpenter_nodes_allocatable", "go_goroutines")
+        if _relabel({"__name__": name}, configs) is not None
+    }
+    assert kept == {KARPENTER_DISRUPTED}
+
+
+def test_without_karpenters_namespace_karpenter_is_not_scraped(bare: Recording) -> None:
+    assert documents.KARPENTER_JOB not in _scrape_jobs(bare)
+
+
+def test_eks_prod_scrapes_its_karpenter_where_the_stack_installs_it(eks_prod: PlanResult) -> None:
+    configuration = yaml.safe_load(_only(eks_prod.recording, SCRAPER)["scrapeConfiguration"])
+    (job,) = (j for j in configuration["scrape_configs"] if j["job_name"] == "karpenter")
+    namespace = eks_prod.spec.platform.karpenter.namespace
+    assert job["kubernetes_sd_configs"] == [{"role": "pod", "namespaces": {"names": [namespace]}}]
 
 
 def test_scrape_configuration_is_a_valid_prometheus_configuration(

@@ -196,7 +196,8 @@ def test_every_label_the_rules_and_panels_group_or_join_by_is_on_gke_series() ->
     workload = gmp.series_labels(_as_object(_crs("PodMonitoring")[0]))
     ksm_scrape = gmp.series_labels(kube_state_metrics_scrape(30))
     own = {label for family in names.ALL for label in family.labels} | {"le"}
-    kube_state_metrics = {"namespace", "pod", "uid", "phase", KSM_TARGET_CLASS}
+    kube_state_metrics = {"namespace", "pod", "uid", "phase", KSM_TARGET_CLASS, "job_name"}
+    kube_state_metrics |= {"container"}  # kube-state-metrics v2.20.0: the Job and restart series
     recorded = {"target_class"}  # label_replace'd by the Pending recording rule
     pubsub = {"project_id", "subscription_id"}
     known = workload | ksm_scrape | own | kube_state_metrics | recorded | pubsub

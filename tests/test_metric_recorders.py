@@ -139,6 +139,25 @@ def test_a_fresh_start_is_no_resume(trainer: tuple[Registry, TrainerMetrics]) ->
     assert sample(registry, names.RESTORE_SECONDS, "_count") == 0
 
 
+def test_a_step_stamps_when_training_last_advanced(
+    trainer: tuple[Registry, TrainerMetrics], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry, recorder = trainer
+    monkeypatch.setattr("time.time", lambda: 1_700_000_060.0)
+    recorder.observe({"event": "step", "step": 7})
+    assert sample(registry, names.LAST_STEP_TIME) == 1_700_000_060.0
+
+
+def test_a_resume_starts_the_clock_a_stalled_trainer_is_judged_by(
+    trainer: tuple[Registry, TrainerMetrics], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trainer that hangs right after restoring is stalled from its resume on."""
+    registry, recorder = trainer
+    monkeypatch.setattr("time.time", lambda: 1_700_000_000.0)
+    recorder.observe({"event": "resumed", "step": 40, "checkpoint": "final"})
+    assert sample(registry, names.LAST_STEP_TIME) == 1_700_000_000.0
+
+
 def test_the_expected_interval_is_the_mean_step_time_times_the_interval(
     trainer: tuple[Registry, TrainerMetrics], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -55,6 +55,9 @@ def test_defaults() -> None:
         queue_age_minutes=30,
         reclaim_rate_factor=3.0,
         scrape_interval_seconds=15,
+        target_down_minutes=5,
+        crash_loop_restarts=3,
+        step_stall_intervals=2,
         notify=(),
     )
 
@@ -163,8 +166,9 @@ def test_bad_values_are_refused_in_one_line(section: dict[str, Any], message: st
 def test_misspelt_key_is_refused_with_what_was_meant() -> None:
     assert _refusal("gke-prod", {"pendingMinute": {}}) == (
         "spotproof:monitoring.pendingMinute = {}: unknown field (did you mean "
-        "pendingMinutes?); allowed: checkpointAgeIntervals, enabled, notify, pendingMinutes, "
-        "queueAgeMinutes, reclaimRateFactor, scrapeIntervalSeconds, stepsLostPerHour"
+        "pendingMinutes?); allowed: checkpointAgeIntervals, crashLoopRestarts, enabled, "
+        "notify, pendingMinutes, queueAgeMinutes, reclaimRateFactor, scrapeIntervalSeconds, "
+        "stepStallIntervals, stepsLostPerHour, targetDownMinutes"
     )
 
 

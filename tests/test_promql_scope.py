@@ -16,6 +16,7 @@ from spotproof.catalog import Cloud
 from spotproof.fleet.monitoring import Monitoring
 from spotproof.gke.monitoring_documents import PROJECT_WIDE, policy_query
 from spotproof.observability.dashboards import PANELS
+from spotproof.observability.health import STEP_AGE
 from spotproof.observability.model import Rule, RuleGroup
 from spotproof.observability.promql import in_cluster, selectors
 from spotproof.observability.queues import PUBSUB_OLDEST_UNACKED
@@ -110,7 +111,7 @@ def test_every_series_the_gke_alerts_and_panels_read_is_one_spotproof_knows() ->
         for suffix in ("bucket", "sum", "count")
     }
     recorded = {rule.record for group in _groups() for rule in group.rules if rule.record}
-    known = served | set(KSM_REQUIREMENT.metrics) | recorded | PROJECT_WIDE
+    known = served | set(KSM_REQUIREMENT.metrics) | recorded | PROJECT_WIDE | {"up"}
     exprs = [rule.expr for group in _groups() for rule in group.rules]
     exprs += [expr for panel in PANELS for expr in panel.exprs]
     read = {selector.name for expr in exprs for selector in selectors(expr)}
@@ -151,12 +152,17 @@ def _openmetrics(end: int) -> str:
         f"{names.ITEMS_IN_FLIGHT.name}{{{POD}}}": 1,
         f"{names.ITEMS_DONE.name}{{{POD}}}": 0,
         f"{names.ITEMS_ALREADY_DONE.name}{{{POD}}}": 0,
+        f'up{{{POD},target_class="spot-gpu"}}': 0,
+        f"{STEP_AGE}{{{POD}}}": 99_999,
+        f'kube_job_failed{{{NAMESPACE},job_name="j",condition="true"}}': 1,
+        f'kube_job_status_failed{{{NAMESPACE},job_name="j"}}': 9,
     }
     counting = {  # 0 until half an hour ago, then counted
         f'{names.FINAL_SAVES.name}{{{POD},outcome="late"}}': 1,
         f'{names.RESUMES.name}{{{POD},checkpoint="periodic"}}': 1,
         f"{names.STEPS_LOST.name}{{{POD}}}": 1000,
         f"{names.ITEMS_DEAD_LETTERED.name}{{{POD}}}": 3,
+        f'kube_pod_container_status_restarts_total{{{POD},container="c"}}': 9,
     }
     lines = []
     for series, value in [*constant.items(), *counting.items()]:

@@ -251,7 +251,7 @@ class HybridCluster(ClusterForWorkloads):
                 f"{name}-monitoring",
                 monitoring,
                 cluster=cluster,
-                network=eks.network,
+                fleet=eks,
                 provider=self.provider,
                 region=spec.region,
                 queue_name=queue,

@@ -54,7 +54,7 @@ import yaml
 from spotproof.catalog import Cloud
 from spotproof.cloud_tags import stack_tags
 from spotproof.eks import monitoring_documents as documents
-from spotproof.fleet.eks import NetworkSpec
+from spotproof.fleet.eks import EksFleet, NetworkSpec
 from spotproof.kube import kube_state_metrics as ksm
 from spotproof.observability.dashboards import grafana_dashboard
 from spotproof.observability.model import RuleGroup, rule_file
@@ -115,6 +115,9 @@ class MonitoringArgs:
     name_prefix: str | None = None
     """Starts the cloud names of what this component creates (the workspace's and the
     collector's alias, the alarm); default the component's name."""
+    karpenter_namespace: str | None = None
+    """Where the cluster's Karpenter runs, whose spot interruption count the collector
+    scrapes (``monitoring_documents.karpenter_job``); None: not scraped."""
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -140,6 +143,9 @@ class Monitoring(pulumi.ComponentResource):
         scrape_configuration = documents.scrape_configuration(
             args.scrape_interval_seconds,
             documents.kube_state_metrics_job(ksm.NAMESPACE, ksm.NAME, ksm.METRICS_PORT[0]),
+            documents.karpenter_job(args.karpenter_namespace)
+            if args.karpenter_namespace is not None
+            else None,
         )
         alarm = (
             documents.queue_age_alarm(args.queue_age_threshold_minutes)
@@ -309,7 +315,7 @@ def for_cluster(
     monitoring: StackMonitoring,
     *,
     cluster: aws.eks.Cluster,
-    network: NetworkSpec,
+    fleet: EksFleet,
     provider: k8s.Provider,
     region: str,
     queue_name: str | None,
@@ -318,8 +324,9 @@ def for_cluster(
     opts: pulumi.ResourceOptions,
 ) -> Monitoring:
     """``monitoring`` (the stack's, ``observability.stack.stack_monitoring``) of an EKS
-    cluster ``HybridCluster`` created in ``network``: the collector joins the cluster
-    security group in the cluster's subnets (EKS made the one, the stack chose the others)."""
+    cluster ``HybridCluster`` created in ``fleet.network``: the collector joins the cluster
+    security group in the cluster's subnets (EKS made the one, the stack chose the others),
+    and scrapes Karpenter where ``fleet.karpenter`` installs it."""
     settings = monitoring.settings
     return Monitoring(
         name,
@@ -330,7 +337,7 @@ def for_cluster(
             provider=provider,
             region=region,
             namespaces=monitoring.namespaces,
-            vpc_cidrs=vpc_cidrs(network, region, pulumi.InvokeOptions(parent=opts.parent)),
+            vpc_cidrs=vpc_cidrs(fleet.network, region, pulumi.InvokeOptions(parent=opts.parent)),
             rule_groups=monitoring.rule_groups,
             alert_topic_arns=settings.notify,
             scrape_interval_seconds=settings.scrape_interval_seconds,
@@ -339,6 +346,7 @@ def for_cluster(
             grafana_dashboard=grafana_dashboard(monitoring.dashboard_title),
             ready=ready,
             name_prefix=name_prefix,
+            karpenter_namespace=fleet.karpenter.namespace,
         ),
         opts=opts,
     )

@@ -66,11 +66,15 @@ from spotproof.eks import iam_documents
 from spotproof.eks.iam_documents import Document
 from spotproof.fleet.monitoring import EKS_MIN_SCRAPE_SECONDS
 from spotproof.kube.baseline import MANAGED_BY
+from spotproof.observability.cloud_reclaims import KARPENTER_DISRUPTED
 from spotproof.observability.promql import label_name
 from spotproof.runtime.metrics import names
 
 WORKLOAD_JOB = "spotproof"
 KUBE_STATE_METRICS_JOB = "kube-state-metrics"
+KARPENTER_JOB = "karpenter"
+KARPENTER_APP = "karpenter"
+KARPENTER_PORT = "http-metrics"
 TARGET_CLASS = "target_class"
 """The target label a workload's series carry its pod's target class in."""
 
@@ -155,8 +159,31 @@ def kube_state_metrics_job(namespace: str, app_name: str, port_name: str) -> dic
     }
 
 
-def scrape_configuration(interval_seconds: int, kube_state_metrics: dict[str, Any]) -> str:
-    """The collector's configuration YAML: spotproof's pods and kube-state-metrics."""
+def karpenter_job(namespace: str) -> dict[str, Any]:
+    """Karpenter's controller pods in ``namespace`` (the chart's ``http-metrics`` port,
+    plain HTTP, and ``app.kubernetes.io/name: karpenter`` on every pod: aws/
+    karpenter-provider-aws v1.6.3 ``charts/karpenter/templates/deployment.yaml`` and
+    ``_helpers.tpl``), keeping only the spot interruptions counted per NodeClaim
+    (``observability.cloud_reclaims``): a controller serves hundreds of series, and AMP
+    bills each sample."""
+    return {
+        "job_name": KARPENTER_JOB,
+        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [namespace]}}],
+        "relabel_configs": [
+            _keep("__meta_kubernetes_pod_label_app_kubernetes_io_name", KARPENTER_APP),
+            _keep("__meta_kubernetes_pod_container_port_name", KARPENTER_PORT),
+        ],
+        "metric_relabel_configs": [_keep("__name__", KARPENTER_DISRUPTED)],
+    }
+
+
+def scrape_configuration(
+    interval_seconds: int,
+    kube_state_metrics: dict[str, Any],
+    karpenter: dict[str, Any] | None = None,
+) -> str:
+    """The collector's configuration YAML: spotproof's pods, kube-state-metrics and, given
+    its job, Karpenter."""
     if interval_seconds < EKS_MIN_SCRAPE_SECONDS:
         raise ValueError(
             f"scrape interval {interval_seconds}s: Amazon Managed Service for Prometheus "
@@ -165,7 +192,11 @@ def scrape_configuration(interval_seconds: int, kube_state_metrics: dict[str, An
         )
     config = {
         "global": {"scrape_interval": f"{interval_seconds}s"},
-        "scrape_configs": [workload_job(), kube_state_metrics],
+        "scrape_configs": [
+            workload_job(),
+            kube_state_metrics,
+            *([karpenter] if karpenter is not None else []),
+        ],
     }
     return yaml.safe_dump(config, sort_keys=False)
 

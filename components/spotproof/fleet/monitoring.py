@@ -142,6 +142,23 @@ class Monitoring(Checked):
     within a grace period that is 15 s on GKE by default (``catalog.GRACE_PERIOD_SECONDS``).
     On EKS the default is 30, the shortest interval Amazon Managed Service for Prometheus's
     managed collector takes (:data:`EKS_MIN_SCRAPE_SECONDS`)."""
+    target_down_minutes: int = setting("targetDownMinutes", integer(1, 60), 5)
+    """Minutes, 1 to 60, a trainer's or worker's metrics endpoint may fail its scrapes before
+    ``SpotproofMetricsTargetDown`` fires. Default 5: a process serves its metrics within
+    seconds of starting, and one that is leaving stops being scraped once its pod has
+    finished; minutes of failed scrapes are a process that does not serve, or a
+    NetworkPolicy that stops the collector."""
+    crash_loop_restarts: int = setting("crashLoopRestarts", integer(1, 100), 3)
+    """N, 1 to 100: the crash-loop alerts fire once a training Job's pods have failed N
+    times (failures its ``backoffLimit`` counts: reclaims are not among them), or a
+    workload's container has restarted N times within an hour. Default 3: one crash may be
+    bad luck, three are a pattern; a TrainingJob's default ``backoffLimit`` of 3 gives up
+    at the fourth (``SpotproofJobFailed``)."""
+    step_stall_intervals: int = setting("stepStallIntervals", integer(1, 20), 2)
+    """N, 1 to 20: ``SpotproofTrainingStalled`` fires when a trainer's step has not advanced
+    for N of its expected checkpoint intervals. Default 2: a periodic save holds training up
+    for a fraction of an interval, and a stall is worth knowing before
+    ``checkpointAgeIntervals`` (3) reports the missing checkpoints it causes."""
     notify: tuple[str, ...] = setting("notify", _targets, ())
     """Where firing alerts go: GKE Cloud Monitoring notification channels
     (``projects/P/notificationChannels/ID``), EKS SNS topic ARNs, AKS action group resource

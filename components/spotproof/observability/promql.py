@@ -29,10 +29,16 @@ def shown(*keys: str) -> str:
 
 
 def events(selector: str, window: str) -> str:
-    """How much a counter counted within ``window``, per series, including a series that
-    appeared within it already counting (``increase()`` misses that first value)."""
+    """How much a counter counted within ``window``, per series: ``increase()`` for a series
+    that was there a window ago; all it holds for one that began within it, which counted
+    from 0 there (``increase()`` cannot see a series' first value: a counter born at 1, as a
+    labelled one is at its first event, or a process's count in its only scrape).
+
+    Under GKE's Managed Service for Prometheus a series begins one sample later, at what it
+    counted since its first (``runtime.metrics.recorders.Registry`` serves that first at
+    0): all it holds is the same count there."""
     return (
-        f"((increase({selector}[{window}]) > 0)"
+        f"((increase({selector}[{window}]) and {selector} offset {window})"
         f" or (max_over_time({selector}[{window}]) unless {selector} offset {window}))"
     )
 

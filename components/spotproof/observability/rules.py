@@ -30,10 +30,14 @@ why a process serves its counters at 0 until its first scrape
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from spotproof.catalog import Cloud
 from spotproof.fleet.monitoring import GPU_CLASSES, Monitoring
+from spotproof.observability.cloud_reclaims import karpenter_group
+from spotproof.observability.health import KSM_METRICS as KSM_HEALTH_METRICS
+from spotproof.observability.health import health_group
 from spotproof.observability.model import Rule, RuleGroup
 from spotproof.observability.promql import (
     EVALUATION_INTERVAL,
@@ -71,15 +75,26 @@ class KsmRequirement:
 
 KSM_REQUIREMENT = KsmRequirement(
     release="v2.20.0",
-    metrics=("kube_pod_status_phase", "kube_pod_created", "kube_pod_labels"),
+    metrics=(
+        "kube_pod_status_phase",
+        "kube_pod_created",
+        "kube_pod_labels",
+        *KSM_HEALTH_METRICS,
+        "kube_node_labels",
+    ),
     labels_allowlist=f"pods=[{TARGET_CLASS_LABEL}]",
 )
 """Read in kubernetes/kube-state-metrics at v2.20.0 (4ffeda2), docs/metrics/workload/
-pod-metrics.md: all three are STABLE and on by default, each labelled ``namespace``, ``pod``
-and ``uid``; ``kube_pod_labels`` carries a pod label only when allowlisted
+pod-metrics.md: the pod series are STABLE and on by default, each labelled ``namespace``,
+``pod`` and ``uid``; ``kube_pod_labels`` carries a pod label only when allowlisted
 (docs/developer/cli-arguments.md), renamed ``label_`` + the key with every character outside
-``[a-zA-Z0-9_]`` made ``_`` (internal/store/utils.go, ``SanitizeLabelName``). A collector that
-keeps only some metrics (``--metric-allowlist``, or its own filter) must keep these."""
+``[a-zA-Z0-9_]`` made ``_`` (internal/store/utils.go, ``SanitizeLabelName``). The Job and
+restart series are ``observability.health``'s (job-metrics.md: STABLE, labelled
+``namespace`` and ``job_name``); ``kube_node_labels`` with the nodes' pool class
+allowlisted is read on EKS only (``observability.cloud_reclaims``), where spotproof's own
+kube-state-metrics allowlists it. A collector that keeps only some metrics
+(``--metric-allowlist``, or its own filter) must keep these: AKS's add-on drops
+``kube_job_status_failed`` (``observability.health``)."""
 TARGET_CLASS = label_name(TARGET_CLASS_LABEL, prefix="label_")
 
 PENDING_AGE = "namespace_pod:kube_pod_pending_age:seconds"
@@ -256,8 +271,12 @@ def rule_groups(
     cloud: Cloud,
     assumed_reclaims_per_node_hour: float,
     batch_queue: str | None = None,
+    namespaces: Sequence[str] = (),
 ) -> tuple[RuleGroup, ...]:
     """The groups a stack's managed Prometheus evaluates.
+
+    ``namespaces``: the stack's workload namespaces, where the Job and restart alerts look
+    (``observability.health``); none: every namespace of the cluster.
 
     ``assumed_reclaims_per_node_hour``: the rate the stack's checkpoint advice uses
     (``spotproof:reclaimModel.reclaimsPerNodeHour``, else the cloud's published rate).
@@ -272,7 +291,10 @@ def rule_groups(
         _pending(monitoring),
         _checkpoints(monitoring),
         _reclaims(monitoring, assumed_reclaims_per_node_hour),
+        health_group(monitoring, namespaces),
     ]
+    if cloud is Cloud.EKS:  # where Karpenter runs in the cluster and is scraped
+        groups.append(karpenter_group(monitoring, assumed_reclaims_per_node_hour))
     if batch_queue is not None:
         groups.append(batch_group(monitoring))
         if cloud is Cloud.GKE:

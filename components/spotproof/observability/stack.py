@@ -53,6 +53,7 @@ def stack_monitoring(spec: FleetSpec, *, batch_queue: str | None = None) -> Stac
             cloud=spec.cloud,
             assumed_reclaims_per_node_hour=assumed_reclaims_per_node_hour(spec),
             batch_queue=batch_queue if spec.batch is not None else None,
+            namespaces=tuple(sorted(namespaces)),
         ),
         namespaces=tuple(sorted(namespaces)),
         dashboard_title=f"spotproof {spec.stack}",

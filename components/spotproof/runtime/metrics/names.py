@@ -164,6 +164,15 @@ INTERVAL_STEPS = Family(
     "Steps between periodic checkpoints (CHECKPOINT_INTERVAL).",
 )
 STEP = Family("spotproof_training_step", Kind.GAUGE, "The step training has reached.")
+LAST_STEP_TIME = Family(
+    "spotproof_training_last_step_timestamp_seconds",
+    Kind.GAUGE,
+    "Unix time this process last reached a step, or resumed: training has not advanced "
+    "for time() minus it.",
+)
+"""What tells a stalled trainer (a hung collective, a data loader waiting forever) apart:
+the step gauge alone says where training is, not since when, and no PromQL range can be
+as long as each trainer's own interval. A gauge, so it is stored as served everywhere."""
 STEPS = Family(
     "spotproof_training_steps_total",
     Kind.COUNTER,
@@ -187,6 +196,7 @@ TRAINER = (
     INTERVAL_SECONDS,
     INTERVAL_STEPS,
     STEP,
+    LAST_STEP_TIME,
     STEPS,
 )
 

@@ -11,7 +11,7 @@ Trainer events read (fields beyond ``event``; optional ones in brackets):
 - ``resumed``: ``step`` [``restore_seconds``, ``bytes``, ``checkpoint`` "final", "periodic"
   or "unknown" (saved before the kind was recorded), ``committed_at`` unix seconds] — the
   checkpoint resumed from, if any;
-- ``step``: ``step``;
+- ``step``: ``step`` (when it came is the last step's time);
 - ``preempted``: ``step``, ``signal`` ("a peer's" when a peer's notice stopped the rank);
 - ``checkpoint`` (committed): ``step``, ``kind``, ``seconds``, ``bytes`` [``blocked_seconds``];
 - ``final_save``: ``step``, ``outcome`` ("committed": the step is durable, by this save or
@@ -186,6 +186,7 @@ class TrainerMetrics:
     def _on_resumed(self, event: Event) -> None:
         metric, step = self.metrics, int(event["step"])
         metric(names.STEP).set(step)
+        metric(names.LAST_STEP_TIME).set(time.time())
         self._first_step, self._signalled = None, False
         source = event.get("checkpoint")
         if source is None:  # a fresh start: nothing was restored
@@ -204,6 +205,7 @@ class TrainerMetrics:
     def _on_step(self, event: Event) -> None:
         step, now = int(event["step"]), time.monotonic()
         self.metrics(names.STEP).set(step)
+        self.metrics(names.LAST_STEP_TIME).set(time.time())
         self.metrics(names.STEPS).inc()
         if self._first_step is None:
             self._first_step = (now, step)
