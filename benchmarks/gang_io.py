@@ -5,7 +5,7 @@
                                  [--readme docs/performance.md]
 
 Two processes form a gang over ``torch.distributed`` (gloo) exactly as the smoke trainer
-does (``spotproof.smoke.distributed.Gang``): each owns half of the parameters of a model
+does (``spotproof.smoke.distributed.DataParallel``): each owns half of the parameters of a model
 whose weights and Adam state take ``--sizes`` MiB, so each saves a shard of half that. Every
 contender is timed from a barrier before it to a barrier after it on rank 0, i.e. until
 the slower rank is done; the contenders run interleaved, median of ``--repeats`` rounds:
@@ -70,7 +70,8 @@ from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, Fsspec
 from spotproof.runtime.checkpointer import torch_state
 from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpointer.gang import GangCheckpointStore
-from spotproof.smoke.distributed import Gang
+from spotproof.runtime.group import Gang
+from spotproof.smoke.distributed import DataParallel
 from spotproof.smoke.emulators import emulated, free_port
 from spotproof.smoke.train import TrainConfig, batch, build
 
@@ -85,8 +86,8 @@ LOCAL_RESTORE = [Target(1.0, DCP_LOAD)]
 def shard_state(megabytes: float, gang: Gang) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     """This rank's half of the smoke model after one step: its parameters and their Adam
     moments, as the gang trainer holds them."""
-    config = TrainConfig("file:///unused", 1, 1, model_mb=megabytes)
-    model, owned, optimizer = build(config, gang)
+    config = TrainConfig(total_steps=1, model_mb=megabytes)
+    model, owned, optimizer = build(config, DataParallel(gang.rank, gang.world_size))
     inputs, targets = batch(config, 0, model[0].in_features)
     torch.nn.functional.mse_loss(model(inputs), targets).backward()
     optimizer.step()
@@ -262,10 +263,10 @@ def rank_main(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     choose_cold_method(args.cold)
     rank = int(os.environ["RANK"])
-    # Joined as the trainer's rendezvous does (``spotproof.smoke.distributed``), then the
+    # Joined as training() joins a gang of its own (``spotproof.runtime.group``), then the
     # gang made over it; MASTER_ADDR and MASTER_PORT come from ``launch``.
     dist.init_process_group("gloo", rank=rank, world_size=RANKS)
-    gang = Gang(rank, RANKS)
+    gang = Gang(rank, RANKS, tier=None)
     try:
         for megabytes in [int(s) for s in args.sizes.split(",")]:
             root = os.environ["BENCH_ROOT"]

@@ -26,7 +26,7 @@ import torch
 
 from spotproof.runtime.checkpointer import torch_state
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
-from spotproof.smoke.distributed import Solo
+from spotproof.smoke.distributed import Alone
 from spotproof.smoke.train import TrainConfig, batch, build
 
 Action = Callable[[int], object]
@@ -116,8 +116,8 @@ def interleaved(
 def training_state(megabytes: float) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     """The smoke trainer's model with ``megabytes`` of model + Adam state, after one step
     (so the optimizer's moments exist)."""
-    config = TrainConfig("file:///unused", 1, 1, model_mb=megabytes)
-    model, _, optimizer = build(config, Solo())
+    config = TrainConfig(total_steps=1, model_mb=megabytes)
+    model, _, optimizer = build(config, Alone())
     inputs, targets = batch(config, 0, model[0].in_features)
     torch.nn.functional.mse_loss(model(inputs), targets).backward()
     optimizer.step()

@@ -11,13 +11,18 @@ all alike:
 
 - **no checkpoints**, twice: the limit, and an identical run beside it whose "loss" against
   the first is the noise floor of this machine, printed beside the figures;
-- **spotproof**: ``AsyncCheckpointer.save_async`` every ``--interval`` steps, its
-  ``StateBuffer`` prepared after the first step, retention (keep 2) in its upload thread;
-- **spotproof, memory tier**: the same, through a ``TieredGangStore``
+- **spotproof**: the same loop inside ``spotproof.training`` (``KEEP_CHECKPOINTS=2``), as a
+  user writes it: a periodic save every ``--interval`` steps, in the background; timed to
+  the end of the last step (the completed state's save after it is outside the window, as
+  the runs without checkpoints save nothing there);
+- **spotproof, memory tier**: ``AsyncCheckpointer.save_async`` through a ``TieredGangStore``
   (``runtime.checkpointer.tiers``): each save committed to this node's memory (a tmpfs
   directory), replicated to a holder (another process serving its own tmpfs, as another
   node would), and every ``PERSIST_EVERY``-th save also to the medium below. The holder
-  shares this machine's CPUs, which another node would not: a pessimistic figure;
+  shares this machine's CPUs, which another node would not: a pessimistic figure. From
+  the checkpointer's pieces, not ``training()``: there a memory tier needs a gang of
+  training ranks, whose second trainer on these two cores would measure the contention
+  between trainers rather than the saver;
 - **DCP async_save**: ``torch.distributed.checkpoint.async_save`` every ``--interval``
   steps, waiting for the previous save's future first (as torchtitan does), the checkpoint
   before the previous one removed when a save completes, in DCP's thread: the peer.
@@ -38,6 +43,7 @@ for DCP). Two figures per checkpointer:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -63,9 +69,10 @@ from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore, SaveResult
 from spotproof.runtime.checkpointer.gang import new_gang_id
 from spotproof.runtime.checkpointer.tiers import MemoryTier, TieredGangStore
+from spotproof.runtime.loop import training
 from spotproof.runtime.storage import open_store
 from spotproof.runtime.storage.peer import PeerStore
-from spotproof.smoke.distributed import Solo
+from spotproof.smoke.distributed import Alone
 from spotproof.smoke.emulators import emulated
 from spotproof.smoke.train import TrainConfig, batch, build
 
@@ -78,32 +85,60 @@ PERSIST_EVERY = 4
 TARGET_LOSS = 0.02
 
 
-def run(config: TrainConfig, steps: int, save: Saver | None, finish: Callable[[], Any]) -> float:
-    model, _, optimizer = build(config, Solo())
+def _warm(config: TrainConfig) -> tuple[torch.nn.Module, torch.optim.Optimizer, Callable]:
+    """The model, its optimizer, and one training step of it, warmed up untimed."""
+    model, _, optimizer = build(config, Alone())
     width = model[0].in_features
     loss_fn = torch.nn.MSELoss()
-    for step in range(3):  # warm-up, untimed
-        inputs, targets = batch(config, step, width)
-        loss_fn(model(inputs), targets).backward()
-    started = time.perf_counter()
-    for step in range(1, steps + 1):
+
+    def train_step(step: int) -> None:
         inputs, targets = batch(config, step, width)
         optimizer.zero_grad(set_to_none=True)
         loss_fn(model(inputs), targets).backward()
         optimizer.step()
-        if save is not None and (step == 1 or step % config.interval == 0):
+
+    for step in range(3):
+        inputs, targets = batch(config, step, width)
+        loss_fn(model(inputs), targets).backward()
+    return model, optimizer, train_step
+
+
+def run(config: TrainConfig, interval: int, save: Saver | None, finish: Callable[[], Any]) -> float:
+    model, optimizer, train_step = _warm(config)
+    started = time.perf_counter()
+    for step in range(1, config.total_steps + 1):
+        train_step(step)
+        if save is not None and (step == 1 or step % interval == 0):
             save(step, model, optimizer)
     elapsed = time.perf_counter() - started
     finish()
     return elapsed
 
 
-def spotproof_saver(
-    url: str, blocked: list[float], holder: str | None = None
-) -> tuple[Saver, Callable[[], Any]]:
-    """With ``holder`` (a replica server's URL), through a memory tier replicated there."""
+def through_training(config: TrainConfig, interval: int, url: str, blocked: list[float]) -> float:
+    """The same loop inside ``training()``, to the end of its last step; the time each
+    periodic save held it up, from the run's own events."""
+    model, optimizer, train_step = _warm(config)
+    events = Path(tempfile.mkdtemp(prefix="spotproof-bench-")) / "events.jsonl"
+    os.environ.update(SPOTPROOF_EVENTS=str(events), SPOTPROOF_LOG="off", KEEP_CHECKPOINTS="2")
+    with training(model, optimizer, url=url, interval=interval) as run:
+        started = time.perf_counter()
+        for step in run.steps(config.total_steps):
+            train_step(step + 1)
+            if step + 1 == config.total_steps:
+                elapsed = time.perf_counter() - started
+    said = [json.loads(line) for line in events.read_text().splitlines()]
+    blocked.extend(
+        e["blocked_seconds"] for e in said if e["event"] == "checkpoint" and e["kind"] == "periodic"
+    )
+    shutil.rmtree(events.parent)
+    return elapsed
+
+
+def tiered_saver(url: str, blocked: list[float], holder: str) -> tuple[Saver, Callable[[], Any]]:
+    """Saves through a memory tier replicated to ``holder`` (a replica server's URL)."""
     results: list[SaveResult] = []
-    store = CheckpointStore(url, keep=2) if holder is None else tiered_store(url, holder)
+    store = tiered_store(url, holder)
     saver = AsyncCheckpointer(store, on_done=lambda r, _k: results.append(r))
     buffer = torch_state.StateBuffer()
 
@@ -116,12 +151,12 @@ def spotproof_saver(
     def finish() -> None:
         saver.wait()
         blocked.extend(r.blocked_seconds for r in results)
-        if isinstance(store, TieredGangStore):  # free both nodes' memory for the next loop
-            assert store.replica is not None
-            store.replica.store.delete_prefix("steps")
-            store.replica.store.delete_prefix("manifests")
-            store.close()
-            shutil.rmtree(store.tier.directory, ignore_errors=True)
+        # Free both nodes' memory for the next loop.
+        assert store.replica is not None
+        store.replica.store.delete_prefix("steps")
+        store.replica.store.delete_prefix("manifests")
+        store.close()
+        shutil.rmtree(store.tier.directory, ignore_errors=True)
 
     return save, finish
 
@@ -172,19 +207,19 @@ def dcp_saver(
 def loops(
     store: str, blocked: dict[str, list[float]], remove: Callable[[str], None], holder: str
 ) -> dict:
-    def nothing(_where: str) -> tuple[None, Callable[[], None]]:
-        return None, lambda: None
+    def nothing(config: TrainConfig, interval: int, _where: str) -> float:
+        return run(config, interval, None, lambda: None)
 
-    def ours(where: str) -> tuple[Saver, Callable[[], Any]]:
+    def ours(config: TrainConfig, interval: int, where: str) -> float:
         url = f"file://{where}/spotproof" if store == "file" else f"{where}/spotproof"
-        return spotproof_saver(url, blocked[OURS])
+        return through_training(config, interval, url, blocked[OURS])
 
-    def tiers(where: str) -> tuple[Saver, Callable[[], Any]]:
+    def tiers(config: TrainConfig, interval: int, where: str) -> float:
         url = f"file://{where}/tiers" if store == "file" else f"{where}/tiers"
-        return spotproof_saver(url, blocked[TIERS], holder)
+        return run(config, interval, *tiered_saver(url, blocked[TIERS], holder))
 
-    def peer(where: str) -> tuple[Saver, Callable[[], Any]]:
-        return dcp_saver(f"{where}/dcp", blocked[PEER], remove)
+    def peer(config: TrainConfig, interval: int, where: str) -> float:
+        return run(config, interval, *dcp_saver(f"{where}/dcp", blocked[PEER], remove))
 
     return {BASE: nothing, AGAIN: nothing, OURS: ours, TIERS: tiers, PEER: peer}
 
@@ -193,7 +228,7 @@ def measure(args: argparse.Namespace, root: str, url: str, remove: Callable[[str
     """Seconds of each loop per round, and each checkpointer's blocked time per save."""
     times: dict[str, list[float]] = {name: [] for name in (BASE, AGAIN, OURS, TIERS, PEER)}
     blocked: dict[str, list[float]] = {OURS: [], TIERS: [], PEER: []}
-    config = TrainConfig(url, args.interval, args.steps, model_mb=args.model_mb)
+    config = TrainConfig(total_steps=args.steps, model_mb=args.model_mb)
     with replica_holder() as holder:
         contenders = loops(args.store, blocked, remove, holder)
         names = list(contenders)
@@ -202,7 +237,7 @@ def measure(args: argparse.Namespace, root: str, url: str, remove: Callable[[str
             for name in names[shift:] + names[:shift]:
                 where = f"{root}/round-{round_}-{names.index(name)}"
                 os.sync()
-                times[name].append(run(config, args.steps, *contenders[name](where)))
+                times[name].append(contenders[name](config, args.interval, where))
                 remove(where)
     return {"times": times, "blocked": blocked}
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ctypes
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from spotproof.runtime import exit_codes
 from spotproof.runtime.checkpointer import in_place
 from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpointer.checkpoint import Checkpoint, CheckpointStore, ReadsInPlace
@@ -20,9 +23,9 @@ from spotproof.runtime.checkpointer.gang import GangCheckpointStore
 from spotproof.runtime.checkpointer.layout import manifest_key
 from spotproof.runtime.checkpointer.manifest import Part, read_commit
 from spotproof.runtime.checkpointer.torch_state import StateBuffer
-from spotproof.smoke.distributed import Solo
+from spotproof.smoke.distributed import Alone
 from spotproof.smoke.emulators import Bucket
-from spotproof.smoke.train import TrainConfig, _resume, batch, build
+from spotproof.smoke.train import TrainConfig, batch, build
 
 MiB = 1 << 20
 State = dict[str, torch.Tensor]
@@ -202,25 +205,45 @@ def test_a_part_corrupted_mid_restore_falls_back_to_the_older_step_whole(tmp_pat
     assert _same(_state(model, optimizer), older)
 
 
-def test_the_smoke_trainer_rebuilds_a_fresh_model_when_the_only_checkpoint_fails_half_way(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_a_trainer_whose_only_checkpoint_fails_half_way_refuses_to_train_from_half_a_state(
+    tmp_path: Path,
 ) -> None:
-    config = TrainConfig(f"file://{tmp_path}", interval=1, total_steps=4, model_mb=2)
-    model, owned, optimizer = build(config, Solo())
+    """The part that fails lands in the model's own tensors before it is found out, and no
+    older checkpoint is there to overwrite it: training on would train from a state that
+    never was, so the trainer leaves (exit 2) instead, saying why."""
+    config = TrainConfig(total_steps=4, model_mb=2)
+    model, owned, optimizer = build(config, Alone())
     inputs, targets = batch(config, 0, model[0].in_features)
     torch.nn.functional.mse_loss(model(inputs), targets).backward()
     optimizer.step()
-    store = CheckpointStore(config.checkpoint_url, part_bytes=128 * 1024, parallelism=1)
-    store.save(1, StateBuffer().capture(owned, optimizer, 1), config.run_identity())
+    store = CheckpointStore(f"file://{tmp_path}", part_bytes=128 * 1024, parallelism=1)
+    store.save(1, StateBuffer().capture(owned, optimizer, 1), config.identity())
     _corrupt_middle_part(tmp_path, store, 1)
-    fresh_model, _, fresh_optimizer = build(config, Solo())
 
-    model, _, optimizer, resumed = _resume(config, Solo(), store)
+    done = subprocess.run(
+        [sys.executable, "-m", "spotproof.smoke.train"],
+        env={
+            "PATH": "/usr/bin:/bin",
+            "CHECKPOINT_URL": f"file://{tmp_path}",
+            "CHECKPOINT_INTERVAL": "1",
+            "TOTAL_STEPS": "4",
+            "MODEL_MB": "2",
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
-    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [e["event"] for e in events] == ["skipped"] and "crc32c mismatch" in events[0]["reason"]
-    assert resumed == {"step": 0}
-    assert _same(_state(model, optimizer), _state(fresh_model, fresh_optimizer))
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [e["event"] for e in events] == ["restoring", "skipped", "exit"], done.stderr
+    assert "crc32c mismatch" in events[1]["reason"]
+    assert events[2] == {
+        "event": "exit",
+        "code": exit_codes.BAD_CONFIG,
+        "reason": "no checkpoint under the CHECKPOINT_URL fits these objects (one failed "
+        "verification half-loaded); allowed: the URL of this run's checkpoints, or a new one",
+    }
+    assert done.returncode == exit_codes.BAD_CONFIG
 
 
 class MinReduction:

@@ -4,6 +4,7 @@ what the Job's podFailurePolicy expects, and bit-exact resume."""
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import signal
 import socket
@@ -22,8 +23,9 @@ from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.checkpointer.layout import manifest_key
 from spotproof.runtime.checkpointer.manifest import GangManifest, Manifest
 from spotproof.runtime.checkpointer.torch_state import StateBuffer
+from spotproof.runtime.run_settings import RunSettings
 from spotproof.runtime.settings import usable_cpus
-from spotproof.smoke.distributed import Solo
+from spotproof.smoke.distributed import Alone
 from spotproof.smoke.process import TrainerProcess
 from spotproof.smoke.train import ConfigError, TrainConfig, build
 from spotproof.smoke.warm import Zygote, warm_trainers
@@ -101,8 +103,10 @@ def reference_digest(fresh_run: FreshRun) -> str:
 def test_fresh_start_resumes_at_zero_and_completes(fresh_run: FreshRun) -> None:
     process = fresh_run.process
     names = [e["event"] for _, e in process.events]
-    assert names[0] == "resumed" and process.first("resumed")["step"] == 0  # type: ignore[index]
-    assert names[-1] == "done" and process.first("done")["step"] == 60  # type: ignore[index]
+    assert names[:2] == ["restoring", "resumed"]
+    assert process.first("resumed")["step"] == 0  # type: ignore[index]
+    assert names[-2:] == ["done", "exit"] and process.first("done")["step"] == 60  # type: ignore[index]
+    assert process.first("exit")["code"] == exit_codes.COMPLETED  # type: ignore[index]
     assert _committed_steps(process) in (EVERY_INTERVAL, LAST_PERIODIC_SUPERSEDED)
 
 
@@ -186,26 +190,36 @@ def test_a_newest_checkpoint_that_verifies_but_does_not_restore_is_skipped(
 def _half_restorable_state() -> dict[str, bytes | memoryview]:
     """A model of the run's shape with other weights, and an optimizer over only some of
     its parameters: a restore loads the weights, then fails at the optimizer."""
-    config = TrainConfig(
-        checkpoint_url="file:///unused", interval=10, total_steps=60, seed=99, model_mb=1
-    )
-    model, _, _ = build(config, Solo())
+    config = TrainConfig(total_steps=60, seed=99, model_mb=1)
+    model, _, _ = build(config, Alone())
     optimizer = torch.optim.AdamW(list(model.parameters())[:2], lr=1e-3)
     model(torch.randn(2, model[0].in_features)).sum().backward()
     optimizer.step()
     return StateBuffer().capture(model, optimizer, 10)
 
 
-def test_when_no_checkpoint_restores_training_starts_afresh_from_the_built_model(
-    url: str, reference_digest: str, zygote: Zygote
-) -> None:
+def test_when_no_checkpoint_restores_the_trainer_refuses_to_train_over_them(url: str) -> None:
+    """Checkpoints that exist and fit nothing of this run are most likely another run's,
+    at a URL given by mistake: training from step 0 there would prune them away."""
     CheckpointStore(url).save(10, _half_restorable_state())  # no identity: an older release's
 
-    process = _run(_env(url), zygote)
+    done = _trainer_exit(_env(url))
 
-    assert "does not fit this model" in process.first("skipped")["reason"]  # type: ignore[index]
-    assert process.first("resumed")["step"] == 0  # type: ignore[index]
-    assert process.first("done")["digest"] == reference_digest  # type: ignore[index]
+    assert done.returncode == exit_codes.BAD_CONFIG
+    assert "does not fit this model" in _events(done.stdout)["skipped"]["reason"]
+    assert "resumed" not in _events(done.stdout)
+    assert done.stderr.count("\n") == 2  # the skipped checkpoint, and why it exits
+    assert "no checkpoint under the CHECKPOINT_URL fits these objects" in done.stderr
+    assert CheckpointStore(url).committed_steps() == [10]
+
+
+def _events(stdout: str) -> dict[str, dict[str, object]]:
+    """The first event of each name a trainer printed."""
+    found: dict[str, dict[str, object]] = {}
+    for line in stdout.splitlines():
+        event = json.loads(line)
+        found.setdefault(event["event"], event)
+    return found
 
 
 def test_a_gang_checkpoint_this_process_cannot_split_fails_in_one_line(url: str) -> None:
@@ -246,7 +260,7 @@ def test_bad_configuration_fails_the_job_at_once(
 ) -> None:
     done = _warm_exit(zygote, {**_env(url), **env, "PATH": "/usr/bin:/bin"})
     assert done.returncode == exit_codes.BAD_CONFIG
-    assert done.stdout == ""
+    assert set(_events(done.stdout)) <= {"restoring", "exit"}  # nothing trained or saved
     assert done.stderr.count("\n") == 1 and says in done.stderr
 
 
@@ -341,8 +355,11 @@ def test_unreachable_store_exits_for_a_retry_in_one_line(url: str) -> None:
 def test_each_variable_is_refused_outside_its_range_naming_the_range(
     url: str, variable: str, value: str, says: str
 ) -> None:
+    """The reference run's own settings, and training()'s, each read once."""
+    env = _env(url, **{variable: value})
     with pytest.raises(ConfigError) as raised:
-        TrainConfig.from_env(_env(url, **{variable: value}))
+        TrainConfig.from_env(env)
+        RunSettings.from_env(env)
     assert says in str(raised.value) and "\n" not in str(raised.value)
 
 

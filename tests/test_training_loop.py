@@ -134,11 +134,13 @@ def test_a_missing_interval_exits_2_in_one_line(script: Path, tmp_path: Path) ->
         env={**environment, "CHECKPOINT_URL": f"file://{tmp_path}/x", "TOTAL": "5"},
     )
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr.startswith("spotproof: CHECKPOINT_INTERVAL")
+    assert done.stderr.startswith(
+        'spotproof event=exit code=2 reason="CHECKPOINT_INTERVAL is required'
+    )
     assert done.stderr.count("\n") == 1
 
 
-def test_a_gang_is_sent_to_the_gang_store_in_one_line(script: Path, tmp_path: Path) -> None:
+def test_a_gang_without_its_rendezvous_exits_2_naming_it(script: Path, tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(script)],
         capture_output=True,
@@ -153,7 +155,7 @@ def test_a_gang_is_sent_to_the_gang_store_in_one_line(script: Path, tmp_path: Pa
         },
     )
     assert (done.returncode, done.stdout) == (2, "")
-    assert "GangCheckpointStore" in done.stderr and done.stderr.count("\n") == 1
+    assert 'reason="MASTER_ADDR is required' in done.stderr and done.stderr.count("\n") == 1
 
 
 def test_another_runs_checkpoints_are_refused_rather_than_half_loaded(
@@ -163,4 +165,6 @@ def test_another_runs_checkpoints_are_refused_rather_than_half_loaded(
     other.write_text(script.read_text().replace("torch.nn.Linear(8, 1)", "torch.nn.Linear(3, 1)"))
     code, lines = _finish(_start(other, reference_url))
     assert code == 2, lines
-    assert lines[-1].startswith("stderr: spotproof: no checkpoint under the CHECKPOINT_URL fits")
+    assert lines[-1].startswith(
+        'stderr: spotproof event=exit code=2 reason="no checkpoint under the CHECKPOINT_URL fits'
+    )

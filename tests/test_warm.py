@@ -70,12 +70,10 @@ def test_a_forked_trainer_killed_reports_the_signal_as_popen_does(
 
 
 def test_a_forked_trainer_with_a_bad_setting_says_so_in_one_line(zygote: Zygote) -> None:
-    trainer = _forked(zygote, {"CHECKPOINT_URL": "", "PATH": os.environ["PATH"]})
+    trainer = _forked(zygote, {"TOTAL_STEPS": "0", "PATH": os.environ["PATH"]})
 
     assert trainer.finish(timeout=30) == exit_codes.BAD_CONFIG
-    assert trainer.stderr == [
-        "spotproof.smoke.train: CHECKPOINT_URL is required (a file://, s3://, gs:// or az:// URL)"
-    ]
+    assert trainer.stderr == ["spotproof.smoke.train: TOTAL_STEPS='0': allowed 1 to 1000000000000"]
 
 
 def test_a_forked_trainer_reads_the_environment_it_was_given_not_the_zygotes(

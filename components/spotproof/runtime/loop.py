@@ -1,4 +1,5 @@
-"""The runtime in one loop: resume, save every interval, save and leave on a reclaim.
+"""The runtime in one loop, for one process or one rank of a gang: resume, save every
+interval, save and leave on a reclaim.
 
 ::
 
@@ -10,15 +11,21 @@
 
 What it does, with the same guarantees as the pieces it is made of:
 
+- **One rank or a gang.** Alone, or as rank ``RANK`` of ``WORLD_SIZE`` processes (as
+  torchrun or a JobSet's pod sets them; ``runtime.group`` says how it joins them). In a
+  gang each rank hands over the state it holds (its shard, or its replica) and saves that;
+  the step is committed once every rank's shard is (``runtime.checkpointer.gang``). With
+  ``MEMORY_TIER_DIR`` a gang saves to the node's memory and a peer's first
+  (``runtime.checkpointer.tiers``).
 - **Resume.** On entering, the newest checkpoint under ``CHECKPOINT_URL`` whose every part
-  verifies and whose state loads into the objects given is restored into them, read
-  straight into the model's and optimizer's tensors (``runtime.checkpointer.in_place``;
-  one that does not fit, or whose part fails verification, is skipped for the one before
-  it, which overwrites all of it). Without a checkpoint training starts at step 0; when
-  checkpoints exist and none restores, one refused (another run's URL) or failed after
-  it began loading, it exits 2, since the objects given may hold part of a state and
-  cannot be built again from here. ``run.step`` is where it resumed. One process: a
-  gang's ranks use ``GangCheckpointStore``.
+  verifies and whose state loads into the objects given is restored into them, straight
+  into the model's and optimizer's tensors (``runtime.checkpointer.in_place``; one that
+  does not fit, or whose part fails verification, is skipped for the one before it, which
+  overwrites all of it); a gang's ranks agree on the newest step every rank can restore.
+  Without a checkpoint training starts at step 0; when checkpoints exist and none restores,
+  one refused (another run's URL, another ``identity``) or failed after it began loading,
+  it exits 2, since the objects given may hold part of a state and cannot be built again
+  from here. ``run.step`` is where it resumed.
 - **Save.** Every ``CHECKPOINT_INTERVAL`` steps the state of every object given (anything
   with ``state_dict()`` and ``load_state_dict()``: a model, an optimizer, a scheduler, a
   stateful data loader), the RNG states and the step are copied into one reused buffer
@@ -26,14 +33,15 @@ What it does, with the same guarantees as the pieces it is made of:
   manifest commits. The final save, once training has stopped, uploads from the tensors
   themselves, without that copy (``StateBuffer.views``).
 - **Leave on a reclaim.** SIGTERM (the kubelet's, on a spot reclaim or a drain) ends the
-  loop at the next step boundary: the final checkpoint is saved within what is left of
-  ``GRACE_SECONDS`` (abandoned, not cut off mid-upload, when the store is too slow: the
-  checkpoint before it stays the newest), and the process exits 143, which the Job's
-  ``podFailurePolicy`` retries without counting a failure. The completed state is saved
-  too, so a rerun of a finished Job finishes at once.
-- **Metrics.** Where ``METRICS_PORT`` is set, the run serves Prometheus metrics there
-  (``runtime.metrics``: saves, restores, the reclaim and its final save, the step) and,
-  leaving on a reclaim, waits within the grace for one more scrape.
+  loop at the next step boundary, on every rank of a gang at the same step: the final
+  checkpoint is saved within what is left of ``GRACE_SECONDS`` (abandoned, not cut off
+  mid-upload, when the store is too slow: the checkpoint before it stays the newest) and
+  the process exits 143, which the Job's ``podFailurePolicy`` retries without counting a
+  failure. A gang's rank stopped by a peer, or left by one that is gone, waits to be torn
+  down first (``runtime.checkpointer.gang``, "Stopping because of a peer"). The completed
+  state is saved too, so a rerun of a finished Job finishes at once.
+- **Telling.** Every event goes to the metrics, to stderr in a line a person reads, and to
+  a program where ``SPOTPROOF_EVENTS`` asks (``runtime.events``).
 - **Bad settings** exit 2 (``BAD_CONFIG``: the Job fails at once) and a store that cannot
   be reached exits 1 (``STORAGE_UNAVAILABLE``: retried), each with one line on stderr.
 """
@@ -41,27 +49,30 @@ What it does, with the same guarantees as the pieces it is made of:
 from __future__ import annotations
 
 import os
-import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
-from typing import Any, NoReturn, Protocol
+from typing import Any, Protocol
 
 import torch
 
-from spotproof.runtime import exit_codes, launcher, metrics, settings
-from spotproof.runtime.checkpointer import in_place, torch_state
+from spotproof.runtime import exit_codes, group, metrics, settings
+from spotproof.runtime.checkpointer import fingerprint, in_place, torch_state
 from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpointer.checkpoint import (
     Checkpoint,
     CheckpointStore,
     ReadsInPlace,
     RestoreError,
-    SaveCancelled,
     SaveResult,
 )
-from spotproof.runtime.guard import FINAL_SAVE_MARGIN, PreemptionGuard
+from spotproof.runtime.checkpointer.manifest import GangMismatch
+from spotproof.runtime.checkpointer.tiers import BUCKET, HeldResult
+from spotproof.runtime.events import Events
+from spotproof.runtime.guard import PreemptionGuard
+from spotproof.runtime.leaving import Leaving
 from spotproof.runtime.messages import redacted
+from spotproof.runtime.run_settings import RunSettings
 from spotproof.runtime.settings import ConfigError
 from spotproof.runtime.storage import StorageError, StorageURLError
 
@@ -80,108 +91,100 @@ class Training:
         model: torch.nn.Module,
         optimizer: torch.optim.Optimizer,
         others: Mapping[str, Stateful],
+        run: RunSettings,
         *,
-        url: str,
-        interval: int,
-        grace_seconds: float,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.model, self.optimizer, self.others = model, optimizer, dict(others)
-        self.url, self.interval, self.grace_seconds = url, interval, grace_seconds
+        self.settings = run
+        self.env = os.environ if env is None else env
         self.step = 0
         """The step training resumes at (0 without a checkpoint), then the steps done."""
         self.resumed_from: int | None = None
         """The step of the checkpoint restored on entering; None when there was none."""
+        self.gang: group.Solo = group.Solo()
         self._buffer = torch_state.StateBuffer()
-        self._guard = PreemptionGuard(grace_seconds)
+        self.guard = PreemptionGuard(run.grace_seconds)
         self._store: CheckpointStore | None = None
         self._saver: AsyncCheckpointer | None = None
         self._refused: list[str] = []
         """Why each checkpoint that verified did not restore, newest first."""
         self._touched = False
         """Whether a restore began writing into the objects given (``in_place``)."""
-        self._served: metrics.Served | None = None
-        self._recorder: metrics.TrainerMetrics | None = None
         self._resumed: dict[str, Any] = {}
+        # Until __enter__ knows where events go, stderr alone says why a start failed.
+        log = {settings.SPOTPROOF_LOG.name: settings.SPOTPROOF_LOG.read(self.env)}
+        self.events = Events(log, rank=settings.RANK.read(self.env))
+        self._leaving = Leaving(self)
+
+    # --- entering: join, resume -------------------------------------------------------------
 
     def __enter__(self) -> Training:
-        # The handler first: a SIGTERM while the checkpoint downloads still ends in an
-        # orderly exit 143 at the first step boundary.
-        self._guard.__enter__()
+        # The handler first: a SIGTERM while the gang assembles or the checkpoint downloads
+        # still ends in an orderly exit 143.
+        self.guard.__enter__()
+        leaving = self._leaving
         try:
-            self._serve_metrics()
-            self._store = CheckpointStore(self.url)
+            self.events = leaving.events()
+            self.gang = group.join(self.env, self.guard)
             started = time.perf_counter()
-            latest = self._store.load_latest(restore=ReadsInPlace(self._restore))
-        except (StorageURLError, ConfigError) as error:
-            self._guard.__exit__(None, None, None)
-            _leave(exit_codes.BAD_CONFIG, str(error))
+            self.events.emit("restoring", rank=self.gang.rank)
+            self._store = self.gang.store(
+                self.settings.url, keep=self.settings.keep, part_bytes=self.settings.part_bytes
+            )
+            latest = self.gang.latest(self._store, self._skipped, ReadsInPlace(self._restore))
+        except group.RendezvousInterrupted:
+            leaving.preempted_before_training()
+        except group.PeerLost as error:
+            leaving.peer_lost(error)
+        except (StorageURLError, ConfigError, GangMismatch) as error:
+            leaving.exit(exit_codes.BAD_CONFIG, str(error))
         except StorageError as error:
-            self._guard.__exit__(None, None, None)
-            _leave(exit_codes.STORAGE_UNAVAILABLE, str(error))
+            leaving.exit(exit_codes.STORAGE_UNAVAILABLE, str(error))
         if latest is None and (self._refused or self._touched):
             # A failed restore may have loaded part of its state: training on from it
             # would be training from a checkpoint that was never whole.
-            self._guard.__exit__(None, None, None)
             why = self._refused[-1] if self._refused else "one failed verification half-loaded"
-            _leave(
+            leaving.exit(
                 exit_codes.BAD_CONFIG,
                 f"no checkpoint under the CHECKPOINT_URL fits these objects ({why}); "
                 "allowed: the URL of this run's checkpoints, or a new one",
             )
+        tier = getattr(self._store, "loaded_from", "") or (BUCKET if latest else "")
         if latest is not None:
             self.step = self.resumed_from = latest.step
-            self._resumed["restore_seconds"] = time.perf_counter() - started
-        self._observe("resumed", step=self.step, **self._resumed)
-        self._saver = AsyncCheckpointer(self._store, on_done=self._saved)
+            self._resumed["restore_seconds"] = round(time.perf_counter() - started, 4)
+        self.events.emit(
+            "resumed",
+            step=self.step,
+            rank=self.gang.rank,
+            writer=self._store.writer_id,
+            tier=tier,
+            **self._resumed,
+        )
+        self._saver = self.gang.checkpointer(
+            self._store,
+            on_start=lambda step, kind: self.events.emit("saving", step=step, kind=kind),
+            on_done=self._saved,
+            on_retention_failed=lambda step, why: self.events.emit(
+                "retention_failed", step=step, reason=why
+            ),
+        )
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        try:
-            if self._saver is not None and kind is None:
-                self._saver.wait()
-        finally:
-            self._guard.__exit__(kind, error, trace)
-
-    @property
-    def preempted(self) -> bool:
-        """Whether SIGTERM has arrived."""
-        return self._guard.preempted
-
-    def steps(self, total: int) -> Iterator[int]:
-        """The steps still to train, from :attr:`step` to ``total``: saves every interval
-        after a step, and on SIGTERM saves the final checkpoint and exits 143."""
-        while self.step < total:
-            if self.preempted:
-                self._leave_preempted()
-            yield self.step
-            self.step += 1
-            self._observe("step", step=self.step)
-            if not self._buffer.ready:  # the optimizer has state now: size the buffer once
-                self._buffer.prepare(self.model, self.optimizer, **self._extra())
-            if self.preempted:
-                self._leave_preempted()
-            if self.step % self.interval == 0 and self.step < total:
-                metadata = metrics.save_metadata("periodic")
-                self._saver_ready().save_async(self.step, self._capture, metadata)
-        self._saver_ready().save_final(self.step, self._views, metrics.save_metadata("final"))
-
-    def _capture(self) -> dict[str, bytes | memoryview]:
-        return self._buffer.capture(self.model, self.optimizer, self.step, **self._extra())
-
-    def _views(self) -> dict[str, Any]:
-        """The final save's blobs: training has stopped, so the tensors are uploaded from
-        their own memory (a copy is needed only off the CPU)."""
-        return self._buffer.views(self.model, self.optimizer, self.step, **self._extra())
-
-    def _extra(self) -> dict[str, Any]:
-        return {name: state.state_dict() for name, state in self.others.items()}
+    def _skipped(self, step: int, reason: str) -> None:
+        self.events.emit("skipped", step=step, reason=reason)
 
     def _restore(self, checkpoint: Checkpoint) -> None:
+        # Only what the checkpoint recorded: one from before identities were kept is taken.
+        ours = {k: v for k, v in self.settings.identity.items() if k in checkpoint.metadata}
+        theirs = {k: checkpoint.metadata[k] for k in ours}
+        if theirs != ours:
+            raise ConfigError(
+                f"{redacted(self.settings.url)} holds step {checkpoint.step} of another run "
+                f"({_spelled(theirs)}; this one has {_spelled(ours)}): give this run its own "
+                "CHECKPOINT_URL"
+            )
         try:
             pending = in_place.InPlaceLoad(self.model, self.optimizer, checkpoint)
             saved = pending.extra
@@ -201,58 +204,137 @@ class Training:
             self._refused.append(str(refused))
             raise
 
-    def _leave_preempted(self) -> NoReturn:
-        deadline = self._guard.remaining() - FINAL_SAVE_MARGIN
-        signal = self._guard.signal_received
-        self._observe("preempted", step=self.step, signal=signal.name if signal else "SIGTERM")
-        try:
-            result = self._saver_ready().save_final(
-                self.step, self._views, metrics.save_metadata("final"), deadline_seconds=deadline
-            )
-            if result.durable:
-                grace_left = self._guard.remaining()
-                self._observe(
-                    "final_save", step=self.step, outcome="committed", grace_left=grace_left
+    # --- training -------------------------------------------------------------------------
+
+    @property
+    def preempted(self) -> bool:
+        """Whether SIGTERM has arrived at this process."""
+        return self.guard.preempted
+
+    @property
+    def rank(self) -> int:
+        return self.gang.rank
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep ``seconds``, or less when SIGTERM comes first (True then)."""
+        return self.guard.wait(seconds)
+
+    def steps(self, total: int) -> Iterator[int]:
+        """The steps still to train, from :attr:`step` to ``total``: saves every interval
+        after a step, and when SIGTERM reaches any rank saves the final checkpoint and
+        exits 143. Ends with the completed state saved."""
+        stopping = self._anyone_stopping()
+        while self.step < total and not stopping:
+            yield self.step
+            self.step += 1
+            self.events.emit("step", printed=self.settings.emit_steps, step=self.step)
+            if not self._buffer.ready:  # the optimizer has state now: size the buffer once
+                self._buffer.prepare(self.model, self.optimizer, **self._extra())
+            stopping = self._anyone_stopping()
+            if not stopping and self.step % self.settings.interval == 0 and self.step < total:
+                self._stored(
+                    lambda: self.saver().save_async(self.step, self._capture, self.metadata(False))
                 )
-            else:
-                self._observe("final_save", step=self.step, outcome="refused")
-        except SaveCancelled as abandoned:
-            self._observe("final_save", step=self.step, outcome="late")
-            print(f"spotproof: final checkpoint abandoned: {abandoned}", file=sys.stderr)
-        except StorageError:
-            self._observe("final_save", step=self.step, outcome="refused")
-            raise
-        finally:  # a refused save's counts are the ones most worth reading
-            if self._served is not None:
-                self._served.endpoint.await_scrape(metrics.last_scrape_budget(self._guard))
-        raise SystemExit(exit_codes.PREEMPTED)
+        if stopping:
+            self._leaving.preempted()
+        self._stored(lambda: self.saver().save_final(self.step, self.views, self.metadata(True)))
+        digest, states = self.digests()
+        self.events.emit("done", step=self.step, digest=digest, states=states)
 
-    def _serve_metrics(self) -> None:
-        self._served = metrics.served(os.environ, metrics.names.TRAINER)
-        if self._served is not None:
-            self._recorder = metrics.TrainerMetrics(self._served.registry, self.interval)
+    def _stored(self, save: Callable[[], object]) -> None:
+        """``save``, or the exit for a store that cannot be reached (a periodic upload's
+        failure surfaces at the next save, which waits for it)."""
+        try:
+            save()
+        except StorageError as error:
+            self._leaving.exit(exit_codes.STORAGE_UNAVAILABLE, str(error))
 
-    def _observe(self, event: str, **fields: Any) -> None:
-        if self._recorder is not None:
-            self._recorder.observe({"event": event, **fields})
+    def _anyone_stopping(self) -> bool:
+        """Whether any rank has been signalled; every rank asks after the same steps."""
+        try:
+            return self.gang.anyone(self.guard.preempted)
+        except group.PeerLost as error:
+            self._leaving.peer_lost(error)
+
+    def digests(self) -> tuple[str | None, dict[str, str] | None]:
+        """The digest of the whole state (every rank's, in a gang) and one per part, where
+        a program reads the events or ``SPOTPROOF_STATE_DIGESTS`` asks; else None, None
+        (hashing the whole state is no work for a run nobody compares)."""
+        # Asked of every rank together: a rank hashing alone would wait for the others.
+        if not self.gang.anyone(self.events.to_program or self.settings.state_digests):
+            return None, None
+        states = fingerprint.state_digests(self.model, self.optimizer, self._extra())
+        per_rank = self.gang.exchange(states)
+        parts = {
+            name: fingerprint.combined(0, {str(r): s[name] for r, s in enumerate(per_rank)})  # type: ignore[index]
+            for name in states
+        }
+        return fingerprint.combined(self.step, parts), parts
+
+    def _capture(self) -> dict[str, bytes | memoryview]:
+        return self._buffer.capture(self.model, self.optimizer, self.step, **self._extra())
+
+    def views(self) -> dict[str, Any]:
+        """The final save's blobs: training has stopped, so the tensors are uploaded from
+        their own memory (a copy is needed only off the CPU)."""
+        return self._buffer.views(self.model, self.optimizer, self.step, **self._extra())
+
+    def _extra(self) -> dict[str, Any]:
+        return {name: state.state_dict() for name, state in self.others.items()}
+
+    def metadata(self, final: bool) -> dict[str, Any]:
+        found = {
+            **self.settings.identity,
+            **metrics.save_metadata("final" if final else "periodic"),
+        }
+        if self.settings.state_digests:
+            found["states"] = fingerprint.state_digests(self.model, self.optimizer, self._extra())
+        return found
 
     def _saved(self, result: SaveResult, kind: str) -> None:
-        if not result.committed:
-            self._observe("checkpoint_refused", step=result.step, kind=kind)
+        """The ``checkpoint`` event once ``result`` is committed, or why it was not."""
+        if isinstance(result, HeldResult):  # in memory and on a peer; the bucket has older
+            self.events.emit("checkpoint_held", step=result.step, replicated=result.replicated)
             return
-        self._observe(
-            "checkpoint",
-            step=result.step,
-            kind=kind,
-            seconds=result.seconds,
-            bytes=result.bytes,
-            blocked_seconds=result.blocked_seconds,
-        )
+        if not result.committed:
+            self.events.emit(
+                "checkpoint_refused", step=result.step, kind=kind, reason=result.reason
+            )
+            return
+        fields: dict[str, Any] = {
+            "kind": kind,
+            "bytes": result.bytes,
+            "blocked_seconds": round(result.blocked_seconds, 4),
+            "capture_seconds": round(result.capture_seconds, 4),
+        }
+        received = self.guard.received_at
+        if kind == "final" and received is not None:
+            fields["since_signal"] = round(time.monotonic() - received, 4)
+        self.events.emit("checkpoint", step=result.step, seconds=round(result.seconds, 4), **fields)
 
-    def _saver_ready(self) -> AsyncCheckpointer:
+    def saver(self) -> AsyncCheckpointer:
         if self._saver is None:
             raise RuntimeError("use training(...) as a context manager: with training(...) as run")
         return self._saver
+
+    # --- leaving --------------------------------------------------------------------------
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        try:
+            if kind is not None and self._leaving.is_peer_lost(error):
+                self._leaving.peer_lost(error)
+            if self._saver is not None and kind is None:
+                self._stored(self._saver.wait)
+            if kind is None:
+                self.gang.close()
+                self._leaving.completed()
+        finally:
+            self.guard.__exit__(kind, error, trace)
 
 
 def training(
@@ -262,39 +344,27 @@ def training(
     url: str | None = None,
     interval: int | None = None,
     grace_seconds: float | None = None,
+    identity: Mapping[str, Any] | None = None,
     **others: Stateful,
 ) -> Training:
     """Checkpointed training of ``model`` and ``optimizer`` and any other ``Stateful``
-    given by name (``scheduler=...``, ``data=...``).
+    given by name (``scheduler=...``, ``data=...``), alone or as one rank of a gang.
 
     Settings not given are read from the environment the Job sets: ``CHECKPOINT_URL``,
-    ``CHECKPOINT_INTERVAL`` and ``GRACE_SECONDS`` (``spotproof.runtime.settings`` gives
-    each one's meaning, range and default). A bad one exits 2 in one line."""
+    ``CHECKPOINT_INTERVAL`` and ``GRACE_SECONDS``, and for a gang ``RANK``,
+    ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` (``spotproof.runtime.settings``
+    gives each one's meaning, range and default). ``identity`` (plain values: a seed, a
+    data set's name) is what makes two runs the same run: kept in every checkpoint, and a
+    checkpoint kept under other values is never resumed. A bad setting exits 2 in one
+    line."""
     try:
-        env = os.environ
-        resolved = {
-            "url": url or settings.CHECKPOINT_URL.read(env),
-            "interval": interval
-            if interval is not None
-            else settings.CHECKPOINT_INTERVAL.read(env),
-            # Under torchrun the agent, not the pod, may end the grace first.
-            "grace_seconds": launcher.worker_grace(
-                grace_seconds if grace_seconds is not None else settings.GRACE_SECONDS.read(env),
-                env,
-            ),
-        }
-        if settings.WORLD_SIZE.read(env) > 1:
-            raise ConfigError(
-                "WORLD_SIZE > 1: training() checkpoints one process; a gang's ranks each "
-                "save their shard with spotproof.runtime.checkpointer.gang.GangCheckpointStore"
-            )
+        run = RunSettings.from_env(
+            os.environ, url=url, interval=interval, grace_seconds=grace_seconds, identity=identity
+        )
     except ConfigError as error:
-        _leave(exit_codes.BAD_CONFIG, str(error))
-    if not isinstance(resolved["interval"], int) or resolved["interval"] < 1:
-        raise ValueError(f"interval={resolved['interval']!r}: allowed: a whole number >= 1")
-    return Training(model, optimizer, others, **resolved)
+        Leaving.refuse(str(error))
+    return Training(model, optimizer, others, run)
 
 
-def _leave(code: int, message: str) -> NoReturn:
-    print(f"spotproof: {redacted(message)}", file=sys.stderr)
-    raise SystemExit(code)
+def _spelled(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in values.items()) or "nothing recorded"

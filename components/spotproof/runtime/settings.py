@@ -187,8 +187,34 @@ class Flag:
         return raw == "1"
 
 
+@dataclass(frozen=True)
+class Choice:
+    """One of ``choices``; the first when unset."""
+
+    name: str
+    choices: tuple[str, ...]
+
+    @property
+    def default(self) -> str:
+        return self.choices[0]
+
+    def read(self, env: Mapping[str, str]) -> str:
+        raw = _raw(env, self.name) or self.default
+        if raw not in self.choices:
+            raise ConfigError(f"{self.name}={raw!r:.60}: allowed {', '.join(self.choices)}")
+        return raw
+
+
 Setting = (
-    Text | OptionalText | Whole | RequiredWhole | OptionalWhole | Number | OptionalNumber | Flag
+    Text
+    | OptionalText
+    | Whole
+    | RequiredWhole
+    | OptionalWhole
+    | Number
+    | OptionalNumber
+    | Flag
+    | Choice
 )
 """Any of the variables below."""
 
@@ -219,6 +245,20 @@ STORAGE_STARTUP_SECONDS = Number("STORAGE_STARTUP_SECONDS", 1, 3600, default=60.
 """How long opening the store, reachability check included, may take before the process
 exits ``STORAGE_UNAVAILABLE`` for a retry, 1 to 3,600; default 60 (each call is bounded
 too: ``storage.deadlines``). The storage layer reads it itself; the trainer checks it."""
+
+# What the runtime tells (runtime.events).
+
+SPOTPROOF_LOG = Choice("SPOTPROOF_LOG", ("text", "json", "off"))
+"""How the runtime's lines on stderr are written: ``text`` (``key=value``, the default),
+``json`` (one object a line) or ``off``."""
+SPOTPROOF_EVENTS = OptionalText("SPOTPROOF_EVENTS")
+"""Where every event goes as a JSON line, steps included, for a program to read:
+``stdout``, or the path of a file to append to; unset, nowhere. The smoke trainer writes
+to stdout unless told otherwise; ``spotproof smoke --command`` gives each process a file."""
+STATE_DIGESTS = Flag("SPOTPROOF_STATE_DIGESTS")
+"""1: each committed save's event carries a digest of every state it holds (model,
+optimizer, each other object by name), so a rehearsal can name the state a resumed run
+lost; default 0 (hashing the whole state at every save costs time)."""
 
 # The smoke trainer (spotproof.smoke.train) alone. SEED and MODEL_MB define its run: they
 # are recorded in every checkpoint, and a checkpoint of other values is never resumed.

@@ -60,6 +60,8 @@ __all__ = [
 logging.getLogger("gcsfs").setLevel(logging.CRITICAL)
 
 SCHEMES = {"file": "file", "s3": "s3", "gs": "gcs", "gcs": "gcs", "az": "abfs", "abfs": "abfs"}
+EXTRAS = {"s3": "s3", "gcs": "gcs", "abfs": "azure-blob"}
+"""The extra of ``pyproject.toml`` that installs each protocol's fsspec driver."""
 ALLOWED = "file:///path, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix"
 
 
@@ -146,9 +148,11 @@ def _filesystem(url: str, protocol: str, storage_options: dict[str, Any]) -> Any
     options.update(storage_options)
     try:
         fs = fsspec.filesystem(protocol, **options)
-    except ImportError as error:
+    except ImportError:
+        # fsspec names the driver's package in words, with no module name to read.
         raise StorageURLError(
-            f"checkpoint URL {url!r}: the {protocol} backend is not installed ({error.name})"
+            f"checkpoint URL {url!r}: its store's driver is not installed; allowed: install "
+            f"spotproof[{EXTRAS.get(protocol, protocol)}] in the image"
         ) from None
     except Exception as error:
         raise failed(f"checkpoint URL {url!r}", f"setting up {protocol}", error) from None

@@ -1,0 +1,245 @@
+"""The ranks of a gang as ``training()`` sees them: joining, agreeing, stopping together.
+
+A gang is started the way torchrun and a JobSet start one: ``RANK``, ``WORLD_SIZE``,
+``MASTER_ADDR`` and ``MASTER_PORT`` in every process's environment. What ``training()``
+needs of the others are small agreements over ``torch.distributed``: the gang's id (drawn
+by rank 0, so a restarted gang never writes under the old one's names), the step every
+rank can resume from, whether any rank was signalled (asked after every step, so one
+notice stops every rank at the same step and each saves its shard of it), every rank's
+value (the memory tier's addresses and offers), and every rank's digest at the end.
+
+The process group: where the trainer has joined one itself (an NCCL group for its model,
+say), these agreements go over a gloo group of the same ranks made beside it, since they
+are CPU tensors; otherwise ``training()`` joins a gloo group itself, waiting at most
+``RENDEZVOUS_SECONDS`` for the others and not at all once SIGTERM has come
+(``init_process_group`` blocks in C++, where no Python signal handler runs, so it runs in
+a thread the main one watches). Either way the model's own collectives (a data-parallel
+gradient average, say) are the trainer's, on the default group.
+
+A collective that fails means another rank is gone: :class:`PeerLost`, after which the
+group cannot be left in order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import ipaddress
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from spotproof.runtime import settings
+from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
+from spotproof.runtime.checkpointer.checkpoint import Checkpoint, CheckpointStore, Restore
+from spotproof.runtime.checkpointer.gang import GangCheckpointStore, new_gang_id
+from spotproof.runtime.checkpointer.tiers import MemoryTier, TieredCheckpointer, TieredGangStore
+from spotproof.runtime.guard import PreemptionGuard
+from spotproof.runtime.settings import ConfigError
+
+
+class PeerLost(RuntimeError):
+    """A collective failed: another rank of the gang is gone (or never came)."""
+
+
+class RendezvousInterrupted(Exception):
+    """SIGTERM arrived while the gang was still assembling: nothing to save, leave now."""
+
+
+_HOST = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?"
+)
+"""A DNS name as RFC 1123 spells one."""
+
+
+def gang_from(env: Mapping[str, str], most: int = settings.MAX_WORLD_SIZE) -> tuple[int, int]:
+    """``RANK`` and ``WORLD_SIZE`` (at most ``most`` ranks), each checked, and for a gang
+    ``MASTER_ADDR`` and ``MASTER_PORT`` too; :class:`ConfigError` names the first that is
+    wrong."""
+    size = settings.WORLD_SIZE.within(most).read(env)
+    rank = settings.RANK.within(size - 1).read(env)
+    if size > 1:
+        address = settings.MASTER_ADDR.read(env)
+        if not _HOST.fullmatch(address):
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                raise ConfigError(
+                    f"MASTER_ADDR={address!r:.80}: not a host name or an IP address"
+                ) from None
+        settings.MASTER_PORT.read(env)
+    return rank, size
+
+
+def memory_tier(env: Mapping[str, str]) -> MemoryTier | None:
+    """The gang's memory tier from ``MEMORY_TIER_DIR`` and its companions, or None."""
+    directory = settings.MEMORY_TIER_DIR.read(env)
+    if directory is None:
+        return None
+    if not directory.startswith("/"):
+        raise ConfigError(f"MEMORY_TIER_DIR={directory!r:.80}: must be an absolute path")
+    return MemoryTier(
+        directory,
+        persist_every=settings.PERSIST_EVERY.read(env),
+        host=settings.POD_IP.read(env) or "127.0.0.1",
+        port=settings.REPLICA_PORT.read(env),
+        node=settings.NODE_NAME.read(env) or "",
+        zone=settings.NODE_ZONE.read(env) or "",
+    )
+
+
+def join(env: Mapping[str, str], guard: PreemptionGuard) -> Solo:
+    """This process's place: :class:`Solo` alone, else rank ``RANK`` of an assembled
+    :class:`Gang` (see the module for how it joins). Raises :class:`ConfigError` for a
+    variable that cannot describe a gang, :class:`RendezvousInterrupted` on SIGTERM while
+    waiting, :class:`PeerLost` when the others do not come in time."""
+    rank, size = gang_from(env)
+    tier = memory_tier(env)
+    if size == 1:
+        if tier is not None:
+            raise ConfigError(
+                f"{settings.MEMORY_TIER_DIR.name} is set but WORLD_SIZE is 1: a memory tier "
+                "keeps its copy on a peer's node; allowed: a gang, or leave it unset"
+            )
+        return Solo()
+    where = f"{settings.MASTER_ADDR.read(env)}:{settings.MASTER_PORT.read(env)}"
+    seconds = settings.RENDEZVOUS_SECONDS.read(env)
+    if dist.is_initialized():
+        group = None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
+    else:
+        _rendezvous(rank, size, seconds, guard, where)
+        group = None
+    return Gang(rank, size, tier, group)
+
+
+def _rendezvous(rank: int, size: int, seconds: float, guard: PreemptionGuard, where: str) -> None:
+    failure: list[BaseException] = []
+    done = threading.Event()
+
+    def assemble() -> None:
+        try:
+            timeout = datetime.timedelta(seconds=seconds)
+            dist.init_process_group("gloo", rank=rank, world_size=size, timeout=timeout)
+        except Exception as error:  # torch raises store, socket and backend errors here
+            failure.append(error)
+        finally:
+            done.set()
+
+    threading.Thread(target=assemble, name="rendezvous", daemon=True).start()
+    deadline = time.monotonic() + seconds + 5  # torch's own timeout ends it first
+    while not done.wait(0.05):
+        if guard.preempted:
+            raise RendezvousInterrupted(f"rank {rank}: SIGTERM before the gang assembled")
+        if time.monotonic() > deadline:
+            break
+    if failure or not done.is_set():
+        why = str(failure[0]).strip().splitlines()[0][:200] if failure else "no answer"
+        raise PeerLost(
+            f"rank {rank}: the gang of {size} did not assemble at {where} within "
+            f"{seconds:g} s ({settings.RENDEZVOUS_SECONDS.name}): {why}"
+        )
+
+
+class Solo:
+    """One process: the whole state is its own; every agreement is with itself."""
+
+    rank, world_size = 0, 1
+    lost = False
+
+    def store(self, url: str, **options: Any) -> CheckpointStore:
+        return CheckpointStore(url, **options)
+
+    def checkpointer(self, store: CheckpointStore, **callbacks: Any) -> AsyncCheckpointer:
+        """The saver over ``store``: one that persists final saves past a memory tier
+        when the store has one."""
+        tiered = isinstance(store, TieredGangStore)
+        return (TieredCheckpointer if tiered else AsyncCheckpointer)(store, **callbacks)
+
+    def latest(
+        self, store: CheckpointStore, on_skip: Callable[[int, str], None], restore: Restore
+    ) -> Checkpoint | None:
+        return store.load_latest(on_skip=on_skip, restore=restore)
+
+    def agree(self, step: int) -> int:
+        return step
+
+    def anyone(self, flag: bool) -> bool:
+        return flag
+
+    def exchange(self, value: object) -> list[object]:
+        return [value]
+
+    def digest(self, local: str) -> str:
+        return local
+
+    def close(self) -> None:
+        return None
+
+
+class Gang(Solo):
+    """Rank ``rank`` of ``world_size`` processes, agreeing over ``group`` (None: the
+    default group)."""
+
+    def __init__(
+        self, rank: int, world_size: int, tier: MemoryTier | None, group: Any = None
+    ) -> None:
+        self.rank, self.world_size, self.tier, self.group = rank, world_size, tier, group
+        drawn = [new_gang_id() if rank == 0 else None]
+        self._collective(dist.broadcast_object_list, drawn, src=0)
+        self.gang_id = str(drawn[0])
+
+    def store(self, url: str, **options: Any) -> CheckpointStore:
+        shape = {"rank": self.rank, "world_size": self.world_size, "gang": self.gang_id}
+        if self.tier is not None:
+            return TieredGangStore(url, tier=self.tier, exchange=self.exchange, **shape, **options)
+        return GangCheckpointStore(url, **shape, **options)
+
+    def latest(
+        self, store: CheckpointStore, on_skip: Callable[[int, str], None], restore: Restore
+    ) -> Checkpoint | None:
+        assert isinstance(store, GangCheckpointStore)
+        return store.load_latest(on_skip=on_skip, agree=self.agree, restore=restore)
+
+    def agree(self, step: int) -> int:
+        value = torch.tensor([step], dtype=torch.int64)
+        self._collective(dist.all_reduce, value, op=dist.ReduceOp.MIN)
+        return int(value.item())
+
+    def anyone(self, flag: bool) -> bool:
+        value = torch.tensor([int(flag)], dtype=torch.int64)
+        self._collective(dist.all_reduce, value, op=dist.ReduceOp.MAX)
+        return bool(value.item())
+
+    def exchange(self, value: object) -> list[object]:
+        """Every rank's ``value``, in rank order."""
+        values: list[object] = [None] * self.world_size
+        self._collective(dist.all_gather_object, values, value)
+        return values
+
+    def digest(self, local: str) -> str:
+        """One digest of the gang: every rank's, in rank order."""
+        digests = self.exchange(local)
+        return hashlib.sha256("".join(str(d) for d in digests).encode()).hexdigest()
+
+    def close(self) -> None:
+        """Leave together: a rank tearing gloo down while a peer still talks to it aborts."""
+        if dist.is_initialized() and not self.lost:
+            with contextlib.suppress(PeerLost):
+                self._collective(dist.barrier)
+                dist.destroy_process_group()
+
+    def _collective(self, operation: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        if self.group is not None:
+            kwargs["group"] = self.group
+        try:
+            operation(*args, **kwargs)
+        except RuntimeError as error:  # gloo's errors, DistBackendError included
+            self.lost = True
+            raise PeerLost(f"rank {self.rank}: a collective failed: {error}") from None

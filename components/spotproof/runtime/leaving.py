@@ -1,0 +1,179 @@
+"""How a ``training()`` run leaves, and the exit code each way leaves behind.
+
+The exit code is a contract with the Job that runs the trainer (``runtime.exit_codes``),
+so every way out ends in exactly one of them, with an ``exit`` event that says which and
+why (``runtime.events``):
+
+- **completed**, 0, once the completed state is committed;
+- **preempted**, 143: SIGTERM reached a rank, every rank stopped at the same step, and
+  each saved its shard of it within what is left of the grace (or abandoned the save when
+  the store is too slow for it, and said so). A rank stopped by a peer's notice has no
+  grace of its own running; its save gets the pod's grace from the stop, since the
+  signalled peer records its shard within its own or is killed and never does;
+- **peer lost**, 3: a rank of the gang is gone without notice (a collective failed); there
+  is nothing to save, since no step can commit without that rank's shard;
+- **bad configuration**, 2, and **storage unavailable**, 1, with the one line that says why.
+
+A rank that stopped because of a peer (its notice, or its loss) then waits to be torn down
+before it leaves, so that the reclaimed rank's Job fails first (``runtime.checkpointer.gang``,
+"Stopping because of a peer"); torn down it exits 143, left waiting ``PEER_WAIT_SECONDS``
+it exits 3. A preempted process also waits, within its grace, for one last scrape of its
+metrics (``runtime.metrics.endpoint``).
+
+One process leaves by ``SystemExit``, so the trainer's own code can clean up; a gang's rank
+leaves with ``os._exit`` once everything it wrote is flushed: gloo's destructors abort the
+process about one time in three with a pair to a vanished peer open, and the abort (134)
+would hide the exit code the failure policy reads.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import torch.distributed as dist
+
+from spotproof.runtime import exit_codes, group, metrics, settings
+from spotproof.runtime.checkpointer.checkpoint import SaveCancelled
+from spotproof.runtime.checkpointer.gang import await_teardown
+from spotproof.runtime.events import Events
+from spotproof.runtime.guard import FINAL_SAVE_MARGIN
+from spotproof.runtime.messages import redacted
+from spotproof.runtime.storage import StorageError
+
+if TYPE_CHECKING:
+    from spotproof.runtime.loop import Training
+
+
+class Leaving:
+    """The ways out of one :class:`~spotproof.runtime.loop.Training`."""
+
+    def __init__(self, run: Training) -> None:
+        self.run = run
+        self.served: metrics.Served | None = None
+
+    def events(self) -> Events:
+        """The run's events, recorded as metrics where ``METRICS_PORT`` serves them."""
+        run = self.run
+        rank = settings.RANK.read(run.env)
+        self.served = metrics.served(run.env, metrics.names.TRAINER)
+        observe = None
+        if self.served is not None:
+            recorder = metrics.TrainerMetrics(
+                self.served.registry, run.settings.interval, speaks_for_run=rank == 0
+            )
+            observe = recorder.observe
+        return Events(run.env, rank=rank, observe=observe)
+
+    @staticmethod
+    def refuse(message: str) -> NoReturn:
+        """A setting :func:`~spotproof.runtime.loop.training` cannot go on with: exit 2,
+        said where the run's own events would go, or on stderr alone where even those
+        settings are what is wrong."""
+        try:
+            events = Events(os.environ)
+        except settings.ConfigError:
+            events = Events({})
+        events.emit("exit", code=exit_codes.BAD_CONFIG, reason=redacted(message))
+        events.close()
+        raise SystemExit(exit_codes.BAD_CONFIG)
+
+    def is_peer_lost(self, error: BaseException | None) -> bool:
+        """Whether ``error``, out of the trainer's step, means a rank of the gang is gone:
+        ours, or a failed collective of its own model's (torch's ``DistError``)."""
+        if self.run.gang.world_size == 1:
+            return False
+        return isinstance(error, group.PeerLost | dist.DistError)
+
+    def preempted_before_training(self) -> NoReturn:
+        """SIGTERM while the gang assembled: nothing trained, nothing to save."""
+        self._said_preempted(0)
+        self.exit(exit_codes.PREEMPTED)
+
+    def peer_lost(self, error: BaseException | None) -> NoReturn:
+        self.run.gang.lost = True
+        self.run.events.emit("peer_lost", reason=redacted(str(error)))
+        self._stopped_by_peer(exit_codes.PEER_LOST)
+
+    def preempted(self) -> NoReturn:
+        """The final save of the step every rank stopped at, then 143."""
+        run = self.run
+        step = run.step
+        self._said_preempted(step)
+        guard = run.guard
+        left = guard.remaining() if guard.preempted else run.settings.grace_seconds
+        try:
+            saver = run.saver()
+            result = saver.save_final(
+                step,
+                run.views,
+                run.metadata(True),
+                deadline_seconds=left - FINAL_SAVE_MARGIN,
+            )
+            if result.durable:
+                grace_left = round(guard.remaining(), 4)
+                took = {"seconds": round(run.settings.grace_seconds - grace_left, 4)}
+                run.events.emit(
+                    "final_save",
+                    step=step,
+                    outcome="committed",
+                    grace_left=grace_left,
+                    **(took if guard.preempted else {}),
+                )
+            else:
+                run.events.emit("final_save", step=step, outcome="refused", reason=result.reason)
+        except SaveCancelled as abandoned:
+            run.events.emit(
+                "checkpoint_refused", step=step, kind="final", reason=str(abandoned), late=True
+            )
+            run.events.emit("final_save", step=step, outcome="late", reason=str(abandoned))
+        except StorageError as error:
+            run.events.emit("final_save", step=step, outcome="refused", reason=redacted(str(error)))
+        except group.PeerLost as error:
+            run.events.emit("final_save", step=step, outcome="refused", reason=str(error))
+            run.gang.lost = True
+        finally:  # a refused save's counts are the ones most worth reading
+            if self.served is not None and guard.preempted:
+                self.served.endpoint.await_scrape(metrics.last_scrape_budget(guard))
+        run.gang.close()  # together: every rank's shard is recorded by now
+        if guard.preempted:
+            self.exit(exit_codes.PREEMPTED)
+        self._stopped_by_peer(exit_codes.PREEMPTED)
+
+    def completed(self) -> None:
+        self.run.events.emit("exit", code=exit_codes.COMPLETED)
+        self.run.events.close()
+
+    def exit(self, code: int, reason: str = "") -> NoReturn:
+        """Leave with ``code``; ``reason`` (one line) says why where it is not the code's
+        own meaning."""
+        fields: dict[str, Any] = {"code": code}
+        if reason:
+            fields["reason"] = redacted(reason)
+        self.run.events.emit("exit", **fields)
+        self.run.events.close()
+        self.run.guard.__exit__(None, None, None)
+        if self.run.gang.world_size > 1:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        raise SystemExit(code)
+
+    def _said_preempted(self, step: int) -> None:
+        guard = self.run.guard
+        signal = guard.signal_received.name if guard.signal_received else "a peer's"
+        grace_left = round(guard.remaining(), 3)
+        self.run.events.emit("preempted", step=step, signal=signal, grace_left=grace_left)
+
+    def _stopped_by_peer(self, code: int) -> NoReturn:
+        """Wait to be torn down (SIGTERM), then leave with ``code``; ``PEER_LOST`` when no
+        teardown comes."""
+        run = self.run
+        guard = run.guard
+        if not guard.preempted:
+            seconds = run.settings.peer_wait_seconds
+            run.events.emit("awaiting_teardown", seconds=seconds)
+            if not await_teardown(guard, seconds):
+                self.exit(exit_codes.PEER_LOST)
+        self.exit(code)
