@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import re
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from spotproof.runtime import exit_codes
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore, CommitFailed
 from spotproof.runtime.checkpointer.layout import manifest_key, step_prefix
 from spotproof.runtime.failures import Failure
@@ -97,7 +99,7 @@ def test_commit_reset_on_every_attempt_raises_and_loses_nothing_committed(
     with pytest.raises(CommitFailed) as raised:
         checkpoints.save(step, _blobs(step))
 
-    assert f"step {step} not committed after 3 attempts" in str(raised.value)
+    assert f"commit of step {step} unconfirmed after 3 attempts" in str(raised.value)
     assert raised.value.failure is Failure.UNREACHABLE
     assert "another writer" not in str(raised.value)
     attempts = proxied.proxy.seen(MANIFEST_METHOD[proxied.store], pattern)
@@ -107,6 +109,26 @@ def test_commit_reset_on_every_attempt_raises_and_loses_nothing_committed(
     assert loaded is not None and loaded.step == 10 and loaded.blobs == _blobs(10)
     # The payload stays: had the manifest landed after all, it would need it.
     assert checkpoints.store.list(f"{step_prefix(step)}/{checkpoints.writer_id}")
+
+
+def test_a_commit_that_landed_but_never_got_an_answer_is_unconfirmed_never_denied(
+    proxied: Proxied,
+) -> None:
+    """The first write lands and its answer is lost; every retry is cut before it reaches
+    the store. Whether the step is committed only the store can say: the save says it does
+    not know, and the next load finds the step."""
+    checkpoints = proxied.checkpoints(commit_backoff=0.01)
+    proxied.break_manifest(412, "reset-after", times=1)
+    proxied.break_manifest(412, "reset")
+
+    with pytest.raises(CommitFailed) as raised:
+        checkpoints.save(412, _blobs(412))
+
+    assert "commit of step 412 unconfirmed" in str(raised.value)
+    assert "may have landed" in str(raised.value) and "not committed" not in str(raised.value)
+    proxied.proxy.clear()
+    loaded = proxied.checkpoints().load_latest()
+    assert loaded is not None and loaded.step == 412 and loaded.blobs == _blobs(412)
 
 
 def test_commit_answered_503_is_retried_until_it_lands(proxied: Proxied) -> None:
@@ -197,3 +219,23 @@ def test_unreadable_existing_manifest_raises_and_keeps_the_payload(tmp_path: Pat
         checkpoints.save(7, _blobs(7))
 
     assert checkpoints.store.list(f"{step_prefix(7)}/{checkpoints.writer_id}")
+
+
+@pytest.mark.parametrize("proxied", ["s3"], indirect=True)
+def test_a_final_save_whose_commit_goes_unanswered_is_said_unknown_not_lost(
+    proxied: Proxied, tmp_path: Path
+) -> None:
+    from tests.test_training_loop import SCRIPT, _finish, _start, _until_step  # noqa: PLC0415
+
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    proxied.proxy.add(Fault(MANIFEST_METHOD[proxied.store], r"manifests/", "reset"))
+    trainer = _start(script, proxied.url, CHECKPOINT_INTERVAL="1000", STEP_SECONDS="0.05")
+    _until_step(trainer, 3)
+    trainer.send_signal(signal.SIGTERM)
+
+    code, lines = _finish(trainer)
+
+    assert code == exit_codes.PREEMPTED, lines
+    [said] = [line for line in lines if "event=final_save" in line]
+    assert "outcome=unknown" in said and "commit unconfirmed" in said

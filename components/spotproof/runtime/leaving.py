@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import torch.distributed as dist
 
 from spotproof.runtime import exit_codes, group, metrics, settings
-from spotproof.runtime.checkpointer.checkpoint import SaveCancelled
+from spotproof.runtime.checkpointer.checkpoint import CommitFailed, SaveCancelled
 from spotproof.runtime.checkpointer.gang import await_teardown
 from spotproof.runtime.events import Events
 from spotproof.runtime.guard import FINAL_SAVE_MARGIN
@@ -128,6 +128,8 @@ class Leaving:
                 "checkpoint_refused", step=step, kind="final", reason=str(abandoned), late=True
             )
             run.events.emit("final_save", step=step, outcome="late", reason=str(abandoned))
+        except CommitFailed as error:  # no answer: committed or not, the next start sees
+            run.events.emit("final_save", step=step, outcome="unknown", reason=redacted(str(error)))
         except StorageError as error:
             run.events.emit("final_save", step=step, outcome="refused", reason=redacted(str(error)))
         except group.PeerLost as error:

@@ -99,7 +99,8 @@ DEFAULT_COMMIT_BACKOFF = 0.2
 
 
 class CommitFailed(StorageError):
-    """The manifest could not be written, and the store did not say it already exists."""
+    """The manifest's write got no answer the store stood by, and the store did not say it
+    already exists: the step may be committed or not, and only a later read can tell."""
 
 
 class RestoreError(ValueError):
@@ -303,7 +304,8 @@ class CheckpointStore:
             except StorageError as error:
                 failure = error
         raise CommitFailed(
-            f"step {step} not committed after {self.commit_attempts} attempts: {failure}",
+            f"commit of step {step} unconfirmed after {self.commit_attempts} attempts (its "
+            f"manifest may have landed; the next start reads what the store holds): {failure}",
             failure.failure if failure else Failure.OTHER,
         )
 

@@ -55,9 +55,10 @@ class Family:
 
 SAVE_KINDS = ("periodic", "final")
 """``kind`` label of a save: every ``CHECKPOINT_INTERVAL`` steps, or on leaving."""
-FINAL_OUTCOMES = ("committed", "refused", "late")
+FINAL_OUTCOMES = ("committed", "refused", "late", "unknown")
 """``outcome`` label of a final save: committed; not committed because the store refused it
-or failed; abandoned because it could not commit within the grace left."""
+or failed; abandoned because it could not commit within the grace left; unknown, when the
+commit's answer never came (the manifest may have landed: the next start finds out)."""
 RESUME_SOURCES = ("final", "periodic")
 """``checkpoint`` label of a resume: from the final save of the process before (nothing
 lost), or from a periodic one (that process ended without a final save: the steps since
@@ -83,7 +84,8 @@ FINAL_SAVES = Family(
     "spotproof_final_saves_total",
     Kind.COUNTER,
     "Final checkpoints on leaving, by outcome: committed, refused (the store failed or "
-    "refused it), late (abandoned: it could not commit within the grace left).",
+    "refused it), late (abandoned: it could not commit within the grace left), unknown "
+    "(no answer to the commit: the next start reads what the store holds).",
     ("outcome",),
 )
 FINAL_SAVE_GRACE_LEFT = Family(

@@ -15,7 +15,7 @@ Trainer events read (fields beyond ``event``; optional ones in brackets):
 - ``preempted``: ``step``, ``signal`` ("a peer's" when a peer's notice stopped the rank);
 - ``checkpoint`` (committed): ``step``, ``kind``, ``seconds``, ``bytes`` [``blocked_seconds``];
 - ``final_save``: ``step``, ``outcome`` ("committed": the step is durable, by this save or
-  one before it; "refused"; "late") [``grace_left``].
+  one before it; "refused"; "late"; "unknown": no answer to the commit) [``grace_left``].
 
 A gang's ranks each restore and each save their shard, but the run resumes and leaves once:
 only the recorder of the rank that speaks for the run (rank 0) counts resumes, final
@@ -237,7 +237,7 @@ class TrainerMetrics:
         if not self.speaks_for_run:
             return
         self.metrics(names.FINAL_SAVES, outcome).inc()
-        if outcome != "committed" and self.count_lost_steps:
+        if outcome in ("refused", "late") and self.count_lost_steps:
             self.lost(step - (self._committed or 0))
 
 
