@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from spotproof.runtime.run_settings import RunSettings
+from spotproof.runtime.settings import ConfigError
+
 SCRIPT = textwrap.dedent(
     """
     import hashlib, os, time
@@ -168,3 +171,24 @@ def test_another_runs_checkpoints_are_refused_rather_than_half_loaded(
     assert lines[-1].startswith(
         'stderr: spotproof event=exit code=2 reason="no checkpoint under the CHECKPOINT_URL fits'
     )
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ({"grace_seconds": -5}, "grace_seconds=-5: allowed a number of seconds above 0"),
+        ({"grace_seconds": float("nan")}, "grace_seconds=nan: allowed a number of seconds"),
+        ({"grace_seconds": float("inf")}, "grace_seconds=inf: allowed a number of seconds"),
+        ({"interval": 0}, "interval=0: allowed a whole number >= 1"),
+        ({"interval": True}, "interval=True: allowed a whole number >= 1"),
+        ({"identity": {"seed": [1]}}, "identity['seed'] = [1]: allowed a str, int, float or bool"),
+    ],
+)
+def test_a_setting_given_in_code_is_checked_as_the_environment_is(
+    given: dict[str, object], says: str
+) -> None:
+    """A grace of -5 or nan would abandon every final save: refused before anything runs."""
+    env = {"CHECKPOINT_URL": "file:///tmp/x", "CHECKPOINT_INTERVAL": "5"}
+    with pytest.raises(ConfigError) as raised:
+        RunSettings.from_env(env, **given)  # type: ignore[arg-type]
+    assert str(raised.value) == says or str(raised.value).startswith(says)
