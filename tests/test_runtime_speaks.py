@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from spotproof.runtime import exit_codes
-from spotproof.runtime.events import Events
+from spotproof.runtime.events import Events, parse
 from tests.test_training_loop import SCRIPT, _finish, _start, _until_step
 
 
@@ -120,3 +120,18 @@ def test_no_line_carries_a_credential(capsys: pytest.CaptureFixture[str]) -> Non
     events.emit("exit", code=2, reason="az://acct/c?sv=2024&sig=SECRETSIG: refused")
     err = capsys.readouterr().err
     assert "SECRETSIG" not in err and "sig=***" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("log", ["text", "json"])
+def test_every_line_the_runtime_writes_reads_back_as_its_event(
+    log: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log that mixes the trainer's own output and the runtime's lines (``kubectl logs``)
+    reads as the events it holds, whichever format the lines were written in."""
+    events = Events({"SPOTPROOF_LOG": log})
+    events.emit("preempted", step=17, signal="SIGTERM", grace_left=29.5)
+    events.emit("final_save", step=17, outcome="committed", seconds=0.25, grace_left=29.2)
+    lines = ["epoch 3 loss 0.25", *capsys.readouterr().err.splitlines()]
+    read = [e for e in map(parse, lines) if e is not None]
+    assert [(e["event"], e["step"]) for e in read] == [("preempted", 17), ("final_save", 17)]
+    assert read[0]["grace_left"] == 29.5 and read[1]["seconds"] == 0.25

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import threading
 import time
@@ -216,6 +217,43 @@ def _said(record: Mapping[str, Any]) -> dict[str, Any] | None:
         kept = {k: v for k, v in record.items() if k in ("step", "reason", "seconds")}
         return {**kept, "msg": words[event]}
     return None
+
+
+def parse(line: str) -> dict[str, Any] | None:
+    """An event read back from a line a process wrote: one of ``SPOTPROOF_EVENTS``'s JSON
+    lines, or one of the lines on stderr, ``key=value`` or JSON (numbers read as numbers);
+    None for any other line (the trainer's own output). One reader for every format, so a
+    log that mixes them (``kubectl logs`` of a pod) reads as the events it holds."""
+    text = line.strip()
+    if text.startswith("{"):
+        try:
+            found = json.loads(text)
+        except ValueError:
+            return None
+        return found if isinstance(found, dict) and isinstance(found.get("event"), str) else None
+    if not text.startswith(f"{PREFIX} event="):
+        return None
+    try:
+        words = shlex.split(text.removeprefix(f"{PREFIX} "))
+    except ValueError:
+        return None
+    found = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep:
+            return None
+        found[key] = _typed(value)
+    return found
+
+
+def _typed(value: str) -> Any:
+    """A ``key=value`` line's value as what it was written from: a number, or the text."""
+    try:
+        return (
+            json.loads(value) if value[:1] in "-0123456789" or value in ("true", "false") else value
+        )
+    except ValueError:
+        return value
 
 
 def _bounded(value: Any) -> Any:
