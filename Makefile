@@ -17,6 +17,14 @@ STACK  ?= gke-dev
 # A file no interpreter of ours can compile (some packages ship Python 2 samples) is skipped.
 PIP    := $(BIN)/pip install --disable-pip-version-check --progress-bar on --no-compile -c constraints.txt
 COMPILE = $(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
+# PyPI's torch for Linux x86_64 is the CUDA build (about 5 GiB with its NVIDIA libraries);
+# the CPU build, all the demo and the tests need, is on PyTorch's own index. It goes in
+# first, alone and without its dependencies (the main install brings those), so that index
+# is asked about torch only: a machine that cannot reach it falls back to the indexes it
+# has after a few seconds of retries. Elsewhere (macOS, aarch64) PyPI's torch is the CPU one.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_CPU = $(if $(filter Linux-x86_64,$(shell uname -s)-$(shell uname -m)),\
+	$(PIP) --no-deps torch --extra-index-url $(TORCH_CPU_INDEX),true)
 
 .PHONY: demo test lint plan bench dist clean postgres-server prometheus-tools
 
@@ -26,6 +34,7 @@ STORE  ?=
 $(STAMP): pyproject.toml constraints.txt package-lock.json
 	@echo "==> make test: setting up $(VENV) with the development toolchain (a few minutes)"
 	$(PYTHON) -m venv $(VENV)
+	$(TORCH_CPU)
 	$(PIP) -e '.[dev]'
 	$(COMPILE)
 	@echo "==> npm ci: Azurite and Karpenter's published schemas"
@@ -38,6 +47,7 @@ $(STAMP): pyproject.toml constraints.txt package-lock.json
 $(DEMO_STAMP): pyproject.toml constraints.txt
 	@echo "==> make demo: setting up $(VENV) with spotproof[$(DEMO_EXTRA),smoke] (a minute or two)"
 	$(PYTHON) -m venv $(VENV)
+	$(TORCH_CPU)
 	$(PIP) -e '.[$(DEMO_EXTRA),smoke]'
 	$(COMPILE)
 	touch $(DEMO_STAMP)
