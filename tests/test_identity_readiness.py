@@ -56,6 +56,23 @@ ACCOUNT = _resource(
 )
 
 
+GKE_GRANT = _resource(
+    "gcp:storage/bucketIAMMember:BucketIAMMember",
+    "grant",
+    {"role": "roles/storage.objectUser", "member": "serviceAccount:t@p.iam.gserviceaccount.com"},
+)
+"""The bucket's grant to the Google service account ``t@p``."""
+
+
+def _gke_account(dependencies: tuple[str, ...] = ()) -> Resource:
+    """The service account ml/trainer, annotated to act as ``t@p``."""
+    annotations = {"iam.gke.io/gcp-service-account": "t@p.iam.gserviceaccount.com"}
+    metadata = {"name": "trainer", "namespace": "ml", "annotations": annotations}
+    return _resource(
+        "kubernetes:core/v1:ServiceAccount", "account", {"metadata": metadata}, dependencies
+    )
+
+
 def test_a_job_created_beside_its_pod_identity_association_is_flagged() -> None:
     [(name, message)] = identity_ready([ASSOCIATION, ROLE_POLICY, ACCOUNT, _job(())])
     assert name == "job"
@@ -84,28 +101,28 @@ def test_a_gke_job_waits_for_the_bucket_grant_to_its_google_service_account() ->
             "member": "serviceAccount:p.svc.id.goog[ml/trainer]",
         },
     )
-    grant = _resource(
-        "gcp:storage/bucketIAMMember:BucketIAMMember",
-        "grant",
-        {
-            "role": "roles/storage.objectUser",
-            "member": "serviceAccount:t@p.iam.gserviceaccount.com",
-        },
-    )
-    account = _resource(
-        "kubernetes:core/v1:ServiceAccount",
-        "account",
-        {
-            "metadata": {
-                "name": "trainer",
-                "namespace": "ml",
-                "annotations": {"iam.gke.io/gcp-service-account": "t@p.iam.gserviceaccount.com"},
-            }
-        },
-        ("urn:binding",),
-    )
-    [(_, message)] = identity_ready([binding, grant, account, _job(("urn:account",))])
+    account = _gke_account(("urn:binding",))
+    [(_, message)] = identity_ready([binding, GKE_GRANT, account, _job(("urn:account",))])
     assert message.startswith("may be created before grant (BucketIAMMember), which")
+
+
+def test_a_grant_found_through_two_bindings_of_one_account_is_named_once() -> None:
+    def binding(name: str, account: str) -> Resource:
+        return _resource(
+            "gcp:serviceaccount/iAMMember:IAMMember",
+            name,
+            {
+                "role": "roles/iam.workloadIdentityUser",
+                "member": "serviceAccount:p.svc.id.goog[ml/trainer]",
+                "serviceAccountId": f"projects/p/serviceAccounts/{account}",
+            },
+        )
+
+    resources = [binding("one", "t@p"), binding("two", "u@p"), GKE_GRANT, _gke_account(), _job(())]
+    [(_, message)] = identity_ready(resources)
+    assert message.startswith(
+        "may be created before one (IAMMember), grant (BucketIAMMember), two (IAMMember), which"
+    )
 
 
 def test_an_aks_job_waits_for_its_federated_credential() -> None:

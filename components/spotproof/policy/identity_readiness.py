@@ -117,7 +117,12 @@ def identity_ready(resources: list[PlannedResource]) -> Iterator[tuple[str, str]
                 *kinds[binding.type].grants(resources, binding, accounts.get(account, {})),
             )
         ]
-        missing = [f"{r.name} ({r.type.rpartition(':')[2]})" for r in needed if r.urn not in before]
+        # Two bindings of one account (two cloud identities) find its grants twice.
+        missing = list(
+            dict.fromkeys(
+                f"{r.name} ({r.type.rpartition(':')[2]})" for r in needed if r.urn not in before
+            )
+        )
         if missing:
             yield (
                 workload.name,
