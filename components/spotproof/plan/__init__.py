@@ -15,6 +15,10 @@ Steps, each in its own module:
    guide's workload pitfalls; ``lifecycle`` replays the runtime's checkpoint history
    against each bucket's lifecycle rules.
 
+A program that declares several clusters is cut into one part per cluster (``clusters``):
+steps 5 and 6 about workloads, pools, add-ons, identity ordering and reclaims then run
+within each part (``within_cluster``), and their findings name the cluster.
+
 Exit codes: 0 when every check passes, 1 when any is violated, 2 on bad input.
 """
 
@@ -40,24 +44,17 @@ from spotproof.fleet.existing import KEY as EXISTING
 from spotproof.fleet.existing import ExistingCluster, builds_a_cluster, existing_cluster
 from spotproof.plan.config.project import PlanInputError, Project, find_project
 from spotproof.plan.config.stack import StackConfig, stack_config
-from spotproof.plan.recording import manifests
+from spotproof.plan.recording import clusters, manifests
 from spotproof.plan.recording.offline import OfflineCloud
 from spotproof.plan.recording.recorder import Recording, record
 from spotproof.plan.reporting import checkpointing
 from spotproof.plan.schemas import controller_versions
 from spotproof.plan.simulation import (
-    compute_classes,
-    gpu_advertising,
-    intervals,
     lifecycle,
     nodes,
-    outcomes,
-    pitfalls,
-    preemption,
     reachability,
-    reclaims,
-    termination,
     uniqueness,
+    within_cluster,
     workloads,
 )
 from spotproof.plan.simulation.intervals import IntervalAdvice
@@ -69,6 +66,7 @@ from spotproof.runtime.checkpointer.manifest import DEFAULT_KEEP
 from spotproof.scheduling import fit
 
 __all__ = [
+    "ClusterPlan",
     "PlanInputError",
     "PlanResult",
     "StackConfig",
@@ -108,6 +106,14 @@ class StackFacts:
 
 
 @dataclass
+class ClusterPlan:
+    """One cluster's part of a plan: its resources with the shared ones, and its pools."""
+
+    recording: Recording
+    pools: list[Pool]
+
+
+@dataclass
 class PlanResult:
     facts: StackFacts
     spec: FleetSpec | None
@@ -123,10 +129,25 @@ class PlanResult:
     """Settings that build but that a real preemption may not honour (never an exit 1)."""
     intervals: list[IntervalAdvice] = field(default_factory=list)
     """Each training workload's checkpoint interval and goodput (``intervals``)."""
+    clusters: list[ClusterPlan] = field(default_factory=list)
+    """One per cluster the program declares, where it declares several; else one, the
+    whole plan."""
 
     @property
     def nodes(self) -> list[fit.NodeShape]:
         return [pool.shape for pool in self.pools]
+
+    def placements(self) -> dict[str, list[str]]:
+        """Which pools each workload fits (and the platform's add-ons), within its cluster."""
+        if len(self.clusters) < 2:
+            return workloads.placements(self.recording, self.nodes)
+        return {
+            label: fits
+            for cluster in self.clusters
+            for label, fits in workloads.placements(
+                cluster.recording, [pool.shape for pool in cluster.pools]
+            ).items()
+        }
 
     @property
     def exit_code(self) -> int:
@@ -164,21 +185,25 @@ def _judge(
     *,
     gpus_advertised: bool = False,
 ) -> PlanResult:
-    pools = sorted([*nodes.pools(recording), *existing], key=lambda pool: pool.name)
-    unadvertised: list[Violation] = []
-    if not gpus_advertised:
-        pools, unadvertised = gpu_advertising.advertised(recording, pools)
-    found = outcomes.outcomes(recording, pools)
+    """Every check; those about workloads and their pools within each cluster the program
+    declares (``clusters``), the rest over the whole program."""
+    parts = clusters.parts(recording)
+    judged = [
+        within_cluster.judge(
+            part,
+            existing if part.cluster in ("", clusters.EXISTING) else [],
+            _reclaims(facts, spec, _cloud(facts, part, len(parts))),
+            gpus_advertised=gpus_advertised,
+        )
+        for part in parts
+    ]
     violations, skipped = manifests.validate(recording, facts.kubernetes_version)
-    violations += unadvertised
-    violations += evaluate(recording.resources, facts.cluster_version)
+    violations += [v for cluster in judged for v in cluster.unadvertised]
+    evaluated = [v for part in parts for v in evaluate(part.resources, facts.cluster_version)]
+    # A resource shared by the clusters is in each part: its findings once.
+    violations += evaluated if len(parts) == 1 else list(dict.fromkeys(evaluated))
     violations += uniqueness.check(recording)
-    violations += workloads.check(recording, [pool.shape for pool in pools])
-    violations += compute_classes.check(recording, pools)
-    violations += outcomes.check(found)
-    violations += pitfalls.check(recording, found)
-    violations += termination.check(recording, found)
-    violations += reclaims.check(recording, found)
+    violations += [v for cluster in judged for v in cluster.violations]
     bucket = spec.bucket if spec else None
     violations += lifecycle.check(
         recording,
@@ -186,28 +211,42 @@ def _judge(
         keep=DEFAULT_KEEP,
         retention_days=bucket.noncurrent_days if bucket else BucketSpec.noncurrent_days,
     )
-    warnings = _unannounced_paths(found)
+    warnings = [w for cluster in judged for w in cluster.warnings]
     if spec is not None:
         # What only a fleet states: the controllers it pins, who may reach its API.
         violations += controller_versions.check(spec, recording)
         violations += reachability.check(spec.cloud, spec.api_access, recording)
         warnings = [*advice.warnings(spec), *warnings]
     violations = _without_superseded(violations)
-    advised = _intervals(facts, spec, found)
+    advised = [a for cluster in judged for a in cluster.intervals]
     warnings += checkpointing.warnings(advised)
-    return PlanResult(facts, spec, recording, pools, found, violations, skipped, warnings, advised)
+    return PlanResult(
+        facts,
+        spec,
+        recording,
+        [pool for cluster in judged for pool in cluster.pools],
+        [o for cluster in judged for o in cluster.outcomes],
+        violations,
+        skipped,
+        warnings,
+        advised,
+        [ClusterPlan(cluster.recording, cluster.pools) for cluster in judged],
+    )
 
 
-def _intervals(
-    facts: StackFacts, spec: FleetSpec | None, found: list[Outcome]
-) -> list[IntervalAdvice]:
-    """The checkpoint-interval advice, with the reclaim model the stack states."""
+def _cloud(facts: StackFacts, part: Recording, count: int) -> Cloud:
+    """The cloud of one cluster among ``count``: the stack's, where it is the only one."""
+    return facts.cloud if count == 1 else cloud_of(part.resources) or facts.cloud
+
+
+def _reclaims(facts: StackFacts, spec: FleetSpec | None, cloud: Cloud) -> within_cluster.Reclaims:
+    """The reclaim model the stack states, for the checkpoint-interval advice."""
     if spec is not None:
-        model, key, smoke = spec.reclaim_model, "spotproof:reclaimModel", spec.smoke_test
-    else:
-        cluster = facts.existing or ExistingCluster()
-        model, key, smoke = cluster.reclaim_model, f"{EXISTING}.reclaimModel", None
-    return intervals.advise(found, facts.cloud, model, model_key=key, smoke=smoke)
+        return within_cluster.Reclaims(
+            cloud, spec.reclaim_model, "spotproof:reclaimModel", spec.smoke_test
+        )
+    cluster = facts.existing or ExistingCluster()
+    return within_cluster.Reclaims(cloud, cluster.reclaim_model, f"{EXISTING}.reclaimModel")
 
 
 SUPERSEDED_BY = {"job-fits-preemption-notice": "preemption-path"}
@@ -219,28 +258,6 @@ notice alone, the preemption path with what each pool's reclaim honours."""
 def _without_superseded(violations: list[Violation]) -> list[Violation]:
     said = {(v.policy, v.resource) for v in violations}
     return [v for v in violations if (SUPERSEDED_BY.get(v.policy), v.resource) not in said]
-
-
-def _unannounced_paths(found: list[Outcome]) -> list[SpecWarning]:
-    """A warning per workload on capacity whose reclaims never reach its pods in time."""
-    return [
-        SpecWarning(
-            preemption.POOL_KEYS.get(path.capacity, "spotproof:cloud"),
-            f"{outcome.workload.label} on {path.capacity}: {path.unannounced}"
-            + _loss_bound(outcome.workload.pod_spec),
-        )
-        for outcome in found
-        for path in outcome.paths
-        if path.unannounced
-    ]
-
-
-def _loss_bound(pod_spec: Mapping[str, Any]) -> str:
-    for container in pod_spec.get("containers") or []:
-        for variable in container.get("env") or []:
-            if variable.get("name") == "CHECKPOINT_INTERVAL":
-                return f", losing at most CHECKPOINT_INTERVAL={variable.get('value')} steps"
-    return ", losing what it trained since"
 
 
 def run_program(project: Project, config: StackConfig, cloud: OfflineCloud) -> Recording:

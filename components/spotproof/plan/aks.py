@@ -252,6 +252,7 @@ PLAN = CloudPlan(
     outputs=OUTPUTS,
     calls=CALLS,
     scalings={aks_shapes.AGENT_POOL: agent_pool_scaling},
+    cluster_inputs={aks_shapes.CLUSTER: "resourceName", aks_shapes.AGENT_POOL: "resourceName"},
     spot_path=spot_path,
     private_api=private_api,
     gpu_plugins={aks_shapes.AGENT_POOL: gpu_plugin, aks_shapes.CLUSTER: gpu_plugin},

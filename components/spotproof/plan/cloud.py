@@ -86,6 +86,10 @@ class CloudPlan:
     against the release it installs."""
     installed_workloads: Callable[[Recording], list[Workload]] = _no_workloads
     """Pods the cloud's managed add-ons run, placed as the program configured them."""
+    cluster_inputs: Mapping[str, str] = field(default_factory=dict)
+    """By type: the input naming the cluster a resource is for (a pool's), and the cluster
+    type's own name input; how a program of several clusters is cut into one part per
+    cluster where a resource names its cluster by a literal (``plan.recording.clusters``)."""
 
 
 def plan_of(cloud: Cloud) -> CloudPlan:

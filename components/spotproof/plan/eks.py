@@ -21,7 +21,9 @@ from spotproof.plan.simulation.nodes import Provisioner, Scaling, node_count
 from spotproof.plan.simulation.workloads import Workload, placed_pod
 from spotproof.scheduling import eks as eks_shapes
 
+CLUSTER = eks_catalog.PROFILE.cluster_type
 ADDON = "aws:eks/addon:Addon"
+POD_IDENTITY_ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 OFFLINE_VPC = "vpc-0offline"
 OFFLINE_VPC_CIDR = "10.0.0.0/16"
@@ -167,6 +169,12 @@ PLAN = CloudPlan(
     outputs=OUTPUTS,
     calls=CALLS,
     scalings={eks_shapes.NODE_GROUP: node_group_scaling},
+    cluster_inputs={
+        CLUSTER: "name",
+        eks_shapes.NODE_GROUP: "clusterName",
+        ADDON: "clusterName",
+        POD_IDENTITY_ASSOCIATION: "clusterName",
+    },
     # A spot managed node group (only a user's own program declares one: spotproof's is
     # on-demand) has no reclaim path of its own here; the plan reads it as GKE's, as it did
     # before each cloud had its module. Keeping that is this reshape's; EKS's own path (the

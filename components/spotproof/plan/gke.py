@@ -333,6 +333,7 @@ PLAN = CloudPlan(
     outputs=OUTPUTS,
     calls=CALLS,
     scalings={gke_shapes.NODE_POOL: node_pool_scaling},
+    cluster_inputs={CLUSTER: "name", gke_shapes.NODE_POOL: "cluster"},
     spot_path=spot_path,
     cluster_limits=cluster_limits,
     private_api=private_api,

@@ -46,6 +46,9 @@ class Resource:
     """URNs of the custom resources Pulumi creates before this one (``depends_on``, a
     component standing for its children, and every resource whose output an input
     uses); None for an object applied outside the program (``spotproof check``)."""
+    property_dependencies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per input, the URNs its value comes from (a provider's ``kubeconfig``: the cluster
+    it connects to, ``plan.recording.clusters``)."""
 
     @property
     def is_kubernetes(self) -> bool:
@@ -60,6 +63,9 @@ class Recording:
     project: str
     resources: list[Resource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
+    cluster: str = ""
+    """The cluster this is the part of, where the program declares several
+    (``plan.recording.clusters``); empty for a whole program."""
 
     def of_type(self, type_: str) -> list[Resource]:
         return [r for r in self.resources if r.type == type_]
@@ -115,6 +121,10 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     replace_on_changes=tuple(request.replaceOnChanges),
                     ignore_changes=tuple(request.ignoreChanges),
                     dependencies=tuple(request.dependencies),
+                    property_dependencies={
+                        key: tuple(value.urns)
+                        for key, value in request.propertyDependencies.items()
+                    },
                 )
             )
         return response

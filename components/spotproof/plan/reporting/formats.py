@@ -22,7 +22,6 @@ from spotproof.plan.config.sources import ConfigSources, Location
 from spotproof.plan.recording import tree
 from spotproof.plan.recording.recorder import Secret
 from spotproof.plan.reporting import checkpointing
-from spotproof.plan.simulation import workloads
 from spotproof.scheduling import work_matrix
 
 if TYPE_CHECKING:
@@ -53,7 +52,7 @@ def text(result: PlanResult) -> str:
         "",
         "Scheduling:",
     ]
-    for workload, pools in workloads.placements(recording, result.nodes).items():
+    for workload, pools in result.placements().items():
         lines.append(f"  {workload}: fits {', '.join(pools) or 'NO POOL'}")
     lines += ["", "Scale-up (would a node be created for it?):"]
     for outcome in result.outcomes:
@@ -124,7 +123,7 @@ def as_json(result: PlanResult) -> dict[str, Any]:
         "violations": [asdict(v) for v in result.violations],
         "skipped": result.skipped,
         "warnings": [asdict(w) for w in result.warnings],
-        "scheduling": workloads.placements(recording, result.nodes),
+        "scheduling": result.placements(),
         "scale_up": {
             outcome.workload.label: [asdict(verdict) for verdict in outcome.verdicts]
             for outcome in result.outcomes
@@ -178,7 +177,7 @@ def markdown(result: PlanResult) -> str:
         "**Scheduling**: which pools each workload fits",
         "",
     ]
-    placements = workloads.placements(recording, result.nodes)
+    placements = result.placements()
     lines += _table(
         ("Workload", "Fits"),
         ((w, ", ".join(pools) or "**no pool**") for w, pools in placements.items()),

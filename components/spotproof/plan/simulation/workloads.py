@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spotproof import scheduling
@@ -56,6 +56,9 @@ class Workload:
     """The object's own labels (a Kueue queue name is one)."""
     spec: Mapping[str, Any] = field(default_factory=dict)
     """The object's own ``spec`` (a JobSet's failure policy is in it)."""
+    cluster: str = ""
+    """The cluster it runs in, where the program declares several
+    (``plan.recording.clusters``): two clusters may run one Job of one name."""
 
     @property
     def pod_labels(self) -> Mapping[str, str]:
@@ -67,7 +70,8 @@ class Workload:
 
     @property
     def label(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}"
+        where = f" in {self.cluster}" if self.cluster else ""
+        return f"{self.kind} {self.namespace}/{self.name}{where}"
 
     @property
     def targets(self) -> list[PoolClass]:
@@ -120,6 +124,8 @@ def workloads(recording: Recording) -> list[Workload]:
                 )
             )
     found += _installed_workloads(recording)
+    if recording.cluster:
+        found = [replace(w, cluster=recording.cluster) for w in found]
     return sorted(found, key=lambda w: (w.kind, w.namespace, w.name))
 
 
@@ -287,7 +293,14 @@ def reference_add_on(recording: Recording, nodes: Sequence[fit.NodeShape] = ()) 
         *pod["tolerations"],
         *({"key": key, "operator": "Exists"} for key in sorted(system_keys - known)),
     ]
-    return Workload("platform-add-ons", "Pod", "kube-system", "reference-add-on", pod)
+    return Workload(
+        "platform-add-ons",
+        "Pod",
+        "kube-system",
+        "reference-add-on",
+        pod,
+        cluster=recording.cluster,
+    )
 
 
 def placements(recording: Recording, nodes: list[fit.NodeShape]) -> dict[str, list[str]]:
