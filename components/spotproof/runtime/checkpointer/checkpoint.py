@@ -93,14 +93,12 @@ SUPERSEDED = "another writer committed this step first"
 """Why a save did not commit when the step was committed by someone else."""
 ALREADY_COMMITTED = "step already committed"
 """Why a save did not start: the step was committed before it."""
-DEFAULT_COMMIT_ATTEMPTS = 3
-DEFAULT_COMMIT_BACKOFF = 0.2
-"""Seconds before the second commit attempt; doubled for each one after."""
+DEFAULT_COMMIT_ATTEMPTS, DEFAULT_COMMIT_BACKOFF = 3, 0.2
+"""Commit attempts, and seconds before the second; doubled for each one after."""
 
 
 class CommitFailed(StorageError):
-    """The manifest's write got no answer the store stood by, and the store did not say it
-    already exists: the step may be committed or not, and only a later read can tell."""
+    """The manifest's write got no answer: the step may be committed or not (a read tells)."""
 
 
 class RestoreError(ValueError):
