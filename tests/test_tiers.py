@@ -23,6 +23,10 @@ from spotproof.runtime.checkpointer.tiers import (
     replica_holders,
 )
 from spotproof.runtime.storage import StorageError
+from spotproof.runtime.storage.peer import PeerStore
+from spotproof.runtime.storage.replica_auth import ReplicaKey
+
+KEY = ReplicaKey(b"the gang's replica secret, 32 bytes or more")
 
 
 class Collective:
@@ -90,7 +94,7 @@ class Cluster:
                     rank=rank,
                     world_size=self.size,
                     gang=gang,
-                    tier=MemoryTier(str(self.node(rank)), persist_every=self.persist_every),
+                    tier=MemoryTier(str(self.node(rank)), KEY, persist_every=self.persist_every),
                     exchange=lambda value: collective.gather(rank, value),
                     part_bytes=64 * 1024,
                     shard_timeout=10,
@@ -287,3 +291,29 @@ def test_a_memory_tier_that_fails_still_replicates_and_persists_on_schedule(
     assert "held in rank 1's" in rank0[0][1]
     assert rank0[1] == (True, "")
     assert committed(cluster) == [20]
+
+
+def test_stray_names_in_a_holders_memory_never_stop_a_restart(tmp_path: Path) -> None:
+    """Before: a 3-byte object named ``steps`` at the top of a holder's directory made that
+    rank exit 2 (bad configuration) at every restart on that node."""
+    cluster = Cluster(tmp_path, 2, persist_every=2)
+    cluster.save_steps([10, 20, 30])  # the bucket has 20; memory 20 and 30
+    run = cluster.start()
+
+    def stray(store: TieredGangStore, _: Collective) -> None:
+        if store.rank == 1:  # a peer writes what no rank's replica could be, on rank 0's node
+            assert store.peer is not None
+            top = PeerStore(store.peer.url.rsplit("/", 1)[0], KEY)
+            top.put("steps", b"abc")
+            top.put("rank-00009/manifests/000000000099.json/x", b"abc")
+            top.put("rank-00001/manifests/000000000099.json/x", b"abc")
+            top.put("rank-00001/steps/not-a-step", b"abc")
+
+    run(stray)
+    restored = cluster.restore()
+    assert [step for step, _, _ in restored] == [30, 30]
+    assert [data for _, _, data in restored] == [shard(0, 30), shard(1, 30)]
+    holder = next(tmp_path.glob("node-0-0/*/replicas"))
+    assert not (holder / "steps").exists() and not list(holder.rglob("000000000099.json"))
+    manifests = sorted(p.name for p in (holder / "rank-00001" / "manifests").iterdir())
+    assert manifests == ["000000000020.json", "000000000030.json"]

@@ -42,6 +42,7 @@ from spotproof.runtime.checkpointer.gang import GangCheckpointStore, new_gang_id
 from spotproof.runtime.checkpointer.tiers import MemoryTier, TieredCheckpointer, TieredGangStore
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.settings import ConfigError
+from spotproof.runtime.storage.replica_auth import ReplicaKey
 
 
 class PeerLost(RuntimeError):
@@ -79,20 +80,89 @@ def gang_from(env: Mapping[str, str], most: int = settings.MAX_WORLD_SIZE) -> tu
 
 
 def memory_tier(env: Mapping[str, str]) -> MemoryTier | None:
-    """The gang's memory tier from ``MEMORY_TIER_DIR`` and its companions, or None."""
+    """The gang's memory tier from ``MEMORY_TIER_DIR`` and its companions, or None. A
+    tier refuses to start without ``REPLICA_SECRET_FILE``: its replica server would take
+    writes from whatever reaches its port and serve the weights to anyone."""
     directory = settings.MEMORY_TIER_DIR.read(env)
     if directory is None:
         return None
     if not directory.startswith("/"):
         raise ConfigError(f"MEMORY_TIER_DIR={directory!r:.80}: must be an absolute path")
+    limit = settings.REPLICA_LIMIT_MIB.read(env)
     return MemoryTier(
         directory,
+        _replica_key(env),
         persist_every=settings.PERSIST_EVERY.read(env),
-        host=settings.POD_IP.read(env) or "127.0.0.1",
+        host=_pod_ip(env),
         port=settings.REPLICA_PORT.read(env),
         node=settings.NODE_NAME.read(env) or "",
         zone=settings.NODE_ZONE.read(env) or "",
+        replica_limit=None if limit is None else limit << 20,
     )
+
+
+_SECRET = (
+    "allowed: the path of a file holding a random secret of 32 to 4096 bytes that only the "
+    "gang's pods mount (a Kubernetes Secret volume; openssl rand -hex 32 makes one)"
+)
+
+
+def _replica_key(env: Mapping[str, str]) -> ReplicaKey:
+    name = settings.REPLICA_SECRET_FILE.name
+    path = settings.REPLICA_SECRET_FILE.read(env)
+    if path is None:
+        raise ConfigError(
+            f"{settings.MEMORY_TIER_DIR.name} is set but {name} is not: a replica server "
+            f"without the gang's secret would take anyone's writes and serve its weights; {_SECRET}"
+        )
+    try:
+        return ReplicaKey.from_file(path)
+    except ValueError as why:  # what is wrong with the file, never what it holds
+        raise ConfigError(f"{name}={path!r:.120}: {why}; {_SECRET}") from None
+
+
+def _pod_ip(env: Mapping[str, str]) -> str:
+    """``POD_IP``: an address a peer can reach, so never unspecified, multicast or
+    reserved (0.0.0.0 would be announced to peers as where to connect)."""
+    raw = settings.POD_IP.read(env)
+    if raw is None:
+        return "127.0.0.1"
+    allowed = "allowed: this pod's own unicast IP address (the downward API's status.podIP)"
+    try:
+        address = ipaddress.ip_address(raw)
+    except ValueError:
+        raise ConfigError(f"POD_IP={raw!r:.80}: not an IP address; {allowed}") from None
+    if address.is_unspecified or address.is_multicast or address.is_reserved:
+        raise ConfigError(f"POD_IP={raw!r}: not an address peers can reach; {allowed}")
+    return address.compressed
+
+
+def tier_disagreement(seen: list[Any]) -> str | None:
+    """Why the ranks' memory tiers (each rank's :meth:`MemoryTier.agreement`, None without
+    one) cannot work together, naming the setting; None when they agree."""
+    ranks = range(len(seen))
+    kept = [r for r in ranks if seen[r] is not None]
+    if not kept or len(kept) == len(seen):
+        shared = (
+            (settings.PERSIST_EVERY.name, "the same on every rank"),
+            (settings.REPLICA_SECRET_FILE.name, "one Secret, mounted by every pod of the gang"),
+        )
+        for index, (name, allowed) in enumerate(shared):
+            if len({seen[r][index] for r in kept}) > 1:
+                return f"{name} differs between the ranks of the gang; allowed: {allowed}"
+        return None
+    without = [r for r in ranks if seen[r] is None]
+    return (
+        f"{settings.MEMORY_TIER_DIR.name} is set on rank(s) {_ranks(kept)} but not on "
+        f"{_ranks(without)}: each rank's replica is held by another, so every rank keeps a "
+        f"memory tier or none does; allowed: {settings.MEMORY_TIER_DIR.name} on every rank, or "
+        "on none"
+    )
+
+
+def _ranks(ranks: list[int]) -> str:
+    shown = ", ".join(str(r) for r in ranks[:8])
+    return shown + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
 
 
 def join(env: Mapping[str, str], guard: PreemptionGuard) -> Solo:
@@ -197,6 +267,9 @@ class Gang(Solo):
 
     def store(self, url: str, **options: Any) -> CheckpointStore:
         shape = {"rank": self.rank, "world_size": self.world_size, "gang": self.gang_id}
+        problem = tier_disagreement(self.exchange(self.tier and self.tier.agreement()))
+        if problem is not None:  # every rank sees the same values, so every rank says so
+            raise ConfigError(problem)
         if self.tier is not None:
             return TieredGangStore(url, tier=self.tier, exchange=self.exchange, **shape, **options)
         return GangCheckpointStore(url, **shape, **options)

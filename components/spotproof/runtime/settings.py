@@ -313,9 +313,21 @@ PERSIST_EVERY = Whole("PERSIST_EVERY", 1, 1000, default=4)
 REPLICA_PORT = Whole("REPLICA_PORT", 0, 65_535, default=9471)
 """The port this rank serves its peers' replicas on, 0 (any free one) to 65,535; default
 9471."""
+REPLICA_SECRET_FILE = OptionalText("REPLICA_SECRET_FILE")
+"""The path of a file holding the gang's replica secret, 32 to 4,096 bytes (a Kubernetes
+Secret volume only the gang's pods mount; ``openssl rand -hex 32`` makes one): every
+request between the ranks' replica servers is signed with a key derived from it
+(``runtime.storage.replica_auth``). Required with ``MEMORY_TIER_DIR``. A path, never the
+secret itself, which an environment would show to ``kubectl describe``."""
+REPLICA_LIMIT_MIB = OptionalWhole("REPLICA_LIMIT_MIB", 1, 2**24)
+"""The most MiB of its peers' replicas this rank's server holds, 1 to 16,777,216; unset,
+half the file system ``MEMORY_TIER_DIR`` is on (a memory-backed ``emptyDir`` is as large as
+its ``sizeLimit``, which the plan wants at six copies of the state, three of them its
+peer's). A write past it is refused, never held."""
 POD_IP = OptionalText("POD_IP")
 """The address peers reach this rank's replica server at (the downward API's
-``status.podIP``); unset, 127.0.0.1, which only a gang on one machine can use."""
+``status.podIP``): an IP address of this pod, not 0.0.0.0, ``::`` or a multicast or
+reserved one; unset, 127.0.0.1, which only a gang on one machine can use."""
 NODE_NAME = OptionalText("NODE_NAME")
 """This rank's node (``spec.nodeName``): a replica is never held on the same node."""
 NODE_ZONE = OptionalText("NODE_ZONE")

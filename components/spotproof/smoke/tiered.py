@@ -26,6 +26,7 @@ resumed from memory persists its next save, so the bucket is never further behin
 from __future__ import annotations
 
 import random
+import secrets
 import shutil
 import signal
 import tempfile
@@ -71,6 +72,9 @@ class Nodes:
 
     def __init__(self, root: Path, size: int) -> None:
         self.root, self.generation = root, [0] * size
+        self.secret = root / "replica-secret"  # the one Secret every pod of the gang mounts
+        root.mkdir(parents=True, exist_ok=True)
+        self.secret.write_text(secrets.token_hex(32))
 
     def memory(self, rank: int) -> Path:
         return self.root / f"node-{rank}.{self.generation[rank]}"
@@ -80,6 +84,7 @@ class Nodes:
             settings.MEMORY_TIER_DIR.name: str(self.memory(rank)),
             settings.PERSIST_EVERY.name: str(PERSIST_EVERY),
             settings.REPLICA_PORT.name: "0",
+            settings.REPLICA_SECRET_FILE.name: str(self.secret),
             settings.NODE_NAME.name: self.memory(rank).name,
         }
 

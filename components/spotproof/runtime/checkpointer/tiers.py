@@ -13,10 +13,12 @@ Which tier holds which step
 - **Peer.** The same save is then written, in the same background thread, to the memory
   of one other rank's node, its *holder* (:func:`replica_holders`: the next rank in ring
   order on another node, on another zone where the gang spans zones), through that rank's
-  :class:`~spotproof.runtime.storage.peer.ReplicaServer` at
-  ``<holder's tier>/<run>/replicas/rank-<r>/``. The holder checks every part against its
-  CRC32C on arrival, and the manifest arrives last and create-only: a replica is whole and
-  verified, or is not there.
+  :class:`~spotproof.runtime.storage.replica_server.ReplicaServer` at
+  ``<holder's tier>/<run>/replicas/rank-<r>/``, which takes only requests signed with the
+  gang's key (``runtime.storage.replica_auth``). The holder checks every part's CRC32C on
+  arrival, and the manifest arrives last and create-only: a replica is whole and verified,
+  or is not there. A save to the holder, or a load from it, ends by one deadline
+  (``PeerStore.bounded``); past it the bucket stands in.
 - **Bucket.** Every ``persist_every``-th periodic save, and every final save, goes to the
   bucket as a gang checkpoint (``runtime.checkpointer.gang``); a final save goes *only*
   there, since the node it was made on is about to go.
@@ -35,27 +37,29 @@ then the restart falls back to the bucket, exactly as without tiers.
 What a restart chooses
 ----------------------
 1. Each rank offers the newest step it can read and verify from any tier: its own memory,
-   then its holder's replica, then the bucket (a step found in several is read from the
-   first: the same bytes, checked against the same CRC32C, sooner). The gang agrees on the
-   smallest offer with ``GangCheckpointStore.load_latest``'s rounds, so a memory step
-   newer than the bucket's is chosen only when every rank can read its shard of it.
+   its holder's replica, the bucket (a step in several is read from the first). The gang
+   agrees on the smallest offer (``GangCheckpointStore.load_latest``'s rounds), so a memory
+   step newer than the bucket's is chosen only when every rank can read its shard of it.
 2. Every copy records the gang that wrote it (``metadata["gang"]``). After agreeing, the
    ranks compare these (the smallest and largest of their digests): memory copies of one
    step written by two incarnations of the gang, which trained differently from an older
    restore, are never mixed. On a mismatch the memory copies of that step are set aside
    and the gang agrees again (the bucket's copy is one gang's manifest, so it stays).
 3. Before its first step after restoring step ``R``, every rank deletes the memory
-   checkpoints newer than ``R``, its own and the replicas it holds: a step that an
-   abandoned incarnation held in memory can never be mistaken for this one's.
+   checkpoints newer than ``R``, its own and the replicas it holds (and any name no
+   replica could be): what an abandoned incarnation held is never mistaken for this one's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import re
+import shutil
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer, Capture
@@ -66,9 +70,13 @@ from spotproof.runtime.checkpointer.checkpoint import (
     SaveResult,
 )
 from spotproof.runtime.checkpointer.gang import Agree, GangCheckpointStore
+from spotproof.runtime.checkpointer.layout import manifest_key, step_prefix
 from spotproof.runtime.checkpointer.manifest import ManifestError
+from spotproof.runtime.settings import ConfigError
 from spotproof.runtime.storage import StorageError
-from spotproof.runtime.storage.peer import PeerStore, ReplicaServer
+from spotproof.runtime.storage.peer import PeerStore
+from spotproof.runtime.storage.replica_auth import ReplicaKey
+from spotproof.runtime.storage.replica_server import CannotListen, ReplicaServer
 
 Exchange = Callable[[Any], list[Any]]
 """Every rank's value, in rank order (``torch.distributed.all_gather_object``)."""
@@ -84,6 +92,7 @@ a load skips a step for, and a holder gone while it was read."""
 MEMORY_KEEP = 2
 """Steps each memory store keeps: the newest, and the one before while the gang may still
 agree on it (a rank whose newest save failed offers the older)."""
+HELD = re.compile(r"rank-[0-9]{5}")  # what a holder keeps replicas under; all else is foreign
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,8 @@ class MemoryTier:
     directory: str
     """A directory on this node that outlives the trainer process but not the node: a
     tmpfs (``/dev/shm``, a memory-backed hostPath) or a local SSD."""
+    key: ReplicaKey = field(repr=False)
+    """The gang's key: the only one its replica servers take requests signed with."""
     persist_every: int = 4
     """Every this-many-th periodic save also goes to the bucket (1 to 1000); final saves
     always do."""
@@ -105,6 +116,13 @@ class MemoryTier:
     replicas. Empty: every rank counts as its own node."""
     zone: str = ""
     """This rank's zone; a holder in another zone is preferred. Empty: unknown."""
+    replica_limit: int | None = None
+    """The most bytes of replicas this rank's server holds; None: half the file system
+    :attr:`directory` is on (``replica_server.default_limit``)."""
+
+    def agreement(self) -> tuple[int, str]:
+        """What every rank's tier must share: when saves persist, and the secret's digest."""
+        return self.persist_every, self.key.fingerprint()
 
     def __post_init__(self) -> None:
         if not 1 <= self.persist_every <= 1000:
@@ -161,18 +179,30 @@ class TieredGangStore(GangCheckpointStore):
         self.tier = tier
         run = hashlib.sha256(f"{url}|{world_size}".encode()).hexdigest()[:16]
         base = os.path.join(tier.directory, run)
-        self.own = CheckpointStore(
-            f"file://{base}/own/rank-{rank:05d}", keep=MEMORY_KEEP, writer_id=self.writer_id
-        )
-        self.server = ReplicaServer(os.path.join(base, "replicas"), tier.host, tier.port)
-        self.server.start()
-        seen = exchange((self.server.url(""), tier.node, tier.zone))
+        self.server: ReplicaServer | None = None
+        try:
+            self.own = CheckpointStore(
+                f"file://{base}/own/rank-{rank:05d}", keep=MEMORY_KEEP, writer_id=self.writer_id
+            )
+            self.server = ReplicaServer(
+                os.path.join(base, "replicas"), tier.key, tier.host, tier.port, tier.replica_limit
+            )
+            self.server.start()
+            mine: tuple[str, str, str] = (self.server.url(""), tier.node, tier.zone)
+        except (CannotListen, StorageError) as error:  # every rank hears of it, none waits
+            mine = ("", "", str(error))
+        seen = exchange(mine)
+        for other, (address, _, problem) in enumerate(seen):
+            if not address:
+                self.close()
+                raise ConfigError(f"rank {other}: {problem}")
         self.holder = replica_holders([s[1] for s in seen], [s[2] for s in seen])[rank]
         self.replica: CheckpointStore | None = None
+        self.peer: PeerStore | None = None
         if self.holder != rank:
-            peer = PeerStore(f"{seen[self.holder][0]}/rank-{rank:05d}")
+            self.peer = PeerStore(f"{seen[self.holder][0]}/rank-{rank:05d}", tier.key)
             self.replica = CheckpointStore(
-                peer.url, keep=MEMORY_KEEP, writer_id=self.writer_id, store=peer
+                self.peer.url, keep=MEMORY_KEEP, writer_id=self.writer_id, store=self.peer
             )
         self.stopping = False
         """Set by :class:`TieredCheckpointer` once training stops: saves go to the bucket."""
@@ -182,7 +212,14 @@ class TieredGangStore(GangCheckpointStore):
         """The tier the last load read this rank's shard from: memory, peer or bucket."""
 
     def close(self) -> None:
-        self.server.close()
+        if self.server is not None:
+            self.server.close()
+
+    def _bounded(self, tier: str) -> contextlib.AbstractContextManager[None]:
+        """One deadline for a whole save to, or load from, the holder (``peer``)."""
+        if tier == PEER and self.peer is not None:
+            return self.peer.bounded()
+        return contextlib.nullcontext()
 
     # --- save --------------------------------------------------------------------------
 
@@ -207,7 +244,8 @@ class TieredGangStore(GangCheckpointStore):
         replicated, replica_started = False, time.monotonic()
         if self.replica is not None:
             try:
-                replicated = self.replica.save(step, blobs, metadata, cancel).committed
+                with self._bounded(PEER):
+                    replicated = self.replica.save(step, blobs, metadata, cancel).committed
             except StorageError as error:  # the holder is gone or refused: memory stands
                 why += f"; not replicated to rank {self.holder}: {error}"
         replica_seconds = time.monotonic() - replica_started
@@ -260,7 +298,8 @@ class TieredGangStore(GangCheckpointStore):
             if step not in self._held_steps(store):
                 continue
             try:
-                checkpoint = store._load_and_restore(step, skipped, restore)
+                with self._bounded(tier):
+                    checkpoint = store._load_and_restore(step, skipped, restore)
             except _UNUSABLE_COPY as error:
                 problems.append(f"{tier}: {error}")
                 continue
@@ -306,14 +345,37 @@ class TieredGangStore(GangCheckpointStore):
 
     def drop_newer_than(self, step: int) -> None:
         """Delete memory checkpoints after ``step``: this rank's own, and every replica its
-        node holds (each rank drops what it holds, so together they drop them all)."""
+        node holds (each rank drops what it holds, so together they drop them all). What
+        no replica could be (a name outside ``rank-NNNNN/``, a step the protocol cannot
+        delete) is removed outright: a peer's stray names never stop a restart."""
+        _drop_after(self.own, step)
+        assert self.server is not None
         replicas = self.server.store.root
-        held = [self.own] + [
-            CheckpointStore(f"file://{replicas}/{name}") for name in sorted(os.listdir(replicas))
-        ]
-        for store in held:
-            for newer in (s for s in store.committed_steps() if s > step):
-                store.delete_step(newer)
+        for name in sorted(os.listdir(replicas)):
+            path = os.path.join(replicas, name)
+            if not HELD.fullmatch(name) or os.path.islink(path) or not os.path.isdir(path):
+                _remove(path)
+                continue
+            try:
+                _drop_after(CheckpointStore(f"file://{path}"), step)
+            except (StorageError, OSError, ValueError):  # not even listed: nothing to keep
+                _remove(path)
+
+
+def _drop_after(store: CheckpointStore, step: int) -> None:
+    for newer in (s for s in store.committed_steps() if s > step):
+        try:
+            store.delete_step(newer)
+        except (StorageError, OSError):  # a name the protocol never writes, in the way
+            _remove(store.store.path(manifest_key(newer)))
+            _remove(store.store.path(step_prefix(newer)))
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        os.unlink(path)
 
 
 class TieredCheckpointer(AsyncCheckpointer):

@@ -131,6 +131,24 @@ class LocalStore(ObjectStore):
                     break
                 directory = directory.parent
 
+    def place(self, key: str, staged: str, *, create_only: bool = False) -> None:
+        """Move ``staged``, a file already written on this file system, to ``key``:
+        replacing what is there atomically (``rename``; durable after :meth:`make_durable`,
+        as :meth:`put` is), or, ``create_only``, refused with :class:`AlreadyExists` when
+        the name exists (``link``, its directory synced, as :meth:`put_if_absent` does). The
+        replica server streams a body there as it arrives, so none is held whole in memory."""
+        path = Path(self.path(key))
+        self._make_parent(path)
+        self._inside(path.parent)
+        if not create_only:
+            os.rename(staged, path)
+            return
+        try:
+            os.link(staged, path)
+        except FileExistsError:
+            raise AlreadyExists(key) from None
+        _fsync_directory(path.parent)
+
     def put_if_absent(self, key: str, data: bytes) -> None:
         path = Path(self.path(key))
         try:

@@ -1,30 +1,38 @@
 """Another node's memory as an object store: ``peer://host:port/<root>``.
 
 A gang's ranks keep replicas of each other's newest checkpoints
-(``runtime.checkpointer.tiers``). Each rank runs a :class:`ReplicaServer` over a
-directory in its node's memory; a peer writes and reads there through :class:`PeerStore`,
-an :class:`ObjectStore` like the buckets', so the same commit protocol
+(``runtime.checkpointer.tiers``). Each rank runs a replica server over a directory in its
+node's memory (``runtime.storage.replica_server``); a peer writes and reads there through
+:class:`PeerStore`, an :class:`ObjectStore` like the buckets', so the same commit protocol
 (``runtime.checkpointer.checkpoint``: parts, then a create-only manifest) and the same
 verified loads work across nodes unchanged.
 
 The protocol is a few HTTP/1.1 requests on one persistent connection per thread:
 
-- ``PUT /o/<key>`` writes an object. With ``X-Crc32c`` (8 hex digits) the server checks
-  the body against it *before* anything is stored and answers 422 on a mismatch, so a part
-  damaged on the way is refused on arrival, as S3 refuses one; with ``If-None-Match: *``
-  the write is create-only (412 when the key exists), the manifest's commit.
+- ``PUT /o/<key>`` writes an object of at most :data:`MAX_OBJECT_BYTES`. With
+  ``X-Crc32c`` (8 hex digits) the server checks the body against it *before* anything is
+  stored and answers 422 on a mismatch, so a part damaged on the way is refused on
+  arrival, as S3 refuses one; with ``If-None-Match: *`` the write is create-only (412
+  when the key exists), the manifest's commit.
 - ``GET /o/<key>``, with an optional ``Range: bytes=a-b``: the bytes, sent with
   ``sendfile`` from the node's memory; 416 for a range that starts past the end.
 - ``HEAD /o/<key>``, ``DELETE /o/<key>``, ``DELETE /tree/<prefix>``, and
   ``GET /names/<prefix>`` / ``GET /sizes/<prefix>`` (JSON) for listings.
 
-The server stores through :class:`LocalStore`, so every key stays under its root and
-nothing but a regular file it wrote is ever served. It has no authentication: anything
-that can reach its port can write replicas or read them, so it belongs on a network
-where only the gang's own pods reach it (spotproof's namespace policy admits every pod
-of the namespace today, which is no such limit). What it serves is checked against the
-manifest's CRC32C by the reader like any bucket's bytes, so a damaged replica is skipped,
-never loaded; a forged one whose checksums match is not detected.
+Every request is signed with the gang's key and every answer checked for the server's
+signature (``runtime.storage.replica_auth`` says how, and why so).
+
+Deadlines
+---------
+Each exchange, sending and answer together, must end within :func:`transfer_seconds` of
+its bytes: :data:`REQUEST_SECONDS`, plus its bytes at :data:`FLOOR_BYTES_PER_SECOND`, the
+rate at which ``spotproof plan`` assumes a replacement restores its state
+(``catalog.RESTORE_MIB_PER_SECOND``). It is one deadline for the whole exchange, not a
+timeout per read (:class:`DeadlineSocket`): a peer that sends a byte every few seconds
+never resets it. A save or a load of a step as a whole (:meth:`PeerStore.bounded`) shares
+one deadline too, that grows by what each request asks for: the peer tier costs a restore
+at most :data:`REQUEST_SECONDS` plus what the plan budgets for reading the shard, and then
+the bucket is read. The server keeps the same deadlines on its side.
 """
 
 from __future__ import annotations
@@ -33,68 +41,236 @@ import contextlib
 import http.client
 import json
 import os
+import select
 import socket
 import threading
+import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import quote, unquote, urlparse
+from urllib.parse import quote, urlparse
 
-from spotproof.runtime.checkpointer.integrity import CRC32C_HEX, crc32c
+from spotproof.catalog import RESTORE_MIB_PER_SECOND
+from spotproof.runtime.checkpointer.transfer import MAX_PART
 from spotproof.runtime.failures import Failure
-from spotproof.runtime.storage import open_store
 from spotproof.runtime.storage.errors import AlreadyExists, StorageError, StorageURLError, failed
-from spotproof.runtime.storage.local import LocalStore
 from spotproof.runtime.storage.objects import ObjectStore, confined, within
+from spotproof.runtime.storage.replica_auth import SIGNATURE, ReplicaKey, authority
 
 SCHEME = "peer"
-MAX_OBJECT_BYTES = 1 << 36
-"""The largest object a server takes (64 GiB): more than any part, less than a runaway."""
-REQUEST_SECONDS = 60.0
-"""How long a request may go unanswered before the peer counts as gone."""
-_CHUNK = 1 << 22
+MAX_OBJECT_BYTES = MAX_PART
+"""The largest object a server takes: the largest part a checkpoint is cut into (64 MiB,
+``CHECKPOINT_PART_KB`` included); manifests are far smaller."""
+REQUEST_SECONDS = 10.0
+"""What any exchange may take beyond its bytes at the floor rate: a healthy peer answers
+from memory in milliseconds, so a peer silent this long is taken for gone."""
+FLOOR_BYTES_PER_SECOND = RESTORE_MIB_PER_SECOND * (1 << 20)
+"""A peer slower than the plan's restore rate costs more than the bucket it stands in for."""
+CONNECT_SECONDS = 5.0
+IDLE_SECONDS = 60.0
+"""How long a server keeps a connection that sends nothing, the next request's head
+included."""
+REUSE_SECONDS = IDLE_SECONDS / 2
+"""A client opens a new connection instead of one idle longer: the server may be closing it."""
+
+
+def transfer_seconds(size: int) -> float:
+    """The deadline of an exchange that moves ``size`` bytes (see the module)."""
+    return REQUEST_SECONDS + size / FLOOR_BYTES_PER_SECOND
+
+
+def peer_url(host: str, port: int, root: str) -> str:
+    """The :class:`PeerStore` URL of ``root`` on the server at ``host:port``."""
+    spelled = f"[{host}]" if ":" in host else host
+    return f"{SCHEME}://{spelled}:{port}/{root.strip('/')}"
+
+
+class DeadlineSocket(socket.socket):
+    """A socket whose blocking calls all end by one moment, :attr:`until` (monotonic);
+    :class:`TimeoutError` once it has passed. None: no deadline."""
+
+    until: float | None = None
+
+    @classmethod
+    def adopt(cls, sock: socket.socket) -> DeadlineSocket:
+        return cls(sock.family, sock.type, sock.proto, fileno=sock.detach())
+
+    def _left(self) -> float | None:
+        if self.until is None:
+            return None
+        left = self.until - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("deadline passed")
+        super().settimeout(left)
+        return left
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        self._left()
+        return super().recv_into(buffer, nbytes, flags)
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        self._left()
+        return super().recv(bufsize, flags)
+
+    def sendall(self, data: Any, flags: int = 0) -> None:
+        self._left()  # sendall's timeout bounds all of it, not each send
+        super().sendall(data, flags)
+
+    def send(self, data: Any, flags: int = 0) -> int:
+        self._left()
+        return super().send(data, flags)
+
+    def send_file(self, descriptor: int, offset: int, count: int) -> int:
+        """``count`` bytes of ``descriptor`` from ``offset`` with ``sendfile``, by the
+        deadline; returns what could not be sent (the file ended first)."""
+        poller = select.poll()
+        poller.register(self.fileno(), select.POLLOUT)
+        while count > 0:
+            left = self._left()  # with a deadline the socket is non-blocking underneath
+            if left is not None and not poller.poll(max(1, int(left * 1000))):
+                continue  # the deadline check above ends it
+            try:
+                moved = os.sendfile(self.fileno(), descriptor, offset, count)
+            except BlockingIOError:
+                continue
+            if not moved:
+                break
+            offset, count = offset + moved, count - moved
+        return count
+
+
+class _Connection(http.client.HTTPConnection):
+    """No Nagle: a request's headers and body go out as separate writes, and with Nagle's
+    algorithm the second waits for the peer's delayed ACK of the first (up to 40 ms on
+    Linux), for every request. Measured here: a 64 MiB restore took 0.17 s with it, mostly
+    such waits, against 0.03 s for the bytes."""
+
+    until: float | None = None
+    used = 0.0
+
+    def connect(self) -> None:
+        left = CONNECT_SECONDS if self.until is None else self.until - time.monotonic()
+        raw = socket.create_connection(
+            (self.host, self.port), max(0.001, min(CONNECT_SECONDS, left))
+        )
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = DeadlineSocket.adopt(raw)
+        self.sock.until = self.until
+
+    def settle(self, until: float) -> None:
+        """Every call of the next exchange ends by ``until``."""
+        self.until = until
+        if isinstance(self.sock, DeadlineSocket):
+            self.sock.until = until
+
+
+class _Budget:
+    """One deadline for many requests, that grows with the bytes each asks for."""
+
+    def __init__(self, seconds: float) -> None:
+        self.until = time.monotonic() + seconds
+        self._lock = threading.Lock()
+
+    def charge(self, size: int) -> float:
+        with self._lock:
+            self.until += size / FLOOR_BYTES_PER_SECOND
+            return self.until
 
 
 class PeerStore(ObjectStore):
-    """The objects under ``<root>`` on the replica server at ``host:port``."""
+    """The objects under ``<root>`` on the replica server at ``host:port``, reached with
+    the gang's ``key``."""
 
     direct_read_min = 1 << 20
     """A request on a kept-alive connection without Nagle costs a fraction of a
     millisecond here, less than copying a MiB out of scratch."""
 
-    def __init__(self, url: str, timeout: float = REQUEST_SECONDS) -> None:
+    def __init__(self, url: str, key: ReplicaKey, timeout: float | None = None) -> None:
+        """``timeout``: what any exchange may take beyond its bytes (:func:`transfer_seconds`);
+        None, :data:`REQUEST_SECONDS`."""
         parsed = urlparse(url)
         if parsed.scheme != SCHEME or not parsed.hostname or not parsed.port:
             raise StorageURLError(f"replica URL {url!r}: allowed: peer://host:port/root")
         super().__init__(url, fs=None, root=parsed.path.strip("/"))
-        self.host, self.port, self.timeout = parsed.hostname, parsed.port, timeout
+        self.host, self.port, self.key = parsed.hostname, parsed.port, key
+        self.timeout = REQUEST_SECONDS if timeout is None else timeout
+        self.where = authority(self.host, self.port)
         self._local = threading.local()
+        self._budget: _Budget | None = None
 
     def path(self, key: str) -> str:
         return f"{self.root}/{confined(key)}" if self.root else confined(key)
 
+    @contextlib.contextmanager
+    def bounded(self) -> Iterator[None]:
+        """Every request made inside shares one deadline (see the module): a save or a
+        load of one step, however many parts it has."""
+        self._budget = _Budget(self.timeout)
+        try:
+            yield
+        finally:
+            self._budget = None
+
     # --- one connection per thread ----------------------------------------------------
 
-    def _connection(self) -> http.client.HTTPConnection:
+    def _connection(self) -> _Connection:
         connection = getattr(self._local, "connection", None)
+        if connection is not None and time.monotonic() - connection.used > REUSE_SECONDS:
+            self._drop(connection)
+            connection = None
         if connection is None:
-            connection = _Connection(self.host, self.port, timeout=self.timeout)
+            connection = _Connection(self.host, self.port)
             self._local.connection = connection
         return connection
 
     @contextlib.contextmanager
     def _exchange(
-        self, method: str, route: str, body: Any = None, headers: dict[str, str] | None = None
+        self,
+        method: str,
+        route: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        expect: int = 0,
     ) -> Iterator[http.client.HTTPResponse]:
-        """One request and its response, read (or drained) before the connection is used
-        again; a broken connection is dropped and the failure raised as one line."""
+        """One signed request and its answer, whose signature is checked, read (or
+        drained) before the connection is used again, all by one deadline (``expect``: the
+        bytes the answer should bring); a broken connection is dropped and the failure
+        raised as one line."""
+        size = len(body) if body is not None else 0
+        headers = {**(headers or {}), "Content-Length": str(size)}
+        target = quote(route)
+        nonce = self.key.sign(self.where, method, target, headers)
+        seconds = self.timeout + (size + expect) / FLOOR_BYTES_PER_SECOND
+        until = time.monotonic() + seconds
+        if self._budget is not None:
+            until = min(until, self._budget.charge(size + expect))
         connection = self._connection()
-        response = None
+        connection.settle(until)
         try:
-            connection.request(method, quote(route), body=body, headers=headers or {})
-            response = connection.getresponse()
-            yield response
-            response.read()  # drain what the caller left, so the connection can be reused
+            connection.request(method, target, body=body, headers=headers)
+            answer = connection.getresponse()
+            length = answer.getheader("Content-Length") or ""
+            if not self.key.answer_verifies(
+                nonce, answer.status, length, answer.getheader(SIGNATURE)
+            ):
+                raise StorageError(
+                    f"{self.url}: {method} {route}: HTTP {answer.status} not signed with the "
+                    "gang's replica key: this rank's REPLICA_SECRET_FILE differs from the "
+                    "holder's, or what answers there is not the gang's replica server",
+                    Failure.DENIED,
+                )
+            yield answer
+            answer.read()  # drain what the caller left, so the connection can be reused
+            connection.used = time.monotonic()
+        except FileNotFoundError:  # the caller's: no such object
+            self._drop(connection)
+            raise
+        except TimeoutError:
+            self._drop(connection)
+            raise StorageError(
+                f"{self.url}: {method} {route}: no whole answer within {seconds:.0f} s (a peer "
+                f"slower than {RESTORE_MIB_PER_SECOND} MiB/s is taken for gone)",
+                Failure.UNREACHABLE,
+            ) from None
         except (OSError, http.client.HTTPException) as error:
             self._drop(connection)
             raise failed(self.url, f"{method} {route}", error) from error
@@ -131,7 +307,8 @@ class PeerStore(ObjectStore):
         if not len(buffer):
             return 0
         headers = {"Range": f"bytes={offset}-{offset + len(buffer) - 1}"}
-        with self._exchange("GET", f"/o/{self.path(key)}", headers=headers) as answer:
+        route = f"/o/{self.path(key)}"
+        with self._exchange("GET", route, headers=headers, expect=len(buffer)) as answer:
             if answer.status == 416:
                 return 0
             if answer.status == 404:
@@ -147,7 +324,7 @@ class PeerStore(ObjectStore):
             return filled
 
     def get(self, key: str, *, limit: int | None = None) -> bytes:
-        with self._exchange("GET", f"/o/{self.path(key)}") as answer:
+        with self._exchange("GET", f"/o/{self.path(key)}", expect=limit or 0) as answer:
             if answer.status == 404:
                 raise FileNotFoundError(key)
             if answer.status != 200:
@@ -189,183 +366,3 @@ class PeerStore(ObjectStore):
     def make_durable(self, prefix: str) -> None:
         """Nothing to do: a replica lives in the peer's memory, which no fsync makes
         outlive the node; what it buys is a copy on another node."""
-
-
-class _Connection(http.client.HTTPConnection):
-    """No Nagle: a request's headers and body go out as separate writes, and with Nagle's
-    algorithm the second waits for the peer's delayed ACK of the first (up to 40 ms on
-    Linux), for every request. Measured here: a 64 MiB restore took 0.17 s with it, mostly
-    such waits, against 0.03 s for the bytes."""
-
-    def connect(self) -> None:
-        super().connect()
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
-class ReplicaServer:
-    """Serves ``directory`` (this node's memory) to the gang's peers, in threads."""
-
-    def __init__(self, directory: str, host: str = "127.0.0.1", port: int = 0) -> None:
-        store = open_store(f"file://{directory}")
-        assert isinstance(store, LocalStore)
-        self.store = store
-        handler = type("Handler", (_Handler,), {"store": self.store})
-        self._server = _Server((host, port), handler)
-        self.host, self.port = host, int(self._server.server_address[1])
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="replica-server", daemon=True
-        )
-
-    def url(self, root: str) -> str:
-        """The :class:`PeerStore` URL of ``root`` on this server."""
-        return f"{SCHEME}://{self.host}:{self.port}/{root.strip('/')}"
-
-    def __enter__(self) -> ReplicaServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
-
-    def start(self) -> ReplicaServer:
-        return self.__enter__()
-
-    def close(self) -> None:
-        if self._thread.is_alive():
-            self._server.shutdown()
-        self._server.server_close()
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Quiet: a peer that hung up mid-request (killed, as rehearsals do) learns
-        nothing from a traceback on this node's stderr, and its retry is its own."""
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    store: LocalStore
-
-    def setup(self) -> None:
-        super().setup()
-        # A response's headers and its body (sendfile) are separate writes: see _Connection.
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: a failure reaches the peer as its status, not this node's stderr."""
-
-    def _route(self) -> tuple[str, str]:
-        kind, _, key = unquote(self.path).lstrip("/").partition("/")
-        return kind, key
-
-    def _answer(self, status: int, body: bytes = b"", kind: str = "text/plain") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if body and self.command != "HEAD":
-            self.wfile.write(body)
-
-    def _guarded(self, work: Any) -> None:
-        try:
-            work()
-        except FileNotFoundError:
-            self._answer(404, b"no such object")
-        except (ValueError, StorageError) as error:  # Unreadable is a ValueError
-            self._answer(400, str(error)[:300].encode())
-
-    def do_PUT(self) -> None:
-        self._guarded(self._put)
-
-    def _put(self) -> None:
-        kind, key = self._route()
-        size = int(self.headers.get("Content-Length") or -1)
-        if kind != "o" or not 0 <= size <= MAX_OBJECT_BYTES:
-            self.close_connection = True
-            self._answer(400, b"PUT /o/<key> with a Content-Length of at most 64 GiB")
-            return
-        data = bytearray(size)
-        view, filled = memoryview(data), 0
-        while filled < size:
-            count = self.rfile.readinto(view[filled : filled + _CHUNK])
-            if not count:
-                self.close_connection = True
-                self._answer(400, b"body shorter than its Content-Length")
-                return
-            filled += count
-        claimed = self.headers.get("X-Crc32c")
-        if claimed is not None and (
-            not CRC32C_HEX.fullmatch(claimed) or f"{crc32c(data):08x}" != claimed
-        ):
-            self._answer(422, b"body does not match its X-Crc32c; nothing stored")
-            return
-        if self.headers.get("If-None-Match") == "*":
-            try:
-                self.store.put_if_absent(key, bytes(data))
-            except AlreadyExists:
-                self._answer(412, b"exists")
-                return
-        else:
-            self.store.put(key, data)
-        self._answer(201)
-
-    def do_GET(self) -> None:
-        self._guarded(self._get)
-
-    def do_HEAD(self) -> None:
-        self._guarded(self._get)
-
-    def _get(self) -> None:
-        kind, key = self._route()
-        if kind in ("names", "sizes"):
-            found = self.store.sizes_under(key) if kind == "sizes" else self.store.list(key)
-            self._answer(200, json.dumps(found).encode(), "application/json")
-            return
-        if kind != "o":
-            self._answer(400, b"unknown route")
-            return
-        descriptor = self.store.open_regular(confined(key))
-        try:
-            self._send(descriptor)
-        finally:
-            os.close(descriptor)
-
-    def _send(self, descriptor: int) -> None:
-        """The file (or the requested range of it) as the response."""
-        size = os.fstat(descriptor).st_size
-        start, end = 0, size - 1
-        ranged = self.headers.get("Range", "")
-        if ranged.startswith("bytes="):
-            first, _, last = ranged[len("bytes=") :].partition("-")
-            start, end = int(first), min(int(last), size - 1) if last else size - 1
-            if start >= size:
-                self._answer(416, b"range starts past the end")
-                return
-        self.send_response(206 if ranged else 200)
-        self.send_header("Content-Length", str(end - start + 1))
-        self.end_headers()
-        if self.command == "HEAD":
-            return
-        self.wfile.flush()
-        sent, count = start, end - start + 1
-        while count > 0:
-            moved = os.sendfile(self.connection.fileno(), descriptor, sent, count)
-            if not moved:
-                break
-            sent, count = sent + moved, count - moved
-
-    def do_DELETE(self) -> None:
-        self._guarded(self._delete)
-
-    def _delete(self) -> None:
-        kind, key = self._route()
-        if kind == "tree":
-            self.store.delete_prefix(key)
-        elif kind == "o":
-            self.store.delete([key])
-        else:
-            self._answer(400, b"unknown route")
-            return
-        self._answer(204)
