@@ -301,3 +301,45 @@ def test_a_program_importing_a_module_that_moved_is_told_where_it_lives_now(
     assert err == (
         "spotproof check: the program imports 'spotproof.spec', which is now spotproof.fleet\n"
     )
+
+
+def test_a_toleration_for_a_taint_no_pool_carries_is_named_with_the_taint_meant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Written for another cluster's spot pools: no key of this stack's is like it, so only
+    the taints the pools carry say what it should have been."""
+    path = _job(
+        tmp_path,
+        (
+            "{key: spotproof.dev/capacity, operator: Equal, value: spot, effect: NoSchedule}",
+            "{key: provisioning-tier, operator: Equal, value: preemptible, effect: NoSchedule}",
+        ),
+    )
+    code, out, _ = _check(capsys, str(path))
+    assert code == 1
+    [fit] = [line for line in out.splitlines() if "[scheduling-fit]" in line]
+    assert (
+        "its toleration provisioning-tier=preemptible:NoSchedule matches no taint of these "
+        "pools, which carry spotproof.dev/capacity=spot:NoSchedule"
+    ) in fit
+
+
+def test_a_checkpoint_on_an_empty_dir_is_found_even_when_the_job_fits_no_pool(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _job(
+        tmp_path,
+        (
+            "{name: CHECKPOINT_URL, value: gs://spotproof-dev-gke-dev-checkpoints/checkpoints/"
+            "llm-finetune}",
+            "{name: CHECKPOINT_DIR, value: /tmp/checkpoints}",
+        ),
+        (
+            "nodeSelector: {spotproof.dev/pool-class: spot-gpu}",
+            "nodeSelector: {spotproof.dev/pool-class: spot-gpu, gpu: h100}",
+        ),
+    )
+    code, out, _ = _check(capsys, str(path))
+    assert code == 1
+    findings = {line.split("] ")[0].split("[")[-1] for line in out.splitlines() if "] " in line}
+    assert {"scheduling-fit", "checkpoint-on-ephemeral-storage"} <= findings, out

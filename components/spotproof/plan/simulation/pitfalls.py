@@ -34,12 +34,13 @@ Checked for every workload of a plan, and so for every manifest ``spotproof chec
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from spotproof import scheduling
 from spotproof.catalog import jobset, profile
 from spotproof.plan.recording.recorder import Recording
+from spotproof.plan.simulation.nodes import Pool
 from spotproof.plan.simulation.outcomes import Outcome
 from spotproof.plan.simulation.scale_up import BUILTIN_PRIORITIES, PRIORITY_CLASS
 from spotproof.policy import Violation
@@ -58,7 +59,12 @@ _CHECKPOINT_WORDS = ("CHECKPOINT", "CKPT")
 _EPHEMERAL_SOURCES = ("emptyDir", "hostPath")
 
 
-def check(recording: Recording, found: list[Outcome]) -> list[Violation]:
+def check(
+    recording: Recording, found: list[Outcome], pools: Sequence[Pool] = ()
+) -> list[Violation]:
+    """Every pitfall of every workload in ``found``. Each finding stands on its own: a
+    workload that fits no pool (``scheduling-fit`` says why) is still judged on the pools
+    of the classes it targets, where it is meant to run once its fit is mended."""
     objects = {r.name: r.inputs for r in recording.kubernetes_objects()}
     classes = {*BUILTIN_PRIORITIES} | {
         (r.inputs.get("metadata") or {}).get("name") for r in recording.of_type(PRIORITY_CLASS)
@@ -90,7 +96,7 @@ def check(recording: Recording, found: list[Outcome]) -> list[Violation]:
         ]
         if outcome.system:
             continue
-        lost_with = [p.name for p in outcome.fits if p.shape.reclaimable]
+        lost_with = [p.name for p in _meant_for(outcome, pools) if p.shape.reclaimable]
         if lost_with:
             violations += [
                 Violation(
@@ -125,6 +131,19 @@ def check(recording: Recording, found: list[Outcome]) -> list[Violation]:
                 for problem in _gang_restart(obj, workload.kind, workload.pod_spec, workload.pods)
             ]
     return violations
+
+
+def _meant_for(outcome: Outcome, pools: Sequence[Pool]) -> Sequence[Pool]:
+    """The pools ``outcome``'s workload fits, or where it fits none, those of the classes
+    it targets (its node selector's), or any pool where it targets none."""
+    if outcome.fits:
+        return outcome.fits
+    targets = {target.value for target in outcome.workload.targets}
+    return [
+        p
+        for p in pools
+        if not targets or p.shape.labels.get(scheduling.POOL_CLASS_LABEL) in targets
+    ]
 
 
 def _gpu_limits(pod_spec: Mapping[str, Any]) -> Iterator[str]:

@@ -82,7 +82,7 @@ def judge(
     violations = workloads.check(recording, [pool.shape for pool in pools])
     violations += compute_classes.check(recording, pools)
     violations += outcomes.check(found)
-    violations += pitfalls.check(recording, found)
+    violations += pitfalls.check(recording, found, pools)
     violations += termination.check(recording, found)
     violations += reclaims.check(recording, found)
     advised = intervals.advise(

@@ -163,6 +163,37 @@ def _class_of(node: fit.NodeShape) -> str | None:
     return node.labels.get(scheduling.POOL_CLASS_LABEL)
 
 
+def _stray_tolerations(pod_spec: Mapping[str, Any], nodes: list[fit.NodeShape]) -> list[str]:
+    """Tolerations of a pod that fits none of ``nodes`` whose key no taint of theirs has
+    (``provisioning-tier=preemptible`` written for another cluster's spot pools, say), each
+    with the taints those nodes carry that the pod does not tolerate: what it was meant to
+    tolerate. A near miss of a key is said by :func:`misspelt_keys` instead."""
+    keys = {taint.key for node in nodes for taint in node.taints}
+    untolerated = sorted(
+        {
+            f"{t.key}={t.value}:{t.effect.value}"
+            for node in nodes
+            for t in node.taints
+            if not fit.tolerates(pod_spec.get("tolerations") or [], t)
+        }
+    )
+    if not untolerated:
+        return []
+    found = []
+    for toleration in pod_spec.get("tolerations") or []:
+        key = toleration.get("key")
+        close = difflib.get_close_matches(str(key), sorted(keys), n=1, cutoff=MISSPELT)
+        if not key or key in keys or close:
+            continue
+        value = f"={toleration['value']}" if toleration.get("value") else ""
+        effect = f":{toleration['effect']}" if toleration.get("effect") else ""
+        found.append(
+            f"its toleration {key}{value}{effect} matches no taint of these pools, which carry "
+            f"{', '.join(untolerated)}"
+        )
+    return found
+
+
 def _why_not(pod_spec: Mapping[str, Any], nodes: list[fit.NodeShape]) -> str:
     return "; ".join(f"{n.pool}: {', '.join(fit.misfits(pod_spec, n))}" for n in nodes)
 
@@ -205,6 +236,9 @@ def check_workload(
         wanted = f"pool of class {target.value}" if target else "pool"
         detail = (
             _why_not(workload.pod_spec, candidates) if candidates else f"the plan has no {wanted}"
+        )
+        detail += "".join(
+            f"; {stray}" for stray in _stray_tolerations(workload.pod_spec, candidates)
         )
         violations.append(
             Violation(FIT_POLICY, workload.resource, f"{workload.label} fits no {wanted}: {detail}")
