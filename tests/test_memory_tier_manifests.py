@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import io
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import pulumi
 import pytest
 import yaml
 
+from spotproof import cli
 from spotproof.check import check, load_all
 from spotproof.kube import TrainingJob, TrainingJobArgs
 from spotproof.kube.training import Trainer
@@ -33,6 +36,13 @@ DOWNWARD = [
 ]
 
 
+SECRET_DIR = "/var/run/spotproof/replica"
+SECRET_ENV = [{"name": "REPLICA_SECRET_FILE", "value": f"{SECRET_DIR}/secret"}]
+SECRET_MOUNT = {"name": "replica-secret", "mountPath": SECRET_DIR, "readOnly": True}
+SECRET_VOLUME = {"name": "replica-secret", "secret": {"secretName": "llm-pretrain-replica"}}
+OWN_NAMESPACE = "llm"
+
+
 def _gang_with_tier(
     *,
     size_limit: str | None = "12Gi",
@@ -40,8 +50,11 @@ def _gang_with_tier(
     state_mib: str = "2048",
     env: list[dict[str, Any]] | None = None,
     mounted: bool = True,
+    secret: list[dict[str, Any]] | None = None,
+    secret_volume: dict[str, Any] | None = SECRET_VOLUME,
 ) -> dict[str, Any]:
-    """The shipped example gang with a memory tier: ``TIER`` on a memory-backed emptyDir."""
+    """The shipped example gang with a memory tier: ``TIER`` on a memory-backed emptyDir,
+    and its replica secret on a Secret volume."""
     [jobset, _budget] = yaml.safe_load_all(GANG.read_text())
     template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     template["metadata"] = {"annotations": {"spotproof.dev/state-mib": state_mib}}
@@ -49,6 +62,7 @@ def _gang_with_tier(
     [trainer] = pod["containers"]
     trainer["env"] += [{"name": "MEMORY_TIER_DIR", "value": f"{TIER}/run"}]
     trainer["env"] += DOWNWARD if env is None else env
+    trainer["env"] += SECRET_ENV if secret is None else secret
     trainer["resources"] = {
         "requests": {"cpu": "4", "memory": memory},
         "limits": {"memory": memory, "nvidia.com/gpu": "1"},
@@ -56,16 +70,36 @@ def _gang_with_tier(
     empty_dir: dict[str, Any] = {"medium": "Memory"}
     if size_limit is not None:
         empty_dir["sizeLimit"] = size_limit
+    trainer["volumeMounts"] = [SECRET_MOUNT]
     if mounted:
-        trainer["volumeMounts"] = [{"name": "tier", "mountPath": TIER}]
+        trainer["volumeMounts"].append({"name": "tier", "mountPath": TIER})
     pod["volumes"] = [{"name": "tier", "emptyDir": empty_dir}]
+    pod["volumes"] += [] if secret_volume is None else [secret_volume]
     return jobset
 
 
-def _findings(tmp_path: Path, jobset: dict[str, Any]) -> dict[str, list[str]]:
-    """``spotproof check`` of ``jobset`` against gke-dev: each memory-tier rule's messages."""
+def _in_own_namespace(jobset: dict[str, Any]) -> list[dict[str, Any]]:
+    """``jobset`` in a namespace of its own whose NetworkPolicies admit its pods' replica
+    port from the gang's pods only, as the plan asks."""
+    jobset["metadata"]["namespace"] = OWN_NAMESPACE
+    gang = {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": "llm-pretrain"}}
+    policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "gang-only", "namespace": OWN_NAMESPACE},
+        "spec": {
+            "podSelector": gang,
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": gang}]}],
+        },
+    }
+    return [jobset, policy]
+
+
+def _findings(tmp_path: Path, *documents: dict[str, Any]) -> dict[str, list[str]]:
+    """``spotproof check`` of ``documents`` against gke-dev: each memory-tier rule's messages."""
     path = tmp_path / "gang.yaml"
-    path.write_text(yaml.safe_dump(jobset))
+    path.write_text(yaml.safe_dump_all(documents))
     found: dict[str, list[str]] = {}
     for finding in check(load_all([path]), plan_of("gke-dev")).findings:
         if finding.policy.startswith("memory-tier"):
@@ -130,7 +164,8 @@ def test_a_gang_whose_restarts_recreate_its_pods_is_flagged_for_keeping_a_tier(
 def test_a_gang_with_a_tier_that_fits_and_reaches_its_peers_is_flagged_for_nothing_else(
     tmp_path: Path,
 ) -> None:
-    assert list(_findings(tmp_path, _gang_with_tier())) == ["memory-tier-restart"]
+    found = _findings(tmp_path, *_in_own_namespace(_gang_with_tier()))
+    assert list(found) == ["memory-tier-restart"]
 
 
 def test_the_gang_without_a_tier_is_not_flagged(tmp_path: Path) -> None:
@@ -232,3 +267,95 @@ def test_a_gang_tier_without_its_address_and_node_from_the_downward_api_is_flagg
         "NODE_NAME from the downward API's spec.nodeName",
         "POD_IP from the downward API's status.podIP",
     ]
+
+
+# --- who may reach the replica server --------------------------------------------------------
+
+
+def test_a_gang_tier_without_a_replica_secret_is_flagged(tmp_path: Path) -> None:
+    [message] = _findings(tmp_path, _gang_with_tier(secret=[]))["memory-tier-secret"]
+    assert message == (
+        "JobSet spotproof/llm-pretrain/workers: container trainer keeps a memory tier but sets "
+        "no REPLICA_SECRET_FILE: the trainer refuses to start without the gang's replica "
+        "secret, which keeps everything but the gang out of its replica server; fix: mount a "
+        "Secret holding 32 or more random bytes (openssl rand -hex 32) and set "
+        "REPLICA_SECRET_FILE to the path of its file"
+    )
+
+
+@pytest.mark.parametrize(
+    "volume",
+    [None, {"name": "replica-secret", "emptyDir": {}}],
+    ids=["no volume", "an emptyDir"],
+)
+def test_a_replica_secret_on_no_secret_volume_is_flagged(
+    tmp_path: Path, volume: dict[str, Any] | None
+) -> None:
+    jobset = _gang_with_tier(secret_volume=volume)
+    [message] = _findings(tmp_path, jobset)["memory-tier-secret"]
+    assert f"REPLICA_SECRET_FILE={SECRET_DIR}/secret, which is on no Secret volume" in message
+
+
+def test_a_replica_secret_in_a_projected_secret_is_taken(tmp_path: Path) -> None:
+    projected = {
+        "name": "replica-secret",
+        "projected": {"sources": [{"secret": {"name": "llm-pretrain-replica"}}]},
+    }
+    found = _findings(tmp_path, *_in_own_namespace(_gang_with_tier(secret_volume=projected)))
+    assert "memory-tier-secret" not in found
+
+
+def test_a_replica_port_every_pod_of_the_namespace_may_reach_is_flagged(tmp_path: Path) -> None:
+    """spotproof's namespace admits every pod of it on any port (allow-workload-traffic),
+    and a narrower policy cannot take that back."""
+    [message] = _findings(tmp_path, _gang_with_tier())["memory-tier-network"]
+    assert message == (
+        "JobSet spotproof/llm-pretrain: container trainer serves its memory tier's replicas on "
+        "TCP 9471 (REPLICA_PORT), and the NetworkPolicies of namespace spotproof admit every "
+        "pod of the namespace there: only the gang's secret then keeps everything else out, "
+        "and NetworkPolicies add up, so a narrower one cannot take back what another admits; "
+        "fix: run the gang where every NetworkPolicy that selects its pods admits that port "
+        "only from pods labelled jobset.sigs.k8s.io/jobset-name=llm-pretrain"
+    )
+
+
+@pytest.mark.parametrize(
+    ("peer", "says"),
+    [
+        ({"podSelector": {"matchLabels": {"app": "trainer"}}}, 'pods matching {"matchLabels"'),
+        ({"ipBlock": {"cidr": "10.0.0.0/8"}}, "ipBlock 10.0.0.0/8"),
+        (
+            {
+                "namespaceSelector": {},
+                "podSelector": {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": "llm-pretrain"}},
+            },
+            "of namespaces matching {}",
+        ),
+    ],
+    ids=["a label of the user's", "an address range", "any namespace"],
+)
+def test_a_replica_port_admitted_from_more_than_the_gang_is_flagged(
+    tmp_path: Path, peer: dict[str, Any], says: str
+) -> None:
+    documents = _in_own_namespace(_gang_with_tier())
+    documents[1]["spec"]["ingress"].append({"from": [peer], "ports": [{"port": 9471}]})
+    [message] = _findings(tmp_path, *documents)["memory-tier-network"]
+    assert says in message.split(" there: ")[0]
+
+
+def test_an_ingress_rule_for_another_port_leaves_the_replica_port_confined(
+    tmp_path: Path,
+) -> None:
+    documents = _in_own_namespace(_gang_with_tier())
+    metrics = {"from": [{"podSelector": {}}], "ports": [{"protocol": "TCP", "port": 9464}]}
+    documents[1]["spec"]["ingress"].append(metrics)
+    assert "memory-tier-network" not in _findings(tmp_path, *documents)
+
+
+def test_a_gang_with_a_tier_and_no_replica_secret_fails_the_check_command(tmp_path: Path) -> None:
+    path = tmp_path / "gang.yaml"
+    path.write_text(yaml.safe_dump(_gang_with_tier(secret=[])))
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = cli.main(["check", str(path), "--stack", "gke-dev"])
+    assert code == 1 and "memory-tier-secret" in out.getvalue() + err.getvalue()

@@ -134,6 +134,14 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         lambda i: i["spec"]["egress"].pop(1),
         "workload-egress",
     ),
+    "a memory tier's replica port open to the whole namespace": (
+        "kubernetes:batch/v1:Job",
+        "gke-prod-smoke-job",
+        lambda i: i["spec"]["template"]["spec"]["containers"][0]["env"].append(
+            {"name": "MEMORY_TIER_DIR", "value": "/dev/shm/tier"}
+        ),
+        "memory-tier-network",
+    ),
     "smoke Job pulling latest": (
         "kubernetes:batch/v1:Job",
         "gke-prod-smoke-job",

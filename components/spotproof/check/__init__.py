@@ -37,7 +37,9 @@ __all__ = ["CheckInputError", "CheckResult", "Finding", "check", "load_all"]
 NOT_FOR_MANIFESTS = frozenset({"k8s-job-not-awaited"})
 """Rules about how spotproof's own Pulumi program deploys its Jobs: a manifest may be
 applied by kubectl, Argo or anything else."""
-NEEDS_THE_STACK = frozenset({"namespace-isolated", "workload-egress", "s3-checkpoint-access"})
+NEEDS_THE_STACK = frozenset(
+    {"namespace-isolated", "workload-egress", "s3-checkpoint-access", "memory-tier-network"}
+)
 """Rules about what the stack around the manifests provides (its NetworkPolicies, its
 roles): without a stack they would report what is merely not shown."""
 DEFAULT_KUBERNETES_VERSION = "1.33"

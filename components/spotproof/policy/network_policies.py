@@ -20,14 +20,17 @@ fails here instead of in the first pod that cannot fetch a credential.
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spotproof.catalog import jobset
 from spotproof.catalog.node_endpoints import IDENTITY_ENDPOINTS
 from spotproof.policy.base import PlannedResource, StackRule
 from spotproof.policy.disruption import selects
 from spotproof.policy.kubernetes import cloud_of
+from spotproof.runtime import settings
 from spotproof.scheduling import fit, pod_templates
 
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
@@ -181,6 +184,124 @@ def workloads_reach_what_they_need(
                 )
 
 
+# --- who reaches a memory tier's replica port ---------------------------------------------
+
+MEMORY_TIER_NETWORK = "memory-tier-network"
+GANG_LABELS = {jobset.KIND: jobset.JOBSET_NAME_LABEL, "Job": "batch.kubernetes.io/job-name"}
+"""The label the controller puts on every pod of one gang, and on no other pod: a JobSet's
+(``catalog.jobset``), and a Job's, set by the Job controller since Kubernetes 1.27
+(https://kubernetes.io/docs/reference/labels-annotations-taints/#batchkubernetesiojob-name)."""
+
+
+def _requires(selector: Mapping[str, Any] | None, key: str, value: str) -> bool:
+    """Whether ``selector`` matches only pods whose label ``key`` is ``value``."""
+    selector = selector or {}
+    if (selector.get("matchLabels") or {}).get(key) == value:
+        return True
+    return any(
+        e.get("key") == key and e.get("operator") == "In" and list(e.get("values") or []) == [value]
+        for e in selector.get("matchExpressions") or []
+    )
+
+
+def _gang_only(peer: Mapping[str, Any], gang: tuple[str, str], namespace: str) -> bool:
+    """Whether an ingress peer is the gang's own pods and nothing else: a pod selector
+    that requires the gang's label, in the policy's own namespace (no ``ipBlock``, which
+    pod addresses are reused from, and no other namespace)."""
+    if peer.get("ipBlock") is not None:
+        return False
+    namespaces = peer.get("namespaceSelector")
+    if namespaces is not None and namespaces != {"matchLabels": {NAME_LABEL: namespace}}:
+        return False
+    return _requires(peer.get("podSelector"), *gang)
+
+
+def _admits_port(rule: Mapping[str, Any], port: int) -> bool:
+    """Whether an ingress rule admits TCP ``port`` (0: any port the server may pick); a
+    named port counts as admitting it, since which port it names is not known here."""
+    ports = rule.get("ports")
+    if not ports:
+        return True
+    for spec in ports:
+        number = spec.get("port")
+        if spec.get("protocol", "TCP") != "TCP":
+            continue
+        if port == 0 or number is None or not isinstance(number, int):
+            return True
+        if number <= port <= spec.get("endPort", number):
+            return True
+    return False
+
+
+def outsiders_admitted(
+    policies: list[Mapping[str, Any]], port: int, gang: tuple[str, str], namespace: str
+) -> list[str]:
+    """What, besides the gang's own pods, the ``policies`` selecting a pod admit to its TCP
+    ``port``; empty when only the gang reaches it. A pod no policy isolates for ingress
+    accepts every connection; once isolated, it accepts what any selecting policy's rule
+    admits, policies adding up (the page cited at the top)."""
+    ingress = [p for p in policies if "Ingress" in (p.get("policyTypes") or ["Ingress"])]
+    if not ingress:
+        return ["every source: no NetworkPolicy isolates its pods for ingress"]
+    found: list[str] = []
+    for policy in ingress:
+        for rule in policy.get("ingress") or []:
+            if not _admits_port(rule, port):
+                continue
+            peers = rule.get("from") or []
+            if not peers:
+                found.append("every source")
+            found += [_describe(peer) for peer in peers if not _gang_only(peer, gang, namespace)]
+    return found
+
+
+def _describe(peer: Mapping[str, Any]) -> str:
+    if peer.get("ipBlock") is not None:
+        return f"ipBlock {peer['ipBlock'].get('cidr')}"
+    pods = peer.get("podSelector") or {}
+    who = f"pods matching {json.dumps(pods, sort_keys=True)}" if pods else "every pod"
+    namespaces = peer.get("namespaceSelector")
+    if namespaces is None:
+        return f"{who} of the namespace"
+    return f"{who} of namespaces matching {json.dumps(namespaces, sort_keys=True)}"
+
+
+def replica_ports_confined(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
+    """A JobSet's or Job's container that keeps a memory tier serves its peers' replicas on
+    ``REPLICA_PORT``: only the gang's own pods may reach it. A policy is not the whole
+    defence: traffic to and from the node a pod runs on is always allowed, and what a
+    policy does for pods on the host network is the plugin's to decide (the page cited at
+    the top), so the server checks every request itself (``runtime.storage.replica_auth``)."""
+    tier, port_name = settings.MEMORY_TIER_DIR.name, settings.REPLICA_PORT.name
+    for resource, namespace, template in _workloads(resources):
+        kind = str(resource.inputs.get("kind"))
+        name = str((resource.inputs.get("metadata") or {}).get("name", ""))
+        if kind not in GANG_LABELS:
+            continue
+        gang = (GANG_LABELS[kind], name)
+        labels = {**(template.metadata.get("labels") or {}), gang[0]: name}
+        for container in template.spec.get("containers") or []:
+            env = {str(v.get("name")): v for v in container.get("env") or []}
+            if tier not in env:
+                continue
+            raw = (env.get(port_name) or {}).get("value", str(settings.REPLICA_PORT.default))
+            port = int(raw) if str(raw).isdigit() else 0
+            policies = _selecting(resources, namespace, labels)
+            admitted = outsiders_admitted(policies, port, gang, namespace)
+            if admitted:
+                where = f"TCP {port}" if port else "a port of its choosing (REPLICA_PORT=0)"
+                yield (
+                    resource.name,
+                    f"{kind} {namespace}/{name}: container {container.get('name')} serves its "
+                    f"memory tier's replicas on {where} ({port_name}), and the NetworkPolicies "
+                    f"of namespace {namespace} admit {'; '.join(admitted)} there: only the "
+                    "gang's secret then keeps everything else out, and NetworkPolicies add up, "
+                    "so a narrower one cannot take back what another admits; fix: run the gang "
+                    f"where every NetworkPolicy that selects its pods admits that port only from "
+                    f"pods labelled {gang[0]}={name}",
+                )
+
+
 STACK_RULES: tuple[StackRule, ...] = (
     StackRule(
         "namespace-isolated",
@@ -191,5 +312,10 @@ STACK_RULES: tuple[StackRule, ...] = (
         "workload-egress",
         "Workloads can still reach DNS, each other, HTTPS and their identity endpoint.",
         workloads_reach_what_they_need,
+    ),
+    StackRule(
+        MEMORY_TIER_NETWORK,
+        "A memory tier's replica port is reachable from the gang's own pods only.",
+        replica_ports_confined,
     ),
 )

@@ -30,6 +30,14 @@ wrote the object:
   127.0.0.1 and every rank counts as a node of its own. Each comes from the downward API,
   ``status.podIP`` and ``spec.nodeName``
   (https://kubernetes.io/docs/concepts/workloads/pods/downward-api/#downwardapi-fieldRef).
+- ``memory-tier-secret``: the replica server takes only requests signed with the gang's
+  secret, read from the file ``REPLICA_SECRET_FILE`` names (``runtime.storage.replica_auth``),
+  and a trainer with a tier and no such file refuses to start. The file must be on a
+  volume of a Secret (``secret``, or a ``projected`` volume with a ``secret`` source):
+  anywhere else it is the image's, the same for every run and for whoever pulls it.
+
+Who may reach the replica port at all is ``policy.network_policies``' rule
+``memory-tier-network``: it needs the namespace's NetworkPolicies.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from spotproof.scheduling.run_profile import RunProfile
 RESTART_POLICY = "memory-tier-restart"
 ROOM_POLICY = "memory-tier-room"
 PEERS_POLICY = "memory-tier-peers"
+SECRET_POLICY = "memory-tier-secret"
 TIER_COPIES = 2 * (MEMORY_KEEP + 1)
 """Copies of a pod's state its tier holds at most: ``MEMORY_KEEP`` of its own saves and as
 many replicas of its peer's, each plus the step being committed, since retention deletes
@@ -85,6 +94,9 @@ def problems(workload: Workload) -> Iterator[tuple[str, str]]:
             yield RESTART_POLICY, lost
         if workload.kind == jobset.KIND or workload.pods > 1:
             yield from ((PEERS_POLICY, problem) for problem in _peers(name, env))
+        secret = _secret(workload.pod_spec, container, env.get(settings.REPLICA_SECRET_FILE.name))
+        if secret is not None:
+            yield SECRET_POLICY, f"container {name} {secret}"
         directory = tier.get("value")
         if not isinstance(directory, str):
             continue  # set through valueFrom: no path the plan can follow
@@ -131,6 +143,40 @@ def _peers(container: str, env: Mapping[str, Mapping[str, Any]]) -> Iterator[str
                 f"the downward API's {field}: {UNSET[variable]}; fix: env {variable} "
                 f"valueFrom.fieldRef.fieldPath {field}"
             )
+
+
+def _secret(
+    pod_spec: Mapping[str, Any], container: Mapping[str, Any], variable: Mapping[str, Any] | None
+) -> str | None:
+    """What is wrong with where the container reads its replica secret; None if nothing."""
+    name = settings.REPLICA_SECRET_FILE.name
+    fix = (
+        f"fix: mount a Secret holding 32 or more random bytes (openssl rand -hex 32) and set "
+        f"{name} to the path of its file"
+    )
+    if variable is None:
+        return (
+            f"keeps a memory tier but sets no {name}: the trainer refuses to start without "
+            f"the gang's replica secret, which keeps everything but the gang out of its "
+            f"replica server; {fix}"
+        )
+    path = variable.get("value")
+    if not isinstance(path, str):
+        return None  # set through valueFrom: no path the plan can follow
+    volume = _volume_under(pod_spec, container, path)
+    if volume is None or not _holds_a_secret(volume):
+        return (
+            f"reads its replica secret from {name}={path}, which is on no Secret volume: a "
+            f"file of the image is the same for every run and for whoever pulls it; {fix}"
+        )
+    return None
+
+
+def _holds_a_secret(volume: Mapping[str, Any]) -> bool:
+    if volume.get("secret") is not None:
+        return True
+    sources = (volume.get("projected") or {}).get("sources") or []
+    return any(isinstance(s, Mapping) and s.get("secret") is not None for s in sources)
 
 
 def _volume_under(
