@@ -21,6 +21,17 @@ from spotproof.fleet import BucketSpec
 from spotproof.fleet.gke import GkeGpuPool
 
 infra = pulumi.StackReference("acme/gke-platform/prod")
+POOLS = [
+    GkeGpuPool(
+        name="l4-spot",
+        machine_type="g2-standard-8",
+        gpu_type="nvidia-l4",
+        gpus_per_node=GPUS,
+        max_nodes=4,
+        zones=ZONES,
+        shutdown_seconds=SHUTDOWN,
+    )
+]
 GpuNodePools(
     "gpu",
     GpuNodePoolsArgs(
@@ -28,19 +39,10 @@ GpuNodePools(
         project="acme-ml-prod",
         location=LOCATION,
         node_service_account=infra.get_output("node_service_account"),
-        pools=[
-            GkeGpuPool(
-                name="l4-spot",
-                machine_type="g2-standard-8",
-                gpu_type="nvidia-l4",
-                gpus_per_node=GPUS,
-                max_nodes=4,
-                zones=ZONES,
-            )
-        ],
+        pools=POOLS,
     ),
 )
-CheckpointBucket(
+bucket = CheckpointBucket(
     "ckpt",
     CheckpointBucketArgs(
         bucket=BucketSpec(name="acme-ml-prod-ckpt", location="us-central1", noncurrent_days=3),
@@ -66,12 +68,14 @@ def _program(
     location: str = '"us-central1"',
     zones: tuple[str, ...] = ("us-central1-a", "us-central1-b"),
     gpus: int = 1,
+    shutdown: int = 30,
     extra: str = "",
 ) -> str:
     return (
         PROGRAM.replace("LOCATION", location)
         .replace("ZONES", repr(zones))
         .replace("GPUS", str(gpus))
+        .replace("SHUTDOWN", str(shutdown))
         .replace("EXTRA", extra)
     )
 
@@ -239,3 +243,144 @@ def test_existing_cluster_facts_beside_a_fleets_settings_are_refused(
         "spotproof plan: spotproof:existingCluster = '{}': describes a cluster spotproof did "
         "not create, so it cannot stand beside a fleet's settings (spotproof:disposable)"
     )
+
+
+# --- a TrainingJob in a team's namespace ------------------------------------------------
+
+TRAINING_JOB = """
+import pulumi_kubernetes as k8s
+from spotproof.kube import ClusterBaseline, ClusterBaselineArgs, TargetPlacement, Trainer
+from spotproof.kube import TrainingJob, TrainingJobArgs, WorkloadIdentity, ServiceAccountRef
+
+on_cluster = pulumi.ResourceOptions(
+    provider=k8s.Provider("existing", kubeconfig=infra.get_output("kubeconfig"))
+)
+ClusterBaseline("priorities", ClusterBaselineArgs(namespace=None), opts=on_cluster)
+TrainingJob(
+    "llm",
+    TrainingJobArgs(
+        trainer=Trainer(image="ghcr.io/acme/llm-train:1.4", command=("python", "train.py"), gpus=1),
+        placement=PLACEMENT,
+        identity=IDENTITY,
+        namespace="ml",
+        checkpoint_url="CHECKPOINTS",
+        nodes=NODES,
+    ),
+    opts=on_cluster,
+)
+"""
+EKS_PROGRAM = """
+import pulumi
+import pulumi_kubernetes as k8s
+from spotproof.eks import CheckpointBucket, CheckpointBucketArgs, Karpenter, KarpenterArgs
+from spotproof.fleet import BucketSpec
+from spotproof.fleet.eks import KarpenterPool, KarpenterSpec
+from spotproof.kube.workload import ServiceAccountRef
+
+infra = pulumi.StackReference("acme/eks-platform/prod")
+Karpenter("karpenter", KarpenterArgs(
+    settings=KarpenterSpec(version="1.6.3"), cluster_name=infra.get_output("cluster_name"),
+    region="us-west-2",
+    provider=k8s.Provider("karpenter", kubeconfig=infra.get_output("kubeconfig")),
+    pools=[KarpenterPool(name="gpu-spot", instance_families=("g6", "g5"), gpu_limit=16)]))
+bucket = CheckpointBucket("ckpt", CheckpointBucketArgs(
+    bucket=BucketSpec(name="acme-research-ckpt", location="us-west-2"), region="us-west-2",
+    cluster_name=infra.get_output("cluster_name"), trainer=ServiceAccountRef("ml", "trainer")))
+"""
+TEAM_IDENTITY = 'WorkloadIdentity(ServiceAccountRef("ml", "trainer"), "trainer-role")'
+
+
+def _training(placement: str, identity: str = TEAM_IDENTITY, nodes: int = 1) -> str:
+    return (
+        TRAINING_JOB.replace("PLACEMENT", placement)
+        .replace("IDENTITY", identity)
+        .replace("NODES", str(nodes))
+    )
+
+
+@pytest.mark.parametrize(
+    ("config", "program", "path"),
+    [
+        (
+            {**PROVIDERS, "spotproof:existingCluster": {"kubernetesVersion": "1.35"}},
+            _program(
+                shutdown=120,
+                extra=_training(
+                    'TargetPlacement.on_existing_cluster("gke", pools=POOLS)',
+                    identity="bucket.identity",
+                ).replace("CHECKPOINTS", "gs://acme-ml-prod-ckpt/checkpoints/llm"),
+            ),
+            "SIGTERM at 0 s with 105 s grace (declared 105 s)",
+        ),
+        (
+            {**PROVIDERS},
+            _program(
+                extra=_training(
+                    'TargetPlacement.on_existing_cluster("gke")', "bucket.identity", nodes=2
+                ).replace("CHECKPOINTS", "gs://acme-ml-prod-ckpt/checkpoints/llm"),
+            ),
+            "SIGTERM at 0 s with 15 s grace (declared 15 s)",
+        ),
+        (
+            {"aws:region": "us-west-2"},
+            EKS_PROGRAM
+            + _training('TargetPlacement.on_existing_cluster("eks")', "bucket.identity").replace(
+                "CHECKPOINTS", "s3://acme-research-ckpt/checkpoints/llm"
+            ),
+            "SIGTERM at 30 s with 90 s grace (declared 90 s)",
+        ),
+        (
+            {
+                "azure-native:location": "westeurope",
+                "spotproof:existingCluster": {"gpusAdvertised": True},
+            },
+            AKS_PROGRAM
+            + _training('TargetPlacement.on_existing_cluster("aks")').replace(
+                "CHECKPOINTS", "az://checkpoints/llm"
+            ),
+            "SIGTERM at 0 s with 30 s grace (declared 30 s)",
+        ),
+    ],
+    ids=["gke-120s-shutdown", "gke-gang", "eks", "aks"],
+)
+def test_a_training_job_in_a_team_namespace_plans_with_its_clouds_defaults(
+    make_project: Callable[..., Path],
+    capsys: pytest.CaptureFixture[str],
+    config: dict[str, object],
+    program: str,
+    path: str,
+) -> None:
+    root = make_project(config, stack="prod", program=program)
+    code, out, _ = run_cli(capsys, "plan", "--stack", "prod", "--project-dir", str(root))
+    assert code == 0, out
+    assert "0 violations" in out
+    assert path in out, out
+    # ml is not declared: trusted to exist, and everything the job renders goes there.
+    rendered = {
+        (r.type.rsplit(":", 1)[-1], r.inputs["metadata"].get("namespace"))
+        for r in run_plan("prod", root).recording.kubernetes_objects()
+        if r.name.startswith("llm-") or r.type.endswith(":Namespace")
+    }
+    kinds = {kind for kind, _ in rendered}
+    assert {namespace for _, namespace in rendered} == {"ml"}
+    assert "NetworkPolicy" in kinds and kinds & {"Job", "JobSet"}, rendered
+
+
+def test_a_team_namespace_without_the_jobs_own_policy_would_be_open(
+    make_project: Callable[..., Path],
+) -> None:
+    # What the job's NetworkPolicy prevents: a hand-made placement on the same cluster.
+    program = _program(
+        extra=_training(
+            "TargetPlacement(PoolClass.SPOT_GPU, max_grace_seconds=30)", "bucket.identity"
+        ).replace("CHECKPOINTS", "gs://acme-ml-prod-ckpt/checkpoints/llm")
+    )
+    program = program.replace(
+        "import pulumi_kubernetes as k8s",
+        "import pulumi_kubernetes as k8s\nfrom spotproof.fleet import PoolClass",
+    )
+    result = run_plan("prod", _project(make_project, program))
+    assert sorted({v.policy for v in result.violations}) == [
+        "namespace-isolated",
+        "preemption-path",
+    ]

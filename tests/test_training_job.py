@@ -12,12 +12,16 @@ from typing import Any
 import pulumi
 import pytest
 
-from spotproof.fleet import PoolClass, Taint
+from spotproof.catalog import Cloud
+from spotproof.catalog.node_endpoints import IDENTITY_ENDPOINTS
+from spotproof.fleet import Capacity, PoolClass, Taint
+from spotproof.fleet.gke import GkeGpuPool
 from spotproof.kube import TrainingJob, TrainingJobArgs
 from spotproof.kube.training import Launcher, Trainer
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
 from spotproof.plan import run_plan
 from spotproof.runtime.launcher import LAUNCH_SCRIPT
+from spotproof.scheduling import placement
 from spotproof.scheduling.work_matrix import Work, choose
 from spotproof.testing import Recording, record
 from tests.support import REPO, run_cli, stack_config
@@ -438,3 +442,208 @@ def test_the_plan_shows_what_the_matrix_advises_next_to_the_target(
         "  JobSet spotproof/llm-finetune/workers: multi-day-training belongs on flex-start or "
         "on-demand-gpu, but it targets spot-gpu"
     ) in out
+
+
+# --- on a cluster you already have -------------------------------------------------------
+
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+
+
+@pytest.mark.parametrize(
+    ("cloud", "grace", "tolerated", "budget"),
+    [
+        ("gke", 15, None, True),
+        ("eks", 90, None, True),
+        ("aks", 30, "kubernetes.azure.com/scalesetpriority", False),
+    ],
+)
+def test_a_placement_on_an_existing_cluster_takes_the_clouds_spot_facts(
+    cloud: str, grace: int, tolerated: str | None, budget: bool
+) -> None:
+    placement = TargetPlacement.on_existing_cluster(cloud)
+    assert (placement.target, placement.max_grace_seconds) == (PoolClass.SPOT_GPU, grace)
+    recording = _job(placement)
+    pod = _pod(recording)
+    assert pod["terminationGracePeriodSeconds"] == grace
+    if tolerated:
+        assert tolerated in {t["key"] for t in pod["tolerations"]}
+    assert bool(recording.of_type(PDB)) is budget
+
+
+def _l4(name: str, **options: Any) -> GkeGpuPool:
+    return GkeGpuPool(
+        name=name,
+        machine_type="g2-standard-8",
+        gpu_type="nvidia-l4",
+        gpus_per_node=1,
+        max_nodes=2,
+        zones=("us-central1-a",),
+        **options,
+    )
+
+
+def test_the_pools_a_program_adds_set_the_grace_where_they_leave_more() -> None:
+    long = _l4("l4-long", shutdown_seconds=120)
+    default = _l4("l4-spot")
+    on_demand = _l4("l4-od", capacity=Capacity.ON_DEMAND)
+    placement = TargetPlacement.on_existing_cluster(Cloud.GKE, pools=[long, on_demand])
+    assert placement.max_grace_seconds == 105
+    # Work may land on any pool of its class: the shortest grace of them.
+    assert TargetPlacement.on_existing_cluster("gke", pools=[long, default]).max_grace_seconds == 15
+    ondemand = TargetPlacement.on_existing_cluster(
+        "gke", PoolClass.ON_DEMAND_GPU, pools=[on_demand]
+    )
+    assert ondemand.max_grace_seconds is None
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (
+            lambda: TargetPlacement(PoolClass.SPOT_GPU),
+            ValueError,
+            "TargetPlacement(PoolClass.SPOT_GPU): max_grace_seconds = None, but spot nodes are "
+            "reclaimed",
+        ),
+        (
+            lambda: TargetPlacement("spot"),
+            TypeError,
+            "TargetPlacement.target = 'spot': not a pool class; allowed: system, spot-gpu",
+        ),
+        (
+            lambda: TargetPlacement.on_existing_cluster("gcp"),
+            ValueError,
+            "TargetPlacement.on_existing_cluster: cloud = 'gcp'; allowed: gke, eks, aks",
+        ),
+        (
+            lambda: TargetPlacement.on_existing_cluster("gke", PoolClass.SYSTEM),
+            ValueError,
+            "target = 'system'; allowed: spot-gpu, flex-start, on-demand-gpu",
+        ),
+        (
+            lambda: TargetPlacement.on_existing_cluster("gke", accelerators="nvidia-l4"),
+            TypeError,
+            "accelerators = 'nvidia-l4'; allowed: a list, e.g. ['nvidia-l4']",
+        ),
+        (
+            lambda: TargetPlacement.on_existing_cluster(
+                "gke",
+                pools=[_l4("od", capacity=Capacity.ON_DEMAND)],
+            ),
+            ValueError,
+            "none of the pools is of class spot-gpu: od (on-demand-gpu); allowed: the pools "
+            "that serve spot-gpu",
+        ),
+        (
+            lambda: TargetPlacement.on_existing_cluster("gke", pools=["l4-spot"]),
+            TypeError,
+            "pools holds 'l4-spot'; allowed: the pool specs the program adds",
+        ),
+    ],
+    ids=[
+        "spot-without-grace",
+        "not-a-class",
+        "not-a-cloud",
+        "system",
+        "one-string",
+        "no-pool-of-class",
+        "a-name",
+    ],
+)
+def test_a_wrong_placement_is_refused_in_one_line_naming_what_is_allowed(
+    make: Callable[[], Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error) as raised:
+        make()
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        (
+            "placement",
+            placement(PoolClass.SPOT_GPU),
+            "TrainingJobArgs.placement: a spotproof.scheduling.Placement (the pod fields a "
+            "placement renders to, without the grace a reclaim leaves the pod), not a "
+            "TargetPlacement; allowed: cluster.placement(PoolClass.SPOT_GPU) on a "
+            "HybridCluster, TargetPlacement.on_existing_cluster(cloud) on a cluster you "
+            "already have",
+        ),
+        (
+            "identity",
+            ServiceAccountRef("ml", "trainer"),
+            "TrainingJobArgs.identity: a spotproof.kube.workload.ServiceAccountRef, not a "
+            "WorkloadIdentity; allowed: ",
+        ),
+        ("trainer", "ghcr.io/acme/llm-train:1.4", "TrainingJobArgs.trainer: a builtins.str"),
+        ("namespace", "ML_team", "TrainingJobArgs.namespace = 'ML_team'; allowed: a DNS label"),
+    ],
+)
+def test_arguments_of_the_wrong_kind_are_refused_in_one_line(
+    field: str, value: Any, message: str
+) -> None:
+    args = {
+        "trainer": TRAINER,
+        "placement": SPOT_ON_GKE,
+        "identity": IDENTITY,
+        "checkpoint_url": "gs://acme-ckpt/checkpoints/llm",
+    }
+    with pytest.raises((TypeError, ValueError)) as raised:
+        TrainingJobArgs(**{**args, field: value})
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def _job_in(placement: TargetPlacement, **options: Any) -> Recording:
+    def program() -> None:
+        TrainingJob(
+            "llm-finetune",
+            TrainingJobArgs(
+                trainer=TRAINER,
+                identity=IDENTITY,
+                placement=placement,
+                checkpoint_url="gs://acme-ckpt/checkpoints/llm",
+                **options,
+            ),
+        )
+
+    return record(program, stack="research", project="ml")
+
+
+def test_the_job_its_budget_and_its_policy_follow_the_identitys_namespace() -> None:
+    recording = _job_in(TargetPlacement.on_existing_cluster("gke"), namespace="ml")
+    placed = {
+        kind: r.inputs["metadata"]["namespace"]
+        for kind in (JOB, PDB, NETWORK_POLICY)
+        for r in recording.of_type(kind)
+    }
+    assert placed == {JOB: "ml", PDB: "ml", NETWORK_POLICY: "ml"}
+
+
+def test_a_namespace_other_than_the_identitys_is_refused_naming_both() -> None:
+    with pytest.raises(ValueError) as raised:
+        _job_in(SPOT_ON_GKE, namespace="vision")
+    assert str(raised.value) == (
+        "TrainingJob llm-finetune: namespace = 'vision', but its pods run as service account "
+        "ml/trainer, and a pod runs only as a service account of its own namespace; allowed: "
+        "'ml', or an identity in vision (on a cluster you already have: "
+        "CheckpointBucketArgs(trainer=ServiceAccountRef('vision', ...)).identity)"
+    )
+
+
+def test_on_an_existing_cluster_the_job_isolates_its_own_pods_alone() -> None:
+    [policy] = _job_in(TargetPlacement.on_existing_cluster("eks")).of_type(NETWORK_POLICY)
+    own = {"app.kubernetes.io/name": "llm-finetune", "app.kubernetes.io/component": "trainer"}
+    spec = policy.inputs["spec"]
+    assert spec["podSelector"] == {"matchLabels": own}
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    assert spec["ingress"] == [{"from": [{"podSelector": {"matchLabels": own}}]}]
+    # The EKS Pod Identity agent, on the node's host network.
+    [(cidr, port)] = IDENTITY_ENDPOINTS[Cloud.EKS]
+    agent = {"to": [{"ipBlock": {"cidr": cidr}}], "ports": [{"protocol": "TCP", "port": port}]}
+    assert agent in spec["egress"]
+
+
+def test_a_hybrid_clusters_job_renders_no_policy_of_its_own() -> None:
+    # Its namespace is the cluster's baseline's, isolated there.
+    assert _job_in(SPOT_ON_GKE).of_type(NETWORK_POLICY) == []

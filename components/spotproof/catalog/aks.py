@@ -216,6 +216,8 @@ PROFILE = CloudProfile(
     # Node auto-drain evicts on ``Preempt`` and nothing ends a budget's wait
     # (``articles/aks/node-auto-drain.md``; ``plan.simulation.preemption``).
     reclaim_waits_on_budgets=True,
+    # AKS taints every spot agent pool itself (``articles/aks/spot-node-pool.md``).
+    spot_pool_taint=(SCALE_SET_PRIORITY_LABEL, SPOT_PRIORITY),
     karpenter_reclaim_unannounced=NAP_RECLAIM_UNANNOUNCED,
     karpenter_pools_key="spotproof:autoProvisionedPools",
     # Storage account names are global

@@ -91,6 +91,10 @@ class CloudProfile:
     """A spot reclaim drains through the Eviction API and nothing ends a blocking
     PodDisruptionBudget's wait before the VM is gone: a budget that keeps a gang whole would
     cost it its SIGTERM, so none is asked for (``plan.simulation.pitfalls``)."""
+    spot_pool_taint: tuple[str, str] | None = None
+    """(key, value) of the NoSchedule taint the cloud puts on its spot pools by itself, which
+    work aimed at spot tolerates besides the contract's (``kube.workload.TargetPlacement``);
+    None where the cloud adds none."""
     karpenter_reclaim_unannounced: str = ""
     """Why a spot reclaim of a node Karpenter provisions reaches no pod on this cloud (no
     drain, no SIGTERM with time to use), with its sources; empty where Karpenter drains on

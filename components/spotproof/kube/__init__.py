@@ -9,13 +9,17 @@ EKS and AKS.
 from spotproof.kube.baseline import ClusterBaseline, ClusterBaselineArgs
 from spotproof.kube.smoke import SmokeTestJob, SmokeTestJobArgs
 from spotproof.kube.training import Trainer, TrainingJob, TrainingJobArgs
+from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
 
 __all__ = [
     "ClusterBaseline",
     "ClusterBaselineArgs",
+    "ServiceAccountRef",
     "SmokeTestJob",
     "SmokeTestJobArgs",
+    "TargetPlacement",
     "Trainer",
     "TrainingJob",
     "TrainingJobArgs",
+    "WorkloadIdentity",
 ]

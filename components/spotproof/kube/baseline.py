@@ -22,8 +22,11 @@ RESTRICTED = {
 
 @dataclass
 class ClusterBaselineArgs:
-    namespace: str
-    """Namespace for spotproof's workloads (the smoke test, trainers)."""
+    namespace: str | None
+    """Namespace for spotproof's workloads (the smoke test, trainers). None on a cluster
+    whose workloads run in namespaces that exist already (a team's): the PriorityClasses
+    alone; that namespace's Pod Security label and isolation are then its owner's (a
+    ``TrainingJob`` there isolates its own pods)."""
     pod_security: str = "restricted"
     """Pod Security Standard enforced in that namespace."""
     cloud: Cloud | None = None
@@ -39,7 +42,8 @@ class ClusterBaseline(pulumi.ComponentResource):
     evicts it before anything else; add-ons on the system pool run far above it.
     """
 
-    namespace: pulumi.Output[str]
+    namespace: pulumi.Output[str] | None
+    """None where the args name no namespace."""
     network_policies: list[k8s.networking.v1.NetworkPolicy]
     priority_classes: dict[str, k8s.scheduling.v1.PriorityClass]
 
@@ -49,24 +53,25 @@ class ClusterBaseline(pulumi.ComponentResource):
         super().__init__("spotproof:kube:ClusterBaseline", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
 
-        namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata={
-                "name": args.namespace,
-                "labels": {
-                    **MANAGED_BY,
-                    "pod-security.kubernetes.io/enforce": args.pod_security,
-                    "pod-security.kubernetes.io/enforce-version": "latest",
+        self.namespace, self.network_policies = None, []
+        if args.namespace is not None:
+            namespace = k8s.core.v1.Namespace(
+                f"{name}-namespace",
+                metadata={
+                    "name": args.namespace,
+                    "labels": {
+                        **MANAGED_BY,
+                        "pod-security.kubernetes.io/enforce": args.pod_security,
+                        "pod-security.kubernetes.io/enforce-version": "latest",
+                    },
                 },
-            },
-            opts=child,
-        )
-        self.namespace = namespace.metadata.apply(lambda m: m["name"])
-        self.network_policies = (
-            isolate_namespace(f"{name}-network", self.namespace, args.cloud, MANAGED_BY, child)
-            if args.cloud is not None
-            else []
-        )
+                opts=child,
+            )
+            self.namespace = namespace.metadata.apply(lambda m: m["name"])
+            if args.cloud is not None:
+                self.network_policies = isolate_namespace(
+                    f"{name}-network", self.namespace, args.cloud, MANAGED_BY, child
+                )
 
         self.priority_classes = {
             spec.name: k8s.scheduling.v1.PriorityClass(

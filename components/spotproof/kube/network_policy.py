@@ -30,6 +30,7 @@ Nothing may connect *into* the namespace from outside it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -46,9 +47,13 @@ def _to(cidr: str) -> dict[str, Any]:
     return {"ipBlock": {"cidr": cidr}}
 
 
-def allowed_traffic(cloud: Cloud) -> dict[str, Any]:
-    """The ``spec`` of the policy that allows what workloads need (see the module)."""
-    same_namespace = {"podSelector": {}}
+def allowed_traffic(cloud: Cloud, pods: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The ``spec`` of the policy that allows what workloads need (see the module): for
+    every pod of the namespace, or with ``pods`` (labels) for those pods alone, which then
+    reach and admit only each other there (one job in a namespace that is not spotproof's,
+    beside whatever else runs in it)."""
+    selector = {"matchLabels": dict(pods)} if pods else {}
+    same_namespace = {"podSelector": selector}
     cluster_dns = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
         "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
@@ -63,7 +68,7 @@ def allowed_traffic(cloud: Cloud) -> dict[str, Any]:
         ),
     ]
     return {
-        "podSelector": {},
+        "podSelector": selector,
         "policyTypes": ["Ingress", "Egress"],
         "ingress": [{"from": [same_namespace]}],
         "egress": egress,

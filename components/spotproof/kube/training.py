@@ -35,8 +35,10 @@ from spotproof.catalog.pulumi_kubernetes import SKIP_AWAIT_ANNOTATION
 from spotproof.fleet import PoolClass
 from spotproof.kube import jobset
 from spotproof.kube.baseline import MANAGED_BY
+from spotproof.kube.network_policy import allowed_traffic
 from spotproof.kube.pods import TRAINER_CONTAINER, Trainer, pod_spec
 from spotproof.kube.workload import (
+    ServiceAccountRef,
     TargetPlacement,
     WorkloadIdentity,
     queue_labels,
@@ -44,7 +46,7 @@ from spotproof.kube.workload import (
 )
 from spotproof.runtime import exit_codes, settings
 from spotproof.runtime.launcher import Launcher
-from spotproof.scheduling import run_profile
+from spotproof.scheduling import Placement, run_profile
 from spotproof.scheduling.work_matrix import WORK_LABEL, Work
 
 _JOB_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -135,10 +137,13 @@ def disruption_budget(
 class TrainingJobArgs:
     trainer: Trainer
     placement: TargetPlacement
-    """The target pool class and what serves it: ``cluster.placement(PoolClass.SPOT_GPU)``."""
+    """The target pool class and what serves it: ``cluster.placement(PoolClass.SPOT_GPU)``
+    on a ``HybridCluster``, ``TargetPlacement.on_existing_cluster(cloud)`` on a cluster you
+    already have (``spotproof.scheduling.placement(...)`` is what a pod spec gets from it)."""
     identity: WorkloadIdentity
     """The service account the Job runs as (it must exist, bound to the bucket: the
-    cluster's ``workload_identity``) and what its pods need for that binding."""
+    cluster's ``workload_identity``, or the ``CheckpointBucket``'s ``identity`` on a
+    cluster you already have) and what its pods need for that binding."""
     checkpoint_url: pulumi.Input[str]
     """Where this run checkpoints, e.g. ``<bucket url>/checkpoints/<run>``: one prefix per
     run, so two runs never resume from each other's state."""
@@ -158,11 +163,66 @@ class TrainingJobArgs:
     controllers: Sequence[pulumi.Resource] = ()
     """What the run needs installed first: ``cluster.controllers`` (the JobSet controller for
     a gang; Kueue and its queue for a queued pool, whose webhook must see the Job created)."""
+    namespace: str | None = None
+    """Where the Job, its disruption budget and (on a cluster you already have) its
+    NetworkPolicy go. Default, and the only one allowed: the namespace of the identity's
+    service account, as a pod runs only as a service account of its own namespace ("Each
+    service account is bound to a Kubernetes namespace",
+    https://kubernetes.io/docs/concepts/security/service-accounts/); a team's namespace
+    takes an identity there (``CheckpointBucketArgs(trainer=ServiceAccountRef("ml",
+    "trainer"))``). Stating it makes a mismatch an error."""
+
+    def __post_init__(self) -> None:
+        # A wrong type would otherwise fail as an AttributeError deep inside the component.
+        expected = (
+            ("trainer", Trainer, "Trainer(image=..., command=...)"),
+            (
+                "placement",
+                TargetPlacement,
+                "cluster.placement(PoolClass.SPOT_GPU) on a HybridCluster, "
+                "TargetPlacement.on_existing_cluster(cloud) on a cluster you already have",
+            ),
+            (
+                "identity",
+                WorkloadIdentity,
+                "cluster.workload_identity on a HybridCluster, the CheckpointBucket's "
+                "identity on a cluster you already have",
+            ),
+        )
+        for field, wanted, allowed in expected:
+            value = getattr(self, field)
+            if not isinstance(value, wanted):
+                what = type(value)
+                hint = (
+                    " (the pod fields a placement renders to, without the grace a reclaim "
+                    "leaves the pod)"
+                    if isinstance(value, Placement)
+                    else ""
+                )
+                raise TypeError(
+                    f"TrainingJobArgs.{field}: a {what.__module__}.{what.__qualname__}{hint}, "
+                    f"not a {wanted.__name__}; allowed: {allowed}"
+                )
+        if not isinstance(self.identity.service_account, ServiceAccountRef):
+            raise TypeError(
+                f"TrainingJobArgs.identity.service_account = {self.identity.service_account!r}; "
+                'allowed: ServiceAccountRef("<namespace>", "<name>")'
+            )
+        if self.namespace is not None and not (
+            isinstance(self.namespace, str) and _JOB_NAME.fullmatch(self.namespace)
+        ):
+            raise ValueError(
+                f"TrainingJobArgs.namespace = {self.namespace!r}; allowed: a DNS label "
+                "(a-z, 0-9, '-', at most 63), or None for the identity's"
+            )
 
 
 class TrainingJob(pulumi.ComponentResource):
     """A user's trainer as one Job that survives reclaims of its node, and its disruption
-    budget, in the identity's namespace."""
+    budget, in the identity's namespace. On a cluster spotproof did not create (the
+    placement names its cloud) also a NetworkPolicy that isolates the Job's own pods there:
+    no baseline of spotproof's isolates that namespace, and one that selects only them
+    changes nothing for the rest of a team's namespace."""
 
     job_name: pulumi.Output[str]
 
@@ -173,7 +233,8 @@ class TrainingJob(pulumi.ComponentResource):
         grace = _checked(job_name, args)
         super().__init__("spotproof:kube:TrainingJob", name, None, opts)
         namespace = args.identity.service_account.namespace
-        labels = {"app.kubernetes.io/name": job_name, "app.kubernetes.io/component": "trainer"}
+        own = {"app.kubernetes.io/name": job_name, "app.kubernetes.io/component": "trainer"}
+        labels = dict(own)
         if args.work is not None:
             labels[WORK_LABEL] = args.work.value
 
@@ -211,12 +272,23 @@ class TrainingJob(pulumi.ComponentResource):
             "labels": {**MANAGED_BY, **labels, **queue_labels(args.placement)},
             "annotations": NOT_AWAITED,
         }
+        isolation = []
+        if args.placement.cloud is not None:
+            # Before the Job: no pod of it runs before its traffic is confined.
+            isolation.append(
+                k8s.networking.v1.NetworkPolicy(
+                    f"{name}-network",
+                    metadata={"name": job_name, "namespace": namespace, "labels": MANAGED_BY},
+                    spec=allowed_traffic(args.placement.cloud, pods=own),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+            )
         # A pod template is immutable: a change means a new Job (or JobSet).
         replace = pulumi.ResourceOptions(
             parent=self,
             replace_on_changes=["spec"],
             delete_before_replace=True,
-            depends_on=[*args.controllers, *args.identity.granted_by],
+            depends_on=[*args.controllers, *args.identity.granted_by, *isolation],
         )
         job_spec_of = pulumi.Output.from_input(args.checkpoint_url).apply(spec)
         budgeted = labels
@@ -278,8 +350,17 @@ def _checked(job_name: str, args: TrainingJobArgs) -> int:
                 f"TrainingJob {job_name}: too long a name for a gang of {args.nodes} "
                 f"(its pods would be named like {longest}); allowed: at most {allowed} characters"
             )
+    account = args.identity.service_account
+    namespace = account.namespace
+    if args.namespace is not None and args.namespace != namespace:
+        raise ValueError(
+            f"TrainingJob {job_name}: namespace = {args.namespace!r}, but its pods run as "
+            f"service account {namespace}/{account.name}, and a pod runs only as a service "
+            f"account of its own namespace; allowed: {namespace!r}, or an identity in "
+            f"{args.namespace} (on a cluster you already have: "
+            f"CheckpointBucketArgs(trainer=ServiceAccountRef({args.namespace!r}, ...)).identity)"
+        )
     queue = args.placement.queue
-    namespace = args.identity.service_account.namespace
     if queue is not None and queue.namespace != namespace:
         raise ValueError(
             f"TrainingJob {job_name}: runs in namespace {namespace}, but the queue of "

@@ -185,6 +185,11 @@ def placement(
     and ``fallback``'s pools: the class label is then the only selector (GKE refuses a pod
     that pairs a class with spot or machine selectors, and the class already names the
     hardware), and the workload tolerates every rung's taints and the class's own.
+
+    This is what a pod spec gets. Workload components (``TrainingJob``) take a
+    ``kube.workload.TargetPlacement`` instead (``cluster.placement(...)``, or
+    ``TargetPlacement.on_existing_cluster(...)`` on a cluster spotproof did not create):
+    it also says what a reclaim of the pools leaves the pod, and renders to this.
     """
     pool_contract = contract(pool_class)
     if compute_class is not None:
