@@ -26,6 +26,7 @@ from spotproof import __version__, policy
 from spotproof.plan.recording.manifests import manifest
 from spotproof.plan.schemas import karpenter
 from tests.support import INSTALLED_SIZES, REPO, plan_of
+from tests.test_readme_examples import readme_training_on_an_existing_cluster
 from tests.test_training_loop import SCRIPT as USER_LOOP
 
 pytestmark = pytest.mark.timeout(900)
@@ -867,6 +868,17 @@ def test_components_on_a_cluster_the_user_has_plan_from_each_clouds_install(
     assert done.code == 0, done.out + done.err
     assert "reference-add-on: fits existing-system-pool" in done.out
     assert "0 violations" in done.out and "unknown stack" not in done.err
+
+
+def test_the_readmes_training_job_on_an_existing_cluster_plans_from_the_gcp_install(
+    gcp_venv: Venv, tmp_path: Path
+) -> None:
+    config = {"gcp:project": "my-project", "gcp:region": "europe-west4"}
+    root = _program_project(tmp_path / "acme", config, readme_training_on_an_existing_cluster())
+    done = gcp_venv.spotproof("plan", "--stack", "prod", "--strict", cwd=root)
+    assert done.code == 0, done.out + done.err
+    assert "Job ml/llm-finetune: fits l4-spot" in done.out
+    assert "0 violations" in done.out
 
 
 def test_two_clusters_in_one_stack_plan_from_the_gcp_install(

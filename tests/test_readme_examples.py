@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pulumi
@@ -13,8 +14,9 @@ import pytest
 
 from spotproof.fleet import BucketSpec
 from spotproof.kube.workload import ServiceAccountRef
+from spotproof.plan import run_plan
 from spotproof.testing import record
-from tests.support import REPO, documentation
+from tests.support import REPO, documentation, run_cli
 
 SECTION = re.compile(r"^### On a cluster you already have$(.*?)^### ", re.M | re.S)
 CODE = re.compile(r"^```python\n(.*?)^```$", re.M | re.S)
@@ -163,3 +165,43 @@ def test_each_runtime_example_trains_as_written_and_a_rerun_resumes_past_the_end
     assert _train_as_written(code, url, monkeypatch) == list(range(10))
     # Both commit the finished state, so a rerun of a finished Job finishes at once.
     assert _train_as_written(code, url, monkeypatch) == []
+
+
+# --- a TrainingJob on a cluster you already have -----------------------------------------
+
+TRAINING_SECTION = re.compile(
+    r"^### Your own training Job on a cluster you already have$(.*?)^### ", re.M | re.S
+)
+
+
+def readme_training_on_an_existing_cluster() -> str:
+    """The GKE example of "On a cluster you already have" and the TrainingJob that continues
+    it, as one program, with the Kubernetes provider the text assumes."""
+    section = TRAINING_SECTION.search((REPO / "README.md").read_text())
+    assert section, "README lost its 'Your own training Job on a cluster you already have'"
+    [job] = CODE.findall(section.group(1))
+    provider = (
+        "import pulumi_kubernetes as k8s\n"
+        "kubernetes_provider = k8s.Provider(\n"
+        '    "existing", kubeconfig=infra.get_output("kubeconfig")\n'
+        ")\n"
+    )
+    return "import pulumi\n" + _examples()["gke"] + provider + job
+
+
+def test_the_readmes_training_job_on_an_existing_cluster_plans_without_a_violation(
+    make_project: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = {"gcp:project": "my-project", "gcp:region": "europe-west4"}
+    root = make_project(config, stack="prod", program=readme_training_on_an_existing_cluster())
+    code, out, _ = run_cli(capsys, "plan", "--stack", "prod", "--project-dir", str(root))
+    assert code == 0, out
+    assert "0 violations" in out
+    assert "Job ml/llm-finetune: fits l4-spot" in out
+    assert "SIGTERM at 0 s with 15 s grace (declared 15 s)" in out
+    kinds = {
+        (r.type.rsplit(":", 1)[-1], (r.inputs.get("metadata") or {}).get("namespace"))
+        for r in run_plan("prod", root).recording.kubernetes_objects()
+    }
+    assert {("Job", "ml"), ("PodDisruptionBudget", "ml"), ("NetworkPolicy", "ml")} <= kinds
+    assert ("Namespace", None) not in kinds  # ml is the team's: trusted to exist
