@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -23,9 +22,11 @@ from google.protobuf import empty_pb2, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
 from spotproof import __version__, policy
+from spotproof.ci import lock
 from spotproof.plan.recording.manifests import manifest
 from spotproof.plan.schemas import karpenter
-from tests.support import INSTALLED_SIZES, REPO, plan_of
+from tests.checkout import copy_checkout
+from tests.support import INSTALLED_SIZES, REPO, plan_of, run_cli
 from tests.test_readme_examples import readme_training_on_an_existing_cluster
 from tests.test_training_loop import SCRIPT as USER_LOOP
 
@@ -45,17 +46,7 @@ CIPHERTEXT = "v1:c2VjcmV0LWNpcGhlcnRleHQ="
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Built from a copy of the checkout (files tracked, or new and not ignored) as
     ``make dist`` builds it: Karpenter's schemas bundled first, then ``python -m build``."""
-    source = tmp_path_factory.mktemp("source")
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        if (REPO / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, source / name)
+    source = copy_checkout(tmp_path_factory.mktemp("source"))
     (source / "node_modules").symlink_to(REPO / "node_modules")
     _run(["bash", "scripts/bundle_karpenter_schemas.sh"], cwd=source)
     dist = tmp_path_factory.mktemp("dist")
@@ -724,25 +715,36 @@ def _acme_repository(root: Path) -> Path:
 
 def test_the_workflow_ci_init_writes_plans_each_stack_of_a_user_repository_step_by_step(
     wheel: Path,
-    gcp_venv: Venv,
-    aws_venv: Venv,
-    azure_venv: Venv,
+    request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     repository = tmp_path_factory.mktemp("acme-repo")
     project = _acme_repository(repository)
-    done = gcp_venv.spotproof("ci", "init", cwd=project)
-    assert done.code == 0, done.err
+    # The locks as pip resolves them, held to constraints.txt (except the pack's, whose
+    # protobuf differs) so that each runner below already holds its lock's versions.
+    resolve = lock.resolve
+    constrained = ["--constraint", str(REPO / "constraints.txt")]
+    monkeypatch.setattr(
+        lock,
+        "resolve",
+        lambda asked: resolve(asked if "[policy]" in asked[0] else asked + constrained),
+    )
+    code, _, err = run_cli(
+        capsys, "ci", "init", "--spotproof", str(wheel), "--project-dir", str(project)
+    )
+    assert code == 0, err
     written = yaml.safe_load((repository / ".github/workflows/spotproof.yml").read_text())
     workdir = repository / written["defaults"]["run"]["working-directory"]
     assert workdir == project
-    index = {"PIP_FIND_LINKS": str(wheel.parent), "SPOTPROOF": written["env"]["SPOTPROOF"]}
+    runner = {"GITHUB_WORKSPACE": str(repository)}
 
     # Job `stacks`: a bare Python, then the listing step as written.
     bare = Venv(tmp_path_factory.mktemp("runner") / "python", wheel)
     output = workdir / ".github-output"
     [listing] = [s for s in written["jobs"]["stacks"]["steps"] if s.get("id") == "list"]
-    listed = _github_step(listing["run"], workdir, bare, GITHUB_OUTPUT=str(output), **index)
+    listed = _github_step(listing["run"], workdir, bare, GITHUB_OUTPUT=str(output), **runner)
     assert listed.code == 0, listed.out + listed.err
     key, _, value = output.read_text().strip().partition("=")
     matrix = json.loads(value)
@@ -754,8 +756,9 @@ def test_the_workflow_ci_init_writes_plans_each_stack_of_a_user_repository_step_
     ]
     assert not bare.importable("pulumi")["pulumi"]  # listing needed no SDK
 
-    # Job `plan`, once per matrix entry, on a runner holding only that entry's extra.
-    runners = {"gcp": gcp_venv, "aws": aws_venv, "azure": azure_venv}
+    # Job `plan`, once per matrix entry, on a runner holding only that entry's extra: its
+    # lock's install finds every file already there, spotproof the very wheel.
+    runners = {extra: request.getfixturevalue(f"{extra}_venv") for extra in ("gcp", "aws", "azure")}
     scripts = [s["run"] for s in written["jobs"]["plan"]["steps"] if "run" in s]
     for entry in matrix:
         summary = workdir / f"summary-{entry['stack']}.md"
@@ -767,8 +770,8 @@ def test_the_workflow_ci_init_writes_plans_each_stack_of_a_user_repository_step_
                 STACK=entry["stack"],
                 EXTRA=entry["extra"],
                 GITHUB_STEP_SUMMARY=str(summary),
-                PIP_NO_INDEX="1",  # each runner has its extra already: nothing to fetch
-                **index,
+                PIP_NO_INDEX="1",  # each runner has its lock already: nothing to fetch
+                **runner,
             )
             assert step.code == 0, f"{entry['stack']}: {script}\n{step.out}\n{step.err}"
         assert f"`{entry['stack']}`: ✅ 0 violations" in summary.read_text()

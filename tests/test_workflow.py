@@ -1,7 +1,9 @@
-"""The pull-request workflow ``spotproof ci init`` writes, which this repository runs too:
-linted by actionlint, every action pinned by commit and given only inputs its
-``action.yml`` declares, the offline plan for forks with one job per stack, real previews
-through OIDC only. Its steps run for real on a user's project in ``test_packaging``."""
+"""The pull-request workflow ``spotproof ci init`` writes, which this repository runs too
+(built from its own checkout: ``--spotproof .``): linted by actionlint, every action pinned
+by commit and given only inputs its ``action.yml`` declares, every install from a lock by
+hash, the offline plan for forks with one job per stack, real previews through OIDC only.
+Its steps run for real on a user's project in ``test_packaging``; the locks and the
+choices of spotproof are ``test_ci_lock``'s."""
 
 from __future__ import annotations
 
@@ -15,8 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from spotproof import __version__
-from spotproof.ci import workflow
+from spotproof.ci import actions, lock, workflow
 from spotproof.ci.stacks import EXTRAS
 from spotproof.plan import find_project, load
 from tests.support import REPO, run_cli
@@ -57,7 +58,9 @@ def _all_steps() -> list[dict[str, Any]]:
 def test_this_repositorys_workflow_is_what_ci_init_writes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, out, _ = run_cli(capsys, "ci", "init", "--stdout", "--project-dir", str(REPO))
+    code, out, _ = run_cli(
+        capsys, "ci", "init", "--stdout", "--spotproof", ".", "--project-dir", str(REPO)
+    )
     assert code == 0
     assert out == WORKFLOW.read_text()
 
@@ -69,7 +72,7 @@ def test_actionlint_finds_nothing_in_the_workflow() -> None:
 def test_every_action_is_pinned_by_commit_with_its_tag_beside_it() -> None:
     lines = [line for line in WORKFLOW.read_text().splitlines() if "uses:" in line]
     assert lines
-    known = {(a.name, a.commit, a.tag) for a in workflow.ACTIONS}
+    known = {(a.name, a.commit, a.tag) for a in actions.ACTIONS}
     for line in lines:
         match = PINNED.match(line)
         assert match, line
@@ -78,7 +81,7 @@ def test_every_action_is_pinned_by_commit_with_its_tag_beside_it() -> None:
 
 def test_every_input_given_is_one_the_pinned_action_declares() -> None:
     # actionlint knows popular actions' inputs by tag only; pinned by commit, it cannot.
-    declared = {a.name: a.inputs for a in workflow.ACTIONS}
+    declared = {a.name: a.inputs for a in actions.ACTIONS}
     for step in _all_steps():
         if "uses" in step:
             name = step["uses"].split("@")[0]
@@ -112,22 +115,48 @@ def test_every_pull_request_gets_one_offline_plan_per_stack_with_only_its_extra(
     assert plan["if"] == "needs.stacks.outputs.stacks != '[]'"  # forks included
     assert "id-token" not in (plan.get("permissions") or {})
     runs = "\n".join(s.get("run", "") for s in plan["steps"])
-    assert 'python -m pip install "spotproof[${EXTRA}]==${SPOTPROOF}"' in runs
+    lock_path = '"${GITHUB_WORKSPACE}/.github/spotproof/${EXTRA}.txt"'
+    assert f"python -m pip install --require-hashes -r {lock_path}" in runs
     assert 'spotproof plan --stack "${STACK}" --strict --format github' in runs
     assert plan["env"] == {"STACK": "${{ matrix.stack }}", "EXTRA": "${{ matrix.extra }}"}
 
 
-def test_nothing_is_installed_from_the_repository_itself() -> None:
+def test_every_install_is_a_lock_by_hash_then_this_checkout_without_dependencies() -> None:
+    # This repository's own workflow plans the pull request's spotproof: the checkout, built
+    # after the lock has put its dependencies and setuptools in place, each by hash.
+    installs = [
+        line.strip()
+        for step in _all_steps()
+        for line in step.get("run", "").splitlines()
+        if "pip install" in line and "requirements.txt" not in line
+    ]
+    assert installs
+    for first, second in zip(installs[::2], installs[1::2], strict=True):
+        assert " -m pip install --require-hashes -r " in first, first
+        assert second.endswith(
+            ' -m pip install --no-deps --no-build-isolation "${GITHUB_WORKSPACE}"'
+        )
     runs = "\n".join(s.get("run", "") for s in _all_steps())
-    assert "-e ." not in runs and "'.[" not in runs and "constraints.txt" not in runs
-    assert _workflow()["env"]["SPOTPROOF"] == __version__
+    assert "spotproof==" not in WORKFLOW.read_text() and "constraints.txt" not in runs
+    assert "SPOTPROOF" not in _workflow().get("env", {})
 
 
-def test_pip_is_cached_on_the_workflow_file_that_pins_the_version() -> None:
+def test_this_repositorys_locks_hash_every_line_and_lock_the_build_backend() -> None:
+    for name in lock.environments(list(EXTRAS.values())):
+        text = (REPO / lock.path_of(name)).read_text()
+        requirements = [r for r in text.replace("\\\n", " ").splitlines() if r[:1] not in "#"]
+        assert requirements, name
+        for requirement in requirements:
+            assert "==" in requirement and "--hash=sha256:" in requirement, requirement
+        assert not any(r.lower().startswith("spotproof") for r in requirements), name
+        assert any(r.startswith("setuptools==") for r in requirements), name
+
+
+def test_pip_is_cached_on_the_locks() -> None:
     for step in _all_steps():
         if step.get("uses", "").startswith("actions/setup-python@"):
             assert step["with"]["cache"] == "pip"
-            assert step["with"]["cache-dependency-path"] == workflow.WORKFLOW_PATH
+            assert step["with"]["cache-dependency-path"] == ".github/spotproof/*.txt"
 
 
 def test_previews_run_only_where_oidc_tokens_exist() -> None:
@@ -167,8 +196,11 @@ def test_clouds_are_reached_through_oidc_never_stored_keys() -> None:
 def test_the_program_and_the_pack_get_separate_environments() -> None:
     runs = "\n".join(s.get("run", "") for s in _steps("preview"))
     assert "python -m venv .venv" in runs  # the virtualenv Pulumi.yaml names
-    assert '.venv/bin/python -m pip install "spotproof[${EXTRA}]==${SPOTPROOF}"' in runs
-    assert 'python -m pip install "spotproof[policy]==${SPOTPROOF}"' in runs
+    lock_dir = "${GITHUB_WORKSPACE}/.github/spotproof"
+    assert (
+        f'.venv/bin/python -m pip install --require-hashes -r "{lock_dir}/${{EXTRA}}.txt"' in runs
+    )
+    assert f'python -m pip install --require-hashes -r "{lock_dir}/policy.txt"' in runs
 
 
 def test_ci_init_refuses_to_replace_a_workflow_without_force(
@@ -177,7 +209,26 @@ def test_ci_init_refuses_to_replace_a_workflow_without_force(
     (tmp_path / "Pulumi.yaml").write_text("name: acme\nruntime: python\n")
     (tmp_path / ".github" / "workflows").mkdir(parents=True)
     (tmp_path / workflow.WORKFLOW_PATH).write_text("mine")
-    code, out, err = run_cli(capsys, "ci", "init", "--project-dir", str(tmp_path))
+    code, out, err = run_cli(
+        capsys, "ci", "init", "--spotproof", ".", "--project-dir", str(tmp_path)
+    )
+    assert (code, out) == (2, "")
+    assert err.endswith(
+        "is another; allowed: a release wheel's https URL with its digest "
+        "(https://.../spotproof-<version>-py3-none-any.whl#sha256=<64 hex>), a wheel file, or "
+        "git+https://github.com/<org>/spotproof@<40-hex commit>\n"
+    )
+    wheel = tmp_path / "spotproof-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"")
+    code, out, err = run_cli(
+        capsys,
+        "ci",
+        "init",
+        "--spotproof",
+        f"https://example.com/x/{wheel.name}#sha256={'0' * 64}",
+        "--project-dir",
+        str(tmp_path),
+    )
     assert (code, out) == (2, "")
     assert err.endswith("spotproof.yml exists; allowed: --force to replace it\n")
     assert (tmp_path / workflow.WORKFLOW_PATH).read_text() == "mine"
@@ -188,7 +239,9 @@ def test_ci_init_names_a_stack_of_an_unknown_cloud_in_one_line(
 ) -> None:
     (tmp_path / "Pulumi.yaml").write_text("name: acme\nruntime: python\n")
     (tmp_path / "Pulumi.dev.yaml").write_text("config:\n  spotproof:cloud: gcp\n")
-    code, out, err = run_cli(capsys, "ci", "init", "--project-dir", str(tmp_path))
+    code, out, err = run_cli(
+        capsys, "ci", "init", "--spotproof", ".", "--project-dir", str(tmp_path)
+    )
     assert (code, out) == (2, "")
     assert err == (
         f"spotproof ci init: {tmp_path}/Pulumi.dev.yaml: spotproof:cloud is 'gcp'; "
@@ -206,10 +259,15 @@ def test_a_project_in_a_folder_of_its_repository_runs_there(
     (project / "Pulumi.yaml").write_text(
         "name: acme\nruntime:\n  name: python\n  options: {virtualenv: venv}\n"
     )
-    code, out, _ = run_cli(capsys, "ci", "init", "--project-dir", str(project))
-    assert code == 0 and out.startswith(f"Wrote {tmp_path / workflow.WORKFLOW_PATH}")
-    written = yaml.safe_load((tmp_path / workflow.WORKFLOW_PATH).read_text())
+    url = f"https://example.com/spotproof-0.1.0-py3-none-any.whl#sha256={'0' * 64}"
+    code, out, _ = run_cli(
+        capsys, "ci", "init", "--stdout", "--spotproof", url, "--project-dir", str(project)
+    )
+    assert code == 0
+    written = yaml.safe_load(out)
     assert written["defaults"] == {"run": {"working-directory": "infra"}}
+    # The locks' paths are the repository's, wherever the project lies in it.
+    assert "${GITHUB_WORKSPACE}/.github/spotproof/stacks.txt" in out
 
 
 def test_a_stack_of_components_on_an_existing_cluster_gets_its_providers_extra(

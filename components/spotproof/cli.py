@@ -121,7 +121,10 @@ def _parser() -> argparse.ArgumentParser:
         help="write .github/workflows/spotproof.yml",
         description="Write the GitHub Actions workflow that plans every stack on each pull "
         "request (one job per stack, with only its cloud's extra) and previews it where "
-        "credentials exist, pinned to this spotproof version and to actions by commit.",
+        "credentials exist: actions pinned by commit, every install verified by hash.",
+    )
+    init.add_argument(
+        "--spotproof", help="a wheel's URL#sha256=..., a wheel file, or git+https://...@COMMIT"
     )
     init.add_argument("--force", action="store_true", help="replace an existing workflow")
     init.add_argument("--stdout", action="store_true", help="print it instead of writing it")
@@ -371,7 +374,7 @@ def _run(args: argparse.Namespace) -> int:
         from spotproof.ci import command as ci  # noqa: PLC0415
 
         if args.ci_command == "init":
-            return ci.init(args.project_dir, args.force, args.stdout)
+            return ci.init(args.project_dir, args.force, args.stdout, args.spotproof)
         return ci.list_stacks(args.project_dir)
     if args.command == "drill":
         from spotproof.drill.command import run as run_drill  # noqa: PLC0415
