@@ -31,7 +31,13 @@ inside uploads): run one after another on one worker, never against each other o
 
 TIMED_GROUP = "timed-real-processes"
 
-LONGEST_FIRST = ("test_packaging.py", TIMED_GROUP, "test_rehearsal.py", "test_in_place_restore.py")
+LONGEST_FIRST = (
+    "test_packaging.py",
+    TIMED_GROUP,
+    "test_user_rehearsal.py",
+    "test_rehearsal.py",
+    "test_in_place_restore.py",
+)
 """The units that take longest (measured), handed out before the rest: one started last
 would keep the whole run waiting for it while the other workers sit idle. The others
 follow in xdist's order (most tests first)."""

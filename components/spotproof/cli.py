@@ -167,13 +167,19 @@ def _smoke(commands: argparse._SubParsersAction) -> None:
     smoke.add_argument("--preemptions", type=count_in(0, 20), default=2, help="graceful (SIGTERM)")
     smoke.add_argument("--hard-kills", type=count_in(0, 20), default=2, help="SIGKILL, no warning")
     smoke.add_argument(
+        "--command",
+        dest="user_command",
+        metavar="COMMAND",
+        help='rehearse your own trainer: the command that runs it ("python train.py")',
+    )
+    smoke.add_argument(
         "--steps",
         type=count_in(20, 100_000),
         default=None,
         help=f"TOTAL_STEPS (default {DEFAULT_STEPS}; with --stack, 6 checkpoint intervals)",
     )
     smoke.add_argument(
-        "--interval", type=count_in(1, 10_000), default=20, help="CHECKPOINT_INTERVAL"
+        "--interval", type=count_in(1, 10_000), help="CHECKPOINT_INTERVAL (20; --command: 10)"
     )
     smoke.add_argument("--model-mb", type=count_in(1, 4096), default=4, help="MODEL_MB")
     smoke.add_argument("--seed", type=count_in(0, 2**31), default=0, help="SEED of the trainer")

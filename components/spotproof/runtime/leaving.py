@@ -81,10 +81,16 @@ class Leaving:
 
     def is_peer_lost(self, error: BaseException | None) -> bool:
         """Whether ``error``, out of the trainer's step, means a rank of the gang is gone:
-        ours, or a failed collective of its own model's (torch's ``DistError``)."""
-        if self.run.gang.world_size == 1:
+        ours, or a failed collective of the trainer's own model. torch raises those as
+        ``DistError`` or, from gloo's transport (a peer's connection reset), as a plain
+        ``RuntimeError`` out of ``torch.distributed`` (torch 2.13 ``distributed_c10d.py``
+        around the C++ call): told apart from the trainer's own errors by where it was
+        raised, so a bug in the model is still the crash it is."""
+        if self.run.gang.world_size == 1 or error is None:
             return False
-        return isinstance(error, group.PeerLost | dist.DistError)
+        if isinstance(error, group.PeerLost | dist.DistError):
+            return True
+        return isinstance(error, RuntimeError) and _raised_in_torch_distributed(error)
 
     def preempted_before_training(self) -> NoReturn:
         """SIGTERM while the gang assembled: nothing trained, nothing to save."""
@@ -179,3 +185,13 @@ class Leaving:
             if not await_teardown(guard, seconds):
                 self.exit(exit_codes.PEER_LOST)
         self.exit(code)
+
+
+def _raised_in_torch_distributed(error: BaseException) -> bool:
+    """Whether the innermost Python frame ``error`` passed through is torch.distributed's."""
+    trace = error.__traceback__
+    innermost = None
+    while trace is not None:
+        innermost, trace = trace.tb_frame, trace.tb_next
+    filename = innermost.f_code.co_filename if innermost is not None else ""
+    return f"{os.sep}torch{os.sep}distributed{os.sep}" in filename

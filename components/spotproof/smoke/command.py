@@ -2,6 +2,7 @@
 
 A local preemption run of the trainer against a store emulator, alone or as a gang; with
 ``--stack``, a rehearsal of that stack's preemption path from its offline plan; with
+``--command``, the same rehearsal of the user's own trainer (``smoke.user_rehearsal``); with
 ``--batch``, the batch workers' run against a queue emulator. Exit codes as every command's
 (``spotproof.commands``): 0 passed, 1 failed, 2 bad input (one line on stderr).
 """
@@ -26,10 +27,12 @@ from spotproof.smoke.batch import BatchConfig, run_batch_smoke
 from spotproof.smoke.emulators import EmulatorError
 from spotproof.smoke.harness import run_smoke
 from spotproof.smoke.multinode import run_gang_smoke
-from spotproof.smoke.records import SmokeConfig
-from spotproof.smoke.rehearsal import RehearsalError, rehearsal
+from spotproof.smoke.records import SmokeConfig, SmokeReport
+from spotproof.smoke.rehearsal import RehearsalError, command_rehearsal, rehearsal
 from spotproof.smoke.report import render_timeline, summary, to_json
 from spotproof.smoke.tiered import run_tiered_smoke
+from spotproof.smoke.user_command import DEFAULT_INTERVAL, CommandError, UserCommand
+from spotproof.smoke.user_rehearsal import rehearse_command
 from spotproof.terminal import paint
 
 T = TypeVar("T")
@@ -40,12 +43,14 @@ def run(args: argparse.Namespace) -> int:
     with ``--batch``, the batch workers' run."""
     if args.batch:
         return _batch(args)
+    if args.user_command is not None:
+        return _user_command(args)
     config = SmokeConfig(
         store=args.store or "s3",
         preemptions=args.preemptions,
         hard_kills=args.hard_kills,
         total_steps=args.steps or DEFAULT_STEPS,
-        interval=args.interval,
+        interval=args.interval or SmokeConfig.interval,
         model_mb=args.model_mb,
         seed=args.seed,
         grace_seconds=args.grace,
@@ -95,6 +100,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"spotproof smoke: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     _last_scrape(served, args.metrics_wait)
+    return _told(args, report)
+
+
+def _told(args: argparse.Namespace, report: SmokeReport) -> int:
+    """The report, its timeline and its JSON where asked; the exit code it gives."""
     print()
     print(paint(summary(report)))
     timeline = args.timeline or (args.json.with_suffix(".png") if args.json else Path("smoke.png"))
@@ -111,7 +121,49 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if report.passed else EXIT_FAILED
 
 
+def _user_command(args: argparse.Namespace) -> int:
+    """``--command``: rehearse the user's own trainer (``smoke.user_rehearsal``)."""
+    progress = lambda line: print(line, flush=True)  # noqa: E731
+    try:
+        for flag, given, why in (
+            ("--steps", args.steps, "your script decides how many steps it trains"),
+            ("--tiers", args.tiers, "the reference trainer's memory tier"),
+            ("--metrics-port", args.metrics_port, "your trainer serves its own metrics"),
+        ):
+            if given:
+                raise _BadInput(f"{flag}: {why}; allowed: --command without {flag}")
+        command = UserCommand.parse(args.user_command)
+        config = SmokeConfig(
+            store=args.store or "s3",
+            preemptions=args.preemptions,
+            hard_kills=args.hard_kills,
+            interval=args.interval or DEFAULT_INTERVAL,
+            grace_seconds=args.grace,
+            job=None,
+        )
+        if args.stack:
+            config = _rehearsal(args, config, of_command=True)
+        report = rehearse_command(
+            config,
+            command,
+            nodes=args.nodes,
+            started_by=Launcher(args.launcher),
+            progress=progress,
+        )
+    except (_BadInput, CommandError, EmulatorError) as error:
+        print(f"spotproof smoke: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return _told(args, report)
+
+
 def _batch(args: argparse.Namespace) -> int:
+    if args.user_command is not None:
+        print(
+            "spotproof smoke: --batch runs the reference batch workers; allowed: --batch or "
+            "--command",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     if args.stack or args.nodes > 1:
         print(
             "spotproof smoke: --batch runs alone; allowed: no --stack or --nodes", file=sys.stderr
@@ -175,13 +227,21 @@ def _last_scrape(served: metrics.Served | None, seconds: int) -> None:
         served.endpoint.close()
 
 
-def _rehearsal(args: argparse.Namespace, base: SmokeConfig) -> SmokeConfig:
-    """The harness configuration for ``--stack``; raises :class:`_BadInput`."""
+def _rehearsal(
+    args: argparse.Namespace, base: SmokeConfig, *, of_command: bool = False
+) -> SmokeConfig:
+    """The harness configuration for ``--stack`` (the smoke Job's, or for ``--command`` the
+    path of the stack's training workloads); raises :class:`_BadInput`."""
     try:
         result = run_plan(args.stack, args.project_dir)
-        rehearsed = rehearsal(
-            result, base, total_steps=args.steps, time_scale=args.time_scale, store=args.store
-        )
+        if of_command:
+            rehearsed = command_rehearsal(
+                result, base, time_scale=args.time_scale, store=args.store
+            )
+        else:
+            rehearsed = rehearsal(
+                result, base, total_steps=args.steps, time_scale=args.time_scale, store=args.store
+            )
     except (PlanInputError, SpecError, RehearsalError) as error:
         raise _BadInput(str(error)) from None
     print(f"rehearsing stack {args.stack} from its offline plan")

@@ -36,112 +36,34 @@ notice leaves no process to count its loss, and the harness sees it anyway.
 
 from __future__ import annotations
 
-import functools
 import random
 import signal
 import time
 
 from spotproof.runtime import exit_codes
-from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.checkpointer.layout import manifest_key, step_prefix
-from spotproof.runtime.metrics import Registry, TrainerMetrics, names
-from spotproof.runtime.storage import ObjectStore, open_store
+from spotproof.runtime.metrics import Registry
 from spotproof.smoke.aim import ManifestGate, freeze_inside_an_upload, gated
 from spotproof.smoke.emulators import Bucket, emulated
 from spotproof.smoke.job import DISRUPTION_TARGET, JobController
 from spotproof.smoke.judged import drill_verdict
-from spotproof.smoke.process import TrainerProcess, container_exit_code
+from spotproof.smoke.lineage import Lineage
+from spotproof.smoke.process import Event, TrainerProcess, container_exit_code
 from spotproof.smoke.records import (
-    Attempt,
     Interruption,
     Progress,
     SmokeConfig,
     SmokeReport,
-    attempt_of,
     describe,
     judge_recovery,
     last_words,
-    trainer_env,
 )
 from spotproof.smoke.warm import Zygote, warm_trainers
 
 
-class _Run:
-    """One trainer lineage writing to one checkpoint prefix."""
-
-    def __init__(
-        self,
-        config: SmokeConfig,
-        bucket: Bucket,
-        name: str,
-        progress: Progress,
-        metrics: Registry | None = None,
-        *,
-        gate: ManifestGate | None = None,
-        zygote: Zygote | None = None,
-    ):
-        self.config, self.progress = config, progress
-        self.url = bucket.prefix(name)
-        self.bucket = bucket
-        self.origin = time.monotonic()
-        self.processes: list[TrainerProcess] = []
-        self.env = trainer_env(config, bucket, name)
-        self.gate = gate
-        """The relay between this run's trainers and the bucket, where one is needed."""
-        if gate is not None:
-            self.env = gate.route(self.env)
-        self.zygote = zygote
-        """Where the trainers are forked from (``smoke.warm``); None starts each afresh."""
-        self.metrics = metrics
-
-    def start(self) -> TrainerProcess:
-        recorder = (
-            TrainerMetrics(self.metrics, self.config.interval, count_lost_steps=False)
-            if self.metrics is not None
-            else None
-        )
-        process = TrainerProcess(
-            self.env,
-            self.origin,
-            index=len(self.processes),
-            on_event=recorder.observe if recorder else None,
-            zygote=self.zygote,
-        )
-        self.processes.append(process)
-        return process
-
-    def lost(self, steps: int) -> None:
-        if self.metrics is not None and steps > 0:
-            self.metrics(names.STEPS_LOST).inc(steps)
-
-    def resumed(self, process: TrainerProcess) -> int:
-        event = process.wait_for(lambda e: e["event"] == "resumed")
-        if event is None:
-            raise RuntimeError(
-                f"trainer {process.index} exited before resuming: {last_words(process)}"
-            )
-        return int(event["step"])
-
-    def announce(self, process: TrainerProcess, resumed: int) -> None:
-        """An attempt's start, said after whatever ended the attempt before it."""
-        where = "from scratch" if resumed == 0 else f"from step {resumed}"
-        self.progress(f"  attempt {process.index}: trains {where}")
-
-    @functools.cached_property
-    def observer(self) -> ObjectStore:
-        """A client of the run's bucket, ready before it is needed: aimed kills poll it."""
-        with self.bucket.apply():
-            return open_store(self.url)
-
-    def newest_committed(self) -> int | None:
-        steps = CheckpointStore(self.url, store=self.observer).committed_steps()
-        return steps[-1] if steps else None
-
-    def attempts(self) -> list[Attempt]:
-        return [attempt_of(p) for p in self.processes]
-
-
-def _run_to_completion(run: _Run, process: TrainerProcess, report: SmokeReport) -> str | None:
+def completed(process: TrainerProcess, report: SmokeReport) -> Event | None:
+    """The ``done`` event of a process that trains to the end and exits 0; None otherwise,
+    with why in ``report``."""
     done = process.wait_for(lambda e: e["event"] == "done", timeout=600)
     code = process.finish(timeout=60)
     if done is None or code != exit_codes.COMPLETED:
@@ -149,17 +71,23 @@ def _run_to_completion(run: _Run, process: TrainerProcess, report: SmokeReport) 
             f"trainer {process.index} did not complete (exit {code}): {last_words(process)}"
         )
         return None
-    return str(done["digest"])
+    return done
 
 
-def _preempt(
-    run: _Run, process: TrainerProcess, record: Interruption, overlap: bool
+def run_to_completion(run: Lineage, process: TrainerProcess, report: SmokeReport) -> str | None:
+    done = completed(process, report)
+    return None if done is None else str(done["digest"])
+
+
+def preempt(
+    run: Lineage, process: TrainerProcess, record: Interruption, overlap: bool
 ) -> TrainerProcess:
     """A reclaim along the configured path: notice, SIGTERM when the path sends it, SIGKILL
     when its grace ends or the node is gone. With ``overlap`` the replacement starts as
     soon as SIGTERM is sent, as the Job controller's would."""
     config = run.config
     record.sigterm_after = config.sigterm_after
+    noticed = process.now()
     if config.sigterm_after is None:
         time.sleep(config.gone_after or 0)  # the trainer works on, unaware, until the end
         process.send(signal.SIGKILL)
@@ -167,6 +95,7 @@ def _preempt(
         record.at_step = process.last_step
         record.grace_seconds = 0
         record.sigkilled_after_grace = True
+        record.waited_seconds = round(process.now() - noticed, 3)
         return run.start()
     if config.sigterm_after:
         time.sleep(config.sigterm_after)
@@ -184,6 +113,7 @@ def _preempt(
         record.sigkilled_after_grace = True
     record.exit_code = code
     record.grace_seconds = grace
+    record.waited_seconds = round(process.now() - noticed, 3)
     record.replacement_overlapped = overlap
     preempted = process.first("preempted")
     if preempted is not None:
@@ -194,8 +124,8 @@ def _preempt(
     return replacement or run.start()
 
 
-def _hard_kill(
-    run: _Run, process: TrainerProcess, record: Interruption, aim: bool
+def hard_kill(
+    run: Lineage, process: TrainerProcess, record: Interruption, aim: bool
 ) -> TrainerProcess:
     """SIGKILL, like a node that vanishes. With ``aim``, the kill lands while an upload's
     payload is in the bucket and its manifest is not: the moment between payload writes
@@ -218,7 +148,7 @@ def _hard_kill(
     return run.start()
 
 
-def _arm(run: _Run, report: SmokeReport, target: int) -> bool:
+def arm(run: Lineage, report: SmokeReport, target: int) -> bool:
     """Whether the hard kill after ``target`` is aimed (none has landed inside an upload
     yet). The gate is armed now, before the step is seen: events may be read late."""
     if any(i.landed_in_upload for i in report.interruptions):
@@ -228,7 +158,7 @@ def _arm(run: _Run, report: SmokeReport, target: int) -> bool:
     return True
 
 
-def _aim(run: _Run, process: TrainerProcess, timeout: float = 120) -> int | None:
+def _aim(run: Lineage, process: TrainerProcess, timeout: float = 120) -> int | None:
     """The step whose commit the trainer is stopped short of, or None if it ended first."""
     if run.gate is None:
         writer = str((process.first("resumed") or {}).get("writer"))
@@ -244,11 +174,11 @@ def run_smoke(
         progress(f"store: {config.store} ({bucket.url})")
 
         progress("reference run (never interrupted)")
-        reference = _Run(config, bucket, "reference", progress, zygote=zygote)
+        reference = Lineage(config, bucket, "reference", progress, zygote=zygote)
         process = reference.start()
         reference.announce(process, reference.resumed(process))
         progress(f"  training to step {config.total_steps}")
-        report.reference_digest = _run_to_completion(reference, process, report)
+        report.reference_digest = run_to_completion(reference, process, report)
         report.reference_seconds = time.monotonic() - reference.origin
         report.reference = reference.attempts()[0]
         progress(f"  done in {report.reference_seconds:.1f} s, digest {report.reference_digest}")
@@ -284,7 +214,7 @@ def _interrupted_run(
     progress(f"interrupted run: {' -> '.join(kinds) or 'no interruptions'}")
     if config.preemptions:
         progress(f"preemption path: {config.path}")
-    run = _Run(config, bucket, "interrupted", progress, metrics, gate=gate, zygote=zygote)
+    run = Lineage(config, bucket, "interrupted", progress, metrics, gate=gate, zygote=zygote)
     job = JobController(config.job) if config.job else None
     process = run.start()
     resumed = run.resumed(process)
@@ -295,7 +225,7 @@ def _interrupted_run(
         aiming = "hard-kill" in kinds[index:] and not any(
             i.landed_in_upload for i in report.interruptions
         )
-        target = _place(schedule, config, resumed, remaining=len(kinds) - index, aiming=aiming)
+        target = place(schedule, config, resumed, remaining=len(kinds) - index, aiming=aiming)
         if target is None:
             report.failures.append(
                 f"TOTAL_STEPS={config.total_steps} leaves no room for the {kind} after step "
@@ -303,7 +233,7 @@ def _interrupted_run(
             )
             break
         progress(f"  training to step {target}, then a {kind}")
-        aim = kind == "hard-kill" and _arm(run, report, target)
+        aim = kind == "hard-kill" and arm(run, report, target)
         if process.wait_for(lambda e, t=target: e["event"] == "step" and e["step"] >= t) is None:
             report.failures.append(
                 f"trainer {process.index} ended before step {target}: {last_words(process)}"
@@ -311,10 +241,10 @@ def _interrupted_run(
             break
         record = Interruption(kind, process.index, round(process.now(), 3), target)
         if kind == "preemption":
-            process = _preempt(run, process, record, overlap=not overlapped)
+            process = preempt(run, process, record, overlap=not overlapped)
             overlapped = True
         else:
-            process = _hard_kill(run, process, record, aim=aim)
+            process = hard_kill(run, process, record, aim=aim)
         record.newest_committed = run.newest_committed()
         if job is not None:
             # A preempted, evicted or vanished node's pod carries DisruptionTarget; a pod
@@ -325,12 +255,12 @@ def _interrupted_run(
         record.resumed_from = resumed
         record.steps_lost = max(0, record.at_step - resumed)
         run.lost(record.steps_lost)
-        _judge(record, config, report)
+        judge_interruption(record, config, report)
         report.interruptions.append(record)
         progress("  " + describe(record))
         run.announce(process, resumed)
     progress(f"  training to step {config.total_steps}")
-    report.digest = _run_to_completion(run, process, report)
+    report.digest = run_to_completion(run, process, report)
     report.interrupted_seconds = time.monotonic() - run.origin
     report.attempts = run.attempts()
     if job is not None:
@@ -339,7 +269,7 @@ def _interrupted_run(
             report.failures.append(f"the Job would have failed: {job.failed}")
 
 
-def _place(
+def place(
     schedule: random.Random, config: SmokeConfig, resumed: int, remaining: int, *, aiming: bool
 ) -> int | None:
     """The step of the next interruption: between half an interval and two intervals after
@@ -355,7 +285,7 @@ def _place(
     return resumed + schedule.randint(earliest, latest)
 
 
-def _judge(record: Interruption, config: SmokeConfig, report: SmokeReport) -> None:
+def judge_interruption(record: Interruption, config: SmokeConfig, report: SmokeReport) -> None:
     if record.kind == "preemption" and config.unannounced:
         # A path that gives no SIGTERM by design (AKS node auto-provisioning's): the node
         # is gone with the trainer in it, which loses what a hard kill does, at any moment.

@@ -40,31 +40,29 @@ flight.
 from __future__ import annotations
 
 import random
-import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from spotproof.runtime import exit_codes, launcher, settings
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.launcher import Launcher
 from spotproof.smoke.emulators import Bucket, emulated, free_port
-from spotproof.smoke.process import TrainerProcess
+from spotproof.smoke.gang_faults import finish_all, interrupt, judge_scenario
+from spotproof.smoke.process import Event, TrainerProcess
 from spotproof.smoke.records import (
     Interruption,
     Progress,
     SmokeConfig,
     SmokeReport,
     attempt_of,
-    judge_recovery,
     last_words,
     trainer_env,
 )
 
 SCENARIOS = ("preempt one rank", "kill one rank", "preempt every rank")
-LEAVE_SECONDS = 30.0
-"""How long ranks get to notice a dead peer and stop before they are killed."""
 
 
 class GangProcesses:
@@ -79,8 +77,15 @@ class GangProcesses:
         *,
         started_by: Launcher = Launcher.NONE,
         node_env: Callable[[int], dict[str, str]] | None = None,
+        command: Sequence[str] | None = None,
+        events_dir: Path | None = None,
+        pause_on: Callable[[Event], bool] | None = None,
     ) -> None:
-        """``node_env(rank)``: what the node rank ``rank`` lands on adds (its memory)."""
+        """``node_env(rank)``: what the node rank ``rank`` lands on adds (its memory).
+        ``command``: what each rank runs instead of the reference trainer (a user's), its
+        events then written to a file of each rank's own under ``events_dir``; the last
+        rank is held at the first event matching ``pause_on`` (the gang steps together, so
+        holding one holds them all)."""
         port, grace = free_port(), settings.GRACE_SECONDS.read(env)
         self.ranks = [
             TrainerProcess(
@@ -91,7 +96,9 @@ class GangProcesses:
                 },
                 origin,
                 index=index * nodes + rank,
-                argv=_rank_argv(started_by, nodes, rank, port),
+                argv=_rank_argv(started_by, nodes, rank, port, command),
+                events_file=events_dir / f"gang{index}-rank{rank}.jsonl" if events_dir else None,
+                pause_on=pause_on if rank == nodes - 1 else None,
             )
             for rank in range(nodes)
         ]
@@ -108,7 +115,7 @@ class GangProcesses:
         return steps
 
     def finish(self, timeout: float) -> list[int | None]:
-        return _finish(self.ranks, timeout)
+        return finish_all(self.ranks, timeout)
 
     def reaches(self, step: int, total_steps: int, scenario: str, report: SmokeReport) -> bool:
         """Whether the last rank trains to ``step`` for ``scenario``; why not, in ``report``."""
@@ -140,11 +147,14 @@ def _rank_env(started_by: Launcher, nodes: int, rank: int, port: int, grace: flo
     }
 
 
-def _rank_argv(started_by: Launcher, nodes: int, rank: int, port: int) -> list[str] | None:
+def _rank_argv(
+    started_by: Launcher, nodes: int, rank: int, port: int, command: Sequence[str] | None = None
+) -> list[str] | None:
     """The command of rank ``rank``'s pod, as TrainingJob renders it (``kube.jobset``), with
-    the rendezvous on loopback and this interpreter's torchrun and trainer."""
+    the rendezvous on loopback and this interpreter's torchrun, then ``command`` (the words
+    torchrun runs as an executable: ``--no-python``), by default this interpreter's trainer."""
     if started_by is Launcher.NONE:
-        return None
+        return list(command) if command else None
     torchrun = launcher.torchrun(
         nodes=nodes,
         processes_per_node=1,
@@ -153,7 +163,8 @@ def _rank_argv(started_by: Launcher, nodes: int, rank: int, port: int) -> list[s
         master_port=port,
         executable=(sys.executable, "-m", "torch.distributed.run"),
     )
-    return launcher.wrapped([*torchrun, sys.executable, "-m", "spotproof.smoke.train"])
+    trainer = command or [sys.executable, "-m", "spotproof.smoke.train"]
+    return launcher.wrapped([*torchrun, *trainer])
 
 
 def run_gang_smoke(
@@ -233,7 +244,7 @@ def _interrupted(
             break
         kind = "hard-kill" if scenario == "kill one rank" else "preemption"
         record = Interruption(kind, gang.index, round(time.monotonic() - origin, 3), target)
-        codes = _interrupt(gang, scenario, config, record)
+        codes = interrupt(gang, scenario, config, record)
         newest = observer.committed_steps()
         record.newest_committed = newest[-1] if newest else None
         gang = GangProcesses(env, nodes, origin, gang.index + 1, started_by=started_by)
@@ -241,7 +252,7 @@ def _interrupted(
         resumed = agreed(gang, report)
         record.resumed_from = resumed
         record.steps_lost = max(0, record.at_step - resumed)
-        _judge(scenario, codes, record, config, report, started_by=started_by)
+        judge_scenario(scenario, codes, record, config, report, started_by=started_by)
         report.interruptions.append(record)
         progress(
             f"  {scenario} at step {record.at_step}: every rank exited {codes}, "
@@ -250,127 +261,6 @@ def _interrupted(
     report.digest = complete(gang, report)
     report.interrupted_seconds = time.monotonic() - origin
     report.attempts = [attempt_of(rank) for started in gangs for rank in started.ranks]
-
-
-def _interrupt(
-    gang: GangProcesses, scenario: str, config: SmokeConfig, record: Interruption
-) -> list[int | None]:
-    last, peers = gang.ranks[-1], gang.ranks[:-1]
-    if scenario == "kill one rank":
-        last.send(signal.SIGKILL)
-        last.finish()
-        record.at_step = last.last_step
-        return [*tear_down(peers, LEAVE_SECONDS, record), last.popen.returncode]
-    victims = [last] if scenario == "preempt one rank" else gang.ranks
-    grace = _reclaim(victims, config, record)
-    signalled = last.now()
-    if scenario == "preempt one rank":
-        code = last.finish(grace)
-        if code is None:
-            last.send(signal.SIGKILL)
-            last.finish()
-        codes = [*tear_down(peers, max(grace, LEAVE_SECONDS), record), code]
-    else:
-        codes = gang.finish(grace)
-    record.sigkilled_after_grace = record.sigkilled_after_grace or any(c is None for c in codes)
-    killed = [rank for rank, code in zip(gang.ranks, codes, strict=True) if code is None]
-    record.last_seen = [rank.last_seen(since=signalled) for rank in killed]
-    stopped = [e for r in gang.ranks for e in r.of("preempted")]
-    record.at_step = max((int(e["step"]) for e in stopped), default=gang.step)
-    finals = [
-        float(e.get("since_signal", e["seconds"]))
-        for r in gang.ranks
-        for e in r.of("checkpoint")
-        if e.get("kind") == "final"
-    ]
-    record.final_save_seconds = max(finals) if finals else None
-    record.grace_seconds = grace
-    return codes
-
-
-def _reclaim(victims: list[TrainerProcess], config: SmokeConfig, record: Interruption) -> float:
-    """The reclaim of the victims' nodes along the configured preemption path (a stack's,
-    with ``--stack``): SIGTERM ``sigterm_after`` the notice, and the grace left before the
-    node is gone; a path that sends no SIGTERM kills them when the node goes (grace 0)."""
-    record.sigterm_after = config.sigterm_after
-    if config.sigterm_after is None:
-        time.sleep(config.gone_after or 0)  # they train on, unaware, until the node is gone
-        for rank in victims:
-            rank.send(signal.SIGKILL)
-        record.sigkilled_after_grace = True
-        return 0.0
-    time.sleep(config.sigterm_after)
-    for rank in victims:
-        rank.send(signal.SIGTERM)
-    if config.gone_after is None:
-        return config.grace_seconds
-    return min(config.grace_seconds, config.gone_after - config.sigterm_after)
-
-
-def _finish(ranks: list[TrainerProcess], timeout: float) -> list[int | None]:
-    """Every rank's exit code; ranks still running after ``timeout`` are killed (None)."""
-    deadline = time.monotonic() + timeout
-    codes = [rank.finish(max(deadline - time.monotonic(), 0.01)) for rank in ranks]
-    for rank, code in zip(ranks, codes, strict=True):
-        if code is None:
-            rank.send(signal.SIGKILL)
-            rank.finish()
-    return codes
-
-
-def tear_down(
-    peers: list[TrainerProcess], timeout: float, record: Interruption
-) -> list[int | None]:
-    """What the JobSet does once the disrupted rank's Job has failed: delete the other
-    pods (SIGTERM). Each peer must be waiting for it by then, not gone on its own."""
-    for peer in peers:
-        try:
-            waiting = peer.wait_for(lambda e: e["event"] == "awaiting_teardown", timeout)
-        except TimeoutError:  # still busy: torn down all the same
-            waiting = None
-        if waiting is None:
-            record.peers_not_waiting.append(peer.index)
-        peer.send(signal.SIGTERM)
-    return _finish(peers, timeout)
-
-
-def _judge(
-    scenario: str,
-    codes: list[int | None],
-    record: Interruption,
-    config: SmokeConfig,
-    report: SmokeReport,
-    *,
-    started_by: Launcher,
-) -> None:
-    if scenario == "kill one rank":
-        # Torn down, a rank that stopped with its peer exits PEER_LOST; under torchrun the
-        # launch script reports that stop after SIGTERM as PREEMPTED.
-        torn_down = (
-            exit_codes.PREEMPTED if started_by is Launcher.TORCHRUN else exit_codes.PEER_LOST
-        )
-        expected = [torn_down] * (len(codes) - 1) + [-signal.SIGKILL]
-        # The newest checkpoint is at most an interval old, plus the interval trained while
-        # it uploaded when the kill caught the upload in flight.
-        record.max_steps_lost = 2 * config.interval
-    else:
-        expected = [exit_codes.PREEMPTED] * len(codes)
-        record.max_steps_lost = 0
-        if record.final_save_seconds is None or record.sigkilled_after_grace:
-            report.failures.append(
-                f"{scenario}: the final checkpoint of step {record.at_step} did not commit "
-                f"within the {record.grace_seconds or 0:g} s grace"
-                + "".join(f"; {seen}" for seen in record.last_seen)
-            )
-    if codes != expected:
-        report.failures.append(f"{scenario}: ranks exited {codes}, expected {expected}")
-    if record.peers_not_waiting:
-        report.failures.append(
-            f"{scenario}: trainer(s) {record.peers_not_waiting} stopped by a peer were not "
-            "waiting to be torn down (gone already, or still busy); a Job that fails before "
-            "the disrupted rank's spends a counted restart"
-        )
-    judge_recovery(scenario, record, report, "the gang")
 
 
 def agreed(gang: GangProcesses, report: SmokeReport) -> int:

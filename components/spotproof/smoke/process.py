@@ -1,4 +1,7 @@
-"""A trainer subprocess whose JSON-lines events can be awaited as they arrive."""
+"""A trainer subprocess whose JSON-lines events can be awaited as they arrive: read from
+its stdout (the reference trainer's), or from a file of its own (``SPOTPROOF_EVENTS``: a
+user's trainer, whose stdout is its own output); and, for a trainer nothing paces, held
+still (SIGSTOP) at the event the rehearsal wants to interrupt it at."""
 
 from __future__ import annotations
 
@@ -16,10 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spotproof.runtime import settings
 from spotproof.smoke.warm import ForkedTrainer, Zygote
 
 Event = dict[str, Any]
 TRAINER = "spotproof.smoke.train"
+POLL_SECONDS = 0.02
+"""How often an events file is read while nothing waits to hold the process..."""
+HOLD_POLL_SECONDS = 0.002
+"""...and while something does: a trainer of fast steps runs few of them past the event
+before it is held."""
+KEPT_OUTPUT_LINES = 2000
+"""Lines of a process's output kept (the newest), for the lines shown when it fails."""
 
 
 def _uuid1_without_libuuid() -> None:
@@ -53,6 +64,7 @@ class TrainerProcess:
     index: int = 0
     events: list[tuple[float, Event]] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)
+    """Its lines on stderr (with an :attr:`events_file`, its stdout's too), the newest kept."""
     module: str = TRAINER
     argv: Sequence[str] | None = None
     on_event: Callable[[Event], None] | None = None
@@ -63,24 +75,43 @@ class TrainerProcess:
     zygote: Zygote | None = None
     """Where the trainer is forked from, warm (``smoke.warm``); None starts it afresh, as
     does an ``argv``."""
+    events_file: Path | None = None
+    """Where the process appends its events (``SPOTPROOF_EVENTS`` is set to it); None: its
+    stdout. With a file, :attr:`stderr` holds its stdout and stderr together: its output."""
+    pause_on: Callable[[Event], bool] | None = None
+    """Hold the process (:meth:`run_until`) at the first event that matches this."""
+    held: bool = False
+    """Whether the process is stopped (SIGSTOP, every process of it) where an event held it."""
 
     def __post_init__(self) -> None:
         self._changed = threading.Condition()
+        self._tree: list[int] = []
         self.started = self.now()
         self.popen: subprocess.Popen[str] | ForkedTrainer
+        env = dict(self.env)
+        if self.events_file is not None:
+            self.events_file.touch()
+            self._events_in = self.events_file.open("rb")
+            self._partial = b""
+            env[settings.SPOTPROOF_EVENTS.name] = str(self.events_file)
         if self.zygote is not None and self.argv is None and self.module == TRAINER:
-            self.popen = self.zygote.spawn({**os.environ, **self.env})
+            self.popen = self.zygote.spawn({**os.environ, **env})
         else:
             self.popen = subprocess.Popen(
                 list(self.argv) if self.argv else [sys.executable, "-m", self.module],
-                env={**os.environ, **self.env},
+                env={**os.environ, **env},
                 stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stderr=subprocess.STDOUT if self.events_file else subprocess.PIPE,
                 text=True,
             )
+        events, output = (
+            (self._tail_events, self.popen.stdout)
+            if self.events_file is not None
+            else (self._read_events, self.popen.stderr)
+        )
         self._readers = [
-            threading.Thread(target=self._read_events, daemon=True),
-            threading.Thread(target=self._read_stderr, daemon=True),
+            threading.Thread(target=events, daemon=True),
+            threading.Thread(target=self._read_output, args=(output,), daemon=True),
         ]
         for reader in self._readers:
             reader.start()
@@ -91,24 +122,107 @@ class TrainerProcess:
     def _read_events(self) -> None:
         assert self.popen.stdout is not None
         for line in self.popen.stdout:
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if self.on_event is not None:
-                self.on_event(event)
+            self._take(line)
+        self._ended()
+
+    def _tail_events(self) -> None:
+        """Read the events file as the process appends to it, until the process is gone."""
+        while True:
+            gone = self.popen.poll() is not None
+            self.drain()
+            if gone:
+                break
+            time.sleep(POLL_SECONDS if self.pause_on is None else HOLD_POLL_SECONDS)
+        self._ended()
+
+    def drain(self) -> None:
+        """Take every whole line appended to the events file since the last read."""
+        with self._changed:
+            if self._events_in.closed:
+                return
+            chunk = self._events_in.read()
+            if not chunk:
+                return
+            *lines, self._partial = (self._partial + chunk).split(b"\n")
+            for line in lines:
+                self._take(line)
+
+    def _take(self, line: str | bytes) -> None:
+        try:
+            event = json.loads(line)
+        except ValueError:  # not JSON, or not even text: output, not an event
+            return
+        if not isinstance(event, dict) or "event" not in event:
+            return
+        if self.on_event is not None:
+            self.on_event(event)
+        with self._changed:
+            if self.pause_on is not None and self.pause_on(event):
+                self.pause_on = None
+                self._hold()
+            self.events.append((self.now(), event))
+            self._changed.notify_all()
+
+    def _ended(self) -> None:
+        if self.events_file is not None:
             with self._changed:
-                self.events.append((self.now(), event))
-                self._changed.notify_all()
+                self._events_in.close()
         if self.on_end is not None:
             self.on_end()
         with self._changed:
             self._changed.notify_all()
 
-    def _read_stderr(self) -> None:
-        assert self.popen.stderr is not None
-        for line in self.popen.stderr:
+    def _read_output(self, stream: Any) -> None:
+        for line in stream:
             self.stderr.append(line.rstrip())
+            if len(self.stderr) > 2 * KEPT_OUTPUT_LINES:
+                del self.stderr[:KEPT_OUTPUT_LINES]
+
+    # --- holding a trainer nothing paces ----------------------------------------------
+
+    def run_until(self, match: Callable[[Event], bool], timeout: float = 120) -> Event | None:
+        """Let the process run (again) until an event matches, and hold it there: every
+        process of it stopped, as soon as the event is read. A user's trainer may train a
+        hundred steps in a second; held, it is interrupted where the rehearsal placed the
+        interruption, on a loaded machine as on an idle one. Returns the event (the process
+        held), or None if the process ended first."""
+        if not self.hold_at(match):
+            self.release()
+        return self.wait_for(match, timeout)
+
+    def hold_at(self, match: Callable[[Event], bool]) -> bool:
+        """Hold the process at the first event that matches, from now on, without letting
+        it go if it is held; True when one already has (it is held at once). Needs an
+        :attr:`events_file`, which is read as soon as it is written to, not a pipe read
+        whenever its reader gets to it."""
+        assert self.events_file is not None, "only a process with an events file is held"
+        with self._changed:
+            if any(match(e) for _, e in self.events):
+                self._hold()
+                return True
+            self.pause_on = match
+            return False
+
+    def _hold(self) -> None:
+        """SIGSTOP to the first process, then to every process below it."""
+        if self.held or self.popen.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.popen.pid, signal.SIGSTOP)
+        self._tree = descendants(self.popen.pid)
+        for pid in self._tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        self.held = True
+
+    def release(self) -> None:
+        """Let a held process run on (SIGCONT to every process it was held with)."""
+        if not self.held:
+            return
+        self.held = False
+        for pid in [*self._tree, self.popen.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
     def wait_for(self, match: Callable[[Event], bool], timeout: float = 120) -> Event | None:
         """The first event (past or future) that matches; None if the process ends first."""
@@ -153,10 +267,14 @@ class TrainerProcess:
         return f"trainer {self.index} last said {said}{stderr}"
 
     def send(self, signum: signal.Signals) -> None:
+        """``signum`` to the first process (SIGKILL: to every process). A held process
+        is let go after it, as a pod that receives a signal runs to handle it."""
         if self.popen.poll() is not None:
             return
         if signum != signal.SIGKILL:
             self.popen.send_signal(signum)
+            if signum not in (signal.SIGSTOP, signal.SIGCONT):
+                self.release()
             return
         # Found before the first process dies (its orphans are then re-parented), killed
         # after it: the first process must not outlive a child it waits for, or a launch

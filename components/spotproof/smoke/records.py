@@ -61,6 +61,9 @@ class Interruption:
     sigterm_after: float | None = None
     """Seconds from the notice to SIGTERM; None when none was sent."""
     sigkilled_after_grace: bool = False
+    waited_seconds: float | None = None
+    """From the notice to the process gone: the notice, then the final save or the whole
+    grace, as the rehearsal waited them out."""
     last_seen: list[str] = field(default_factory=list)
     """What each process SIGKILLed at the end of its grace last reported, and when: where
     the grace period went."""
@@ -79,7 +82,9 @@ class Interruption:
     """With ``--tiers``: each replacement rank's start to its first step, seconds."""
     kill_point: str | None = None
     """Where a hard kill hit the newest checkpoint: ``before-upload`` (no part written),
-    ``in-upload`` (parts written, no manifest) or ``after-commit``."""
+    ``in-upload`` (parts written, no manifest) or ``after-commit``; where a kill during a
+    restore hit it: ``in-restore`` (a read of it held), ``at-restore`` (as the restore
+    began) or ``after-restore``."""
 
     @property
     def landed_in_upload(self) -> bool:
@@ -194,6 +199,22 @@ def describe(record: Interruption) -> str:
         text += f"; final checkpoint {save} of {record.grace_seconds:g} s grace"
         if record.replacement_overlapped:
             text += "; replacement started while the old process was saving"
+    elif record.kind == RESTORE_KILL:
+        text += "; " + _restore_point(record)
     elif record.kill_point:
         text += f"; killed {record.kill_point.replace('-', ' ')} of step {record.upload_step}"
     return text
+
+
+RESTORE_KILL = "restore-kill"
+"""The kind of an interruption that kills a replacement while it restores."""
+
+
+def _restore_point(record: Interruption) -> str:
+    """Where a kill during a restore landed, in words."""
+    step = record.upload_step
+    if record.kill_point == "in-restore":
+        return f"killed while it read the checkpoint of step {step}"
+    if record.kill_point == "at-restore":
+        return "killed as it began to restore, before it read anything"
+    return "killed only once it had restored (the restore was too quick to catch)"

@@ -17,6 +17,11 @@ and grace alike.
 The bucket is the emulator of the store the Job writes to (its ``CHECKPOINT_URL`` scheme:
 ``az://`` is rehearsed against Azurite, ``gs://`` against fake-gcs-server, ``s3://`` against
 moto), unless the caller names another.
+
+A user's own trainer (``spotproof smoke --command``, :func:`command_rehearsal`) is rehearsed
+on the path of the stack's own training workloads (a Job or JobSet whose pod checkpoints,
+``plan.simulation.intervals``), or of the smoke Job where that is all the stack runs, at
+that workload's checkpoint interval; its steps are the user's own, not stretched.
 """
 
 from __future__ import annotations
@@ -28,9 +33,12 @@ from urllib.parse import urlparse
 
 from spotproof.kube.smoke import JOB_NAME
 from spotproof.plan import PlanResult
-from spotproof.plan.simulation.preemption import PreemptionPath
+from spotproof.plan.simulation.intervals import TRAINING_KINDS
+from spotproof.plan.simulation.outcomes import Outcome
+from spotproof.plan.simulation.preemption import PreemptionPath, pod_grace
 from spotproof.runtime import settings
 from spotproof.runtime.storage import SCHEMES
+from spotproof.scheduling.run_profile import RunProfile
 from spotproof.smoke.job import JobPolicy
 from spotproof.smoke.records import SmokeConfig
 
@@ -52,17 +60,26 @@ class Rehearsal:
     """None when the Job runs on capacity that is not reclaimed (hard kills only)."""
     job_env: Mapping[str, str]
     """The trainer environment the Job renders, for the report."""
+    workload: str = ""
+    """The training workload whose path a user's command is rehearsed on; empty for the
+    smoke Job's own rehearsal."""
 
     def describe(self) -> list[str]:
         def shown(setting: settings.Setting) -> str:
             return f"{setting.name}={self.job_env.get(setting.name)}"
 
-        lines = [
-            f"Job {JOB_NAME}: {shown(settings.CHECKPOINT_INTERVAL)} {shown(settings.SEED)} "
-            f"{shown(settings.GRACE_SECONDS)}; it trains {shown(settings.TOTAL_STEPS)} of "
-            f"{shown(settings.MODEL_MB)}, rehearsed as {self.config.total_steps} steps of "
-            f"{self.config.model_mb:g} MiB",
-        ]
+        if self.workload:
+            lines = [
+                f"{self.workload}: {shown(settings.CHECKPOINT_INTERVAL)}, grace "
+                f"{self.config.grace_seconds:g} s as rehearsed; your command is run on its path"
+            ]
+        else:
+            lines = [
+                f"Job {JOB_NAME}: {shown(settings.CHECKPOINT_INTERVAL)} {shown(settings.SEED)} "
+                f"{shown(settings.GRACE_SECONDS)}; it trains {shown(settings.TOTAL_STEPS)} of "
+                f"{shown(settings.MODEL_MB)}, rehearsed as {self.config.total_steps} steps of "
+                f"{self.config.model_mb:g} MiB",
+            ]
         if self.path is None:
             lines.append("no reclaimable capacity: rehearsing hard kills (node failures) only")
         else:
@@ -125,14 +142,71 @@ def rehearsal(
         grace_seconds=grace * time_scale,
         job=JobPolicy.of(spec),
     )
+    return Rehearsal(_on_path(config, path, time_scale), path, env)
+
+
+def _on_path(config: SmokeConfig, path: PreemptionPath | None, time_scale: float) -> SmokeConfig:
+    """``config`` playing ``path``'s notice, SIGTERM and end of the node (none: no
+    preemptions, the capacity is not reclaimed)."""
     if path is None:
-        config = replace(config, preemptions=0)
-    else:
-        config = replace(
-            config,
-            sigterm_after=None if path.sigterm_at is None else path.sigterm_at * time_scale,
-            gone_after=path.notice_seconds * time_scale,
-            unannounced=bool(path.unannounced),
-            path=path.line() + (f" (times x{time_scale:g})" if time_scale != 1 else ""),
+        return replace(config, preemptions=0)
+    return replace(
+        config,
+        sigterm_after=None if path.sigterm_at is None else path.sigterm_at * time_scale,
+        gone_after=path.notice_seconds * time_scale,
+        unannounced=bool(path.unannounced),
+        path=path.line() + (f" (times x{time_scale:g})" if time_scale != 1 else ""),
+    )
+
+
+def _trains(outcome: Outcome) -> bool:
+    workload = outcome.workload
+    profile = RunProfile.of_pod(workload.pod_annotations, workload.pod_spec)
+    return not outcome.system and workload.kind in TRAINING_KINDS and profile.trains
+
+
+def _trainer_env(pod: Mapping[str, Any]) -> dict[str, str]:
+    """The literal environment of a pod's trainer: the container that sets
+    ``CHECKPOINT_INTERVAL``, else its first."""
+    containers = pod.get("containers") or [{}]
+    named = settings.CHECKPOINT_INTERVAL.name
+    trainer = next(
+        (c for c in containers if any(v.get("name") == named for v in c.get("env") or [])),
+        containers[0],
+    )
+    return {e.get("name"): str(e.get("value")) for e in trainer.get("env") or [] if "value" in e}
+
+
+def command_rehearsal(
+    result: PlanResult, base: SmokeConfig, *, time_scale: float, store: str | None = None
+) -> Rehearsal:
+    """The configuration that plays, against a user's command, the preemption path of the
+    stack's own training workload (the first that is not the smoke Job; else the smoke
+    Job): its worst path (the least grace a trainer can use; none without SIGTERM), its
+    grace and checkpoint interval, against ``store`` or the emulator of its bucket."""
+    training = [o for o in result.outcomes if _trains(o)]
+    own = [o for o in training if o.workload.name.split("/")[0] != JOB_NAME]
+    chosen = (own or training or [None])[0]
+    if chosen is None:
+        raise RehearsalError(
+            f"stack {result.facts.stack} renders no training workload; allowed: a stack "
+            "with a TrainingJob, or whose spotproof:smokeTest is enabled"
         )
-    return Rehearsal(config, path, env)
+    pod = chosen.workload.pod_spec
+    env = _trainer_env(pod)
+    paths = chosen.paths
+    path = (
+        min(paths, key=lambda p: -1.0 if p.sigterm_at is None else p.usable_grace)
+        if paths
+        else None
+    )
+    grace = path.usable_grace if path is not None and path.sigterm_at is not None else None
+    interval = RunProfile.of_pod(chosen.workload.pod_annotations, pod).interval_steps
+    config = replace(
+        base,
+        store=store or emulated_store(env.get(settings.CHECKPOINT_URL.name, "")),
+        interval=interval or base.interval,
+        grace_seconds=(grace if grace is not None else pod_grace(pod)) * time_scale,
+        job=None,
+    )
+    return Rehearsal(_on_path(config, path, time_scale), path, env, chosen.workload.label)

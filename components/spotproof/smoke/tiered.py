@@ -37,14 +37,13 @@ from spotproof.runtime import exit_codes, settings
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.checkpointer.tiers import PEER, replica_holders
 from spotproof.smoke.emulators import emulated
+from spotproof.smoke.gang_faults import LEAVE_SECONDS, tear_down
 from spotproof.smoke.multinode import (
-    LEAVE_SECONDS,
     GangProcesses,
     agreed,
     complete,
     judge_digest,
     run_reference,
-    tear_down,
 )
 from spotproof.smoke.process import TrainerProcess
 from spotproof.smoke.records import (
