@@ -523,6 +523,16 @@ def test_a_bare_install_names_the_extra_each_command_needs_in_one_line(
     assert (done.code, done.out, done.err) == (2, "", expected + "\n")
 
 
+def test_the_rehearsal_from_a_cloud_install_names_its_extra_in_one_line(
+    gcp_venv: Venv, tmp_path: Path
+) -> None:
+    """A Pulumi program's environment has no torch: the rehearsal's trainers, started as
+    processes of their own, would each end in a traceback of their own."""
+    done = gcp_venv.spotproof("smoke", cwd=tmp_path)
+    expected = "spotproof smoke: the Python module 'torch' is missing; install spotproof[smoke]"
+    assert (done.code, done.out, done.err) == (2, "", expected + "\n")
+
+
 @pytest.mark.parametrize("venv", ["gcp_venv", "aws_venv", "azure_venv", "policy_venv"])
 def test_every_install_is_free_of_dependency_conflicts(
     venv: str, request: pytest.FixtureRequest

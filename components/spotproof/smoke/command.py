@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -38,6 +39,13 @@ from spotproof.terminal import paint
 T = TypeVar("T")
 
 
+def _needs(module: str) -> None:
+    """Raise here, where ``cli`` turns it into the one line naming the extra, for a module
+    only a child process would import: there it would end as a traceback in the child."""
+    if importlib.util.find_spec(module) is None:
+        raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+
+
 def run(args: argparse.Namespace) -> int:
     """The whole command: a local preemption run (alone, rehearsing a stack, a gang) or,
     with ``--batch``, the batch workers' run."""
@@ -45,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         return _batch(args)
     if args.user_command is not None:
         return _user_command(args)
+    _needs("torch")  # the reference trainer, which the rehearsal starts as processes
     config = SmokeConfig(
         store=args.store or "s3",
         preemptions=args.preemptions,
