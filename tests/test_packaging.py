@@ -44,11 +44,12 @@ CIPHERTEXT = "v1:c2VjcmV0LWNpcGhlcnRleHQ="
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Built from a copy of the checkout (files tracked, or new and not ignored) as
-    ``make dist`` builds it: Karpenter's schemas bundled first, then ``python -m build``."""
+    """Built from a copy of the checkout (files tracked, or new and not ignored) the usual
+    way, ``python -m build --wheel`` after ``npm ci``, with no step of ours before it: the
+    build bundles Karpenter's schemas itself (``setup.py``), as ``pip wheel .`` and ``pip
+    install .`` do; the tests of the aws install below check they are there."""
     source = copy_checkout(tmp_path_factory.mktemp("source"))
     (source / "node_modules").symlink_to(REPO / "node_modules")
-    _run(["bash", "scripts/bundle_karpenter_schemas.sh"], cwd=source)
     dist = tmp_path_factory.mktemp("dist")
     _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(source)])
     [built] = dist.glob("spotproof-*.whl")
