@@ -410,14 +410,16 @@ def test_aws_install_checks_karpenter_objects_with_the_bundled_schemas(
     assert "0 violations: schemas" in done.out
 
 
-def test_aws_install_without_nodejs_says_it_skipped_the_schemas_and_strict_fails(
+def test_aws_install_without_nodejs_says_it_skipped_the_schemas_and_fails_unless_allowed(
     aws_venv: Venv, tmp_path: Path
 ) -> None:
     root = _eks_project(tmp_path / "acme")
     no_node = _clean_env(PATH=str(aws_venv.root / "bin"))
     done = aws_venv.spotproof("plan", "--stack", "eks-staging", cwd=root, env=no_node)
-    strict = aws_venv.spotproof("plan", "--stack", "eks-staging", "--strict", cwd=root, env=no_node)
-    assert (done.code, strict.code) == (0, 1)
+    allowed = aws_venv.spotproof(
+        "plan", "--stack", "eks-staging", "--allow-skipped", cwd=root, env=no_node
+    )
+    assert (done.code, allowed.code) == (1, 0)
     assert "skipped: Karpenter schema check (2 objects): Node.js not found" in done.out
 
 

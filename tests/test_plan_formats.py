@@ -172,15 +172,15 @@ def test_version_names_the_installed_distribution(capsys: pytest.CaptureFixture[
     assert capsys.readouterr().out.strip() == f"spotproof {version('spotproof')}"
 
 
-def test_without_nodejs_the_karpenter_schema_check_is_skipped_visibly(
+def test_without_nodejs_the_skipped_karpenter_schema_check_fails_unless_allowed(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PATH", str(tmp_path))  # no `node` here
         code, out, _ = run_cli(capsys, "plan", "--stack", "eks-dev", "--project-dir", str(REPO))
-        strict, _, _ = run_cli(
-            capsys, "plan", "--stack", "eks-dev", "--strict", "--project-dir", str(REPO)
+        allowed, _, _ = run_cli(
+            capsys, "plan", "--stack", "eks-dev", "--allow-skipped", "--project-dir", str(REPO)
         )
-    assert code == 0 and strict == 1
+    assert code == 1 and allowed == 0  # a check that could not run has not passed
     assert "skipped: Karpenter schema check (4 objects): Node.js not found" in out
     assert "0 violations in the checks that ran (1 skipped, above)" in out

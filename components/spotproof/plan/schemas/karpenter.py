@@ -4,9 +4,10 @@ The schemas come from the npm package ``@kubernetes-models/karpenter`` (pinned i
 ``package-lock.json``), run by Node.js through ``karpenter_schema.mjs``: types, enums,
 patterns, ranges, required fields, and unknown fields. A wheel carries them bundled
 (``scripts/bundle_karpenter_schemas.sh`` writes ``karpenter_schemas/validators.mjs``); a
-checkout reads them from ``node_modules``. Without Node.js the check cannot run: the plan
-says it skipped it, and ``--strict`` fails. The package leaves out the rules Karpenter's
-CRDs state in CEL, so those that a spotproof object could break are checked here, in Python.
+checkout reads them from ``node_modules``. Without Node.js, or without the schemas, the
+check cannot run: the plan says it skipped it and fails, unless ``--allow-skipped``. The
+package leaves out the rules Karpenter's CRDs state in CEL, so those that a spotproof
+object could break are checked here, in Python.
 """
 
 from __future__ import annotations
@@ -84,7 +85,9 @@ def find_schemas(*starts: Path) -> Path:
         if (candidate / "package.json").is_file():
             return candidate
     raise SchemaUnavailable(
-        "Karpenter schemas not found (neither bundled nor in node_modules; run `npm ci`)"
+        "Karpenter's schemas are not in this install of spotproof (a build from a checkout "
+        "without `npm ci`; a release wheel, or any build after `npm ci`, bundles them) nor in "
+        "a node_modules above the project"
     )
 
 
