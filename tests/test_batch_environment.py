@@ -195,3 +195,23 @@ def test_a_bug_in_the_work_keeps_its_traceback(base: dict[str, str]) -> None:
 
     with pytest.raises(TypeError, match="the work's own bug"):
         serve(work, base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("account", "says"),
+    [
+        (None, "no storage account; allowed: AZURE_STORAGE_CONNECTION_STRING, or "),
+        ("evil.example/x?", "is no storage account's name; allowed: 3 to 24 lowercase"),
+    ],
+)
+def test_an_azure_queue_without_an_account_stops_the_worker_in_one_line(
+    base: dict[str, str], account: str | None, says: str
+) -> None:
+    env = {**base, "QUEUE_URL": "azqueue://work"}
+    if account is not None:  # a name that would make another host the token's audience
+        env["AZURE_STORAGE_ACCOUNT_NAME"] = account
+    done = _worker(env)
+    assert done.returncode == exit_codes.BAD_CONFIG
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("batch worker: queue azqueue://work: ")
+    assert says in done.stderr

@@ -10,19 +10,42 @@ no dead-lettering: an item delivered more than ``max_deliveries`` times is moved
 set by whoever sends it (seven days when not given; -1 for never): items live
 ``ttl_days``, poison items until someone looks at them. The connection comes from
 ``AZURE_STORAGE_CONNECTION_STRING`` (Azurite in the tests) or, with
-``AZURE_STORAGE_ACCOUNT_NAME``, from the pod's workload identity.
+``AZURE_STORAGE_ACCOUNT_NAME``, from the pod's workload identity. Neither set is a
+:class:`QueueURLError` (exit 2), and so is an account that is no account's name: the name
+becomes the host the pod's token is sent to, so only what Azure allows for one reaches it
+(3 to 24 lowercase letters and digits:
+https://learn.microsoft.com/azure/storage/common/storage-account-overview#storage-account-name).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from spotproof.runtime.batch.items import Lease, WorkItem, encode, lease_of
+from spotproof.runtime.batch.items import Lease, QueueURLError, WorkItem, encode, lease_of
 
 MAX_PER_CALL = 32
 POISON_SUFFIX = "-poison"
+ACCOUNT_NAME = re.compile(r"[a-z0-9]{3,24}")
+
+
+def account_name(queue: str, env: Mapping[str, str] = os.environ) -> str:
+    """The storage account of ``AZURE_STORAGE_ACCOUNT_NAME``; :class:`QueueURLError` naming
+    what is allowed when it is unset or is no account's name."""
+    account = env.get("AZURE_STORAGE_ACCOUNT_NAME", "")
+    if not account:
+        raise QueueURLError(
+            f"queue azqueue://{queue}: no storage account; allowed: "
+            "AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT_NAME with workload identity"
+        )
+    if not ACCOUNT_NAME.fullmatch(account):
+        raise QueueURLError(
+            f"queue azqueue://{queue}: AZURE_STORAGE_ACCOUNT_NAME={account[:40]!r} is no storage "
+            "account's name; allowed: 3 to 24 lowercase letters and digits"
+        )
+    return account
 
 
 def _client(name: str) -> Any:
@@ -33,7 +56,7 @@ def _client(name: str) -> Any:
         return QueueClient.from_connection_string(connection, name)
     from azure.identity import DefaultAzureCredential  # noqa: PLC0415
 
-    account = os.environ["AZURE_STORAGE_ACCOUNT_NAME"]
+    account = account_name(name)
     return QueueClient(f"https://{account}.queue.core.windows.net", name, DefaultAzureCredential())
 
 
