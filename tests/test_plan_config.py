@@ -187,3 +187,17 @@ def test_a_key_set_twice_in_the_stack_file_is_bad_input(tmp_path: Path) -> None:
     root = _project(tmp_path, None, {"team": "a", "fleet:team": "b"})
     with pytest.raises(PlanInputError, match="fleet:team is set twice"):
         stack_config(find_project(root), "dev")
+
+
+@pytest.mark.parametrize(
+    "stack", ["gke-dev", "gke-prod", "eks-dev", "eks-prod", "aks-dev", "aks-prod"]
+)
+def test_a_stack_without_spotproof_cloud_is_one_line_naming_the_clouds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stack: str
+) -> None:
+    config = {k: v for k, v in repo_stack_config(stack).items() if k != "spotproof:cloud"}
+    root = _project(tmp_path, None, config, name="spotproof")
+    code, out, err = run_cli(capsys, "plan", "--stack", "dev", "--project-dir", str(root))
+    assert (code, out) == (2, "")
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert err == "spotproof plan: spotproof:cloud = None: required; allowed: gke, eks, aks\n"

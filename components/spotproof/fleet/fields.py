@@ -142,8 +142,8 @@ class ConfigObject:
         self.known.add(name)
         key = self.key_of(name)
         if name not in self.raw or self.raw[name] is None:
-            if default is MISSING:
-                raise SpecError(key, None, "required", "a value")
+            if default is MISSING:  # what a reader allows, where it says (``choice``)
+                raise SpecError(key, None, "required", getattr(parse, "allowed", "a value"))
             return default
         return parse(key, self.raw[name])
 

@@ -94,6 +94,7 @@ def choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
             raise SpecError(key, raw, "unknown value", ", ".join(options))
         return str(raw)
 
+    parse.allowed = ", ".join(options)  # type: ignore[attr-defined]  # named when missing
     return parse
 
 
