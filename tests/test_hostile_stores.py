@@ -1,7 +1,8 @@
 """A store someone else can write to: whatever a manifest names or a directory holds, a
 loader reads only regular files under the store's root, never more bytes than the format
 allows, allocates only for bytes really stored, never blocks, and falls back to the
-newest checkpoint that is whole."""
+newest checkpoint that is whole. A write that would follow a link out of the root is
+the URL's fault, refused as such (``StorageURLError``: no retry mends it)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.checkpointer.integrity import crc32c_hex
 from spotproof.runtime.checkpointer.layout import manifest_key, part_key
 from spotproof.runtime.checkpointer.manifest import MAX_MANIFEST_BYTES, ManifestError
-from spotproof.runtime.storage import Unreadable
+from spotproof.runtime.storage import StorageURLError, Unreadable
 from spotproof.smoke.emulators import Bucket
 
 GOOD = {"state": b"good state " * 100}
@@ -157,7 +158,7 @@ def test_a_save_creates_no_directory_through_a_link_out_of_the_store(tmp_path: P
     shutil.rmtree(root / "steps")
     (root / "steps").symlink_to(tmp_path / "elsewhere")
 
-    with pytest.raises(Unreadable, match="outside the store's root"):
+    with pytest.raises(StorageURLError, match="outside the store's root"):
         store.save(2, GOOD)
 
     assert list((tmp_path / "elsewhere").iterdir()) == []
@@ -170,7 +171,7 @@ def test_a_save_does_not_write_through_a_link_out_of_the_store(tmp_path: Path) -
     (root / "steps" / "000000000002").mkdir(parents=True)
     (root / "steps" / "000000000002" / store.writer_id).symlink_to(tmp_path / "elsewhere")
 
-    with pytest.raises(Unreadable, match="outside the store's root"):
+    with pytest.raises(StorageURLError, match="outside the store's root"):
         store.save(2, GOOD)
 
     assert list((tmp_path / "elsewhere").iterdir()) == []

@@ -243,9 +243,12 @@ class Training:
 
     def _stored(self, save: Callable[[], object]) -> None:
         """``save``, or the exit for a store that cannot be reached (a periodic upload's
-        failure surfaces at the next save, which waits for it)."""
+        failure surfaces at the next save, which waits for it), or that refuses the URL
+        itself (a folder of it linked out of its root: no retry mends that)."""
         try:
             save()
+        except StorageURLError as error:
+            self._leaving.exit(exit_codes.BAD_CONFIG, str(error))
         except StorageError as error:
             self._leaving.exit(exit_codes.STORAGE_UNAVAILABLE, str(error))
 

@@ -80,8 +80,10 @@ def _usable_directory(url: str, root: Path) -> None:
         )
 
 
-def open_store(url: str, **storage_options: Any) -> ObjectStore:
-    """The store at ``url``; checks that it is reachable before anything is written."""
+def open_store(url: str, *, create: bool = True, **storage_options: Any) -> ObjectStore:
+    """The store at ``url``; checks that it is reachable before anything is written.
+    ``create=False`` opens a ``file://`` store to read, creating nothing (``spotproof
+    status``, the drill): a missing directory is a store with nothing in it."""
     parsed = urlparse(url)
     if parsed.scheme not in SCHEMES:
         scheme = parsed.scheme or "(none)"
@@ -97,7 +99,8 @@ def open_store(url: str, **storage_options: Any) -> ObjectStore:
     root = _local_root(url) if protocol == "file" else _bucket_root(url)
     fs = _filesystem(url, protocol, storage_options)
     if protocol == "file":
-        _usable_directory(url, Path(root))
+        if create:
+            _usable_directory(url, Path(root))
         return LocalStore(url, fs, root)
     kinds = {"s3": S3Store, "gcs": GcsStore, "abfs": AzureStore}
     store = kinds.get(protocol, ObjectStore)(url, fs, root)

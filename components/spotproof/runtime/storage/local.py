@@ -18,7 +18,21 @@ Every key stays under the root (``objects.confined``), and every file is opened 
 file itself must not be a symbolic link (``O_NOFOLLOW``), and what is opened must be a
 regular file, checked on the open descriptor (``fstat``) so it cannot be swapped after the
 check. ``O_NONBLOCK`` makes a FIFO fail that check instead of blocking the open forever.
-Anything else is :class:`Unreadable`, which a loader skips like a corrupt checkpoint.
+What a read finds there otherwise is :class:`Unreadable`, which a loader skips like a
+corrupt checkpoint.
+
+The store itself is refused (:class:`StorageURLError`: exit 2 for a trainer, and no
+retry) where skipping would be wrong:
+
+- a folder directly under the root (``manifests/``, ``steps/``: every key is in one) that
+  is a link out of the root, or is no directory (a file put in its place). Read as
+  missing, it would let a trainer start from step 0 as if nothing had been committed, and
+  write over the run; followed, it would read and write somewhere else;
+- a listing of a folder that resolves out of the root or is no directory;
+- a write that would follow a link out of the root, at any depth.
+
+A missing folder is only empty: a store opened to read (``open_store(url, create=False)``:
+``spotproof status``, the drill) creates nothing, and lists nothing where nothing is.
 """
 
 from __future__ import annotations
@@ -29,8 +43,14 @@ import stat
 import tempfile
 from pathlib import Path
 
-from spotproof.runtime.storage.errors import AlreadyExists, Unreadable, failed
-from spotproof.runtime.storage.objects import ObjectStore, within
+from spotproof.runtime.storage.errors import (
+    AlreadyExists,
+    StorageError,
+    StorageURLError,
+    Unreadable,
+    failed,
+)
+from spotproof.runtime.storage.objects import ObjectStore, confined, within
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -44,13 +64,38 @@ class LocalStore(ObjectStore):
     """One ``preadv`` per destination this long; a model of many small tensors still costs
     few system calls."""
 
-    def _inside(self, directory: Path) -> Path:
-        """``directory``, when it resolves to the root or below it."""
+    def _inside(self, directory: Path, refused: type[Exception] = Unreadable) -> Path:
+        """``directory``, when it resolves to the root or below it; else ``refused``."""
         root = os.path.realpath(self.root)
         real = os.path.realpath(directory)
         if real != root and not real.startswith(root + os.sep):
-            raise Unreadable(f"{directory} resolves to {real}, outside the store's root")
+            raise refused(
+                f"{directory} resolves to {real}, outside the store's root; allowed: a "
+                "directory inside it"
+            )
         return directory
+
+    def _folder(self, path: Path) -> None:
+        """:class:`StorageURLError` unless ``path`` is missing, or a directory that resolves
+        inside the root."""
+        self._inside(path, StorageURLError)
+        if os.path.lexists(path) and not path.is_dir():
+            kind = "a link to no directory" if path.is_symlink() else "no directory"
+            raise StorageURLError(
+                f"{path} is {kind}, where the store keeps a folder of its objects; allowed: "
+                "a directory"
+            )
+
+    def _top(self, key: str, *, folder: bool) -> None:
+        """:meth:`_folder` of the folder under the root that holds ``key`` (its first
+        segment), or that ``key`` is when ``folder``."""
+        first, _, rest = confined(key).partition("/")
+        if first and (rest or folder):
+            self._folder(Path(self.root, first))
+
+    def path(self, key: str) -> str:
+        self._top(key, folder=False)
+        return super().path(key)
 
     def _make_parent(self, path: Path) -> None:
         """Create ``path``'s directory, once its nearest existing ancestor is inside the
@@ -58,24 +103,41 @@ class LocalStore(ObjectStore):
         existing = path.parent
         while not existing.exists() and existing != existing.parent:
             existing = existing.parent
-        self._inside(existing)
+        self._inside(existing, StorageURLError)
         path.parent.mkdir(parents=True, exist_ok=True)
 
     def _open(self, key: str, flags: int) -> int:
-        """A descriptor of the regular file at ``key``; :class:`Unreadable` for anything
-        else, ``FileNotFoundError`` when nothing is there."""
+        """A descriptor of the regular file at ``key``; for anything else
+        :class:`Unreadable` (to read) or :class:`StorageURLError` (to write), and
+        ``FileNotFoundError`` when nothing is there."""
         path = Path(self.path(key))
-        self._inside(path.parent)
+        refused, what = (Unreadable, key) if flags == _READ else (StorageURLError, path)
+        self._inside(path.parent, refused)
         try:
             descriptor = os.open(path, flags, 0o644)
         except OSError as error:
             if error.errno in _REFUSED:
-                raise Unreadable(f"{key}: not a regular file ({error.strerror})") from None
+                raise refused(f"{what}: not a regular file ({error.strerror})") from None
             raise
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):
             os.close(descriptor)
-            raise Unreadable(f"{key}: not a regular file")
+            raise refused(f"{what}: not a regular file")
         return descriptor
+
+    def list(self, prefix: str) -> list[str]:
+        """Names directly under the folder ``prefix``: none where it is missing, and
+        :class:`StorageURLError` where it is no directory inside the root."""
+        folder = Path(self.root, confined(prefix)) if prefix else Path(self.root)
+        self._folder(folder)
+        return super().list(prefix) if folder.is_dir() else []
+
+    def sizes_under(self, prefix: str) -> dict[str, int]:
+        self._top(prefix, folder=True)
+        return super().sizes_under(prefix)
+
+    def delete_prefix(self, prefix: str) -> None:
+        self._top(prefix, folder=True)
+        super().delete_prefix(prefix)
 
     def open_regular(self, key: str) -> int:
         """A read-only descriptor of the regular file at ``key``, with the checks every
@@ -166,7 +228,7 @@ class LocalStore(ObjectStore):
             _fsync_directory(path.parent)
         except FileExistsError:
             raise AlreadyExists(key) from None
-        except Unreadable:
+        except (Unreadable, StorageError):
             raise
         except Exception as error:
             raise failed(self.url, f"creating {key}", error) from error

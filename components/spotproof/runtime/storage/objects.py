@@ -76,7 +76,7 @@ class ObjectStore:
         """Turns any SDK failure inside the block into one :class:`StorageError` line."""
         try:
             yield
-        except (AlreadyExists, FileNotFoundError, Unreadable):
+        except (AlreadyExists, FileNotFoundError, Unreadable, StorageError):  # said already
             raise
         except Exception as error:
             raise failed(self.url, what, error) from error
