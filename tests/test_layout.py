@@ -13,7 +13,7 @@ PACKAGE_ROOT = Path(spotproof.__file__).parent
 MAX_LINES = 400
 LAYERS = [
     {"catalog", "commands", "terminal", "bounded_yaml", "cloud_tags"},
-    {"extras", "clouds", "runtime"},
+    {"extras", "clouds", "runtime", "bounded_json"},
     {"fleet", "ci"},
     {"scheduling"},
     {"kube", "policy"},

@@ -260,12 +260,12 @@ def test_a_store_it_cannot_read_is_reported_and_the_cluster_still_shown(
     outputs = _cluster(replay, monkeypatch, tmp_path)
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    outputs["checkpoint_url"] = (blocker / "smoke").as_uri()
+    outputs["checkpoint_url"] = blocker.as_uri()
     code, out, _ = run_cli(capsys, "status", "--outputs", str(_outputs_file(tmp_path, outputs)))
     assert code == 0
     assert (
-        f"  checkpoint  not read: StorageURLError: checkpoint URL '{outputs['checkpoint_url']}': "
-        "cannot create directory"
+        f"  checkpoint  not read: StorageURLError: {blocker} is no directory, where the store "
+        "keeps a folder of its objects"
     ) in out
 
 
@@ -346,9 +346,9 @@ def test_a_queued_job_shows_what_kueue_and_the_provisioning_request_wait_for(
     ("argv", "expected"),
     [
         ((), "nothing names the cluster; allowed: --stack NAME, --outputs FILE or --kubeconfig"),
-        (("--outputs", "{missing}"), "--outputs {missing}: No such file or directory"),
+        (("--outputs", "{missing}"), "--outputs {missing}: cannot read: No such file or directory"),
         (("--outputs", "{empty}"), "stack cluster exports no kubeconfig; allowed: pass"),
-        (("--kubeconfig", "{garbage}"), "--kubeconfig {garbage}: "),
+        (("--kubeconfig", "{garbage}"), "--kubeconfig {garbage}:2: not valid YAML"),
         (("--kubeconfig", "{closed}"), "the API server at http://127.0.0.1:9 did not answer"),
     ],
 )
@@ -439,7 +439,7 @@ def test_an_api_server_answering_oddly_is_one_line_and_exit_2(
     assert err.count("\n") == 1
     assert err.startswith(f"spotproof status: {expected}")
     if expected == "listing ":
-        assert "is not a Kubernetes API object (JSON)" in err
+        assert "not JSON (Expecting value at line 1); is the kubeconfig's server the" in err
 
 
 def test_a_queued_job_is_explained_by_its_newest_workload(

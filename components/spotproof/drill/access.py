@@ -23,7 +23,6 @@ https://kubernetes.io/docs/reference/access-authn-authz/rbac/#discovery-roles); 
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +30,8 @@ from typing import Any
 from kubernetes import client
 
 from spotproof.catalog import jobset as jobset_facts
-from spotproof.drill.errors import DrillRefused, GrantMissing
-from spotproof.drill.kube_api import REQUEST_SECONDS, answer
+from spotproof.drill.errors import DrillError, DrillRefused, GrantMissing
+from spotproof.drill.kube_api import REQUEST_SECONDS, answer, json_answer
 
 LIST_AND_WATCH = ("list", "watch")
 """``kube_api.stream`` lists, then watches from the list's resourceVersion."""
@@ -107,14 +106,22 @@ def requests_of(kind: str) -> tuple[Request, ...]:
 def read(api: client.ApiClient, request: Request, what: str, *args: str) -> dict[str, Any]:
     """One object, in the API's JSON; its failure is one line naming ``what``."""
     call = request.bind(api)
-    found = answer(
-        what, lambda: call(*args, _preload_content=False, _request_timeout=REQUEST_SECONDS)
+    found = json_answer(
+        what,
+        answer(what, lambda: call(*args, _preload_content=False, _request_timeout=REQUEST_SECONDS)),
     )
-    return json.loads(found.data)
+    if not isinstance(found, dict):
+        raise DrillError(f"{what}: the answer is not a Kubernetes API object (JSON)")
+    return found
 
 
 def read_node(api: client.ApiClient, name: str) -> dict[str, Any]:
     return read(api, NODE, f"node {name}", name)
+
+
+REVIEWING = (
+    "checking the drill's permissions (create selfsubjectaccessreviews.authorization.k8s.io)"
+)
 
 
 def unpermitted(api: client.ApiClient, namespace: str, kind: str) -> list[str]:
@@ -136,14 +143,16 @@ def unpermitted(api: client.ApiClient, namespace: str, kind: str) -> list[str]:
                 kind="SelfSubjectAccessReview",
                 spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=attributes),
             )
-            answered = answer(
-                "checking the drill's permissions (create selfsubjectaccessreviews"
-                ".authorization.k8s.io)",
-                lambda review=review: reviews.create_self_subject_access_review(
-                    review, _preload_content=False, _request_timeout=REQUEST_SECONDS
+            answered = json_answer(
+                REVIEWING,
+                answer(
+                    REVIEWING,
+                    lambda review=review: reviews.create_self_subject_access_review(
+                        review, _preload_content=False, _request_timeout=REQUEST_SECONDS
+                    ),
                 ),
             )
-            status = json.loads(answered.data).get("status") or {}
+            status = (answered.get("status") if isinstance(answered, dict) else None) or {}
             if not status.get("allowed"):
                 reason = str(status.get("reason") or "").strip().splitlines()
                 named = request.names(verb, namespace)

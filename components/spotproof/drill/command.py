@@ -34,7 +34,8 @@ from spotproof.drill.subject import (
     subject_from_plan,
 )
 from spotproof.drill.timeline import Timeline
-from spotproof.runtime.messages import first_line
+from spotproof.runtime.messages import redacted
+from spotproof.terminal import printable
 
 EXIT_INTERRUPTED = 130
 """128 + SIGINT, as a shell reports a command stopped by Ctrl-C."""
@@ -94,18 +95,9 @@ the kubelet's timestamps."""
 
 def _cluster(kubeconfig: Path, context: str | None) -> tuple[Any, Callable[[], float]]:
     """A client of the cluster, and a clock on its API server's time."""
-    from kubernetes.config import ConfigException  # noqa: PLC0415
-    from yaml import YAMLError  # noqa: PLC0415
-
     from spotproof.drill.kube_api import connect, server_time  # noqa: PLC0415
 
-    try:
-        api = connect(str(kubeconfig), context)
-    except (ConfigException, YAMLError, TypeError, ValueError, OSError) as error:
-        raise _BadInput(
-            f"--kubeconfig {kubeconfig}{f' --context {context}' if context else ''}: "
-            f"{first_line(error)}; allowed: a kubeconfig file and one of its contexts"
-        ) from None
+    api = connect(str(kubeconfig), context)
     offset = server_time(api) - time.time()
     if abs(offset) <= SKEW_SECONDS:
         return api, time.time
@@ -114,15 +106,17 @@ def _cluster(kubeconfig: Path, context: str | None) -> tuple[Any, Callable[[], f
 
 
 def _store_watch(url: str, timeline: Timeline) -> Any:
-    """A watch of the trainer's checkpoints, if this machine can read its store."""
+    """A watch of the trainer's checkpoints, if this machine can read its store; opened to
+    read, so a ``file://`` URL creates nothing here."""
     from spotproof.drill.store_watch import StoreWatch  # noqa: PLC0415
     from spotproof.runtime.checkpointer.checkpoint import CheckpointStore  # noqa: PLC0415
     from spotproof.runtime.storage import StorageError, open_store  # noqa: PLC0415
 
     try:
-        return StoreWatch(CheckpointStore(url, store=open_store(url)), timeline).start()
+        store = CheckpointStore(url, store=open_store(url, create=False))
+        return StoreWatch(store, timeline).start()
     except (StorageError, ImportError) as error:
-        print(f"  not watching {url}: {error}", flush=True)
+        print(printable(f"  not watching {redacted(url)}: {redacted(str(error))}"), flush=True)
         return None
 
 
@@ -153,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
                 reclaimer,
                 options,
                 store_watch=_store_watch,
-                progress=lambda line: print(line, flush=True),
+                progress=lambda line: print(printable(line), flush=True),  # cluster's words
                 clock=clock,
             )
     except KeyboardInterrupt:
@@ -164,10 +158,10 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_INTERRUPTED
     except StageTimedOut as error:
-        print(f"spotproof drill: {error}", file=sys.stderr)
+        print(f"spotproof drill: {printable(str(error))}", file=sys.stderr)
         return EXIT_FAILED
     except (DrillError, _BadInput) as error:
-        print(f"spotproof drill: {error}", file=sys.stderr)
+        print(f"spotproof drill: {printable(str(error))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return _report(report, args)
 
@@ -176,10 +170,10 @@ def _report(report: DrillReport, args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(to_json(report), indent=2))
     elif args.format == "markdown":
-        print(markdown(report), end="")
+        print(printable(markdown(report), lines=True), end="")
     else:
         print()
-        print(summary(report))
+        print(printable(summary(report), lines=True))
     if args.json:
         text = json.dumps(to_json(report), indent=2) + "\n"
         written("drill", args.json, lambda: args.json.write_text(text))

@@ -3,7 +3,12 @@ requests that are bounded and fail in one line, and list-then-watch streams that
 ``Cancel`` ends at once.
 
 ``connect`` reads the user's own kubeconfig as kubectl does, so exec plugins such as
-gke-gcloud-auth-plugin, ``aws eks get-token`` and kubelogin work unchanged. ``stream`` lists,
+gke-gcloud-auth-plugin, ``aws eks get-token`` and kubelogin work unchanged; the file itself
+is read within bounds (``bounded_yaml``: a regular file, its size, nesting and aliases), and
+nothing is written back to it. Every single request is bounded as a whole: no retries, a
+connect and a read timeout (:data:`REQUEST_SECONDS`), and its answer read within a size and
+a time (:func:`json_answer`), so an API server that accepts and never answers is reported
+within seconds. ``stream`` lists,
 then watches from the last resourceVersion, lists again when that version was compacted
 away, and reconnects after a dropped connection. ``drill.target`` and ``drill.watch`` read
 the cluster through this module, with the requests ``drill.access`` declares.
@@ -11,7 +16,6 @@ the cluster through this module, with the requests ``drill.access`` declares.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -19,15 +23,18 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from email.utils import parsedate_to_datetime
+from pathlib import Path
 from typing import Any
 
 import urllib3
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes import watch as kube_watch
 from kubernetes.client.rest import ApiException
+from kubernetes.config import ConfigException, kube_config
 
+from spotproof import bounded_json, bounded_yaml
 from spotproof.drill.errors import DrillError, DrillRefused
-from spotproof.runtime.messages import first_line
+from spotproof.runtime.messages import first_line, redacted
 
 CONNECT_SECONDS = 10
 FATAL_STATUS = frozenset({401, 403, 404})
@@ -53,9 +60,44 @@ def owned_time(obj: Mapping[str, Any], *path: str) -> float | None:
     return max(times, default=None)
 
 
-REQUEST_SECONDS = (10, 30)
-"""(connect, read) bound on each single request: a private endpoint out of reach, or a
-laptop off its VPN, is told in a line within seconds, not after the client's retries."""
+REQUEST_SECONDS = (5, 10)
+"""(connect, read) bound on each single request, which is never retried: a private endpoint
+out of reach, a laptop off its VPN or a server that accepts and never answers is told in a
+line within 15 s (with urllib3's default three retries of 30 s reads, it took 124 s)."""
+ANSWER_SECONDS = 30
+"""The most one answer's body may take to arrive, however it trickles."""
+KUBECONFIG = bounded_yaml.Limits(bytes=4 * 2**20, documents=1)
+
+
+def server(api: client.ApiClient) -> str:
+    """The API server's URL as it may be printed: without the user-info a kubeconfig may
+    carry in it (``https://user:password@host``)."""
+    return redacted(str(api.configuration.host))
+
+
+def json_answer(what: str, response: Any) -> Any:
+    """The JSON body of ``response`` (a request made with ``_preload_content=False``), read
+    within ``bounded_json.API_ANSWER`` and :data:`ANSWER_SECONDS`; one line naming ``what``
+    otherwise."""
+    deadline, chunks, size = time.monotonic() + ANSWER_SECONDS, [], 0
+    try:
+        while chunk := response.read(2**20):
+            size += len(chunk)
+            if size > bounded_json.API_ANSWER.bytes:
+                raise DrillError(f"{what}: an answer larger than {size - len(chunk)} bytes")
+            if time.monotonic() > deadline:
+                raise DrillError(f"{what}: the answer took longer than {ANSWER_SECONDS} s")
+            chunks.append(chunk)
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise DrillError(f"{what}: {first_line(error)}") from None
+    finally:
+        response.release_conn()
+    try:
+        return bounded_json.loads(b"".join(chunks), what, bounded_json.API_ANSWER)
+    except bounded_json.JsonLimitError as error:
+        raise DrillError(
+            f"{error}; is the kubeconfig's server the cluster's API server?"[:400]
+        ) from None
 
 
 def server_time(api: client.ApiClient) -> float:
@@ -68,14 +110,14 @@ def server_time(api: client.ApiClient) -> float:
         )
     except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as error:
         raise DrillError(
-            f"the API server at {api.configuration.host} did not answer: {first_line(error)}"
+            f"the API server at {server(api)} did not answer: {first_line(error)}"
         ) from None
     stamp = headers.get("Date")
     try:
         return parsedate_to_datetime(stamp).timestamp()
     except (TypeError, ValueError):  # missing (None) or not an HTTP date
         raise DrillError(
-            f"the API server at {api.configuration.host} answered without a valid Date "
+            f"the API server at {server(api)} answered without a valid Date "
             f"header ({stamp!r}); the server's clock is what ages what it shows"
         ) from None
 
@@ -90,14 +132,38 @@ def answer(what: str, call: Callable[[], Any]) -> Any:
         raise DrillError(f"{what}: {type(error).__name__}: {error}"[:300]) from None
 
 
-def connect(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
-    """An API client from a kubeconfig file, as kubectl reads it (exec plugins included),
-    with a connection pool wide enough for the drill's concurrent streams."""
+def connect(kubeconfig: str, context: str | None = None) -> client.ApiClient:
+    """An API client from a kubeconfig file, as kubectl reads it (exec plugins included;
+    relative paths in it from its own folder), with a connection pool wide enough for the
+    drill's concurrent streams and no retries. :class:`DrillError` in one line naming the
+    file and what is wrong with it."""
+    try:
+        return _client(kubeconfig, context)
+    except bounded_yaml.YamlLimitError as error:  # its message names the file
+        raise DrillError(f"--kubeconfig {error}") from None
+    except (ConfigException, TypeError, ValueError, OSError) as error:
+        raise DrillError(
+            f"--kubeconfig {kubeconfig}{f' --context {context}' if context else ''}: "
+            f"{first_line(error)}; allowed: a kubeconfig file and one of its contexts"
+        ) from None
+
+
+def _client(kubeconfig: str, context: str | None) -> client.ApiClient:
+    path = str(Path(kubeconfig))
+    documents, _ = bounded_yaml.load(Path(path), KUBECONFIG)
+    found = documents[0] if documents else None
+    if not isinstance(found, dict):
+        raise ConfigException(f"{path}: no kubeconfig (a mapping of clusters, users, contexts)")
     configuration = client.Configuration()
     configuration.connection_pool_maxsize = 32
-    return config.new_client_from_config(
-        config_file=kubeconfig, context=context, client_configuration=configuration
+    configuration.retries = False  # each request once, within REQUEST_SECONDS
+    loader = kube_config.KubeConfigLoader(
+        config_dict=kube_config.ConfigNode(path, found, path),
+        active_context=context,
+        config_base_path=None,  # relative to the file's folder, as kubectl reads them
     )
+    loader.load_and_set(configuration)
+    return client.ApiClient(configuration=configuration)
 
 
 class Cancel:
@@ -168,7 +234,7 @@ def stream(
         try:
             if version is None:
                 response = list_fn(*args, **query, _preload_content=False, _request_timeout=timeout)
-                listing = json.loads(response.data)
+                listing = json_answer(list_fn.__name__, response)
                 version = listing["metadata"]["resourceVersion"]
                 yield "LISTED", listing
             with cancel.holding(kube_watch.Watch()) as watcher:
@@ -190,7 +256,7 @@ def stream(
             if error.status in FATAL_STATUS:  # one line, not the response's headers and body
                 raise refused(list_fn.__name__, error) from None
             failures += 1
-        except (urllib3.exceptions.HTTPError, OSError, ValueError):
-            failures += 1
+        except (urllib3.exceptions.HTTPError, OSError, ValueError, KeyError, TypeError, DrillError):
+            failures += 1  # dropped, or an answer that is no list: list again, backing off
         if failures:
             cancel.event.wait(min(0.1 * 2**failures, 5.0))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spotproof import bounded_json
 from spotproof.catalog import Cloud
 from spotproof.catalog import jobset as jobset_facts
 from spotproof.drill.errors import DrillError, DrillRefused
@@ -135,22 +136,24 @@ def stack_outputs(stack: str, project_dir: Path | None) -> dict[str, Any]:
     if done.returncode != 0:
         said = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         raise DrillError(f"pulumi stack output --stack {stack} failed: {said}")
-    return _object(done.stdout, f"pulumi stack output --stack {stack}")
+    where = f"pulumi stack output --stack {stack}"
+    try:
+        return _object(bounded_json.loads(done.stdout, where), where)
+    except bounded_json.JsonLimitError as error:
+        raise DrillError(str(error)) from None
 
 
 def outputs_from_file(path: Path) -> dict[str, Any]:
+    """The outputs in the JSON file ``path``, read within ``bounded_json.FILE``: a regular
+    file, not too large or deep."""
     try:
-        text = path.read_text()
-    except OSError as error:
-        raise DrillError(f"--outputs {path}: {error.strerror}") from None
-    return _object(text, f"--outputs {path}")
+        found = bounded_json.read(path)
+    except bounded_json.JsonLimitError as error:
+        raise DrillError(f"--outputs {error}") from None
+    return _object(found, f"--outputs {path}")
 
 
-def _object(text: str, where: str) -> dict[str, Any]:
-    try:
-        found = json.loads(text)
-    except ValueError as error:
-        raise DrillError(f"{where}: not JSON ({error.msg} at line {error.lineno})") from None
+def _object(found: Any, where: str) -> dict[str, Any]:
     if not isinstance(found, dict):
         raise DrillError(f"{where}: a JSON object of outputs was expected")
     return found

@@ -24,7 +24,6 @@ What the paths show (each replayed by ``tests/kube_replay.py``):
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -38,6 +37,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from spotproof import bounded_json
 from spotproof.catalog import jobset as jobset_facts
 from spotproof.drill import access, kube_api
 from spotproof.drill import target as kube
@@ -50,6 +50,8 @@ LOG_MARKS = dict(
 )
 LOG_FIELDS = ("step", "grace_left", "signal", "seconds", "kind", "since_signal", "digest")
 """The fields of the trainer's ``emit`` lines a mark keeps (``spotproof.smoke.train``)."""
+LOG_LINE = bounded_json.Limits(bytes=64 * 1024, depth=8)
+"""A trainer's event is one flat JSON object on a line; anything larger or deeper is not."""
 FINISHED = {"Job": ("Complete", "Failed"), jobset_facts.KIND: ("Completed", "Failed")}
 COUNTER = {"Job": "failed", jobset_facts.KIND: "restartsCountTowardsMax"}
 """Counted against ``backoffLimit`` (not what ``podFailurePolicy`` ignores), ``maxRestarts``."""
@@ -372,8 +374,8 @@ class ClusterWatch:
         stamp, _, text = line.partition(" ")
         try:
             at = kube_api.api_time(stamp) or self.clock()
-            record = json.loads(text)
-        except ValueError:
+            record = bounded_json.loads(text, "a log line", LOG_LINE)
+        except ValueError:  # no event of the trainer's (JsonLimitError included)
             return
         if at < state.last_line or (at == state.last_line and line in seen):
             return

@@ -10,7 +10,9 @@ a copy; ``created`` is part of the commit itself.
 The stack's ``checkpoint_url`` output is the smoke Job's parent prefix: each smoke run
 writes under ``<checkpoint_url>/run-<digest>`` (``kube.smoke.run_prefix``), so where no
 step is committed at the URL itself, the newest commit of its ``run-*`` prefixes is shown.
-A store this machine cannot read is reported, not fatal: the cluster was read.
+A store this machine cannot read is reported, not fatal: the cluster was read. The store is
+opened to read (``open_store(url, create=False)``): a ``file://`` URL a Job names creates no
+directory on this machine, and a directory that is missing has nothing committed.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class LastCheckpoint:
 
 
 def _newest(url: str) -> tuple[int, float] | None:
-    store = CheckpointStore(url, store=open_store(url))
+    store = CheckpointStore(url, store=open_store(url, create=False))
     steps = store.committed_steps()
     if not steps:
         return None
@@ -61,7 +63,7 @@ def last_committed(url: str, now: float) -> LastCheckpoint:
         if found is None:
             runs = [
                 name.rsplit("/", 1)[-1]
-                for name in open_store(url).list("")
+                for name in open_store(url, create=False).list("")
                 if name.rsplit("/", 1)[-1].startswith(RUN_PREFIX)
             ]
             newest = [

@@ -9,7 +9,6 @@ refusal (401, 403) or an API server out of reach stops the command (``StatusErro
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +17,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from spotproof.drill.errors import DrillError
-from spotproof.drill.kube_api import REQUEST_SECONDS, server_time
+from spotproof.drill.kube_api import REQUEST_SECONDS, json_answer, server_time
 from spotproof.drill.target import JOBSET_API
 from spotproof.kube.baseline import MANAGED_BY
 from spotproof.runtime.messages import first_line
@@ -36,16 +35,15 @@ class StatusError(Exception):
 def _read(what: str, call: Callable[..., Any], *, optional: bool = False) -> Any:
     try:
         response = call(_preload_content=False, _request_timeout=REQUEST_SECONDS)
+        found = json_answer(what, response)  # within its size, depth and time
     except ApiException as error:
         if optional and error.status == 404:
             return None
         raise StatusError(f"{what}: {error.status} {error.reason}") from None
     except (urllib3.exceptions.HTTPError, OSError) as error:
         raise StatusError(f"{what}: {first_line(error)}") from None
-    try:
-        found = json.loads(response.data)
-    except ValueError:  # not JSON, or not UTF-8: a proxy's page, not the API server's
-        found = None
+    except DrillError as error:  # not JSON, too large or too slow: a proxy's page, say
+        raise StatusError(str(error)) from None
     if not isinstance(found, dict):
         raise StatusError(
             f"{what}: the answer is not a Kubernetes API object (JSON); is the kubeconfig's "

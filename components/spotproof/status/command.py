@@ -18,12 +18,13 @@ from typing import Any
 
 from spotproof.commands import EXIT_BAD_INPUT, EXIT_OK
 from spotproof.drill.errors import DrillError
+from spotproof.drill.kube_api import connect, server
 from spotproof.drill.subject import kubeconfig_from_outputs, outputs_from_file, stack_outputs
-from spotproof.runtime.messages import first_line
 from spotproof.status.checkpoints import last_committed
 from spotproof.status.cluster import StatusError, server_now
 from spotproof.status.report import StatusReport, text, to_json
 from spotproof.status.workloads import collect
+from spotproof.terminal import printable
 
 
 def _outputs(args: argparse.Namespace) -> dict[str, Any]:
@@ -38,27 +39,12 @@ def _outputs(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
-def _connect(kubeconfig: Path, context: str | None) -> Any:
-    import yaml  # noqa: PLC0415
-    from kubernetes.config import ConfigException  # noqa: PLC0415
-
-    from spotproof.drill.kube_api import connect  # noqa: PLC0415
-
-    try:
-        return connect(str(kubeconfig), context)
-    except (ConfigException, yaml.YAMLError, TypeError, ValueError, OSError) as error:
-        raise StatusError(
-            f"--kubeconfig {kubeconfig}{f' --context {context}' if context else ''}: "
-            f"{first_line(error)}; allowed: a kubeconfig file and one of its contexts"
-        ) from None
-
-
 def _report(args: argparse.Namespace, scratch: Path) -> StatusReport:
     outputs = _outputs(args)
     kubeconfig = args.kubeconfig or kubeconfig_from_outputs(
         outputs, args.stack or "cluster", scratch
     )
-    api = _connect(Path(kubeconfig), args.context)
+    api = connect(str(kubeconfig), args.context)
     try:
         now = server_now(api)
         url = outputs.get("checkpoint_url")
@@ -68,7 +54,7 @@ def _report(args: argparse.Namespace, scratch: Path) -> StatusReport:
             checkpoints=lambda found: last_committed(found, now),
             fallback_url=url if isinstance(url, str) else None,
         )
-        return StatusReport(now, api.configuration.host, tuple(workloads), args.stack)
+        return StatusReport(now, server(api), tuple(workloads), args.stack)
     finally:
         api.close()
 
@@ -77,8 +63,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="spotproof-status-") as scratch:
             report = _report(args, Path(scratch))
-    except (DrillError, StatusError) as error:
-        print(f"spotproof status: {error}", file=sys.stderr)
+    except (DrillError, StatusError) as error:  # which may repeat what a cluster said
+        print(f"spotproof status: {printable(str(error))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.format == "json":
         print(json.dumps(to_json(report), indent=2))

@@ -2,6 +2,11 @@
 
 The JSON is the same facts as the text, with times as RFC 3339 strings on the API server's
 clock and durations in whole seconds, for scripts and dashboards' annotations.
+
+Nearly everything shown comes from the cluster (names, reasons, a scheduler's or Kueue's
+message), so every cell and line of the text goes through ``terminal.printable``: a
+control character or a newline in a message is shown escaped, never obeyed by the
+terminal or read as a line of the report. The JSON escapes them itself.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from spotproof.status.checkpoints import LastCheckpoint
 from spotproof.status.pods import PodStatus
 from spotproof.status.queueing import Queued
 from spotproof.status.workloads import Workload
+from spotproof.terminal import printable
 
 COLUMNS = ("POD", "PHASE", "NODE", "POOL", "CAPACITY", "RESTARTS", "")
 
@@ -64,7 +70,7 @@ def _note(pod: PodStatus) -> str:
 
 def _row(pod: PodStatus) -> tuple[str, ...]:
     where = pod.placement
-    return (
+    cells = (
         pod.name,
         pod.phase,
         where.node if where else "-",
@@ -73,6 +79,7 @@ def _row(pod: PodStatus) -> tuple[str, ...]:
         str(pod.restarts),
         _note(pod),
     )
+    return tuple(printable(cell) for cell in cells)  # before their widths are measured
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
@@ -139,7 +146,7 @@ def text(report: StatusReport) -> str:
             lines += _table([COLUMNS, *(_row(p) for p in workload.pods)])
         else:
             lines.append("  no pods")
-    return "\n".join(line.rstrip() for line in lines) + "\n"
+    return "\n".join(printable(line).rstrip() for line in lines) + "\n"
 
 
 # --- json --------------------------------------------------------------------------------
