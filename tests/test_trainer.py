@@ -271,14 +271,24 @@ def _warm_exit(zygote: Zygote, env: dict[str, str]) -> subprocess.CompletedProce
     return subprocess.CompletedProcess([], trainer.wait(60), out, err)
 
 
-def _trainer_exit(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _trainer_exit(
+    env: dict[str, str], timeout: float | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "spotproof.smoke.train"],
         env={**env, "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         check=False,
+        timeout=timeout,
     )
+
+
+BACKSTOP_SECONDS = 120
+"""How long a trainer that should leave of itself may run before the test gives up on it:
+far below what it would wait were the bound under test not applied (a gang's rendezvous
+waits 600 s by default), far above a cold start on a loaded machine. The tests judge why
+it left, from its line and its events, not how long that took on this machine."""
 
 
 def test_credentials_in_a_checkpoint_url_are_refused_and_never_printed(
@@ -384,11 +394,10 @@ def test_train_threads_may_use_every_cpu_the_process_may_run_on(url: str) -> Non
 def test_a_gang_that_cannot_assemble_is_refused_at_once_in_one_line(
     url: str, gang: dict[str, str], says: str
 ) -> None:
-    started = time.monotonic()
-    done = _trainer_exit({**_env(url), **gang})
+    done = _trainer_exit({**_env(url), **gang}, timeout=BACKSTOP_SECONDS)
     assert done.returncode == exit_codes.BAD_CONFIG
     assert done.stderr.count("\n") == 1 and says in done.stderr
-    assert time.monotonic() - started < 30
+    assert '"restoring"' not in done.stdout  # refused before it joined any gang: at once
 
 
 def test_a_rank_whose_peers_never_come_leaves_after_the_rendezvous_timeout(url: str) -> None:
@@ -396,11 +405,10 @@ def test_a_rank_whose_peers_never_come_leaves_after_the_rendezvous_timeout(url: 
 
     gang = {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1"}
     env = _env(url, **gang, MASTER_PORT=free_port(), RENDEZVOUS_SECONDS=10)
-    started = time.monotonic()
-    done = _trainer_exit(env | {"PEER_WAIT_SECONDS": "0"})
+    done = _trainer_exit(env | {"PEER_WAIT_SECONDS": "0"}, timeout=BACKSTOP_SECONDS)
     assert done.returncode == exit_codes.PEER_LOST, done.stderr
+    # Its own deadline ended the wait (the default's 600 s would outlast the backstop).
     assert "did not assemble at 127.0.0.1" in done.stderr and "within 10 s" in done.stderr
-    assert time.monotonic() - started < 60
 
 
 def test_sigterm_while_the_gang_assembles_leaves_at_once_preempted(url: str) -> None:
