@@ -37,21 +37,13 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from spotproof import bounded_json
 from spotproof.catalog import jobset as jobset_facts
-from spotproof.drill import access, kube_api
+from spotproof.drill import access, kube_api, log_events
 from spotproof.drill import target as kube
 from spotproof.drill.errors import DrillError, StageTimedOut
 from spotproof.drill.timeline import Mark, Timeline
 from spotproof.runtime.messages import first_line
 
-LOG_MARKS = dict(
-    preempted=Mark.SIGTERM, checkpoint=Mark.CHECKPOINT, resumed=Mark.RESUMED, done=Mark.DONE
-)
-LOG_FIELDS = ("step", "grace_left", "signal", "seconds", "kind", "since_signal", "digest")
-"""The fields of the trainer's ``emit`` lines a mark keeps (``spotproof.smoke.train``)."""
-LOG_LINE = bounded_json.Limits(bytes=64 * 1024, depth=8)
-"""A trainer's event is one flat JSON object on a line; anything larger or deeper is not."""
 FINISHED = {"Job": ("Complete", "Failed"), jobset_facts.KIND: ("Completed", "Failed")}
 COUNTER = {"Job": "failed", jobset_facts.KIND: "restartsCountTowardsMax"}
 """Counted against ``backoffLimit`` (not what ``podFailurePolicy`` ignores), ``maxRestarts``."""
@@ -67,6 +59,7 @@ class _Pod:
     container: str = ""
     log: str = ""  # "following" while its log is read, "read" after
     ending: bool = False  # ended: POD_ENDED waits for its log to be read to the end (_end)
+    speaks_json: bool = False  # its log has JSON events: read from those alone (log_events)
 
 
 class ClusterWatch:
@@ -374,8 +367,10 @@ class ClusterWatch:
         stamp, _, text = line.partition(" ")
         try:
             at = kube_api.api_time(stamp) or self.clock()
-            record = bounded_json.loads(text, "a log line", LOG_LINE)
-        except ValueError:  # no event of the trainer's (JsonLimitError included)
+        except ValueError:
+            return
+        found = log_events.read(text, json_only=state.speaks_json)
+        if found is None:
             return
         if at < state.last_line or (at == state.last_line and line in seen):
             return
@@ -383,13 +378,10 @@ class ClusterWatch:
             seen.clear()
         seen.add(line)
         state.last_line = at
-        mark = LOG_MARKS.get(record.get("event")) if isinstance(record, dict) else None
-        if mark is None or (state.original and at < self._started):
+        state.speaks_json |= found.from_json
+        if state.original and at < self._started:
             return
-        detail = {k: record[k] for k in LOG_FIELDS if k in record}
-        if mark is Mark.CHECKPOINT:
-            detail.setdefault("kind", "periodic")
         with self._lock:
             pod = state.obj["metadata"]["name"]
-            self.timeline.add(at, mark, pod=pod, node=state.node, **detail)
+            self.timeline.add(at, found.mark, pod=pod, node=state.node, **found.detail)
             self._lock.notify_all()
