@@ -132,7 +132,7 @@ def state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int
 
 
 def restore_route() -> tuple[str, Callable[..., Any]]:
-    """The trainer's restore (``spotproof.smoke.train._resume``): the newest checkpoint that
+    """The trainer's restore (``training()``'s): the newest checkpoint that
     verifies, taken through ``load_latest``'s ``restore`` hook, straight into the model's
     tensors where the runtime has ``in_place`` (issue 31, item 3), else by
     ``torch_state.restore`` from the blobs. Returns its name and a function of (store,

@@ -35,10 +35,9 @@ this module removes. It is undone by what follows, never by hoping:
   the failed step survives it. A gang's ranks fall back to the step they agree on the
   same way, each over its own shard.
 - When no older step restores, the state is the failed one's, partly: the caller must
-  build its objects again (``smoke.train._resume`` does, whenever a restore ran and none
-  succeeded) or not train from them (``runtime.loop`` exits, as it does when a restore
-  that loaded part of its state was refused). :attr:`InPlaceLoad.touched` says whether a
-  restore began writing.
+  build its objects again or not train from them (``runtime.loop`` exits 2, as it does
+  when a restore that loaded part of its state was refused: it cannot build the objects it
+  was given). :attr:`InPlaceLoad.touched` says whether a restore began writing.
 """
 
 from __future__ import annotations
