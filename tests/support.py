@@ -174,3 +174,24 @@ def documentation() -> str:
     """The README and every page under ``docs/``, one after the other: what users read."""
     pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
     return "\n".join(page.read_text() for page in pages)
+
+
+def section(page: str, heading: str) -> str:
+    """The text under ``heading`` (a Markdown heading's text, of any level) on ``page`` (a path
+    below the repository: ``README.md``, ``docs/plan.md``), up to the next heading of the same
+    level or above; lines in fenced code blocks are never headings (a ``# comment`` is not)."""
+    lines = (REPO / page).read_text().splitlines(keepends=True)
+    fenced, level, found = False, 0, []
+    for line in lines:
+        if line.startswith("```"):
+            fenced = not fenced
+        hashes = len(line) - len(line.lstrip("#"))
+        is_heading = not fenced and 0 < hashes <= 6 and line[hashes : hashes + 1] == " "
+        if level and is_heading and hashes <= level:
+            break
+        if level:
+            found.append(line)
+        elif is_heading and line[hashes + 1 :].strip() == heading:
+            level = hashes
+    assert level, f"{page} lost its section {heading!r}"
+    return "".join(found)

@@ -1,5 +1,5 @@
-"""checkov on the rendered manifests of every dev stack reports exactly the findings the
-README lists and justifies: a new one fails, and so does a listed one that went away."""
+"""checkov on the rendered manifests of every dev stack reports exactly the findings
+docs/ci.md lists and justifies: a new one fails, and so does a listed one that went away."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 
 from spotproof.plan.recording import manifests
-from tests.support import REPO, plan_of
+from tests.support import plan_of, section
 
 CHECKOV = "checkov==3.3.30"
 """In a venv of its own: it pins boto3, packaging and networkx below what spotproof uses."""
-SECTION = re.compile(r"^### What checkov says about the rendered manifests$(.*?)^## ", re.M | re.S)
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +39,8 @@ def checkov(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _justified() -> set[str]:
-    section = SECTION.search((REPO / "README.md").read_text())
-    assert section, "README lost its checkov section"
-    return set(re.findall(r"CKV_K8S_\d+", section.group(1)))
+    justified = section("docs/ci.md", "What checkov says about the rendered manifests")
+    return set(re.findall(r"CKV_K8S_\d+", justified))
 
 
 def _findings(checkov: Path, stack: str, out: Path) -> set[str]:
@@ -70,12 +68,10 @@ def _findings(checkov: Path, stack: str, out: Path) -> set[str]:
     }
 
 
-def test_checkov_reports_only_the_findings_the_readme_justifies(
-    checkov: Path, tmp_path: Path
-) -> None:
+def test_checkov_reports_only_the_findings_the_docs_justify(checkov: Path, tmp_path: Path) -> None:
     found = set().union(
         *(_findings(checkov, s, tmp_path) for s in ("gke-dev", "eks-dev", "aks-dev"))
     )
     justified = _justified()
     assert found - justified == set(), "unjustified checkov findings"
-    assert justified - found == set(), "the README justifies findings checkov no longer reports"
+    assert justified - found == set(), "docs/ci.md justifies findings checkov no longer reports"

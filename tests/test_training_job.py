@@ -24,7 +24,7 @@ from spotproof.runtime.launcher import LAUNCH_SCRIPT
 from spotproof.scheduling import placement
 from spotproof.scheduling.work_matrix import Work, choose
 from spotproof.testing import Recording, record
-from tests.support import REPO, run_cli, stack_config
+from tests.support import run_cli, section, stack_config
 
 JOB = "kubernetes:batch/v1:Job"
 PDB = "kubernetes:policy/v1:PodDisruptionBudget"
@@ -395,13 +395,18 @@ def test_a_gang_larger_than_its_pools_can_hold_at_once_fails_the_plan(
     ) in out
 
 
-def test_the_readmes_training_examples_plan_as_written(
+def test_the_documented_training_examples_plan_as_written(
     make_project: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    readme = (REPO / "README.md").read_text()
-    section = re.search(r"^### Your own training Job$(.*?)^### ", readme, re.M | re.S)
-    assert section, "README lost its 'Your own training Job' section"
-    blocks = re.findall(r"^```python\n(.*?)^```$", section.group(1), re.M | re.S)
+    """docs/training-job.md's TrainingJob of one node and its gang of four, on a cluster
+    spotproof built, as one program."""
+    blocks = [
+        block
+        for heading in ("On a cluster spotproof built", "On several nodes: a JobSet gang")
+        for block in re.findall(
+            r"^```python\n(.*?)^```$", section("docs/training-job.md", heading), re.M | re.S
+        )
+    ]
     assert len(blocks) == 2
     program = "import pulumi\n" + "\n".join(blocks)
     root = make_project(stack_config("gke-dev"), stack="gke-dev", program=program)
