@@ -1,5 +1,8 @@
-"""The README's "On a cluster you already have" examples run as written, under the mocks
-``spotproof.testing`` gives users, and declare what the text says they declare."""
+"""The examples of the README and of the docs it sends readers to run as written: the
+components on a cluster you already have (docs/components.md), under the mocks
+``spotproof.testing`` gives users, declaring what the text says they declare; the whole
+fleet and the TrainingJob on an existing cluster (README.md); the runtime's loops (README.md
+and docs/runtime.md)."""
 
 from __future__ import annotations
 
@@ -16,18 +19,19 @@ from spotproof.fleet import BucketSpec
 from spotproof.kube.workload import ServiceAccountRef
 from spotproof.plan import run_plan
 from spotproof.testing import record
-from tests.support import REPO, documentation, run_cli
+from tests.support import documentation, run_cli, section
 
-SECTION = re.compile(r"^### On a cluster you already have$(.*?)^### ", re.M | re.S)
 CODE = re.compile(r"^```python\n(.*?)^```$", re.M | re.S)
+COMPONENTS = "docs/components.md"
+"""Where the components' examples on a cluster you already have live."""
+TRAINER = "Your trainer, on a cluster you already have"
+"""The README's third way in: ``training()``, and a TrainingJob on an existing cluster."""
 
 
 def _examples() -> dict[str, str]:
     """Each example, by the package it imports its components from."""
-    section = SECTION.search((REPO / "README.md").read_text())
-    assert section, "README lost its 'On a cluster you already have' section"
     examples = {}
-    for code in CODE.findall(section.group(1)):
+    for code in CODE.findall(section(COMPONENTS, "On a cluster you already have")):
         package = re.search(r"^from spotproof\.(gke|eks|aks) import", code, re.M)
         assert package, f"an example imports no cloud package:\n{code}"
         examples[package.group(1)] = code
@@ -47,7 +51,7 @@ def _run(code: str) -> list[str]:
             "infra": pulumi.StackReference("acme/platform/prod"),
             "kubernetes_provider": kubernetes,
         }
-        exec(compile(code, "README.md", "exec"), scope)
+        exec(compile(code, COMPONENTS, "exec"), scope)
 
     return [r.type for r in record(program, stack="research", project="ml-infra").resources]
 
@@ -105,13 +109,12 @@ def test_every_stack_config_the_readme_shows_is_accepted_as_written() -> None:
 
 
 def test_the_whole_fleet_example_builds_a_cluster() -> None:
-    section = re.search(
-        r"^The whole fleet, from the same config keys a stack file uses:$(.*?)^### ",
-        (REPO / "README.md").read_text(),
-        re.M | re.S,
+    text = section("README.md", "Components in your own Pulumi program")
+    fleet = re.search(
+        r"^The whole fleet, from the same config keys a stack file uses:$(.*)", text, re.M | re.S
     )
-    assert section, "README lost its whole-fleet example"
-    [code] = CODE.findall(section.group(1))
+    assert fleet, "README lost its whole-fleet example"
+    [code] = CODE.findall(fleet.group(1))
     types = [r.type for r in record(lambda: exec(code, {}), stack="dev", project="ml").resources]
     assert "spotproof:gke:HybridCluster" in types
 
@@ -126,14 +129,21 @@ def test_every_python_block_of_the_readme_and_docs_is_python() -> None:
         compile(block, "README.md or docs/", "exec")
 
 
-def _runtime_examples() -> list[str]:
-    readme = (REPO / "README.md").read_text()
-    section = re.search(r"^## Surviving preemption: the runtime$(.*?)^## ", readme, re.M | re.S)
-    assert section, "README lost its runtime section"
-    return CODE.findall(section.group(1))
+def _runtime_examples() -> list[tuple[str, str]]:
+    """The README's loop of one import, and docs/runtime.md's same loop by hand, each with
+    the page it is on."""
+    [one_import] = [
+        code
+        for code in CODE.findall(section("README.md", TRAINER))
+        if "from spotproof import training" in code
+    ]
+    [by_hand] = CODE.findall(section("docs/runtime.md", "The same loop, by hand"))
+    return [(one_import, "README.md"), (by_hand, "docs/runtime.md")]
 
 
-def _train_as_written(code: str, url: str, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def _train_as_written(
+    example: tuple[str, str], url: str, monkeypatch: pytest.MonkeyPatch
+) -> list[int]:
     """The steps an example trains, with a small model, against ``url``."""
     import torch  # noqa: PLC0415
 
@@ -152,7 +162,8 @@ def _train_as_written(code: str, url: str, monkeypatch: pytest.MonkeyPatch) -> l
         "interval": 4,
         "train_one_step": lambda *_: trained.append(len(trained)),
     }
-    exec(compile(code, "README.md", "exec"), scope)
+    code, page = example
+    exec(compile(code, page, "exec"), scope)
     return trained
 
 
@@ -160,26 +171,22 @@ def _train_as_written(code: str, url: str, monkeypatch: pytest.MonkeyPatch) -> l
 def test_each_runtime_example_trains_as_written_and_a_rerun_resumes_past_the_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, example: str
 ) -> None:
-    code = dict(zip(["one import", "by hand"], _runtime_examples(), strict=True))[example]
+    written = dict(zip(["one import", "by hand"], _runtime_examples(), strict=True))[example]
     url = f"file://{tmp_path}/checkpoints"
-    assert _train_as_written(code, url, monkeypatch) == list(range(10))
+    assert _train_as_written(written, url, monkeypatch) == list(range(10))
     # Both commit the finished state, so a rerun of a finished Job finishes at once.
-    assert _train_as_written(code, url, monkeypatch) == []
+    assert _train_as_written(written, url, monkeypatch) == []
 
 
 # --- a TrainingJob on a cluster you already have -----------------------------------------
 
-TRAINING_SECTION = re.compile(
-    r"^### Your own training Job on a cluster you already have$(.*?)^### ", re.M | re.S
-)
-
 
 def readme_training_on_an_existing_cluster() -> str:
-    """The GKE example of "On a cluster you already have" and the TrainingJob that continues
-    it, as one program, with the Kubernetes provider the text assumes."""
-    section = TRAINING_SECTION.search((REPO / "README.md").read_text())
-    assert section, "README lost its 'Your own training Job on a cluster you already have'"
-    [job] = CODE.findall(section.group(1))
+    """The GKE example of docs/components.md's "On a cluster you already have" and the
+    README's TrainingJob that continues it, as one program, with the Kubernetes provider the
+    text assumes."""
+    text = section("README.md", TRAINER)
+    [job] = [code for code in CODE.findall(text) if "TrainingJob(" in code]
     provider = (
         "import pulumi_kubernetes as k8s\n"
         "kubernetes_provider = k8s.Provider(\n"
