@@ -320,8 +320,16 @@ def test_gke_system_pool_tainted_critical_addons_only_leaves_gke_add_ons_homeles
         "platform-add-ons",
     ]
     for violation in fit:
-        assert "components.gke.io/gke-managed-components" not in violation.message
+        # The charts' own toleration is named as the one that matches nothing, never as an
+        # untolerated taint: the fix is to the pool's taint, not to the charts.
+        assert "taint components.gke.io" not in violation.message
         assert "taint CriticalAddonsOnly=true:NoSchedule not tolerated" in violation.message
+    charts = [v for v in fit if v.resource.endswith("-chart")]
+    for violation in charts:
+        assert (
+            "its toleration components.gke.io/gke-managed-components=true:NoSchedule matches "
+            "no taint of these pools, which carry CriticalAddonsOnly=true:NoSchedule"
+        ) in violation.message
     [policy] = [v for v in result.violations if v.policy == "gke-system-pool-on-demand"]
     assert "components.gke.io/gke-managed-components=true:NO_SCHEDULE" in policy.message
 

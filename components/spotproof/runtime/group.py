@@ -189,6 +189,19 @@ def join(env: Mapping[str, str], guard: PreemptionGuard) -> Solo:
     return Gang(rank, size, tier, group)
 
 
+_RENDEZVOUS_THREAD = "spotproof-rendezvous"
+
+
+def rendezvous_pending() -> bool:
+    """Whether a rendezvous given up on is still inside torch. Leaving must then skip
+    Python's finalization: torch's store client retries past our deadline (TCPStore waits
+    its timeout, then tries again), and when it finally raises into a finalizing
+    interpreter the process aborts (SIGABRT) instead of leaving with its exit code."""
+    return any(
+        thread.name == _RENDEZVOUS_THREAD and thread.is_alive() for thread in threading.enumerate()
+    )
+
+
 def _rendezvous(rank: int, size: int, seconds: float, guard: PreemptionGuard, where: str) -> None:
     failure: list[BaseException] = []
     done = threading.Event()
@@ -202,7 +215,7 @@ def _rendezvous(rank: int, size: int, seconds: float, guard: PreemptionGuard, wh
         finally:
             done.set()
 
-    threading.Thread(target=assemble, name="rendezvous", daemon=True).start()
+    threading.Thread(target=assemble, name=_RENDEZVOUS_THREAD, daemon=True).start()
     deadline = time.monotonic() + seconds + 5  # torch's own timeout ends it first
     while not done.wait(0.05):
         if guard.preempted:

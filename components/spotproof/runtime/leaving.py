@@ -23,7 +23,8 @@ metrics (``runtime.metrics.endpoint``).
 One process leaves by ``SystemExit``, so the trainer's own code can clean up; a gang's rank
 leaves with ``os._exit`` once everything it wrote is flushed: gloo's destructors abort the
 process about one time in three with a pair to a vanished peer open, and the abort (134)
-would hide the exit code the failure policy reads.
+would hide the exit code the failure policy reads. So does a rank whose gang never
+assembled: torch's store client, still retrying, would abort the finalizing interpreter.
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ class Leaving:
         self.run.events.emit("exit", **fields)
         self.run.events.close()
         self.run.guard.__exit__(None, None, None)
-        if self.run.gang.world_size > 1:
+        if self.run.gang.world_size > 1 or group.rendezvous_pending():
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
