@@ -35,7 +35,7 @@ class ExistingNetwork:
     """A network and subnetwork made elsewhere (a Shared VPC host project's, typically),
     which the cluster joins; spotproof then creates no network, router or NAT.
 
-    What the plan cannot see, the network's owner provides (see the README's "An existing
+    What the plan cannot see, the network's owner provides (see docs/stacks.md, "An existing
     network"): secondary ranges with these names on the subnetwork; Private Google Access
     on it, or a Cloud NAT, so private nodes reach Cloud Storage and Artifact Registry; a
     Cloud NAT for images from registries outside Google; and, for a Shared VPC,

@@ -2,7 +2,7 @@
 
 Both renderings (:mod:`.grafana` for Amazon and Azure Managed Grafana and users' own
 Grafana, :mod:`.cloud_monitoring` for GKE) read :data:`PANELS` and nothing else, so the
-two dashboards cannot show different things; the README's picture iterates the same list.
+two dashboards cannot show different things; docs/monitoring.md's picture iterates the same list.
 
 Every metric is spelled through its :class:`~spotproof.runtime.metrics.names.Family`.
 Counts of events use the rules' ``events()``, not a bare ``increase()``: a counter first

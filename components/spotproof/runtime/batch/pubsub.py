@@ -9,7 +9,7 @@ exactly-once delivery only the latest ack ID is valid: an acknowledgement that f
 safe to drop here, because the result is already stored and a redelivery finds it. Unary
 pull is used rather than StreamingPull: a stream's leased messages stay leased for about
 a minute after its worker dies, and closing a stream on the emulator strands them until
-their deadline (measured; see the README). The endpoint comes from
+their deadline (measured; see docs/batch.md). The endpoint comes from
 ``PUBSUB_EMULATOR_HOST`` in the tests.
 """
 

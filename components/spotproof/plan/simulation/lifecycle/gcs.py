@@ -42,7 +42,7 @@ _GCS_CONDITIONS = frozenset(
     }
 )
 """Conditions modelled; a rule with any other (dates, storage classes, sizes) is taken as
-never matching, and said so in the README."""
+never matching (docs/plan.md, step 6)."""
 
 
 def _number(condition: Mapping[str, Any], name: str) -> int | None:
