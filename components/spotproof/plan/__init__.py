@@ -124,7 +124,8 @@ class PlanResult:
     outcomes: list[Outcome] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    """Checks that could not run here, with why; the plan fails on any unless ``--allow-skipped``."""
+    """Checks that could not run here, with why; any fails the plan unless
+    ``--allow-skipped``."""
     warnings: list[SpecWarning] = field(default_factory=list)
     """Settings that build but that a real preemption may not honour (never an exit 1)."""
     intervals: list[IntervalAdvice] = field(default_factory=list)
