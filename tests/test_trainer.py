@@ -20,12 +20,15 @@ import torch
 
 from spotproof.runtime import exit_codes
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
+from spotproof.runtime.checkpointer.gang import DEFAULT_SHARD_TIMEOUT
 from spotproof.runtime.checkpointer.layout import manifest_key
 from spotproof.runtime.checkpointer.manifest import GangManifest, Manifest
 from spotproof.runtime.checkpointer.torch_state import StateBuffer
 from spotproof.runtime.run_settings import RunSettings
 from spotproof.runtime.settings import usable_cpus
 from spotproof.smoke.distributed import Alone
+from spotproof.smoke.emulators import Bucket
+from spotproof.smoke.fault_proxy import Fault, emulator_port, fault_proxy, through
 from spotproof.smoke.process import TrainerProcess
 from spotproof.smoke.train import ConfigError, TrainConfig, build
 from spotproof.smoke.warm import Zygote, warm_trainers
@@ -409,6 +412,50 @@ def test_a_rank_whose_peers_never_come_leaves_after_the_rendezvous_timeout(url: 
     assert done.returncode == exit_codes.PEER_LOST, done.stderr
     # Its own deadline ended the wait (the default's 600 s would outlast the backstop).
     assert "did not assemble at 127.0.0.1" in done.stderr and "within 10 s" in done.stderr
+
+
+def test_a_rank_whose_peer_dies_inside_a_save_leaves_with_the_gang_not_after_the_shard_wait(
+    emulators: dict[str, Bucket],
+) -> None:
+    """Rank 1 is killed while its shard of step 10 uploads (the proxy holds it, so it never
+    lands), with both ranks at step 20 waiting on that save. Rank 0 waits together with its
+    peer, so the next collective tells it the peer is gone and it waits to be torn down;
+    waiting on the missing shard alone it sat out the shard timeout (120 s) first."""
+    from spotproof.smoke.emulators import free_port  # noqa: PLC0415
+
+    s3 = emulators["s3"]
+    with fault_proxy(emulator_port("s3", s3.env)) as proxy:
+        held = proxy.add(Fault("PUT", r"steps/0*10/[^/?]*-rank00001/", "hold"))
+        gang = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": free_port()}
+        url = s3.prefix(f"peer-dies-mid-save-{id(proxy):x}")
+        env = {
+            **through("s3", s3.env, proxy),
+            **_env(url, **gang, TOTAL_STEPS=1000, EMIT_STEPS=1),
+        }
+        ranks = [
+            TrainerProcess({**env, "RANK": str(rank)}, time.monotonic(), index=rank)
+            for rank in (0, 1)
+        ]
+        try:
+            assert held.hit.wait(BACKSTOP_SECONDS), "rank 1 never uploaded step 10"
+            for rank in ranks:  # both trained on to the next save, which waits for step 10's
+                assert rank.wait_for(lambda e: (e["event"], e.get("step")) == ("step", 20))
+            ranks[1].send(signal.SIGKILL)
+            ranks[1].finish()
+            killed = ranks[0].now()
+            waiting = ranks[0].wait_for(
+                lambda e: e["event"] == "awaiting_teardown", BACKSTOP_SECONDS
+            )
+            assert waiting is not None, ranks[0].stderr[-5:]
+            [(lost_at, _)] = [(t, e) for t, e in ranks[0].events if e["event"] == "peer_lost"]
+            assert lost_at - killed < DEFAULT_SHARD_TIMEOUT / 2
+            assert not [e for _, e in ranks[0].events if e.get("step", 0) > 20]
+            ranks[0].send(signal.SIGTERM)  # the JobSet deletes the survivor's pod
+            assert ranks[0].finish(timeout=60) == exit_codes.PEER_LOST
+        finally:
+            for rank in ranks:
+                rank.send(signal.SIGKILL)
+                rank.finish()
 
 
 def test_sigterm_while_the_gang_assembles_leaves_at_once_preempted(url: str) -> None:

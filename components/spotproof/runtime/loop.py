@@ -38,7 +38,9 @@ What it does, with the same guarantees as the pieces it is made of:
   mid-upload, when the store is too slow: the checkpoint before it stays the newest) and
   the process exits 143, which the Job's ``podFailurePolicy`` retries without counting a
   failure. A gang's rank stopped by a peer, or left by one that is gone, waits to be torn
-  down first (``runtime.checkpointer.gang``, "Stopping because of a peer"). The completed
+  down first (``runtime.checkpointer.gang``, "Stopping because of a peer"); one whose peer
+  dies in the middle of a save learns it within a second, since the ranks wait for a save
+  in flight together. The completed
   state is saved too, so a rerun of a finished Job finishes at once.
 - **Telling.** Every event goes to the metrics, to stderr in a line a person reads, and to
   a program where ``SPOTPROOF_EVENTS`` asks (``runtime.events``).
@@ -75,6 +77,10 @@ from spotproof.runtime.messages import redacted
 from spotproof.runtime.run_settings import RunSettings
 from spotproof.runtime.settings import ConfigError
 from spotproof.runtime.storage import StorageError, StorageURLError
+
+SETTLE_POLL_SECONDS = 1.0
+"""How long a gang's rank waits on its save in flight between asking the others about
+theirs: how late, at most, it learns that a peer died mid-save."""
 
 
 class Stateful(Protocol):
@@ -232,6 +238,7 @@ class Training:
                 self._buffer.prepare(self.model, self.optimizer, **self._extra())
             stopping = self._anyone_stopping()
             if not stopping and self.step % self.settings.interval == 0 and self.step < total:
+                self._settle_previous_save()
                 self._stored(
                     lambda: self.saver().save_async(self.step, self._capture, self.metadata(False))
                 )
@@ -251,6 +258,22 @@ class Training:
             self._leaving.exit(exit_codes.BAD_CONFIG, str(error))
         except StorageError as error:
             self._leaving.exit(exit_codes.STORAGE_UNAVAILABLE, str(error))
+
+    def _settle_previous_save(self) -> None:
+        """Before a gang's periodic save, wait for the one in flight together: every rank
+        asks, each second, whether anyone's is still running. A save waits for the other
+        ranks (rank 0 for their shards, the others for rank 0's commit), so a rank whose
+        peer died mid-save would wait out the whole shard timeout alone; asking together, it
+        learns of the loss from the next collective, within a second, and leaves as a rank
+        stopped by a peer. Every rank gets the same answers, so all ask equally often."""
+        if self.gang.world_size == 1 or self._saver is None:
+            return
+        saver = self._saver
+        try:
+            while self.gang.anyone(not saver.settled(SETTLE_POLL_SECONDS)):
+                pass
+        except group.PeerLost as error:
+            self._leaving.peer_lost(error)
 
     def _anyone_stopping(self) -> bool:
         """Whether any rank has been signalled; every rank asks after the same steps."""

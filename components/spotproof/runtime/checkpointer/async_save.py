@@ -141,6 +141,15 @@ class AsyncCheckpointer:
         assert final.result is not None
         return final.result
 
+    def settled(self, timeout: float) -> bool:
+        """Whether no save is in flight, or the one in flight ends within ``timeout``
+        seconds (its result is still :meth:`wait`'s to take)."""
+        job = self._in_flight
+        if job is None or job.thread is None:
+            return True
+        job.thread.join(timeout)
+        return not job.thread.is_alive()
+
     def wait(self) -> SaveResult | None:
         """Block until the save in flight (if any) ends; its result, or None if cancelled."""
         job, self._in_flight = self._in_flight, None
