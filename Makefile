@@ -26,7 +26,7 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 TORCH_CPU = $(if $(filter Linux-x86_64,$(shell uname -s)-$(shell uname -m)),\
 	$(PIP) --no-deps torch --extra-index-url $(TORCH_CPU_INDEX),true)
 
-.PHONY: demo test lint plan bench dist clean postgres-server prometheus-tools
+.PHONY: demo test check lint plan bench dist clean postgres-server prometheus-tools
 
 # Empty: the emulator of the store the stack's Job writes to (gs:// -> fake-gcs-server).
 STORE  ?=
@@ -71,6 +71,13 @@ demo: $(DEMO_STAMP)
 test: $(STAMP) lint postgres-server prometheus-tools
 	$(BIN)/python -m compileall -q -j 0 components >/dev/null
 	$(BIN)/pytest
+
+# The inner loop: lint, then every test that starts no process of its own (no trainer,
+# torchrun, pip, Node.js or Prometheus; the session's store emulators still start). CI runs
+# `make test`, all of it.
+check: $(STAMP) lint
+	$(BIN)/python -m compileall -q -j 0 components >/dev/null
+	$(BIN)/pytest -m "not processes"
 
 # The batch tests UPSERT results into a real PostgreSQL; Debian's server package, if absent.
 postgres-server:

@@ -18,6 +18,8 @@ from spotproof.smoke.aim import ManifestGate, gated
 from spotproof.smoke.emulators import Bucket, environment
 from spotproof.smoke.process import TrainerProcess
 
+pytestmark = pytest.mark.processes
+
 WRITER = """
 import json, sys
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore

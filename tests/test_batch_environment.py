@@ -21,6 +21,8 @@ from spotproof.runtime.storage import open_store
 from spotproof.smoke.batch_work import WORKER_COMMAND, reference_work
 from spotproof.smoke.queue_emulators import emulated_queue
 
+pytestmark = pytest.mark.processes
+
 
 def _worker(env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

@@ -14,6 +14,8 @@ import pytest
 from spotproof.plan.recording import manifests
 from tests.support import plan_of, section
 
+pytestmark = pytest.mark.processes
+
 CHECKOV = "checkov==3.3.30"
 """In a venv of its own: it pins boto3, packaging and networkx below what spotproof uses."""
 

@@ -221,6 +221,7 @@ def test_unreadable_existing_manifest_raises_and_keeps_the_payload(tmp_path: Pat
     assert checkpoints.store.list(f"{step_prefix(7)}/{checkpoints.writer_id}")
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("proxied", ["s3"], indirect=True)
 def test_a_final_save_whose_commit_goes_unanswered_is_said_unknown_not_lost(
     proxied: Proxied, tmp_path: Path

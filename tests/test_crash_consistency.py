@@ -30,6 +30,7 @@ def _report(store: str) -> SmokeReport:
     return _REPORTS[store]
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("store", STORES)
 def test_interrupted_run_ends_with_the_reference_digest(store: str) -> None:
     report = _report(store)

@@ -411,6 +411,7 @@ def test_counts_made_before_a_pods_first_scrape_show_in_the_panel(
     assert {tuple(s["metric"].values()): float(s["value"][1]) for s in result} == shown
 
 
+@pytest.mark.processes
 def test_a_count_panel_reads_0_when_nothing_happened(prometheus: Prometheus) -> None:
     (expr,) = _panel("Steps lost").exprs
     [series] = prometheus.query(expr).result

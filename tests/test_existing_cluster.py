@@ -298,6 +298,7 @@ def _training(placement: str, identity: str = TEAM_IDENTITY, nodes: int = 1) -> 
     )
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(
     ("config", "program", "path"),
     [

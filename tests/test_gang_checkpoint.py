@@ -274,6 +274,7 @@ def _expected(rank: int, step: int) -> bytes:
     return random.Random(rank * 100_000 + step).randbytes(4 * 2**20)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("bucket", ["file", "s3"], indirect=True)
 def test_a_rank_killed_mid_shard_never_leaves_a_loadable_half_step(bucket: Bucket) -> None:
 
@@ -389,6 +390,7 @@ def _torch_gang(url: str, size: int) -> list[dict[str, Any]]:
     return [json.loads(out.strip().splitlines()[-1]) for out in outputs]
 
 
+@pytest.mark.processes
 def test_the_readme_recipe_over_torch_distributed_resumes_every_rank_together(
     tmp_path: Any,
 ) -> None:

@@ -16,6 +16,8 @@ from spotproof.smoke.fault_proxy import Fault, emulator_port, fault_proxy, throu
 from tests.gcs_iam import GcsRequest, requests_of
 from tests.support import iam_condition_allows, plan_of, smoke_checkpoint_url, two_trainer_runs
 
+pytestmark = pytest.mark.processes
+
 TRAINER_GRANT = (
     "gcp:storage/bucketIAMMember:BucketIAMMember",
     "gke-dev-checkpoints-trainer-objects",

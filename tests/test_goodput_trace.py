@@ -35,6 +35,7 @@ def _table(traces: dict[int, TraceResult]) -> str:
     )
 
 
+@pytest.mark.processes
 def test_the_traces_play_the_reclaims_asked_for(traces: dict[int, TraceResult]) -> None:
     for trace in traces.values():
         assert (trace.count(UNANNOUNCED), trace.count(GRACEFUL)) == (3, 1)

@@ -72,6 +72,7 @@ def test_the_plugins_namespace_admits_its_host_path_and_nothing_stricter_would()
     assert plan.violations == []
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(
     ("stack", "pools"),
     [("aks-dev", ["aks-dev-gpu-spota100", "aks-dev-gpu-spott4"]), ("aks-prod", None)],

@@ -8,6 +8,8 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 from spotproof.runtime.guard import PreemptionGuard
 
 LOOP = textwrap.dedent(
@@ -89,6 +91,7 @@ print("done", guard.preempted)
 """
 
 
+@pytest.mark.processes
 def test_signals_landing_while_the_trainer_waits_between_steps_never_hang_it() -> None:
     """The handler takes no lock: one the main thread held when the signal landed would
     never be released. With threading.Event.set() in the handler this run broke within a

@@ -46,6 +46,7 @@ def _down(rules: str = "gke") -> dict[str, Any]:
     )
 
 
+@pytest.mark.processes
 @promtool_case
 def test_a_trainer_whose_scrapes_fail_for_five_minutes_is_down() -> Case:
     """A NetworkPolicy that keeps the collector out: every scrape fails from 11m."""

@@ -21,6 +21,8 @@ from spotproof.runtime.launcher import (
     wrapped,
 )
 
+pytestmark = pytest.mark.processes
+
 WORKER = textwrap.dedent(
     """
     import os, signal, sys, time

@@ -30,7 +30,7 @@ from tests.support import INSTALLED_SIZES, REPO, plan_of, run_cli
 from tests.test_readme_examples import readme_training_on_an_existing_cluster
 from tests.test_training_loop import SCRIPT as USER_LOOP
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(900)]
 
 SITE = Path("lib") / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
 VENV_SEED = {"pip", "setuptools"}  # what `python -m venv` installs on Python 3.11

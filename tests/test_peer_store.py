@@ -102,6 +102,7 @@ for step in range(1, 10_000):
 """
 
 
+@pytest.mark.processes
 def test_a_replica_push_killed_mid_part_never_leaves_a_loadable_half_step(
     server: ReplicaServer, tmp_path: Path
 ) -> None:

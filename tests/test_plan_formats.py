@@ -135,6 +135,7 @@ def test_all_plans_every_stack_and_exits_with_the_worst_code(
     assert err.startswith("spotproof plan: broken: spotproof:cloud = 'azure'")
 
 
+@pytest.mark.processes
 def test_all_writes_one_json_report_and_one_manifest_folder_per_stack(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

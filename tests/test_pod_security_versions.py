@@ -237,6 +237,7 @@ ON_A_FLEET = {
 }
 
 
+@pytest.mark.processes
 def test_a_namespace_pinned_at_v1_33_is_judged_at_1_33_on_a_newer_cluster(
     stack_at: PlanOf, tmp_path: Path
 ) -> None:
@@ -256,6 +257,7 @@ def test_a_namespace_pinned_at_v1_33_is_judged_at_1_33_on_a_newer_cluster(
     )
 
 
+@pytest.mark.processes
 def test_a_namespace_pinned_past_its_cluster_is_judged_at_the_clusters_minor(
     stack_at: PlanOf, tmp_path: Path
 ) -> None:
@@ -425,6 +427,7 @@ VERSIONED = {
 }
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("case", list(VERSIONED.values()), ids=list(VERSIONED))
 def test_each_versioned_check_admits_at_one_version_and_refuses_at_another(
     stack_at: PlanOf, tmp_path: Path, case: tuple[Any, ...]

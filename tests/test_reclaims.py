@@ -53,6 +53,7 @@ def _unwrapped_example(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.processes
 def test_torchrun_reclaimed_by_karpenters_delete_spends_the_gangs_restarts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -129,6 +129,7 @@ def _step(name: str) -> str:
     return step["run"]
 
 
+@pytest.mark.processes
 def test_the_build_jobs_steps_make_a_checked_wheel_and_sdist(tmp_path: Path) -> None:
     """Every run step of the build job but `npm ci`, in a copy of this checkout, on a fresh
     Python as the runner's: the tools from their lock (by hash, from the index), the schemas

@@ -185,6 +185,7 @@ def test_a_memory_tier_without_a_secret_refuses_to_start_naming_the_setting(
     )
 
 
+@pytest.mark.processes
 def test_a_trainer_with_a_tier_and_no_secret_exits_2_in_one_line(tmp_path: Path) -> None:
     env = {
         **_tier_env(tmp_path),

@@ -79,6 +79,7 @@ def test_requests_that_claim_huge_bodies_and_send_none_leave_the_servers_memory_
     assert grown < HEADROOM_MIB
 
 
+@pytest.mark.processes
 def test_a_body_is_written_as_it_arrives_never_held_whole(tmp_path: Path) -> None:
     body = random.Random(3).randbytes(MAX_PART)
     with server_process(tmp_path / "replicas") as (pid, port):

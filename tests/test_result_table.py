@@ -36,6 +36,7 @@ def table(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ResultTabl
     opened.close()
 
 
+@pytest.mark.processes
 def test_an_upserted_result_is_one_row_keyed_by_the_item_id(table: ResultTable) -> None:
     table.upsert("item-1", b"\x00result one")
     table.upsert("item-2", b"result two")

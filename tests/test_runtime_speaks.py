@@ -17,6 +17,8 @@ from spotproof.runtime import exit_codes
 from spotproof.runtime.events import Events, parse
 from tests.test_training_loop import SCRIPT, _finish, _start, _until_step
 
+pytestmark = pytest.mark.processes
+
 
 @pytest.fixture
 def script(tmp_path: Path) -> Path:

@@ -17,6 +17,8 @@ from spotproof.smoke.fault_proxy import emulator_port, fault_proxy, through
 from tests.s3_iam import requests_of
 from tests.support import plan_of, smoke_checkpoint_url, two_trainer_runs
 
+pytestmark = pytest.mark.processes
+
 TRAINER_POLICY = ("aws:iam/rolePolicy:RolePolicy", "eks-dev-checkpoints-trainer-checkpoints")
 
 

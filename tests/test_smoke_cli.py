@@ -36,6 +36,7 @@ def smoked(
     return done, report_path
 
 
+@pytest.mark.processes
 def test_smoke_passes_and_writes_report_json_and_timeline(
     smoked: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:

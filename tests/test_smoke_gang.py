@@ -24,6 +24,8 @@ from spotproof.smoke.multinode import SCENARIOS, run_gang_smoke
 from spotproof.smoke.records import SmokeConfig
 from tests.support import REPO, run_cli
 
+pytestmark = pytest.mark.processes
+
 
 @dataclass(frozen=True)
 class GangRun:

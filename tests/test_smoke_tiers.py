@@ -15,6 +15,8 @@ import pytest
 from spotproof import cli
 from spotproof.smoke.tiered import EVERY_NODE, ONE_NODE, PERSIST_EVERY
 
+pytestmark = pytest.mark.processes
+
 
 @dataclass(frozen=True)
 class TieredRun:

@@ -322,6 +322,7 @@ def test_missing_flag_exits_2_in_one_line(capsys: pytest.CaptureFixture[str]) ->
     assert capsys.readouterr().err.count("\n") == 1
 
 
+@pytest.mark.processes
 def test_bad_input_from_a_real_process_prints_no_traceback(
     make_project: Callable[..., Path],
 ) -> None:

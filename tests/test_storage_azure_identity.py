@@ -386,6 +386,7 @@ def _run_pod(emulator: AzuriteOAuth, prefix: str) -> dict[str, Any]:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.processes
 def test_checkpoint_objects_round_trip_through_azurite_with_a_workload_identity_token(
     azurite_oauth: AzuriteOAuth,
 ) -> None:
@@ -409,6 +410,7 @@ def test_checkpoint_objects_round_trip_through_azurite_with_a_workload_identity_
     assert blob.download_blob().readall() == b'{"step": 1}'
 
 
+@pytest.mark.processes
 def test_token_the_storage_account_refuses_fails_in_one_line(
     azurite_oauth: AzuriteOAuth,
 ) -> None:

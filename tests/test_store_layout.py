@@ -115,6 +115,7 @@ def test_a_trainer_refuses_a_store_whose_folder_links_out_of_its_root(
     assert '"skipped"' not in done.stdout and _files(tmp_path) == before
 
 
+@pytest.mark.processes
 def test_a_trainer_whose_steps_folder_links_out_of_the_store_exits_2_at_its_first_save(
     tmp_path: Path,
 ) -> None:

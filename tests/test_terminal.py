@@ -13,6 +13,8 @@ from spotproof import terminal
 from spotproof.cli import DESCRIPTION
 from tests.support import REPO, run_cli
 
+pytestmark = pytest.mark.processes
+
 CHECK = [sys.executable, "-m", "spotproof.cli", "check", "examples/", "--stack", "gke-dev"]
 
 

@@ -172,6 +172,7 @@ TrainingJob(
 """
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(
     ("stack", "grace", "path"),
     [

@@ -16,6 +16,8 @@ import pytest
 from spotproof.runtime.run_settings import RunSettings
 from spotproof.runtime.settings import ConfigError
 
+pytestmark = pytest.mark.processes
+
 SCRIPT = textwrap.dedent(
     """
     import hashlib, os, time

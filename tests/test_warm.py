@@ -16,6 +16,8 @@ from spotproof.runtime import exit_codes
 from spotproof.smoke.process import TrainerProcess
 from spotproof.smoke.warm import Zygote, warm_trainers
 
+pytestmark = pytest.mark.processes
+
 
 @pytest.fixture(scope="module")
 def zygote() -> Iterator[Zygote]:
