@@ -45,6 +45,8 @@ from tests.promtool_cases import (
 )
 from tests.test_trainer_metrics import scrape, value
 
+pytestmark = pytest.mark.processes
+
 SUITE = PromtoolSuite()
 promtool_case = SUITE.case
 
@@ -109,7 +111,6 @@ def _pending_alert(target_class: str, waited: str, rules: str = "gke") -> dict[s
     )
 
 
-@pytest.mark.processes
 @promtool_case
 def test_spot_gpu_pod_pending_past_30_minutes_fires() -> Case:
     """Silent at exactly 30 minutes (the threshold), firing a minute later."""
@@ -691,7 +692,6 @@ def test_a_prometheus_duration_is_read_in_seconds(text: str, seconds: float) -> 
 DURATIONS = ("0", "90s", "1h30m", "1d12h", "1500ms", "", "10", "1m1h", "5 m", "PT1M", "1s1s")
 
 
-@pytest.mark.processes
 def test_a_duration_is_read_exactly_when_promtool_accepts_it(tmp_path: Path) -> None:
     """Each duration as an alert's ``for``, checked by the real ``promtool check rules``."""
     for index, text in enumerate(DURATIONS):

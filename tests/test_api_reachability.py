@@ -17,6 +17,8 @@ from spotproof.plan.recording.recorder import reveal
 from tests.support import stack_config
 from tests.test_gke_existing_network import EXISTING
 
+pytestmark = pytest.mark.processes
+
 CLUSTER = "gcp:container/cluster:Cluster"
 PROVIDER = "pulumi:providers:kubernetes"
 
@@ -91,7 +93,6 @@ def test_a_gke_runner_inside_an_existing_network_uses_the_ip_endpoint(
     assert _reachability(plan) == []
 
 
-@pytest.mark.processes
 def test_a_runner_inside_a_network_this_run_creates_is_refused(
     make_project: Callable[..., Path],
 ) -> None:
@@ -109,7 +110,6 @@ def test_a_private_eks_stack_in_existing_subnets_deploys_from_inside_them(
     assert _reachability(eks_prod) == []
 
 
-@pytest.mark.processes
 def test_a_private_eks_stack_with_the_runner_outside_is_refused(
     make_project: Callable[..., Path],
 ) -> None:

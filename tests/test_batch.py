@@ -31,6 +31,8 @@ from spotproof.smoke.process import TrainerProcess
 from spotproof.smoke.queue_emulators import emulated_queue
 from tests.support import run_cli
 
+pytestmark = pytest.mark.processes
+
 
 @pytest.fixture(scope="module")
 def moto() -> Iterator[Bucket]:
@@ -75,7 +77,6 @@ def _worker(moto: Bucket, queue: SqsQueue, results: ResultStore, **env: str) -> 
     )
 
 
-@pytest.mark.processes
 def test_a_preempted_worker_hands_back_at_once_what_it_cannot_finish(moto: Bucket) -> None:
     queue, results = _queue(), _results(moto)
     queue.publish(_items(4))
@@ -93,7 +94,6 @@ def test_a_preempted_worker_hands_back_at_once_what_it_cannot_finish(moto: Bucke
     assert results.store.list("results") == []
 
 
-@pytest.mark.processes
 def test_a_preempted_worker_finishes_the_item_in_flight_when_the_grace_allows(
     moto: Bucket,
 ) -> None:
@@ -252,7 +252,6 @@ def _smoke(queue: str) -> BatchReport:
     return _REPORTS[queue]
 
 
-@pytest.mark.processes
 @pytest.mark.parametrize("queue", QUEUES)
 def test_every_item_has_exactly_one_result_equal_to_a_plain_loops(queue: str) -> None:
     report = _smoke(queue)
@@ -278,7 +277,6 @@ def test_preemptions_and_kills_are_all_played(queue: str) -> None:
     assert kinds.count("preemption") == 2 and kinds.count("hard-kill") == 3
 
 
-@pytest.mark.processes
 def test_smoke_batch_passes_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(
         capsys,
@@ -339,7 +337,6 @@ def test_a_permission_error_with_no_result_in_place_is_not_swallowed() -> None:
         ResultStore(Denied()).put("item-1", b"x")  # type: ignore[arg-type]
 
 
-@pytest.mark.processes
 def test_an_azure_item_delivered_too_often_is_moved_to_a_poison_queue_that_keeps_it() -> None:
     with emulated_queue("azure") as service, service.apply():
         url, poison_url = service.create("poisoned", 1)

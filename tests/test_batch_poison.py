@@ -21,6 +21,8 @@ from spotproof.runtime.storage import open_store
 from spotproof.smoke.batch_work import result_of
 from spotproof.smoke.queue_emulators import PUBSUB_PROJECT, QueueService, emulated_queue
 
+pytestmark = pytest.mark.processes
+
 MAX_DELIVERIES = 5
 HOSTILE = [
     "not json at all",
@@ -139,7 +141,6 @@ def poisoned(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
         }
 
 
-@pytest.mark.processes
 def test_every_good_item_gets_exactly_its_result(poisoned: dict[str, Any]) -> None:
     results = poisoned["results"]
     assert {item.id: results.get(item.id) for item in GOOD} == {
@@ -164,7 +165,6 @@ def test_no_good_item_is_dead_lettered_and_every_bad_message_is(poisoned: dict[s
     assert Counter(_reason(body) for body in bodies) <= Counter(lease.rejected for lease in dead)
 
 
-@pytest.mark.processes
 def test_each_bad_message_was_handed_back_until_its_last_delivery(
     poisoned: dict[str, Any],
 ) -> None:

@@ -28,7 +28,7 @@ from tests.checkout import copy_checkout
 from tests.support import REPO, run_cli
 from tests.test_workflow import _actionlint
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(600)]
 
 HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -88,7 +88,6 @@ def _requirements(text: str) -> list[str]:
     return [" ".join(line.split()) for line in joined if line[:1] not in ("#", "")]
 
 
-@pytest.mark.processes
 def test_every_install_of_the_workflow_is_a_lock_by_hash(initialised: Path) -> None:
     written = _written(initialised)
     text = (initialised / workflow.WORKFLOW_PATH).read_text()
@@ -165,7 +164,6 @@ def _listing_step(repository: Path, python: Path) -> subprocess.CompletedProcess
     )
 
 
-@pytest.mark.processes
 def test_the_listing_job_installs_the_lock_and_refuses_a_wheel_changed_since(
     initialised: Path, tmp_path: Path
 ) -> None:

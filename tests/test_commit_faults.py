@@ -25,6 +25,8 @@ from spotproof.runtime.storage import AlreadyExists, StorageError
 from spotproof.smoke.emulators import Bucket
 from spotproof.smoke.fault_proxy import Fault, FaultProxy, emulator_port, fault_proxy, through
 
+pytestmark = pytest.mark.processes
+
 PART = 16 * 1024
 MANIFEST_METHOD = {"s3": "PUT", "gcs": "POST", "azure": "PUT"}
 """How each store's SDK creates an object (GCS names it in the upload's body)."""
@@ -221,7 +223,6 @@ def test_unreadable_existing_manifest_raises_and_keeps_the_payload(tmp_path: Pat
     assert checkpoints.store.list(f"{step_prefix(7)}/{checkpoints.writer_id}")
 
 
-@pytest.mark.processes
 @pytest.mark.parametrize("proxied", ["s3"], indirect=True)
 def test_a_final_save_whose_commit_goes_unanswered_is_said_unknown_not_lost(
     proxied: Proxied, tmp_path: Path

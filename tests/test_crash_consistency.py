@@ -14,6 +14,8 @@ from spotproof.smoke.emulators import Bucket
 from spotproof.smoke.harness import run_smoke
 from spotproof.smoke.records import SmokeConfig, SmokeReport
 
+pytestmark = pytest.mark.processes
+
 STORES = ("s3", "gcs", "azure")
 """The object stores. The file store's run of the same kills (aimed inside an upload
 included) is ``spotproof smoke``'s own, in test_smoke_cli.py and test_rehearsal.py."""
@@ -30,7 +32,6 @@ def _report(store: str) -> SmokeReport:
     return _REPORTS[store]
 
 
-@pytest.mark.processes
 @pytest.mark.parametrize("store", STORES)
 def test_interrupted_run_ends_with_the_reference_digest(store: str) -> None:
     report = _report(store)

@@ -33,6 +33,8 @@ from spotproof.observability.promql import in_cluster, selectors
 from spotproof.runtime.metrics import names
 from tests.prometheus_server import Prometheus, running_prometheus
 
+pytestmark = pytest.mark.processes
+
 TITLE = "spotproof: spot at a glance"
 CLUSTER = "research"
 """The GKE cluster the Cloud Monitoring dashboard shows."""
@@ -411,7 +413,6 @@ def test_counts_made_before_a_pods_first_scrape_show_in_the_panel(
     assert {tuple(s["metric"].values()): float(s["value"][1]) for s in result} == shown
 
 
-@pytest.mark.processes
 def test_a_count_panel_reads_0_when_nothing_happened(prometheus: Prometheus) -> None:
     (expr,) = _panel("Steps lost").exprs
     [series] = prometheus.query(expr).result

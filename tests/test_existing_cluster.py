@@ -12,6 +12,8 @@ import pytest
 from spotproof.plan import run_plan
 from tests.support import run_cli
 
+pytestmark = pytest.mark.processes
+
 PROGRAM = """
 import pulumi
 import pulumi_gcp as gcp
@@ -298,7 +300,6 @@ def _training(placement: str, identity: str = TEAM_IDENTITY, nodes: int = 1) -> 
     )
 
 
-@pytest.mark.processes
 @pytest.mark.parametrize(
     ("config", "program", "path"),
     [

@@ -25,6 +25,8 @@ from spotproof.runtime.checkpointer.layout import manifest_key, shard_key
 from spotproof.runtime.checkpointer.manifest import read_commit
 from spotproof.smoke.emulators import Bucket, free_port
 
+pytestmark = pytest.mark.processes
+
 
 class MinReduction:
     """What ``torch.distributed.all_reduce(ReduceOp.MIN)`` gives a gang, for threads."""
@@ -274,7 +276,6 @@ def _expected(rank: int, step: int) -> bytes:
     return random.Random(rank * 100_000 + step).randbytes(4 * 2**20)
 
 
-@pytest.mark.processes
 @pytest.mark.parametrize("bucket", ["file", "s3"], indirect=True)
 def test_a_rank_killed_mid_shard_never_leaves_a_loadable_half_step(bucket: Bucket) -> None:
 
@@ -390,7 +391,6 @@ def _torch_gang(url: str, size: int) -> list[dict[str, Any]]:
     return [json.loads(out.strip().splitlines()[-1]) for out in outputs]
 
 
-@pytest.mark.processes
 def test_the_readme_recipe_over_torch_distributed_resumes_every_rank_together(
     tmp_path: Any,
 ) -> None:

@@ -11,6 +11,8 @@ import pytest
 
 from spotproof.smoke.trace import GRACEFUL, UNANNOUNCED, TraceConfig, TraceResult, run_traces
 
+pytestmark = pytest.mark.processes
+
 SHORT, MEDIUM, LONG = 2, 8, 50
 """Steps between saves. With a reclaim every four or five seconds, two lose most to the
 stall of saving every other step, fifty to the work unannounced reclaims throw away, and
@@ -35,7 +37,6 @@ def _table(traces: dict[int, TraceResult]) -> str:
     )
 
 
-@pytest.mark.processes
 def test_the_traces_play_the_reclaims_asked_for(traces: dict[int, TraceResult]) -> None:
     for trace in traces.values():
         assert (trace.count(UNANNOUNCED), trace.count(GRACEFUL)) == (3, 1)

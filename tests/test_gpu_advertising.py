@@ -14,6 +14,8 @@ from spotproof.plan import PlanResult, check, run_plan
 from spotproof.policy.pod_security import refused
 from tests.support import plan_of, stack_config
 
+pytestmark = pytest.mark.processes
+
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 
@@ -72,7 +74,6 @@ def test_the_plugins_namespace_admits_its_host_path_and_nothing_stricter_would()
     assert plan.violations == []
 
 
-@pytest.mark.processes
 @pytest.mark.parametrize(
     ("stack", "pools"),
     [("aks-dev", ["aks-dev-gpu-spota100", "aks-dev-gpu-spott4"]), ("aks-prod", None)],

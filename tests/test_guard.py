@@ -12,6 +12,8 @@ import pytest
 
 from spotproof.runtime.guard import PreemptionGuard
 
+pytestmark = pytest.mark.processes
+
 LOOP = textwrap.dedent(
     """
     import sys, time
@@ -91,7 +93,6 @@ print("done", guard.preempted)
 """
 
 
-@pytest.mark.processes
 def test_signals_landing_while_the_trainer_waits_between_steps_never_hang_it() -> None:
     """The handler takes no lock: one the main thread held when the signal landed would
     never be released. With threading.Event.set() in the handler this run broke within a

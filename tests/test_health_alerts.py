@@ -24,6 +24,8 @@ from tests.promtool_cases import (
     series,
 )
 
+pytestmark = pytest.mark.processes
+
 SUITE = PromtoolSuite()
 promtool_case = SUITE.case
 
@@ -46,7 +48,6 @@ def _down(rules: str = "gke") -> dict[str, Any]:
     )
 
 
-@pytest.mark.processes
 @promtool_case
 def test_a_trainer_whose_scrapes_fail_for_five_minutes_is_down() -> Case:
     """A NetworkPolicy that keeps the collector out: every scrape fails from 11m."""

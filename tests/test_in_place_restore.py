@@ -27,6 +27,8 @@ from spotproof.smoke.distributed import Alone
 from spotproof.smoke.emulators import Bucket
 from spotproof.smoke.train import TrainConfig, batch, build
 
+pytestmark = pytest.mark.processes
+
 MiB = 1 << 20
 State = dict[str, torch.Tensor]
 
@@ -205,7 +207,6 @@ def test_a_part_corrupted_mid_restore_falls_back_to_the_older_step_whole(tmp_pat
     assert _same(_state(model, optimizer), older)
 
 
-@pytest.mark.processes
 def test_a_trainer_whose_only_checkpoint_fails_half_way_refuses_to_train_from_half_a_state(
     tmp_path: Path,
 ) -> None:

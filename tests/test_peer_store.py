@@ -21,6 +21,8 @@ from spotproof.runtime.storage.peer import PeerStore
 from spotproof.runtime.storage.replica_server import ReplicaServer
 from tests.replica_wire import KEY, SECRET, answer, connect, head
 
+pytestmark = pytest.mark.processes
+
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ReplicaServer]:
@@ -102,7 +104,6 @@ for step in range(1, 10_000):
 """
 
 
-@pytest.mark.processes
 def test_a_replica_push_killed_mid_part_never_leaves_a_loadable_half_step(
     server: ReplicaServer, tmp_path: Path
 ) -> None:

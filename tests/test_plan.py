@@ -19,6 +19,8 @@ from spotproof.plan.recording.recorder import Resource
 from spotproof.plan.recording.tree import render
 from tests.support import REPO, STACKS, run_cli, stack_config
 
+pytestmark = pytest.mark.processes
+
 JOB = "kubernetes:batch/v1:Job"
 POOL = "gcp:container/nodePool:NodePool"
 
@@ -75,7 +77,6 @@ def test_tree_nests_children_under_their_components(gke_dev: PlanResult) -> None
     assert any("│  │  ├─ gcp:storage/bucket:Bucket" in line for line in lines)
 
 
-@pytest.mark.processes
 @pytest.mark.parametrize("stack", ["gke-dev", "gke-prod"])
 def test_every_manifest_written_passes_kubernetes_validate_strict(
     stack: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -212,7 +213,6 @@ k8s.apps.v1.Deployment(
 """
 
 
-@pytest.mark.processes
 def test_plan_exits_1_when_the_program_declares_a_system_workload_that_fits_spot(
     make_project: Callable[..., Path], tmp_path: Path
 ) -> None:

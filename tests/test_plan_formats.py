@@ -16,6 +16,8 @@ from spotproof.plan import PlanResult
 from spotproof.plan.reporting import formats
 from tests.support import REPO, run_cli, stack_config
 
+pytestmark = pytest.mark.processes
+
 # Breaks one pool after the program built it: GKE spot pools with locationPolicy ANY must
 # start from 0 nodes, so the plan reports that pool.
 SPOT_POOL_WITH_NODES = """
@@ -135,7 +137,6 @@ def test_all_plans_every_stack_and_exits_with_the_worst_code(
     assert err.startswith("spotproof plan: broken: spotproof:cloud = 'azure'")
 
 
-@pytest.mark.processes
 def test_all_writes_one_json_report_and_one_manifest_folder_per_stack(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

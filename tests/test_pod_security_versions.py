@@ -20,6 +20,8 @@ from spotproof.plan import check as plan_check
 from spotproof.policy.pod_security import CHECKS
 from tests.support import REPO, plan_of, run_cli, stack_config
 
+pytestmark = pytest.mark.processes
+
 POD: dict[str, Any] = {
     "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"}],
     "securityContext": {
@@ -237,7 +239,6 @@ ON_A_FLEET = {
 }
 
 
-@pytest.mark.processes
 def test_a_namespace_pinned_at_v1_33_is_judged_at_1_33_on_a_newer_cluster(
     stack_at: PlanOf, tmp_path: Path
 ) -> None:
@@ -257,7 +258,6 @@ def test_a_namespace_pinned_at_v1_33_is_judged_at_1_33_on_a_newer_cluster(
     )
 
 
-@pytest.mark.processes
 def test_a_namespace_pinned_past_its_cluster_is_judged_at_the_clusters_minor(
     stack_at: PlanOf, tmp_path: Path
 ) -> None:
@@ -427,7 +427,6 @@ VERSIONED = {
 }
 
 
-@pytest.mark.processes
 @pytest.mark.parametrize("case", list(VERSIONED.values()), ids=list(VERSIONED))
 def test_each_versioned_check_admits_at_one_version_and_refuses_at_another(
     stack_at: PlanOf, tmp_path: Path, case: tuple[Any, ...]

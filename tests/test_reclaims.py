@@ -15,6 +15,8 @@ from spotproof.plan.simulation.reclaims import Failure, jobset_action, matching_
 from spotproof.runtime.launcher import is_wrapped
 from tests.support import REPO, plan_of, run_cli
 
+pytestmark = pytest.mark.processes
+
 GANG = REPO / "examples" / "pretrain-jobset.yaml"
 JOB = "kubernetes:batch/v1:Job"
 
@@ -53,7 +55,6 @@ def _unwrapped_example(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.processes
 def test_torchrun_reclaimed_by_karpenters_delete_spends_the_gangs_restarts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,6 +14,8 @@ from spotproof.smoke.records import SmokeConfig
 from spotproof.smoke.rehearsal import rehearsal
 from tests.support import REPO, plan_of, run_cli
 
+pytestmark = pytest.mark.processes
+
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 BASE = SmokeConfig(store="file", preemptions=1, hard_kills=0, total_steps=240)
 
@@ -60,7 +62,6 @@ def test_a_named_store_overrides_the_jobs_own(aks_dev: PlanResult) -> None:
     assert config.store == "file"
 
 
-@pytest.mark.processes
 def test_path_without_sigterm_makes_the_rehearsal_fail(eks_dev: PlanResult) -> None:
     [pool] = [r for r in eks_dev.recording.of_type(NODE_POOL) if "gpu-spot" in r.name]
     del pool.inputs["spec"]["template"]["spec"]["terminationGracePeriod"]
@@ -79,7 +80,6 @@ def test_path_without_sigterm_makes_the_rehearsal_fail(eks_dev: PlanResult) -> N
     assert any("SIGTERM never reached the trainer" in f for f in report.drill_failures)
 
 
-@pytest.mark.processes
 def test_an_unannounced_path_is_rehearsed_as_kills_that_lose_at_most_two_intervals(
     aks_prod: PlanResult,
 ) -> None:
@@ -98,7 +98,6 @@ def test_an_unannounced_path_is_rehearsed_as_kills_that_lose_at_most_two_interva
     assert report.drill_failures is None
 
 
-@pytest.mark.processes
 def test_eks_stack_rehearsal_passes_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(
         capsys,
@@ -126,7 +125,6 @@ def test_eks_stack_rehearsal_passes_end_to_end(capsys: pytest.CaptureFixture[str
     assert "PASSED" in out
 
 
-@pytest.mark.processes
 def test_aks_stack_rehearsal_passes_against_azurite(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(
         capsys,

@@ -26,7 +26,7 @@ from tests.checkout import copy_checkout
 from tests.support import REPO
 from tests.test_workflow import PINNED, _actionlint
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(600)]
 
 RELEASE = REPO / ".github" / "workflows" / "release.yml"
 TOOLS = REPO / ".github" / "release-requirements.txt"
@@ -129,7 +129,6 @@ def _step(name: str) -> str:
     return step["run"]
 
 
-@pytest.mark.processes
 def test_the_build_jobs_steps_make_a_checked_wheel_and_sdist(tmp_path: Path) -> None:
     """Every run step of the build job but `npm ci`, in a copy of this checkout, on a fresh
     Python as the runner's: the tools from their lock (by hash, from the index), the schemas

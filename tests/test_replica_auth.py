@@ -28,6 +28,8 @@ from spotproof.runtime.storage.replica_auth import ReplicaKey
 from spotproof.runtime.storage.replica_server import ReplicaServer
 from tests.replica_wire import KEY, SECRET, answer, closed, connect, head
 
+pytestmark = pytest.mark.processes
+
 OUTSIDER = ReplicaKey(b"a secret that is not the gang's, 32 bytes or more")
 
 
@@ -185,7 +187,6 @@ def test_a_memory_tier_without_a_secret_refuses_to_start_naming_the_setting(
     )
 
 
-@pytest.mark.processes
 def test_a_trainer_with_a_tier_and_no_secret_exits_2_in_one_line(tmp_path: Path) -> None:
     env = {
         **_tier_env(tmp_path),

@@ -22,6 +22,8 @@ from spotproof.runtime.storage.replica_server import MAX_CONNECTIONS, ReplicaSer
 from tests.replica_wire import KEY, answer, closed, connect, head, rss_mib, server_process
 from tests.test_tiers import Cluster, shard
 
+pytestmark = pytest.mark.processes
+
 HEADROOM_MIB = 24
 """What the tests let a server's resident memory grow by: a few chunks and heads, where a
 body held whole would be tens or hundreds of MiB."""
@@ -79,7 +81,6 @@ def test_requests_that_claim_huge_bodies_and_send_none_leave_the_servers_memory_
     assert grown < HEADROOM_MIB
 
 
-@pytest.mark.processes
 def test_a_body_is_written_as_it_arrives_never_held_whole(tmp_path: Path) -> None:
     body = random.Random(3).randbytes(MAX_PART)
     with server_process(tmp_path / "replicas") as (pid, port):

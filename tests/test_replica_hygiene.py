@@ -23,6 +23,8 @@ from spotproof.runtime.storage.replica_server import CannotListen, ReplicaServer
 from spotproof.smoke.emulators import free_port
 from tests.replica_wire import KEY, SECRET, answer, closed, connect, head
 
+pytestmark = pytest.mark.processes
+
 
 def _gang(tmp_path: Path, ranks: list[dict[str, str]]) -> list[tuple[int, str]]:
     """A gang of smoke trainers, rank ``r`` with ``ranks[r]`` added to its environment:
@@ -63,7 +65,6 @@ def _tier(tmp_path: Path, rank: int, **more: str) -> dict[str, str]:
     return {"MEMORY_TIER_DIR": str(tmp_path / f"node-{rank}"), "REPLICA_PORT": "0", **more}
 
 
-@pytest.mark.processes
 def test_a_replica_port_in_use_stops_every_rank_in_one_line_naming_it(tmp_path: Path) -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
@@ -73,7 +74,6 @@ def test_a_replica_port_in_use_stops_every_rank_in_one_line_naming_it(tmp_path: 
         assert f"rank 0: REPLICA_PORT={port}: already in use in this pod" in line
 
 
-@pytest.mark.processes
 def test_a_memory_tier_on_one_rank_only_stops_every_rank_naming_it(tmp_path: Path) -> None:
     """Before: the ranks waited for each other in different collectives until gloo's
     timeout, which names no setting."""

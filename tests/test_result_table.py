@@ -18,6 +18,8 @@ from spotproof.runtime.batch.table import (
 from spotproof.smoke.databases import local_postgres
 from spotproof.smoke.emulators import free_port
 
+pytestmark = pytest.mark.processes
+
 
 @pytest.fixture(scope="module")
 def postgres_url() -> Iterator[str]:
@@ -36,7 +38,6 @@ def table(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ResultTabl
     opened.close()
 
 
-@pytest.mark.processes
 def test_an_upserted_result_is_one_row_keyed_by_the_item_id(table: ResultTable) -> None:
     table.upsert("item-1", b"\x00result one")
     table.upsert("item-2", b"result two")

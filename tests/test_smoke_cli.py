@@ -11,6 +11,8 @@ import pytest
 
 from tests.support import run_cli
 
+pytestmark = pytest.mark.processes
+
 
 def _smoke(*argv: str) -> subprocess.CompletedProcess[str]:
     """``spotproof smoke`` as a person starts it, its output piped."""
@@ -36,7 +38,6 @@ def smoked(
     return done, report_path
 
 
-@pytest.mark.processes
 def test_smoke_passes_and_writes_report_json_and_timeline(
     smoked: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:

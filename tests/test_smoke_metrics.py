@@ -20,6 +20,8 @@ from spotproof.runtime.metrics import names
 from spotproof.smoke.emulators import free_port
 from tests.prometheus_server import Prometheus, running_prometheus
 
+pytestmark = pytest.mark.processes
+
 SCRAPE = "500ms"
 
 
@@ -84,7 +86,6 @@ def batch_scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]
     )
 
 
-@pytest.mark.processes
 def test_prometheus_counts_every_sigterm_the_rehearsal_sent(scraped: Scraped) -> None:
     sent = [i for i in scraped.report["interruptions"] if i["kind"] == "preemption"]
     assert scraped.total(names.STOP_SIGNALS.name) == len(sent) == 2
@@ -143,7 +144,6 @@ def test_every_trainer_panel_draws_series_from_the_rehearsal(
         assert answer.result, f"{panel.title}: {expr} drew nothing over the rehearsal"
 
 
-@pytest.mark.processes
 def test_prometheus_counts_every_result_the_batch_rehearsal_stored(batch_scraped: Scraped) -> None:
     totals = batch_scraped.report["totals"]
     assert batch_scraped.total(f"sum({names.ITEMS_DONE.name})") == totals["done"]
@@ -166,7 +166,6 @@ def test_the_batch_panels_are_the_dashboards_last_three() -> None:
     assert [panel.title for panel in BATCH_PANELS] == [panel.title for panel in PANELS[-3:]]
 
 
-@pytest.mark.processes
 @pytest.mark.parametrize("panel", BATCH_PANELS, ids=lambda panel: panel.title)
 def test_every_batch_panel_draws_series_from_the_batch_rehearsal(
     batch_scraped: Scraped, panel: Panel

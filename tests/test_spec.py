@@ -14,6 +14,8 @@ from spotproof.catalog import Cloud
 from spotproof.fleet import Capacity, PoolClass, SpecError, TaintEffect, fleet_from_config
 from tests.support import REPO, plan_refuses_config, run_cli, set_key, stack_config
 
+pytestmark = pytest.mark.processes
+
 
 def test_dev_stack_reads_into_a_fleet_with_stated_defaults() -> None:
     fleet = fleet_from_config("gke-dev", stack_config("gke-dev"))
@@ -322,7 +324,6 @@ def test_missing_flag_exits_2_in_one_line(capsys: pytest.CaptureFixture[str]) ->
     assert capsys.readouterr().err.count("\n") == 1
 
 
-@pytest.mark.processes
 def test_bad_input_from_a_real_process_prints_no_traceback(
     make_project: Callable[..., Path],
 ) -> None:

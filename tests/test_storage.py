@@ -13,6 +13,8 @@ from spotproof.runtime.storage.objects import ObjectStore
 from spotproof.runtime.storage.s3 import S3Store
 from spotproof.smoke.emulators import Bucket, emulated, free_port
 
+pytestmark = pytest.mark.processes
+
 
 def test_second_create_only_write_is_refused_and_first_bytes_survive(bucket: Bucket) -> None:
     store = open_store(bucket.url)
@@ -137,7 +139,6 @@ def test_missing_bucket_is_named(
     assert "no-such-bucket" in str(error.value)
 
 
-@pytest.mark.processes
 def test_reaching_an_s3_bucket_lists_only_within_the_stores_prefix() -> None:
     # The trainer's and the batch workers' roles may list only their own prefix
     # (s3:prefix); a listing of the bucket's root would be refused on a real account.
@@ -155,7 +156,6 @@ def test_reaching_an_s3_bucket_lists_only_within_the_stores_prefix() -> None:
             open_store("s3://no-such-bucket/team-a/checkpoints")
 
 
-@pytest.mark.processes
 def test_an_s3_existence_check_lists_within_the_prefix_instead_of_a_head() -> None:
     # For a missing key S3 answers HEAD with 403, not 404, to a role whose ListBucket is
     # conditioned on s3:prefix (a HEAD carries no prefix): the check lists instead.

@@ -46,6 +46,8 @@ from spotproof.runtime.storage import StorageURLError, open_store
 from spotproof.runtime.storage.azure import adlfs_options
 from spotproof.smoke.emulators import azurite_command, free_port, running
 
+pytestmark = pytest.mark.processes
+
 ACCOUNT = "devstoreaccount1"
 CONTAINER = "checkpoints"
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
@@ -386,7 +388,6 @@ def _run_pod(emulator: AzuriteOAuth, prefix: str) -> dict[str, Any]:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.processes
 def test_checkpoint_objects_round_trip_through_azurite_with_a_workload_identity_token(
     azurite_oauth: AzuriteOAuth,
 ) -> None:
@@ -410,7 +411,6 @@ def test_checkpoint_objects_round_trip_through_azurite_with_a_workload_identity_
     assert blob.download_blob().readall() == b'{"step": 1}'
 
 
-@pytest.mark.processes
 def test_token_the_storage_account_refuses_fails_in_one_line(
     azurite_oauth: AzuriteOAuth,
 ) -> None:

@@ -24,6 +24,8 @@ from spotproof.smoke.emulators import AZURITE_ACCOUNT_KEY, Bucket, free_port
 from spotproof.smoke.fault_proxy import Fault, emulator_port, fault_proxy, through
 from spotproof.smoke.process import TrainerProcess
 
+pytestmark = pytest.mark.processes
+
 
 @contextlib.contextmanager
 def silent_endpoint() -> Iterator[int]:
@@ -138,7 +140,6 @@ def test_one_s3_call_to_a_silent_endpoint_gives_up_after_its_attempts(
     assert deadlines.ATTEMPTS * 0.5 <= elapsed < 15
 
 
-@pytest.mark.processes
 def test_a_trainer_whose_store_never_answers_exits_for_a_retry_in_one_line() -> None:
     with silent_endpoint() as port:
         url, env = _pointed_at("s3", port)
@@ -179,7 +180,6 @@ _SLOWED_TRAINER = {
 """A trainer whose final save cannot fit its grace once every part upload takes 2 s."""
 
 
-@pytest.mark.processes
 def test_a_final_save_too_slow_for_the_grace_period_is_abandoned_not_killed(
     emulators: dict[str, Bucket],
 ) -> None:
@@ -218,7 +218,6 @@ def test_a_final_save_too_slow_for_the_grace_period_is_abandoned_not_killed(
     assert latest.step < refused["step"]  # the abandoned step was never committed
 
 
-@pytest.mark.processes
 def test_a_rank_stopped_by_a_peer_too_slow_to_save_gives_up_within_the_grace(
     emulators: dict[str, Bucket],
 ) -> None:

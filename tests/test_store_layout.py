@@ -20,6 +20,8 @@ from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.storage import StorageURLError, open_store
 from spotproof.smoke.warm import Zygote, warm_trainers
 
+pytestmark = pytest.mark.processes
+
 STATE = {"state": b"committed " * 100}
 TRAINER = {"CHECKPOINT_INTERVAL": "5", "TOTAL_STEPS": "20", "SEED": "7", "MODEL_MB": "0.1"}
 
@@ -115,7 +117,6 @@ def test_a_trainer_refuses_a_store_whose_folder_links_out_of_its_root(
     assert '"skipped"' not in done.stdout and _files(tmp_path) == before
 
 
-@pytest.mark.processes
 def test_a_trainer_whose_steps_folder_links_out_of_the_store_exits_2_at_its_first_save(
     tmp_path: Path,
 ) -> None:

@@ -33,6 +33,8 @@ from tests.support import plan_of
 from tests.test_launcher import one_node_torchrun
 from tests.test_training_job import _gang, _gang_pod
 
+pytestmark = pytest.mark.processes
+
 SMOKE = "Job spotproof/spotproof-smoke"
 
 
@@ -108,7 +110,6 @@ def test_a_gang_whose_grace_outlasts_torchruns_timeout_fails_the_path() -> None:
     assert result.exit_code == 1
 
 
-@pytest.mark.processes
 def test_the_interval_model_prices_the_grace_torchrun_leaves() -> None:
     [advice] = [a for a in _smoke_under_torchrun().intervals if a.workload == SMOKE]
     assert (advice.grace_seconds, advice.grace_limit) == (30, "torchrun's shutdown timeout")
@@ -169,7 +170,6 @@ def _preempted_gang_pod(tmp_path: Path, env: dict[str, str]) -> tuple[str, int, 
     return "".join(seen) + rest, process.returncode, time.monotonic() - signalled
 
 
-@pytest.mark.processes
 def test_torchrun_left_at_its_default_kills_a_final_save_longer_than_30_s(
     tmp_path: Path,
 ) -> None:
@@ -179,7 +179,6 @@ def test_torchrun_left_at_its_default_kills_a_final_save_longer_than_30_s(
     assert code == exit_codes.PREEMPTED  # the launch script still reports a reclaim
 
 
-@pytest.mark.processes
 def test_torchrun_given_the_pods_grace_lets_the_final_save_commit(tmp_path: Path) -> None:
     grace = SAVE_SECONDS + 10  # a pod whose grace holds the save, as TrainingJob renders it
     output, code, seconds = _preempted_gang_pod(tmp_path, shutdown_environment(grace))

@@ -33,6 +33,8 @@ from spotproof.smoke.process import TrainerProcess
 from spotproof.smoke.train import ConfigError, TrainConfig, build
 from spotproof.smoke.warm import Zygote, warm_trainers
 
+pytestmark = pytest.mark.processes
+
 
 def _env(url: str, **overrides: object) -> dict[str, str]:
     env = {
@@ -103,7 +105,6 @@ def reference_digest(fresh_run: FreshRun) -> str:
     return str(fresh_run.process.first("done")["digest"])  # type: ignore[index]
 
 
-@pytest.mark.processes
 def test_fresh_start_resumes_at_zero_and_completes(fresh_run: FreshRun) -> None:
     process = fresh_run.process
     names = [e["event"] for _, e in process.events]
@@ -138,7 +139,6 @@ def test_checkpoint_event_is_printed_only_after_its_manifest_exists(
     assert seen == len(process.of("checkpoint"))
 
 
-@pytest.mark.processes
 def test_sigterm_saves_the_current_step_and_exits_preempted(
     url: str, reference_digest: str, zygote: Zygote
 ) -> None:
@@ -203,7 +203,6 @@ def _half_restorable_state() -> dict[str, bytes | memoryview]:
     return StateBuffer().capture(model, optimizer, 10)
 
 
-@pytest.mark.processes
 def test_when_no_checkpoint_restores_the_trainer_refuses_to_train_over_them(url: str) -> None:
     """Checkpoints that exist and fit nothing of this run are most likely another run's,
     at a URL given by mistake: training from step 0 there would prune them away."""
@@ -228,7 +227,6 @@ def _events(stdout: str) -> dict[str, dict[str, object]]:
     return found
 
 
-@pytest.mark.processes
 def test_a_gang_checkpoint_this_process_cannot_split_fails_in_one_line(url: str) -> None:
     shards = tuple(Manifest(20, f"g1-rank{rank:05d}", 1.0, ()) for rank in range(2))
     store = CheckpointStore(url).store
@@ -314,7 +312,6 @@ def test_a_checkpoint_url_under_a_file_fails_in_one_line(tmp_path: Path, zygote:
     assert done.stderr.count("\n") == 1 and "Not a directory" in done.stderr
 
 
-@pytest.mark.processes
 def test_a_checkpoint_of_another_run_is_refused_not_resumed(url: str) -> None:
     CheckpointStore(url).save(10, {"skeleton": b"", "tensors": b""}, IDENTITY)
     done = _trainer_exit(_env(url, SEED=8))
@@ -326,7 +323,6 @@ def test_a_checkpoint_of_another_run_is_refused_not_resumed(url: str) -> None:
     assert CheckpointStore(url).committed_steps() == [10]
 
 
-@pytest.mark.processes
 def test_unreachable_store_exits_for_a_retry_in_one_line(url: str) -> None:
     from spotproof.smoke.emulators import free_port  # noqa: PLC0415
 
@@ -387,7 +383,6 @@ def test_train_threads_may_use_every_cpu_the_process_may_run_on(url: str) -> Non
     assert TrainConfig.from_env(_env(url, TRAIN_THREADS=cpus)).threads == int(cpus)
 
 
-@pytest.mark.processes
 @pytest.mark.parametrize(
     ("gang", "says"),
     [
@@ -410,7 +405,6 @@ def test_a_gang_that_cannot_assemble_is_refused_at_once_in_one_line(
     assert '"restoring"' not in done.stdout  # refused before it joined any gang: at once
 
 
-@pytest.mark.processes
 def test_a_rank_whose_peers_never_come_leaves_after_the_rendezvous_timeout(url: str) -> None:
     from spotproof.smoke.emulators import free_port  # noqa: PLC0415
 
@@ -466,7 +460,6 @@ def test_a_rank_whose_peer_dies_inside_a_save_leaves_with_the_gang_not_after_the
                 rank.finish()
 
 
-@pytest.mark.processes
 def test_sigterm_while_the_gang_assembles_leaves_at_once_preempted(url: str) -> None:
     from spotproof.smoke.emulators import free_port  # noqa: PLC0415
 

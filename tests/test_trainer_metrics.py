@@ -22,6 +22,8 @@ from spotproof.runtime import exit_codes, metrics
 from spotproof.runtime.metrics import names
 from spotproof.runtime.settings import ConfigError
 
+pytestmark = pytest.mark.processes
+
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
@@ -135,7 +137,6 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
     yield Story(before, after_signal, exit_code, lingered, events, resumed, second.events())
 
 
-@pytest.mark.processes
 def test_periodic_saves_are_counted_as_the_trainer_commits_them(story: Story) -> None:
     committed = value(story.before, names.SAVES.name, kind="periodic")
     assert committed >= 3
@@ -189,7 +190,6 @@ def test_the_replacement_knows_when_the_checkpoint_it_resumed_was_saved(story: S
     assert abs(resumed["committed_at"] - time.time()) < 120
 
 
-@pytest.mark.processes
 def test_a_preempted_trainer_nobody_scrapes_leaves_within_its_grace(tmp_path: Path) -> None:
     trainer = start_trainer(f"file://{tmp_path}/run", grace=5)
     trainer.wait_for_scrape_to_show(names.STEP.name, 5)
@@ -214,7 +214,6 @@ def test_no_metrics_port_serves_nothing() -> None:
     assert metrics.served({}, names.TRAINER) is None
 
 
-@pytest.mark.processes
 def test_a_reclaim_before_the_first_step_after_a_resume_loses_nothing_and_says_so(
     tmp_path: Path,
 ) -> None:

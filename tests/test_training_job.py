@@ -26,6 +26,8 @@ from spotproof.scheduling.work_matrix import Work, choose
 from spotproof.testing import Recording, record
 from tests.support import run_cli, section, stack_config
 
+pytestmark = pytest.mark.processes
+
 JOB = "kubernetes:batch/v1:Job"
 PDB = "kubernetes:policy/v1:PodDisruptionBudget"
 TRAINER = Trainer(
@@ -172,7 +174,6 @@ TrainingJob(
 """
 
 
-@pytest.mark.processes
 @pytest.mark.parametrize(
     ("stack", "grace", "path"),
     [

@@ -26,7 +26,7 @@ from spotproof.smoke.rehearsal import command_rehearsal
 from spotproof.smoke.state_diff import explain, not_deterministic
 from tests.support import run_cli
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(900)]
 
 TRAIN = textwrap.dedent(
     """
@@ -130,7 +130,6 @@ def forgetful(tmp_path_factory: pytest.TempPathFactory) -> Rehearsed:
 # --- a trainer that resumes right passes ----------------------------------------------
 
 
-@pytest.mark.processes
 def test_a_users_trainer_passes_the_rehearsal_as_one_process(alone: Rehearsed) -> None:
     assert (alone.code, alone.err) == (0, ""), alone.out
     assert "PASSED: the interrupted run ended with the reference digest" in alone.out
@@ -171,7 +170,6 @@ def test_the_report_says_where_the_time_went(alone: Rehearsed) -> None:
     assert "time spent:" in alone.out and "process start-ups" in alone.out
 
 
-@pytest.mark.processes
 def test_a_gang_of_the_users_trainer_passes_under_torchrun(gang: Rehearsed) -> None:
     assert (gang.code, gang.err) == (0, ""), gang.out
     assert "as a gang of 2 ranks" in gang.out
@@ -185,7 +183,6 @@ def test_a_gang_of_the_users_trainer_passes_under_torchrun(gang: Rehearsed) -> N
 # --- a trainer that loses state is told which ------------------------------------------
 
 
-@pytest.mark.processes
 def test_a_trainer_that_keeps_its_scheduler_to_itself_fails_naming_it(
     forgetful: Rehearsed,
 ) -> None:
@@ -318,7 +315,6 @@ def test_a_command_that_cannot_be_rehearsed_exits_2_in_one_line(
     assert err.count("\n") == 1 and says in err, err
 
 
-@pytest.mark.processes
 def test_a_trainer_that_refuses_its_configuration_exits_2_in_one_line(tmp_path: Path) -> None:
     script = TRAIN.replace("scheduler=warmup)", "scheduler=warmup, interval=0)")
     done = _smoke(_project(tmp_path / "acme", script), "--store", "file")
