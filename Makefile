@@ -17,6 +17,8 @@ STACK  ?= gke-dev
 # A file no interpreter of ours can compile (some packages ship Python 2 samples) is skipped.
 PIP    := $(BIN)/pip install --disable-pip-version-check --progress-bar on --no-compile -c constraints.txt
 COMPILE = $(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
+# The package itself, before the tests: see the test target.
+COMPILE_PACKAGE = $(BIN)/python -m compileall -q -j 0 components >/dev/null
 # PyPI's torch for Linux x86_64 is the CUDA build (about 5 GiB with its NVIDIA libraries);
 # the CPU build, all the demo and the tests need, is on PyTorch's own index. It goes in
 # first, alone and without its dependencies (the main install brings those), so that index
@@ -69,14 +71,14 @@ demo: $(DEMO_STAMP)
 # what it imported again (a trainer about 0.3 s, a plan more). compileall writes it anyway;
 # a module edited since is compiled afresh by the next import, as Python checks the source.
 test: $(STAMP) lint postgres-server prometheus-tools
-	$(BIN)/python -m compileall -q -j 0 components >/dev/null
+	$(COMPILE_PACKAGE)
 	$(BIN)/pytest
 
 # The inner loop: lint, then every test that starts no process of its own (no trainer,
 # torchrun, pip, Node.js or Prometheus; the session's store emulators still start). CI runs
 # `make test`, all of it.
 check: $(STAMP) lint
-	$(BIN)/python -m compileall -q -j 0 components >/dev/null
+	$(COMPILE_PACKAGE)
 	$(BIN)/pytest -m "not processes"
 
 # The batch tests UPSERT results into a real PostgreSQL; Debian's server package, if absent.

@@ -25,6 +25,7 @@ from spotproof import __version__, policy
 from spotproof.ci import lock
 from spotproof.plan.recording.manifests import manifest
 from spotproof.plan.schemas import karpenter
+from spotproof.runtime.events import parse
 from tests.checkout import copy_checkout
 from tests.support import INSTALLED_SIZES, REPO, plan_of, run_cli
 from tests.test_readme_examples import readme_training_on_an_existing_cluster
@@ -249,7 +250,7 @@ def test_a_trainer_image_gets_torch_and_one_store_and_trains_like_the_checkout(
 
 def _done_event(stdout: str) -> dict:
     """The trainer's "done" event: the JSON line after its last step, before "exit"."""
-    events = [json.loads(line) for line in stdout.splitlines()]
+    events = [event for line in stdout.splitlines() if (event := parse(line)) is not None]
     return next(event for event in reversed(events) if event["event"] == "done")
 
 
