@@ -15,6 +15,7 @@ import pytest
 
 from spotproof.runtime import exit_codes
 from spotproof.runtime.launcher import (
+    TEARDOWN_WAIT_ENV,
     exit_after_sigterm,
     racing_rendezvous_host,
     torchrun,
@@ -149,3 +150,28 @@ def test_a_c10d_rendezvous_only_dns_can_settle_is_found(
     command: list[str], host: str | None
 ) -> None:
     assert racing_rendezvous_host(command) == host
+
+
+def _failing_through_script(wait_seconds: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        wrapped([sys.executable, "-c", "import sys; sys.exit(5)"]),
+        env={"PATH": "/usr/bin:/bin", TEARDOWN_WAIT_ENV: str(wait_seconds)},
+        text=True,
+    )
+
+
+def test_a_held_back_failure_becomes_143_when_the_teardown_comes_within_the_wait() -> None:
+    script = _failing_through_script(60)
+    time.sleep(1.0)  # the command has failed; the script now waits
+    assert script.poll() is None
+    started = time.monotonic()
+    script.send_signal(signal.SIGTERM)
+    assert script.wait(timeout=10) == exit_codes.PREEMPTED
+    assert time.monotonic() - started < 5
+
+
+def test_a_held_back_failure_is_reported_as_itself_once_the_wait_passes() -> None:
+    started = time.monotonic()
+    script = _failing_through_script(2)
+    assert script.wait(timeout=20) == 5
+    assert time.monotonic() - started >= 2
