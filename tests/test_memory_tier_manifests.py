@@ -135,11 +135,9 @@ def test_a_training_job_refuses_a_memory_tier_in_one_line(nodes: int) -> None:
     with pytest.raises(ValueError) as raised:
         record(program, stack="research", project="ml")
     assert str(raised.value) == (
-        "TrainingJob llm-pretrain: MEMORY_TIER_DIR needs pods that outlive a restart, and "
-        "every restart here replaces them (a JobSet restarts by Recreate; InPlaceRestart needs "
-        "the controller's alpha InPlaceRestart feature gate, which the JobSet chart cannot turn "
-        "on, and an agent in every pod whose image JobSet does not publish); allowed: a trainer "
-        "env without it"
+        "TrainingJob llm-pretrain: MEMORY_TIER_DIR needs pods that outlive a reclaim, and a "
+        "gang restart recreates them (a JobSet restarts by Recreate); allowed: a trainer env "
+        "without it, and recovery=GangRecovery.REPLACE_RANK, which renders the memory tier itself"
     )
 
 
@@ -305,18 +303,29 @@ def test_a_replica_secret_in_a_projected_secret_is_taken(tmp_path: Path) -> None
     assert "memory-tier-secret" not in found
 
 
-def test_a_replica_port_every_pod_of_the_namespace_may_reach_is_flagged(tmp_path: Path) -> None:
-    """spotproof's namespace admits every pod of it on any port (allow-workload-traffic),
-    and a narrower policy cannot take that back."""
+def test_a_replica_port_the_namespace_admits_from_no_pod_of_the_gang_is_flagged(
+    tmp_path: Path,
+) -> None:
+    """spotproof's namespace admits every pod of it on every port but the replica and
+    rendezvous ports (allow-workload-traffic), so a gang there needs a policy of its own."""
     [message] = _findings(tmp_path, _gang_with_tier())["memory-tier-network"]
     assert message == (
         "JobSet spotproof/llm-pretrain: container trainer serves its memory tier's replicas on "
-        "TCP 9471 (REPLICA_PORT), and the NetworkPolicies of namespace spotproof admit every "
-        "pod of the namespace there: only the gang's secret then keeps everything else out, "
-        "and NetworkPolicies add up, so a narrower one cannot take back what another admits; "
-        "fix: run the gang where every NetworkPolicy that selects its pods admits that port "
-        "only from pods labelled jobset.sigs.k8s.io/jobset-name=llm-pretrain"
+        "TCP 9471 (REPLICA_PORT), and no NetworkPolicy of namespace spotproof admits the "
+        "gang's own pods there (kube.network_policy leaves it out of the namespace's rule): "
+        "its peers cannot send it replicas; fix: a NetworkPolicy that selects the gang's pods "
+        "and admits TCP 9471 from pods labelled jobset.sigs.k8s.io/jobset-name=llm-pretrain "
+        "(TrainingJob(recovery=GangRecovery.REPLACE_RANK) renders one)"
     )
+
+
+def test_a_replica_port_every_pod_of_the_namespace_may_reach_is_flagged(tmp_path: Path) -> None:
+    """NetworkPolicies add up: a policy admitting every pod of the namespace on the replica
+    port cannot be taken back by a narrower one."""
+    documents = _in_own_namespace(_gang_with_tier())
+    documents[1]["spec"]["ingress"].append({"from": [{"podSelector": {}}]})
+    [message] = _findings(tmp_path, *documents)["memory-tier-network"]
+    assert "admit every pod of the namespace there" in message
 
 
 @pytest.mark.parametrize(

@@ -165,3 +165,25 @@ IN_PLACE_RESTART_REFUSED = (
     "not publish"
 )
 """Why spotproof renders no :data:`IN_PLACE_RESTART` JobSet, in one clause."""
+
+
+# A gang whose ranks are replaced one at a time (``kube.jobset.GangRecovery.REPLACE_RANK``).
+
+REPLICATED_JOBS_DIFFER = True
+"""``spec.replicatedJobs`` is a list keyed by ``name`` (``+listType=map``, ``+listMapKey=name``
+in ``api/jobset/v1alpha2/jobset_types.go``), each with a template of its own; the webhook
+checks each one alone (job and pod name lengths, ``dependsOn``; ``ValidateCreate`` in
+``pkg/webhooks/jobset_webhook.go``) and asks nothing of two templates alike. Every child Job
+and pod carries :data:`JOBSET_NAME_LABEL`, the headless Service selects by it alone
+(``createHeadlessSvcIfNecessary``, ``pkg/controllers/jobset_controller.go``: ``Selector:
+{jobset.JobSetNameKey: js.Name}``, ``PublishNotReadyAddresses`` true by default), and every
+child Job's pods get the JobSet's subdomain (``constructJob``: ``Subdomain =
+GetSubdomain(js)``): so a pod of any replicated Job resolves as
+``<jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<jobset>`` (:func:`pod_hostname`)."""
+ACTS_ON_FAILED_JOBS_ONLY = True
+"""The controller runs its failure policy only when a child Job has the ``Failed``
+condition (``getChildJobs`` sorts Jobs into active, successful and failed by their
+finished condition; ``Reconcile`` calls ``executeFailurePolicy`` only ``if
+len(ownedJobs.failed) > 0``, ``pkg/controllers/jobset_controller.go``). A pod failure its
+child Job ignores (``catalog.kubernetes_job.IGNORE``) leaves the Job active, so the JobSet
+does nothing and the Job controller replaces that pod alone."""

@@ -7,6 +7,7 @@ EKS and AKS.
 """
 
 from spotproof.kube.baseline import ClusterBaseline, ClusterBaselineArgs
+from spotproof.kube.jobset import GangRecovery
 from spotproof.kube.smoke import SmokeTestJob, SmokeTestJobArgs
 from spotproof.kube.training import Trainer, TrainingJob, TrainingJobArgs
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
@@ -14,6 +15,7 @@ from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, Workload
 __all__ = [
     "ClusterBaseline",
     "ClusterBaselineArgs",
+    "GangRecovery",
     "ServiceAccountRef",
     "SmokeTestJob",
     "SmokeTestJobArgs",

@@ -40,13 +40,29 @@ be told from a crash by); ``runtime.launcher`` says why each of these matters.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any
 
-from spotproof.catalog import jobset
+from spotproof.catalog import jobset, kubernetes_job
 from spotproof.runtime import exit_codes, launcher, settings
+from spotproof.runtime.checkpointer.gang import PEER_WAIT_SECONDS
+
+
+class GangRecovery(StrEnum):
+    """What a reclaim of one node of a gang restarts."""
+
+    RESTART_GANG = "restart-gang"
+    """Every pod: one replicated Job whose reclaimed pod fails it, and the JobSet recreates
+    the whole gang without spending ``maxRestarts`` (the module docstring)."""
+    REPLACE_RANK = "replace-rank"
+    """Only the reclaimed rank's pod, unless it is the leader's: :func:`replace_rank_spec`."""
+
 
 WORKERS = "workers"
 """The replicated Job's name: pods are ``<jobset>-workers-<0>-<rank>``."""
+LEADER = "leader"
+"""Under :attr:`GangRecovery.REPLACE_RANK`, the one-pod replicated Job that hosts torchrun's
+rendezvous store: ``<jobset>-leader-0-0``."""
 MASTER_PORT = 29500
 """Where rank 0 listens when the trainer forms the process group itself."""
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
@@ -173,3 +189,107 @@ def jobset_spec(
         "ttlSecondsAfterFinished": job.get("ttlSecondsAfterFinished"),
         "replicatedJobs": [{"name": WORKERS, "replicas": 1, "template": {"spec": child}}],
     }
+
+
+# --- REPLACE_RANK: a gang whose ranks are replaced one at a time -------------------------
+
+JOIN_TIMEOUT_SECONDS = 900
+"""How long the surviving ranks' agents wait for a reclaimed rank's replacement to join
+(``join_timeout`` of torchrun's ``c10d`` rendezvous, ``runtime.launcher.elastic_torchrun``):
+a new node (a spot VM's start, up to a few minutes), the image pulled onto it, and torchrun
+started. Longer, and a rank that never comes back holds the gang's GPUs idle that long."""
+TEARDOWN_WAIT_SECONDS = int(PEER_WAIT_SECONDS)
+"""How long a rank's launch script holds back its agent's failure, waiting for the JobSet's
+restart to tear it down (``runtime.launcher.TEARDOWN_WAIT_ENV``): when the leader's node is
+reclaimed every other agent fails at once, and reported first those failures would restart
+the gang as a crash (``catalog.jobset.FIRST_MATCHING_RULE_WINS``). As long as
+``runtime.checkpointer.gang.PEER_WAIT_SECONDS``, which is longer than the slowest way a
+reclaimed pod's Job fails: the unreachable taint's 300 s before the taint manager evicts."""
+
+
+def rendezvous_endpoint(name: str) -> str:
+    """The leader's pod, through the headless Service, on the ``c10d`` store's port."""
+    host = jobset.pod_hostname(name, LEADER, 0, 0)
+    return f"{host}.{name}:{launcher.RENDEZVOUS_STORE_PORT}"
+
+
+def elastic_command(
+    name: str, *, nodes: int, processes_per_node: int, hosts_store: bool, max_restarts: int
+) -> list[str]:
+    """torchrun for one pod of a :attr:`GangRecovery.REPLACE_RANK` gang, started through the
+    launch script; the trainer's own command follows. No ``--local-addr``: the pod's own
+    name (``<jobset>-<job>-0-<index>.<jobset>``) is stable per index, so a replacement gets
+    its predecessor's rank."""
+    return launcher.wrapped(
+        launcher.elastic_torchrun(
+            nodes=nodes,
+            processes_per_node=processes_per_node,
+            endpoint=rendezvous_endpoint(name),
+            hosts_store=hosts_store,
+            run_id=name,
+            max_restarts=max_restarts,
+            join_timeout=JOIN_TIMEOUT_SECONDS,
+        )
+    )
+
+
+def elastic_environment(grace_seconds: int) -> list[dict[str, Any]]:
+    """``runtime.launcher.elastic_environment`` as a container's ``env``."""
+    variables = launcher.elastic_environment(grace_seconds, TEARDOWN_WAIT_SECONDS)
+    return [{"name": key, "value": value} for key, value in variables.items()]
+
+
+def rank_replacing_pod_failure_policy(container: str) -> dict[str, Any]:
+    """A worker's reclaim is ignored: its Job (``Indexed``) creates a pod for that index again
+    without counting the failure (``catalog.kubernetes_job.IGNORE``,
+    ``REPLACED_PER_INDEX``), so the Job stays active and the JobSet does nothing
+    (``catalog.jobset.ACTS_ON_FAILED_JOBS_ONLY``). Anything else counts toward
+    ``backoffLimit: 0``, fails the Job with ``BackoffLimitExceeded`` and takes the JobSet's
+    default ``RestartJobSet``, counted against ``maxRestarts``: a crash."""
+    return {
+        "rules": [
+            {
+                "action": kubernetes_job.IGNORE,
+                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+            },
+            {
+                "action": kubernetes_job.IGNORE,
+                "onExitCodes": {
+                    "containerName": container,
+                    "operator": "In",
+                    "values": [exit_codes.PREEMPTED],
+                },
+            },
+        ]
+    }
+
+
+def replace_rank_spec(
+    name: str,
+    leader: Mapping[str, Any],
+    workers: Mapping[str, Any],
+    *,
+    nodes: int,
+    max_restarts: int,
+    container: str,
+) -> dict[str, Any]:
+    """A JobSet ``spec`` of two replicated Jobs, from one-pod Job ``spec`` s: ``leader`` (one
+    pod, hosting the rendezvous store) under :func:`jobset_spec`'s child policy, so its
+    reclaim restarts the whole gang without spending ``maxRestarts``; and ``workers``
+    (``nodes - 1`` Indexed pods) under :func:`rank_replacing_pod_failure_policy`, so a
+    worker's reclaim replaces that pod alone while the others keep theirs (and their memory
+    tier). ``catalog.jobset.REPLICATED_JOBS_DIFFER``: the webhook takes two templates, and
+    the headless Service names the pods of both."""
+    spec = jobset_spec(name, leader, nodes=1, max_restarts=max_restarts, container=container)
+    [first] = spec["replicatedJobs"]
+    first["name"] = LEADER
+    child = {key: value for key, value in workers.items() if key != "ttlSecondsAfterFinished"}
+    child.update(
+        completionMode="Indexed",
+        completions=nodes - 1,
+        parallelism=nodes - 1,
+        backoffLimit=0,
+        podFailurePolicy=rank_replacing_pod_failure_policy(container),
+    )
+    spec["replicatedJobs"].append({"name": WORKERS, "replicas": 1, "template": {"spec": child}})
+    return spec

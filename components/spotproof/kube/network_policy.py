@@ -25,7 +25,11 @@ trainer or a batch worker needs:
   (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html). AKS
   workload identity needs none: the token is a projected file, exchanged over HTTPS.
 
-Nothing may connect *into* the namespace from outside it.
+Nothing may connect *into* the namespace from outside it, and within it nothing may reach
+:data:`GANG_ONLY_PORTS` (a memory tier's replica server, torchrun's rendezvous store): those
+only a gang's own pods may reach, by a policy of the gang's (:func:`gang_traffic`). Policies
+add up, so the namespace's own rule must leave those ports out for a narrower one to mean
+anything (``policy.network_policies``, ``memory-tier-network``).
 """
 
 from __future__ import annotations
@@ -38,9 +42,46 @@ import pulumi_kubernetes as k8s
 
 from spotproof.catalog import Cloud
 from spotproof.catalog.node_endpoints import HOST_DNS, IDENTITY_ENDPOINTS
+from spotproof.runtime import settings
+from spotproof.runtime.launcher import RENDEZVOUS_STORE_PORT
 
 DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
 EVERYWHERE = "0.0.0.0/0"
+GANG_ONLY_PORTS = (settings.REPLICA_PORT.default, RENDEZVOUS_STORE_PORT)
+"""TCP ports no pod of a namespace reaches merely by being there: a memory tier's replica
+server and the ``c10d`` rendezvous store of a gang whose ranks are replaced one at a time."""
+
+
+def _ports_but(closed: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Every port of every protocol but TCP ``closed``: TCP as ranges (``endPort``), UDP and
+    SCTP whole (a port entry with no ``port`` matches them all, the page cited above)."""
+    ranges, start = [], 1
+    for port in sorted(set(closed)):
+        if port > start:
+            ranges.append((start, port - 1))
+        start = port + 1
+    ranges.append((start, 65535))
+    tcp = [
+        {"protocol": "TCP", "port": low, **({"endPort": high} if high > low else {})}
+        for low, high in ranges
+    ]
+    return [*tcp, {"protocol": "UDP"}, {"protocol": "SCTP"}]
+
+
+def gang_traffic(gang: Mapping[str, str], ports: tuple[int, ...]) -> dict[str, Any]:
+    """The ``spec`` of a policy that admits TCP ``ports`` of the pods labelled ``gang`` from
+    those pods alone."""
+    selector = {"matchLabels": dict(gang)}
+    return {
+        "podSelector": selector,
+        "policyTypes": ["Ingress"],
+        "ingress": [
+            {
+                "from": [{"podSelector": selector}],
+                "ports": [{"protocol": "TCP", "port": port} for port in ports],
+            }
+        ],
+    }
 
 
 def _to(cidr: str) -> dict[str, Any]:
@@ -70,7 +111,7 @@ def allowed_traffic(cloud: Cloud, pods: Mapping[str, str] | None = None) -> dict
     return {
         "podSelector": selector,
         "policyTypes": ["Ingress", "Egress"],
-        "ingress": [{"from": [same_namespace]}],
+        "ingress": [{"from": [same_namespace], "ports": _ports_but(GANG_ONLY_PORTS)}],
         "egress": egress,
     }
 

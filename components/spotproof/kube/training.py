@@ -8,10 +8,14 @@ disruption budget against voluntary evictions where the reclaim drain would not 
 
 With ``nodes`` above one the run is a gang: one JobSet (``spotproof.kube.jobset`` says how
 a reclaim restarts the whole gang without spending its failure budget), its pods started
-by torchrun with the rendezvous on rank 0's pod, and a budget over all of its pods. It
-keeps no memory tier (``MEMORY_TIER_DIR``): the JobSet restarts by recreating every pod,
-so a restart would find the tier empty, and the strategy that keeps pods cannot be
-rendered (``catalog.jobset.IN_PLACE_RESTART_REFUSED``).
+by torchrun with the rendezvous on rank 0's pod, and a budget over all of its pods. By
+default (``GangRecovery.RESTART_GANG``) it keeps no memory tier (``MEMORY_TIER_DIR``): the
+JobSet restarts by recreating every pod, so a restart would find the tier empty, and the
+strategy that keeps pods cannot be rendered (``catalog.jobset.IN_PLACE_RESTART_REFUSED``).
+With ``GangRecovery.REPLACE_RANK`` a worker's reclaim replaces its pod alone
+(``kube.jobset.replace_rank_spec``), so the gang keeps a memory tier, rendered here
+(``kube.replace_rank``), with its replica secret and a NetworkPolicy that admits the
+replica and rendezvous ports from the gang's own pods only.
 
 The trainer keeps the exit-code contract of ``spotproof.runtime.exit_codes``: after
 SIGTERM it commits a final checkpoint and exits 143 (what a process killed by SIGTERM
@@ -33,21 +37,33 @@ import pulumi_kubernetes as k8s
 from spotproof.catalog import jobset as jobset_facts
 from spotproof.catalog.pulumi_kubernetes import SKIP_AWAIT_ANNOTATION
 from spotproof.fleet import PoolClass
-from spotproof.kube import jobset
+from spotproof.kube import jobset, replace_rank
 from spotproof.kube.baseline import MANAGED_BY
+from spotproof.kube.jobset import GangRecovery
 from spotproof.kube.network_policy import allowed_traffic
-from spotproof.kube.pods import TRAINER_CONTAINER, Trainer, pod_spec
+from spotproof.kube.pods import TRAINER_CONTAINER, Trainer
+from spotproof.kube.training_spec import job_spec, pod_failure_policy
 from spotproof.kube.workload import (
     ServiceAccountRef,
     TargetPlacement,
     WorkloadIdentity,
     queue_labels,
-    target_labels,
 )
-from spotproof.runtime import exit_codes, settings
+from spotproof.runtime import settings
 from spotproof.runtime.launcher import Launcher
 from spotproof.scheduling import Placement, run_profile
 from spotproof.scheduling.work_matrix import WORK_LABEL, Work
+
+__all__ = [
+    "GangRecovery",
+    "Launcher",
+    "Trainer",
+    "TrainingJob",
+    "TrainingJobArgs",
+    "disruption_budget",
+    "job_spec",
+    "pod_failure_policy",
+]
 
 _JOB_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DEFAULT_GRACE_SECONDS = 30
@@ -55,61 +71,6 @@ DEFAULT_GRACE_SECONDS = 30
 NOT_AWAITED = {SKIP_AWAIT_ANNOTATION: "true"}
 """On every Job and JobSet spotproof renders: ``pulumi up`` returns once the run is
 submitted instead of failing when the run outlasts the provider's wait for completion."""
-
-
-def pod_failure_policy() -> dict[str, Any]:
-    """Reclaims are ignored (``DisruptionTarget``, or the trainer's ``PREEMPTED`` exit after
-    its final save); a ``BAD_CONFIG`` exit fails the Job at once."""
-
-    def exits(code: int) -> dict[str, Any]:
-        return {"containerName": TRAINER_CONTAINER, "operator": "In", "values": [code]}
-
-    disrupted = [{"type": "DisruptionTarget", "status": "True"}]
-    return {
-        "rules": [
-            {"action": "FailJob", "onExitCodes": exits(exit_codes.BAD_CONFIG)},
-            {"action": "Ignore", "onPodConditions": disrupted},
-            {"action": "Ignore", "onExitCodes": exits(exit_codes.PREEMPTED)},
-        ]
-    }
-
-
-def job_spec(
-    trainer: Trainer,
-    env: list[dict[str, str]],
-    *,
-    placement: TargetPlacement,
-    identity: WorkloadIdentity,
-    grace_period_seconds: int,
-    backoff_limit: int,
-    labels: Mapping[str, str],
-) -> dict[str, Any]:
-    """A one-pod training Job's ``spec`` in Kubernetes spelling; ``env`` is the whole
-    environment of the container and ``labels`` those of its pod."""
-    return {
-        "backoffLimit": backoff_limit,
-        "completions": 1,
-        "parallelism": 1,
-        "ttlSecondsAfterFinished": 7 * 24 * 3600,
-        "podFailurePolicy": pod_failure_policy(),
-        "template": {
-            "metadata": {
-                "labels": {**identity.pod_labels, **labels, **target_labels(placement)},
-                "annotations": {
-                    "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
-                    "karpenter.sh/do-not-disrupt": "true",
-                    **run_profile.annotations_of(trainer),
-                },
-            },
-            "spec": pod_spec(
-                trainer,
-                env,
-                placement=placement,
-                identity=identity,
-                grace_period_seconds=grace_period_seconds,
-            ),
-        },
-    }
 
 
 def disruption_budget(
@@ -157,6 +118,20 @@ class TrainingJobArgs:
     after crashes (the JobSet's ``maxRestarts``)."""
     nodes: int = 1
     """Pods, one per node, each with ``trainer.gpus`` GPUs; above one, a JobSet gang."""
+    recovery: GangRecovery = GangRecovery.RESTART_GANG
+    """What a gang's node reclaim restarts. ``RESTART_GANG``: every pod. ``REPLACE_RANK``
+    (``nodes`` >= 2, ``Launcher.TORCHRUN``): only the reclaimed worker's pod, the others
+    waiting for it in torchrun's rendezvous; the leader's reclaim still restarts the gang.
+    It adds a memory tier to every pod (its size on top of ``trainer.memory``) and needs
+    ``replica_secret``."""
+    replica_secret: pulumi.Input[str] | None = None
+    """REPLACE_RANK: the gang's replica secret, 32 to 4096 bytes, e.g.
+    ``pulumi.Config().require_secret("replicaSecret")`` after ``pulumi config set --secret
+    replicaSecret "$(openssl rand -hex 32)"``; rendered into a Kubernetes Secret the pods
+    mount read-only."""
+    memory_tier_gib: float | None = None
+    """REPLACE_RANK: the memory tier's size; default: ``TIER_COPIES`` (6) times
+    ``trainer.state_mib``."""
     work: Work | None = None
     """What kind of work it is (``scheduling.work_matrix``): its pods are labelled with it
     and the plan shows the capacity the decision matrix advises next to the target."""
@@ -238,7 +213,9 @@ class TrainingJob(pulumi.ComponentResource):
         if args.work is not None:
             labels[WORK_LABEL] = args.work.value
 
-        def spec(url: str) -> dict[str, Any]:
+        replacing = args.recovery is GangRecovery.REPLACE_RANK
+
+        def spec(url: str) -> Any:
             environment = {
                 **args.identity.environment,
                 **args.trainer.env,
@@ -249,6 +226,8 @@ class TrainingJob(pulumi.ComponentResource):
                 {"name": k, "value": str(v)} for k, v in environment.items()
             ]
             trainer = args.trainer
+            if replacing:
+                return replace_rank.jobs(job_name, args, env, grace, labels)
             if args.nodes > 1 and trainer.launcher is Launcher.TORCHRUN:
                 per_node = max(trainer.gpus, 1)
                 command = (*jobset.torchrun(job_name, args.nodes, per_node), *trainer.command)
@@ -283,6 +262,8 @@ class TrainingJob(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self),
                 )
             )
+        if replacing:
+            isolation += replace_rank.objects(name, job_name, namespace, args.replica_secret, self)
         # A pod template is immutable: a change means a new Job (or JobSet).
         replace = pulumi.ResourceOptions(
             parent=self,
@@ -303,12 +284,22 @@ class TrainingJob(pulumi.ComponentResource):
                 kind=jobset_facts.KIND,
                 metadata=metadata,
                 spec=job_spec_of.apply(
-                    lambda one: jobset.jobset_spec(
-                        job_name,
-                        one,
-                        nodes=args.nodes,
-                        max_restarts=args.backoff_limit,
-                        container=TRAINER_CONTAINER,
+                    lambda one: (
+                        jobset.replace_rank_spec(
+                            job_name,
+                            *one,
+                            nodes=args.nodes,
+                            max_restarts=args.backoff_limit,
+                            container=TRAINER_CONTAINER,
+                        )
+                        if replacing
+                        else jobset.jobset_spec(
+                            job_name,
+                            one,
+                            nodes=args.nodes,
+                            max_restarts=args.backoff_limit,
+                            container=TRAINER_CONTAINER,
+                        )
                     )
                 ),
                 opts=replace,
@@ -342,8 +333,10 @@ def _checked(job_name: str, args: TrainingJobArgs) -> int:
     if args.nodes < 1:
         raise ValueError(f"TrainingJob {job_name}: nodes = {args.nodes}; allowed: 1 or more")
     if args.nodes > 1:
-        # Pods are <name>-workers-0-<index>-<5 random characters>, a DNS label of at most 63.
-        longest = f"{job_name}-{jobset.WORKERS}-0-{args.nodes - 1}-abcde"
+        # Pods are <name>-workers-0-<index>-<5 random characters> (and <name>-leader-0-0-...
+        # with REPLACE_RANK, always the shorter), a DNS label of at most 63.
+        last = args.nodes - (2 if args.recovery is GangRecovery.REPLACE_RANK else 1)
+        longest = f"{job_name}-{jobset.WORKERS}-0-{max(last, 0)}-abcde"
         if len(longest) > jobset_facts.MAX_NAME_LENGTH:
             allowed = len(job_name) - (len(longest) - jobset_facts.MAX_NAME_LENGTH)
             raise ValueError(
@@ -369,13 +362,18 @@ def _checked(job_name: str, args: TrainingJobArgs) -> int:
         )
     if args.backoff_limit < 0:
         raise ValueError(f"TrainingJob {job_name}: backoff_limit must be 0 or more")
+    if args.recovery is GangRecovery.REPLACE_RANK:
+        refused = replace_rank.refusal(job_name, args)
+        if refused:
+            raise ValueError(refused)
     if settings.MEMORY_TIER_DIR.name in args.trainer.env:
-        # Every restart would find the tier empty (plan.simulation.memory_tiers).
+        # Under RESTART_GANG every restart would find the tier empty
+        # (plan.simulation.memory_tiers); under REPLACE_RANK the tier is rendered here.
         raise ValueError(
             f"TrainingJob {job_name}: {settings.MEMORY_TIER_DIR.name} needs pods that outlive "
-            "a restart, and every restart here replaces them (a JobSet restarts by "
-            f"{jobset_facts.RECREATE}; {jobset_facts.IN_PLACE_RESTART_REFUSED}); allowed: "
-            "a trainer env without it"
+            "a reclaim, and a gang restart recreates them (a JobSet restarts by "
+            f"{jobset_facts.RECREATE}); allowed: a trainer env without it, and "
+            "recovery=GangRecovery.REPLACE_RANK, which renders the memory tier itself"
         )
     ceiling = args.placement.max_grace_seconds
     grace = args.grace_period_seconds or ceiling or DEFAULT_GRACE_SECONDS

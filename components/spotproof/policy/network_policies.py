@@ -255,6 +255,37 @@ def outsiders_admitted(
     return found
 
 
+def gang_admitted(
+    policies: list[Mapping[str, Any]],
+    port: int,
+    labels: Mapping[str, str],
+    namespace: str,
+) -> bool:
+    """Whether the ``policies`` selecting a pod admit its TCP ``port`` from a pod labelled
+    ``labels`` of ``namespace`` (a peer of its gang): always when none isolates it for
+    ingress, else when some rule admitting that port has a peer matching such a pod."""
+    ingress = [p for p in policies if "Ingress" in (p.get("policyTypes") or ["Ingress"])]
+    if not ingress:
+        return True
+    for policy in ingress:
+        for rule in policy.get("ingress") or []:
+            if not _admits_port(rule, port):
+                continue
+            peers = rule.get("from") or []
+            if not peers or any(_admits_peer(peer, labels, namespace) for peer in peers):
+                return True
+    return False
+
+
+def _admits_peer(peer: Mapping[str, Any], labels: Mapping[str, str], namespace: str) -> bool:
+    if peer.get("ipBlock") is not None:
+        return False  # pod addresses change with every replacement
+    namespaces = peer.get("namespaceSelector")
+    if namespaces is not None and not selects(namespaces, {NAME_LABEL: namespace}):
+        return False
+    return selects(peer.get("podSelector"), labels)
+
+
 def _describe(peer: Mapping[str, Any]) -> str:
     if peer.get("ipBlock") is not None:
         return f"ipBlock {peer['ipBlock'].get('cidr')}"
@@ -287,6 +318,17 @@ def replica_ports_confined(resources: list[PlannedResource]) -> Iterator[tuple[s
             raw = (env.get(port_name) or {}).get("value", str(settings.REPLICA_PORT.default))
             port = int(raw) if str(raw).isdigit() else 0
             policies = _selecting(resources, namespace, labels)
+            if port and not gang_admitted(policies, port, labels, namespace):
+                yield (
+                    resource.name,
+                    f"{kind} {namespace}/{name}: container {container.get('name')} serves its "
+                    f"memory tier's replicas on TCP {port} ({port_name}), and no NetworkPolicy "
+                    f"of namespace {namespace} admits the gang's own pods there "
+                    "(kube.network_policy leaves it out of the namespace's rule): its peers "
+                    "cannot send it replicas; fix: a NetworkPolicy that selects the gang's pods "
+                    f"and admits TCP {port} from pods labelled {gang[0]}={name} "
+                    "(TrainingJob(recovery=GangRecovery.REPLACE_RANK) renders one)",
+                )
             admitted = outsiders_admitted(policies, port, gang, namespace)
             if admitted:
                 where = f"TCP {port}" if port else "a port of its choosing (REPLICA_PORT=0)"

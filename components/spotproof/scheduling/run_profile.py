@@ -19,7 +19,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from spotproof.runtime import settings
+from spotproof.runtime.checkpointer.tiers import MEMORY_KEEP
 
+TIER_COPIES = 2 * (MEMORY_KEEP + 1)
+"""Copies of a pod's state its memory tier holds at most: ``MEMORY_KEEP`` of its own saves
+and as many replicas of its peer's, each plus the step being committed, since retention
+deletes the oldest only after the newest commits (``runtime.checkpointer.checkpoint``)."""
 STATE_MIB = "spotproof.dev/state-mib"
 """Pod annotation: MiB of checkpointed state per pod (model, optimizer, data position)."""
 STEP_SECONDS = "spotproof.dev/step-seconds"

@@ -12,8 +12,13 @@ wrote the object:
   starts with empty memory, and a kill without notice loses the saves that never reached
   the bucket. Only ``InPlaceRestart`` keeps the surviving pods
   (``catalog.jobset.KEEPS_PODS``; the JobSet schema check refuses it where the chart cannot
-  turn its gate on). A directory on no volume is the container's own filesystem, lost even
-  with the pod kept.
+  turn its gate on), or a reclaim the JobSet never sees: a replicated Job whose
+  ``podFailurePolicy`` ignores ``DisruptionTarget`` replaces the reclaimed pod alone
+  (``catalog.kubernetes_job.IGNORE``, ``REPLACED_PER_INDEX``) and does not fail, so the
+  JobSet does nothing (``catalog.jobset.ACTS_ON_FAILED_JOBS_ONLY``) and every other pod
+  keeps its tier (``TrainingJob(recovery=GangRecovery.REPLACE_RANK)``: a worker's reclaim
+  replaces its pod alone, the leader's restarts the gang). A directory on no volume is the
+  container's own filesystem, lost even with the pod kept.
 - ``memory-tier-room``: a memory-backed ``emptyDir`` is a tmpfs, and "files you write count
   against the memory limit of the container that wrote them"
   (https://kubernetes.io/docs/concepts/storage/volumes/#emptydir). The trainer writes both
@@ -46,22 +51,17 @@ import posixpath
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spotproof.catalog import jobset
+from spotproof.catalog import jobset, kubernetes_job
 from spotproof.plan.simulation.workloads import Workload
 from spotproof.policy import Violation
 from spotproof.runtime import settings
-from spotproof.runtime.checkpointer.tiers import MEMORY_KEEP
 from spotproof.scheduling import quantity
-from spotproof.scheduling.run_profile import RunProfile
+from spotproof.scheduling.run_profile import TIER_COPIES, RunProfile
 
 RESTART_POLICY = "memory-tier-restart"
 ROOM_POLICY = "memory-tier-room"
 PEERS_POLICY = "memory-tier-peers"
 SECRET_POLICY = "memory-tier-secret"
-TIER_COPIES = 2 * (MEMORY_KEEP + 1)
-"""Copies of a pod's state its tier holds at most: ``MEMORY_KEEP`` of its own saves and as
-many replicas of its peer's, each plus the step being committed, since retention deletes
-the oldest only after the newest commits (``runtime.checkpointer.checkpoint``)."""
 DOWNWARD = {settings.POD_IP.name: "status.podIP", settings.NODE_NAME.name: "spec.nodeName"}
 MIB = 1 << 20
 
@@ -83,7 +83,11 @@ def problems(workload: Workload) -> Iterator[tuple[str, str]]:
             continue
         name = str(container.get("name"))
         strategy = _restart_strategy(workload)
-        if strategy is not None and strategy not in jobset.KEEPS_PODS:
+        if (
+            strategy is not None
+            and strategy not in jobset.KEEPS_PODS
+            and not replaces_reclaimed_pods_alone(workload.spec)
+        ):
             lost = (
                 f"container {name} keeps a memory tier ({settings.MEMORY_TIER_DIR.name}) but the "
                 f"JobSet restarts by {strategy}, which deletes every pod and its memory: every "
@@ -122,6 +126,21 @@ def _restart_strategy(workload: Workload) -> str | None:
         return None
     policy = workload.spec.get("failurePolicy") or {}
     return str(policy.get("restartStrategy") or jobset.RECREATE)
+
+
+def replaces_reclaimed_pods_alone(spec: Mapping[str, Any]) -> bool:
+    """Whether some replicated Job of a JobSet ``spec`` replaces a pod reclaimed with
+    ``DisruptionTarget`` itself, uncounted, so the JobSet restarts nothing."""
+    disrupted = {"type": "DisruptionTarget", "status": "True"}
+    for replicated in spec.get("replicatedJobs") or []:
+        job = (replicated.get("template") or {}).get("spec") or {}
+        for rule in (job.get("podFailurePolicy") or {}).get("rules") or []:
+            if disrupted in (rule.get("onPodConditions") or []):
+                # The first rule on the condition decides the reclaimed pod's fate.
+                if rule.get("action") == kubernetes_job.IGNORE:
+                    return True
+                break
+    return False
 
 
 UNSET = {
