@@ -123,22 +123,29 @@ def restore_table(sizes: list[int], rounds: int) -> list[str]:
 
 
 def gang_table(sizes: list[int]) -> list[str]:
+    """``spotproof smoke --nodes 2 --tiers`` at each size: where each interruption's gang
+    resumed from, and its stall (the interruption to the gang's next step, with the
+    rehearsal's emulated one-second pod start)."""
     lines = [
-        "| gang of 2, state | one node lost: read from | its replacement, start to first "
-        "step | steps lost | every node lost: read from | start to first step | steps lost |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| gang of 2, state | worker's node lost: read from | stall | steps lost "
+        "| worker reclaimed: stall | steps lost | leader's node lost: read from | stall "
+        "| steps lost |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for megabytes in sizes:
-        config = SmokeConfig(store="s3", model_mb=megabytes, total_steps=160, step_seconds=0)
+        config = SmokeConfig(
+            store="s3", model_mb=megabytes, total_steps=200, interval=10, step_seconds=0
+        )
         report = run_tiered_smoke(config, 2, progress=lambda _line: None)
         if report.failures:
             lines.append(f"| {megabytes} MiB | failed: {'; '.join(report.failures)[:200]} |")
             continue
-        one, every = report.interruptions[0], report.interruptions[-1]
+        lost, reclaimed, leader = report.interruptions
         lines.append(
-            f"| {megabytes} MiB | {one.resumed_tiers[-1]} | {one.resume_seconds[-1]:.2f} s | "
-            f"{one.steps_lost} | {every.resumed_tiers[-1]} | {every.resume_seconds[-1]:.2f} s "
-            f"| {every.steps_lost} |"
+            f"| {megabytes} MiB | {', '.join(lost.resumed_tiers)} | {lost.waited_seconds:.1f} s "
+            f"| {lost.steps_lost} | {reclaimed.waited_seconds:.1f} s | {reclaimed.steps_lost} "
+            f"| {', '.join(leader.resumed_tiers)} | {leader.waited_seconds:.1f} s "
+            f"| {leader.steps_lost} |"
         )
     return lines
 

@@ -196,9 +196,10 @@ def _smoke(commands: argparse._SubParsersAction) -> None:
     smoke.add_argument(
         "--tiers",
         action="store_true",
-        help="with --nodes: hold periodic saves in each node's memory, replicated to a peer "
-        "(persisted to the bucket every 3rd), and lose nodes without notice: one, one with "
-        "the holder of its replica (3 nodes or more), then all",
+        help="with --nodes: each pod a torchrun elastic agent whose rank is replaced alone "
+        "(TrainingJob's recovery=replace-rank), periodic saves held in each pod's memory and "
+        "replicated to a peer (persisted to the bucket every 3rd); plays one node lost, one "
+        "reclaimed, one with the holder of its replica (4 nodes or more), then the leader's",
     )
     smoke.add_argument(
         "--batch",

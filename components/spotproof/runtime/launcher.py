@@ -159,6 +159,16 @@ torch 2.13 ``elastic/rendezvous/dynamic_rendezvous.py``), so after a membership 
 workers would be sent to a store that may have left with its node."""
 
 
+KEEP_ALIVE_SECONDS = 1
+KEEP_ALIVE_ATTEMPTS = 3
+"""How often each agent tells the rendezvous it is alive, and how many beats it may miss:
+a node silent for their product is dropped from the rendezvous, and only then can the
+survivors and a replacement form the next round (``_remove_dead_nodes``, torch 2.13
+``elastic/rendezvous/dynamic_rendezvous.py``; torch's defaults, 5 s and 3, make every
+replacement wait 15 s for the dead node to be forgotten). A beat is one small write to the
+store per agent."""
+
+
 def elastic_torchrun(
     *,
     nodes: int,
@@ -183,8 +193,16 @@ def elastic_torchrun(
     ``hosts_store`` says outright which pod serves the store (``is_host``), since guessing
     from the endpoint's name races cluster DNS (module docstring); the others retry their
     connection to it for ``join_timeout`` seconds, which is also how long the survivors wait
-    for a replacement. The trainer's command follows, run as an executable."""
-    conf = f"is_host={str(hosts_store).lower()},join_timeout={join_timeout}"
+    for a replacement. A node that stops beating (:data:`KEEP_ALIVE_SECONDS`) is dropped
+    from the rendezvous within seconds. The trainer's command follows, run as an executable."""
+    conf = ",".join(
+        [
+            f"is_host={str(hosts_store).lower()}",
+            f"join_timeout={join_timeout}",
+            f"keep_alive_interval={KEEP_ALIVE_SECONDS}",
+            f"keep_alive_max_attempt={KEEP_ALIVE_ATTEMPTS}",
+        ]
+    )
     return [
         *executable,
         f"--nnodes={nodes}:{nodes}",

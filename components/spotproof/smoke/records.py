@@ -78,6 +78,9 @@ class Interruption:
     resumed_tiers: list[str] = field(default_factory=list)
     """With ``--tiers``: where each rank read its shard of the step resumed from
     (``memory``, ``peer`` or ``bucket``)."""
+    replaced: list[int] = field(default_factory=list)
+    """With ``--tiers``: the places in the gang whose pods were replaced; every other pod
+    kept running through the interruption (all of them, when the gang was restarted)."""
     resume_seconds: list[float] = field(default_factory=list)
     """With ``--tiers``: each replacement rank's start to its first step, seconds."""
     kill_point: str | None = None

@@ -1,33 +1,40 @@
-"""``spotproof smoke --nodes N --tiers``: a gang whose periodic saves are held in memory
-and replicated to a peer (``runtime.checkpointer.tiers``), and whose nodes vanish.
+"""``spotproof smoke --nodes N --tiers``: a gang whose ranks are replaced one at a time, whose
+periodic saves are held in memory and replicated to a peer (``runtime.checkpointer.tiers``),
+and whose nodes vanish or are reclaimed.
 
-Each rank runs on a node of its own, played by a directory that stands for the node's
-memory (``MEMORY_TIER_DIR``) and its own replica server on loopback. A node that is lost
-takes its directory with it: the rank's replacement starts on a fresh one, as a pod the
-JobSet recreates lands on a new node, while the surviving ranks' replacements find their
-node's memory as they left it. Every ``PERSIST_EVERY``-th periodic save and every final
-save also goes to the bucket. The harness plays, each without notice (SIGKILL), and
-restarts the whole gang after each, as a JobSet's failure policy does:
+Each rank is a pod as ``TrainingJob(recovery=GangRecovery.REPLACE_RANK)`` starts one
+(``smoke.elastic_gang``): the launch script, torchrun's elastic agent (the ``c10d``
+rendezvous for exactly N nodes, its store on pod 0, the *leader*), then the trainer as the
+agent's worker, with a directory standing for the pod's memory-backed ``emptyDir``
+(``MEMORY_TIER_DIR``) that goes with the pod. A replacement starts shortly after its
+predecessor is gone, standing for a spare node with the image already on it. The harness
+plays, in turn:
 
-1. **one node lost**: the last rank's node. Its replacement must resume from its holder's
-   replica (tier ``peer``), at a step no older than the bucket's newest: memory saved
-   what the bucket had not yet got;
-2. **a node and the holder of its replica lost** (3 nodes or more): the replica is gone
-   with its holder, so the gang must resume from the bucket's newest committed step;
-3. **every node lost**: nothing in memory survives; the gang resumes from the bucket.
+1. **one node lost** (SIGKILL, no notice) of a worker: the surviving pods' processes are
+   never stopped; their workers find the peer gone, wait, and are restarted in place by
+   their agents once the replacement's agent joins. The survivors must resume from their
+   own memory and the replacement from its holder's replica, no older than the bucket's
+   newest step;
+2. **one node reclaimed** (SIGTERM along the configured path, then the grace): the gang
+   saves its final step to the bucket together; the reclaimed pod exits 143, which its
+   Job ignores, and is replaced; nothing trained is lost;
+3. **a node and its replica's holder lost** (4 nodes or more; two workers): the replica
+   went with its holder, so the gang resumes from the bucket's newest committed step;
+4. **the leader's node lost**: the store of the rendezvous is gone, so every other agent
+   fails; the launch scripts hold those failures back (``TEARDOWN_WAIT_ENV``) until the
+   harness restarts the whole gang as the JobSet does when the leader's Job fails. Every
+   pod is new, every ``emptyDir`` empty: the gang resumes from the bucket.
 
-The run passes only if every restart resumes as above, loses at most two checkpoint
-intervals when a replica serves it (the save in flight, and the one before) and at most
-``PERSIST_EVERY`` + 1 when the bucket does, and the restarted gang ends with the digest of
-a gang of the same size, with the same tiers, that was never interrupted. A gang that
-resumed from memory persists its next save, so the bucket is never further behind.
+The run passes only if each interruption replaces exactly the pods it should, every
+survivor resumes where the scenario says, no committed step is lost, and the gang ends with
+the digest of a gang of the same size and tiers that was never interrupted (a gang whose
+ranks start themselves, ``smoke.multinode``: the digest does not depend on the launcher).
+Each interruption's *stall*, from the interruption to the gang's next step, is reported.
 """
 
 from __future__ import annotations
 
 import random
-import secrets
-import shutil
 import signal
 import tempfile
 import time
@@ -35,17 +42,18 @@ from pathlib import Path
 
 from spotproof.runtime import exit_codes, settings
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
-from spotproof.runtime.checkpointer.tiers import PEER, replica_holders
-from spotproof.smoke.emulators import emulated
-from spotproof.smoke.gang_faults import LEAVE_SECONDS, tear_down
-from spotproof.smoke.multinode import (
-    GangProcesses,
-    agreed,
-    complete,
-    judge_digest,
-    run_reference,
+from spotproof.runtime.checkpointer.tiers import BUCKET, MEMORY, PEER, replica_holders
+from spotproof.smoke.elastic_gang import (
+    PERSIST_EVERY,
+    REPLACEMENT_SECONDS,
+    Abandoned,
+    ElasticGang,
+    Nodes,
 )
-from spotproof.smoke.process import TrainerProcess
+from spotproof.smoke.emulators import emulated
+from spotproof.smoke.gang_faults import LEAVE_SECONDS, finish_all, reclaim
+from spotproof.smoke.multinode import judge_digest, run_reference
+from spotproof.smoke.process import Event, TrainerProcess
 from spotproof.smoke.records import (
     Interruption,
     Progress,
@@ -53,159 +61,259 @@ from spotproof.smoke.records import (
     SmokeReport,
     attempt_of,
     judge_recovery,
+    last_words,
     trainer_env,
 )
 
-PERSIST_EVERY = 3
-"""The rehearsal persists every third periodic save: most kills then find memory ahead
-of the bucket."""
-ONE_NODE, WITH_HOLDER, EVERY_NODE = (
+ONE_NODE, RECLAIMED, WITH_HOLDER, LEADER = (
     "one node lost",
+    "one node reclaimed",
     "a node and its replica's holder lost",
-    "every node lost",
+    "the leader's node lost",
 )
 
 
-class Nodes:
-    """The directory standing for each rank's node; a lost node's is deleted."""
-
-    def __init__(self, root: Path, size: int) -> None:
-        self.root, self.generation = root, [0] * size
-        self.secret = root / "replica-secret"  # the one Secret every pod of the gang mounts
-        root.mkdir(parents=True, exist_ok=True)
-        self.secret.write_text(secrets.token_hex(32))
-
-    def memory(self, rank: int) -> Path:
-        return self.root / f"node-{rank}.{self.generation[rank]}"
-
-    def env(self, rank: int) -> dict[str, str]:
-        return {
-            settings.MEMORY_TIER_DIR.name: str(self.memory(rank)),
-            settings.PERSIST_EVERY.name: str(PERSIST_EVERY),
-            settings.REPLICA_PORT.name: "0",
-            settings.REPLICA_SECRET_FILE.name: str(self.secret),
-            settings.NODE_NAME.name: self.memory(rank).name,
-        }
-
-    def lose(self, rank: int) -> None:
-        shutil.rmtree(self.memory(rank), ignore_errors=True)
-        self.generation[rank] += 1
-
-
 def scenarios(nodes: int) -> list[str]:
-    return [ONE_NODE, WITH_HOLDER, EVERY_NODE] if nodes >= 3 else [ONE_NODE, EVERY_NODE]
+    middle = [WITH_HOLDER] if nodes >= 4 else []
+    return [ONE_NODE, RECLAIMED, *middle, LEADER]
 
 
 def run_tiered_smoke(config: SmokeConfig, nodes: int, progress: Progress = print) -> SmokeReport:
-    """The reference gang, then the one whose nodes are lost; see the module docstring."""
+    """The reference gang, then the one whose pods are replaced; see the module docstring."""
     if nodes < 2:
         raise ValueError(f"nodes = {nodes}: peer replicas need a gang of at least 2")
     report = SmokeReport(config)
     with emulated(config.store) as bucket, tempfile.TemporaryDirectory() as scratch:
         progress(
-            f"store: {config.store} ({bucket.url}); gang of {nodes} ranks over gloo, saves "
-            f"held in memory and replicated to a peer, every {PERSIST_EVERY}rd persisted"
+            f"store: {config.store} ({bucket.url}); gang of {nodes} pods, each a torchrun "
+            f"elastic agent and its worker, saves held in memory and replicated to a peer, "
+            f"every {PERSIST_EVERY}rd persisted; a pod is replaced {REPLACEMENT_SECONDS:g} s "
+            "after it is gone"
         )
         memory = Nodes(Path(scratch) / "reference", nodes)
         env = trainer_env(config, bucket, "reference")
         run_reference(env, nodes, report, progress, node_env=memory.env)
-        memory = Nodes(Path(scratch) / "interrupted", nodes)
         env = trainer_env(config, bucket, "interrupted")
         with bucket.apply():
             observer = CheckpointStore(env[settings.CHECKPOINT_URL.name])
-        _lose_nodes(config, env, observer=observer, nodes=memory, report=report, progress=progress)
+        gang = ElasticGang(env, Nodes(Path(scratch) / "interrupted", nodes), time.monotonic())
+        try:
+            _interrupt(config, gang, observer=observer, report=report, progress=progress)
+        except Abandoned:
+            pass
+        finally:
+            for pod in gang.every_pod:
+                pod.send(signal.SIGKILL)
+                pod.finish(10)
+        report.attempts = [attempt_of(pod) for pod in gang.every_pod]
     judge_digest(report)
     return report
 
 
-def _lose_nodes(
+def _interrupt(
     config: SmokeConfig,
-    env: dict[str, str],
+    gang: ElasticGang,
     *,
     observer: CheckpointStore,
-    nodes: Nodes,
     report: SmokeReport,
     progress: Progress,
 ) -> None:
-    size = len(nodes.generation)
+    size = gang.size
     plan = scenarios(size)
     progress(f"interrupted gang: {' -> '.join(plan)}")
     schedule = random.Random(config.schedule_seed)
-    origin = time.monotonic()
-    gang = GangProcesses(env, size, origin, 0, node_env=nodes.env)
-    gangs = [gang]
-    resumed = agreed(gang, report)
-    holder = replica_holders([""] * size, [""] * size)[size - 1]
+    resumed = _agreed(gang.resumed([1] * size, report), report)
+    # The workers' holders in ring order; pod 1's holder is a worker too from 4 pods on.
+    holder = replica_holders([""] * size, [""] * size)[1]
     for scenario in plan:
         # Past two intervals, so at least one save since the restart has been replicated.
         low = 2 * config.interval + 1
         target = resumed + schedule.randint(low, low + config.interval)
-        if not gang.reaches(target, config.total_steps, scenario, report):
-            break
-        lost = {ONE_NODE: [size - 1], WITH_HOLDER: [size - 1, holder]}.get(scenario, range(size))
-        record = Interruption("hard-kill", gang.index, round(time.monotonic() - origin, 3), target)
-        for rank in lost:
-            gang.ranks[rank].send(signal.SIGKILL)
-        for rank in lost:
-            gang.ranks[rank].finish()
-            nodes.lose(rank)
-        record.at_step = max(rank.last_step for rank in gang.ranks)
-        survivors = [r for i, r in enumerate(gang.ranks) if i not in lost]
-        codes = tear_down(survivors, LEAVE_SECONDS, record) if survivors else []
+        if target >= config.total_steps - 1:
+            report.failures.append(f"TOTAL_STEPS too small to {scenario} at step {target}")
+            return
+        last = gang.pods[-1]
+        if last.wait_for(lambda e, t=target: e["event"] == "step" and e["step"] >= t) is None:
+            report.failures.append(
+                f"pod {last.index} ended before step {target}: {last_words(last)}"
+            )
+            return
+        lost = {ONE_NODE: [size - 1], RECLAIMED: [size - 1], WITH_HOLDER: [1, holder]}.get(
+            scenario, [0]
+        )
+        kind = "preemption" if scenario == RECLAIMED else "hard-kill"
+        record = Interruption(kind, gang.started, round(last.now(), 3), target)
+        lives = gang.lives()
+        kept = [pod for k, pod in enumerate(gang.pods) if k not in lost]
+        _strike(gang, lost, config, record)
+        interrupted_at = last.now()
+        record.at_step = gang.step
         newest = observer.committed_steps()
         record.newest_committed = newest[-1] if newest else None
-        gang = GangProcesses(env, size, origin, gang.index + 1, node_env=nodes.env)
-        gangs.append(gang)
-        resumed = agreed(gang, report)
-        tiers = [str((r.first("resumed") or {}).get("tier", "")) for r in gang.ranks]
-        record.resume_seconds = [_start_to_first_step(r) for r in gang.ranks]
-        # A replica is at most the save in flight and the one before behind; the bucket,
-        # PERSIST_EVERY saves and the one in flight.
-        intervals = 2 if scenario == ONE_NODE else PERSIST_EVERY + 1
-        record.resumed_from, record.max_steps_lost = resumed, intervals * config.interval
+        if scenario == LEADER:
+            codes = _torn_down(kept, record)
+            gang.restart_all()
+            lives = [0] * size
+        else:
+            codes = []
+            for k in lost:
+                gang.replace(k)
+                lives[k] = 0
+        events = gang.resumed([life + 1 for life in lives], report)
+        resumed = _agreed(events, report)
+        tiers = [str(event.get("tier", "")) for event in events]
+        record.resumed_from, record.resumed_tiers = resumed, tiers
+        record.replaced = list(range(size)) if scenario == LEADER else sorted(lost)
         record.steps_lost = max(0, record.at_step - resumed)
-        record.resumed_tiers = tiers
-        _judge(scenario, codes, record, tiers, report)
+        stall = _next_step_seconds(gang, lives) - interrupted_at
+        record.waited_seconds = round(stall, 3)
+        _judge(scenario, record, config, report, lost=lost, kept=kept, codes=codes, gang=gang)
         report.interruptions.append(record)
+        survivors = (
+            "none kept"
+            if scenario == LEADER
+            else f"pods {sorted(set(range(size)) - set(lost))} kept"
+        )
         progress(
             f"  {scenario} at step {record.at_step} (bucket's newest: "
-            f"{record.newest_committed}): the gang resumed from {resumed}, read from "
-            f"{', '.join(tiers)}; {record.steps_lost} steps lost; the last rank trained again "
-            f"{record.resume_seconds[-1]:.2f} s after it started"
+            f"{record.newest_committed}): {survivors}, the gang resumed from {resumed}, read "
+            f"from {', '.join(tiers)}; {record.steps_lost} steps lost; next step "
+            f"{stall:.2f} s after the {'notice' if kind == 'preemption' else 'loss'}"
         )
-    report.digest = complete(gang, report)
-    report.interrupted_seconds = time.monotonic() - origin
-    report.attempts = [attempt_of(rank) for started in gangs for rank in started.ranks]
+    report.digest = _complete(gang, report)
+    report.interrupted_seconds = time.monotonic() - gang.origin
 
 
-def _start_to_first_step(rank: TrainerProcess) -> float:
-    """Seconds from the replacement's start to its first step: what resuming cost it."""
-    rank.wait_for(lambda e: e["event"] == "step")
-    first = next((t for t, e in rank.events if e.get("event") == "step"), None)
-    return round(first - rank.started, 3) if first is not None else float("nan")
+def _strike(gang: ElasticGang, lost: list[int], config: SmokeConfig, record: Interruption) -> None:
+    """End the ``lost`` pods: reclaimed along the configured path (a ``preemption``,
+    whose final save is timed), or killed with their nodes."""
+    if record.kind == "preemption":
+        [victim] = [gang.pods[k] for k in lost]
+        record.grace_seconds = reclaim([victim], config, record)
+        record.exit_code = victim.finish(record.grace_seconds + LEAVE_SECONDS)
+        finals = [e for e in victim.of("checkpoint") if e.get("kind") == "final"]
+        if finals:
+            record.final_save_seconds = float(finals[-1].get("since_signal", finals[-1]["seconds"]))
+        return
+    for k in lost:
+        gang.pods[k].send(signal.SIGKILL)
+    for k in lost:
+        gang.pods[k].finish()
+
+
+def _agreed(events: list[Event], report: SmokeReport) -> int:
+    steps = [int(event["step"]) for event in events]
+    if len(set(steps)) != 1:
+        report.failures.append(f"the pods resumed from different steps {steps}")
+    return min(steps)
+
+
+def _torn_down(pods: list[TrainerProcess], record: Interruption) -> list[int | None]:
+    """The JobSet's restart after the leader's Job failed: every other pod deleted. Each
+    must still be there, its failure held back by the launch script, not gone on its own."""
+    time.sleep(2.0)  # the agents find the store gone within a heartbeat or two
+    for pod in pods:
+        if pod.popen.poll() is not None:
+            record.peers_not_waiting.append(pod.index)
+        pod.send(signal.SIGTERM)
+    return finish_all(pods, LEAVE_SECONDS)
+
+
+def _next_step_seconds(gang: ElasticGang, lives: list[int]) -> float:
+    """When the slowest pod took its first step after this resumption (seconds since
+    origin): the gang's next step."""
+    latest = 0.0
+    for pod, life in zip(gang.pods, lives, strict=True):
+        resumed = [t for t, e in pod.events if e.get("event") == "resumed"][life]
+        pod.wait_for(lambda e: e["event"] == "step", timeout=60)  # one at least follows
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            after = [t for t, e in pod.events if e.get("event") == "step" and t >= resumed]
+            if after:
+                latest = max(latest, after[0])
+                break
+            time.sleep(0.05)
+    return latest
 
 
 def _judge(
     scenario: str,
-    codes: list[int | None],
     record: Interruption,
-    tiers: list[str],
+    config: SmokeConfig,
     report: SmokeReport,
+    *,
+    lost: list[int],
+    kept: list[TrainerProcess],
+    codes: list[int | None],
+    gang: ElasticGang,
 ) -> None:
-    if any(code != exit_codes.PEER_LOST for code in codes):
-        report.failures.append(
-            f"{scenario}: surviving ranks exited {codes}, expected {exit_codes.PEER_LOST} each"
-        )
+    tiers = record.resumed_tiers
+    if scenario != LEADER:
+        gone = [pod.index for pod in kept if pod.popen.poll() is not None]
+        if gone:
+            report.failures.append(
+                f"{scenario}: pod(s) {gone} that should have kept running were replaced"
+            )
     bucket = record.newest_committed
     if scenario == ONE_NODE:
-        if tiers[-1] != PEER:
+        expected = [PEER if k in lost else MEMORY for k in range(gang.size)]
+        record.max_steps_lost = 2 * config.interval
+        if tiers != expected:
             report.failures.append(
-                f"{scenario}: the lost rank's replacement read its shard from {tiers[-1]!r}, "
-                "not from its holder's replica"
+                f"{scenario}: the gang read its shards from {tiers}, expected {expected} "
+                "(survivors from their own memory, the replacement from its holder)"
             )
-    elif bucket is not None and record.resumed_from != bucket:
-        report.failures.append(
-            f"{scenario}: the gang resumed from {record.resumed_from}, not from the bucket's "
-            f"newest committed step {bucket}: memory that did not survive was used"
-        )
+        if bucket is not None and (record.resumed_from or 0) < bucket:
+            report.failures.append(
+                f"{scenario}: resumed from {record.resumed_from}, older than the bucket's "
+                f"newest {bucket}"
+            )
+    elif scenario == RECLAIMED:
+        record.max_steps_lost = 0
+        if record.exit_code != exit_codes.PREEMPTED:
+            report.failures.append(
+                f"{scenario}: the reclaimed pod exited {record.exit_code}, expected "
+                f"{exit_codes.PREEMPTED} (which its Job ignores)"
+            )
+        if record.final_save_seconds is None:
+            report.failures.append(
+                f"{scenario}: the final checkpoint of step {record.at_step} did not commit "
+                f"within the {record.grace_seconds or 0:g} s grace"
+            )
+    else:
+        record.max_steps_lost = (PERSIST_EVERY + 1) * config.interval
+        if bucket is not None and record.resumed_from != bucket:
+            report.failures.append(
+                f"{scenario}: the gang resumed from {record.resumed_from}, not from the "
+                f"bucket's newest committed step {bucket}: memory that did not survive was used"
+            )
+        if any(tier != BUCKET for tier in tiers):
+            report.failures.append(f"{scenario}: shards read from {tiers}, expected the bucket")
+    if scenario == LEADER:
+        if codes != [exit_codes.PREEMPTED] * len(codes):
+            report.failures.append(
+                f"{scenario}: the other pods exited {codes} when torn down, expected "
+                f"{exit_codes.PREEMPTED} each (their agents' failures held back)"
+            )
+        if record.peers_not_waiting:
+            report.failures.append(
+                f"{scenario}: pod(s) {record.peers_not_waiting} failed before the gang was "
+                "torn down; on a cluster that Job's failure would spend a counted restart"
+            )
     judge_recovery(scenario, record, report, "the gang")
+
+
+def _complete(gang: ElasticGang, report: SmokeReport) -> str | None:
+    digests = [pod.wait_for(lambda e: e["event"] == "done", timeout=600) for pod in gang.pods]
+    codes = finish_all(gang.pods, 60)
+    if any(d is None for d in digests) or any(code != exit_codes.COMPLETED for code in codes):
+        report.failures.append(
+            f"the gang did not complete: exit codes {codes}, "
+            f"{'; '.join(last_words(pod) for pod in gang.pods)}"
+        )
+        return None
+    values = {str(d["digest"]) for d in digests if d is not None}
+    if len(values) != 1:
+        report.failures.append("the pods report different digests")
+        return None
+    return values.pop()
