@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from spotproof.runtime.storage import open_store
-from spotproof.runtime.storage.peer import ReplicaServer
+from spotproof.runtime.storage.replica_server import ReplicaServer
 
 PART = 64 << 20
 BENCH_BUCKET = "spotproof-bench"  # unversioned, so removed rounds free moto's memory
