@@ -88,6 +88,22 @@ exit "$status"
 when the trap runs, so the loop waits again until the child is gone for its real status.
 With :data:`TEARDOWN_WAIT_ENV` set, a command that fails without a SIGTERM waits that many
 seconds for one before the failure is reported: 143 when the teardown comes first."""
+EARLIER_LAUNCH_SCRIPTS = (
+    """\
+trap 'stopped=1; kill -TERM "$child" 2>/dev/null' TERM
+"$@" &
+child=$!
+status=0
+wait "$child" || status=$?
+while kill -0 "$child" 2>/dev/null; do
+  if wait "$child"; then status=0; else status=$?; fi
+done
+if [ -n "${stopped-}" ] && [ "$status" -ne 0 ]; then exit 143; fi
+exit "$status"
+""",
+)
+"""What earlier releases rendered as :data:`LAUNCH_SCRIPT` (without the teardown wait): the
+same exits after a SIGTERM, so ``check`` reads manifests they rendered as wrapped too."""
 TEARDOWN_WAIT_ENV = "SPOTPROOF_TEARDOWN_WAIT"
 """Seconds the launch script holds back a failure, waiting to be torn down (a whole number;
 unset or 0: none). Set on the pods of a gang whose ranks are replaced one at a time
@@ -327,7 +343,8 @@ def is_wrapped(command: Sequence[str]) -> bool:
         len(command) > 4
         and os.path.basename(command[0]) in ("sh", "bash", "dash")
         and command[1] == "-c"
-        and command[2].split() == LAUNCH_SCRIPT.split()
+        and command[2].split()
+        in [script.split() for script in (LAUNCH_SCRIPT, *EARLIER_LAUNCH_SCRIPTS)]
         and command[3] == LAUNCHER_NAME
     )
 
