@@ -9,6 +9,7 @@ EKS and AKS.
 from spotproof.kube.baseline import ClusterBaseline, ClusterBaselineArgs
 from spotproof.kube.jobset import GangRecovery
 from spotproof.kube.smoke import SmokeTestJob, SmokeTestJobArgs
+from spotproof.kube.spares import WarmSpares, WarmSparesArgs
 from spotproof.kube.training import Trainer, TrainingJob, TrainingJobArgs
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
 
@@ -23,5 +24,7 @@ __all__ = [
     "Trainer",
     "TrainingJob",
     "TrainingJobArgs",
+    "WarmSpares",
+    "WarmSparesArgs",
     "WorkloadIdentity",
 ]

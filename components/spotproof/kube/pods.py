@@ -66,9 +66,6 @@ def pod_spec(
     selector, tolerations and priority, the identity's service account, the grace the
     preemption path honours, GPU limits, a non-root read-only container with a scratch
     ``/tmp``. ``env`` is the whole environment of the container."""
-    where = scheduling.placement(
-        placement.target, placement.accelerators, placement.fallback, placement.compute_class
-    )
     limits = {"memory": trainer.memory}
     if trainer.gpus:
         # A quantity, as the API spells it: a string, not a number.
@@ -89,13 +86,8 @@ def pod_spec(
         # needs none; the setting governs only the kube-api-access volume
         # (https://kubernetes.io/docs/tasks/configure-pod-container/configure-service-account/).
         "automountServiceAccountToken": False,
-        "priorityClassName": where.priority_class_name,
+        **where_to_run(placement),
         "terminationGracePeriodSeconds": grace_period_seconds,
-        "tolerations": [
-            *(dict(t) for t in where.tolerations),
-            *(scheduling.toleration_for(t) for t in placement.platform_taints),
-        ],
-        "nodeSelector": where.node_selector,
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": RUN_AS,
@@ -124,6 +116,26 @@ def pod_spec(
         ],
         "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": SCRATCH_SIZE_LIMIT}}],
     }
-    if where.node_affinity:
-        spec["affinity"] = {"nodeAffinity": where.node_affinity}
     return spec
+
+
+def where_to_run(placement: TargetPlacement) -> dict[str, Any]:
+    """The pod fields that aim a pod at ``placement``, in Kubernetes spelling: the
+    contract's priority, tolerations (the contract's and the platform's own taints),
+    ``nodeSelector`` and, where it needs one, node affinity. Every pod aimed at a pool
+    class takes them from here, so a trainer and anything that must land where the trainer
+    lands (``kube.spares``) cannot drift apart."""
+    where = scheduling.placement(
+        placement.target, placement.accelerators, placement.fallback, placement.compute_class
+    )
+    fields: dict[str, Any] = {
+        "priorityClassName": where.priority_class_name,
+        "tolerations": [
+            *(dict(t) for t in where.tolerations),
+            *(scheduling.toleration_for(t) for t in placement.platform_taints),
+        ],
+        "nodeSelector": where.node_selector,
+    }
+    if where.node_affinity:
+        fields["affinity"] = {"nodeAffinity": where.node_affinity}
+    return fields

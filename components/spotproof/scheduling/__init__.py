@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spotproof.catalog import PROFILES, Cloud
+from spotproof.catalog import EXPENDABLE_PRIORITY_CUTOFF, PROFILES, Cloud
 from spotproof.catalog.labels import (
     GKE_ACCELERATOR_LABEL,
     GKE_COMPUTE_CLASS_LABEL,
@@ -38,6 +38,13 @@ TARGET_CLASS_LABEL = "spotproof.dev/target-class"
 has no node to say where it is going; kube-state-metrics exposes this label (allowlisted)
 as ``kube_pod_labels{label_spotproof_dev_target_class=...}``, which the Pending alerts
 (``observability.rules``) join per class."""
+WARM_SPARE_LABEL = "spotproof.dev/warm-spare"
+"""Pod label, ``"true"``, on every placeholder pod that holds a warm spare node
+(``kube.spares.WarmSpares``): what the plan and ``spotproof status`` count spares by. A
+placeholder carries no ``TARGET_CLASS_LABEL``: it is not work, and a placeholder waiting
+for a new node after it gave its own away would otherwise count as GPU work pending (the
+Pending alerts) and as a workload that is never scraped (the health alerts). Its class is
+where its selector and tolerations aim it, the trainer's own."""
 CAPACITY_TAINT_KEY = "spotproof.dev/capacity"
 """Taint key that keeps ordinary pods off spot and flex-start capacity."""
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -80,6 +87,23 @@ SPOT_BATCH_PRIORITY = PriorityClassSpec(
 autoscaler's expendable cutoff (``catalog.EXPENDABLE_PRIORITY_CUTOFF``, -10): a pending pod
 below it never triggers a scale-up, and every GPU pool starts at zero nodes."""
 PRIORITY_CLASSES = (PLATFORM_PRIORITY, TRAINING_PRIORITY, SPOT_BATCH_PRIORITY)
+WARM_SPARE_PRIORITY = PriorityClassSpec(
+    "spotproof-warm-spare",
+    EXPENDABLE_PRIORITY_CUTOFF,
+    "Placeholders holding warm spare GPU nodes: below every workload, so any workload that "
+    "may preempt takes their node; not below -10, or the cluster autoscaler would neither "
+    "add a node for one nor keep its node.",
+    preempts=False,
+)
+"""The placeholders' priority (``kube.spares``), not one of ``PRIORITY_CLASSES`` (each
+``WarmSpares`` renders its own). Exactly the cluster autoscaler's expendable cutoff
+(``--expendable-pods-priority-cutoff``, default -10, kubernetes/autoscaler
+cluster-autoscaler-1.36.1 ``cluster-autoscaler/config/flags/flags.go``): a pod *below* it
+neither triggers a scale-up nor keeps its node from being scaled down, one at it does both
+(``cluster-autoscaler/FAQ.md``, "How can I configure overprovisioning with Cluster
+Autoscaler?", which reserves -10 for such pods). The lowest value that holds a node leaves
+the most room below the lowest workload class (``SPOT_BATCH_PRIORITY``, -5). ``Never``
+preempts: a placeholder waits for a node rather than evicting anything."""
 
 
 @dataclass(frozen=True)
