@@ -44,7 +44,7 @@ from enum import StrEnum
 from typing import Any
 
 from spotproof.catalog import jobset, kubernetes_job
-from spotproof.runtime import exit_codes, launcher, settings
+from spotproof.runtime import elastic, exit_codes, launcher, settings
 from spotproof.runtime.checkpointer.gang import PEER_WAIT_SECONDS
 
 
@@ -195,7 +195,7 @@ def jobset_spec(
 
 JOIN_TIMEOUT_SECONDS = 900
 """How long the surviving ranks' agents wait for a reclaimed rank's replacement to join
-(``join_timeout`` of torchrun's ``c10d`` rendezvous, ``runtime.launcher.elastic_torchrun``):
+(``join_timeout`` of torchrun's ``c10d`` rendezvous, ``runtime.elastic.elastic_torchrun``):
 a new node (a spot VM's start, up to a few minutes), the image pulled onto it, and torchrun
 started. Longer, and a rank that never comes back holds the gang's GPUs idle that long."""
 TEARDOWN_WAIT_SECONDS = int(PEER_WAIT_SECONDS)
@@ -210,7 +210,7 @@ reclaimed pod's Job fails: the unreachable taint's 300 s before the taint manage
 def rendezvous_endpoint(name: str) -> str:
     """The leader's pod, through the headless Service, on the ``c10d`` store's port."""
     host = jobset.pod_hostname(name, LEADER, 0, 0)
-    return f"{host}.{name}:{launcher.RENDEZVOUS_STORE_PORT}"
+    return f"{host}.{name}:{elastic.RENDEZVOUS_STORE_PORT}"
 
 
 def elastic_command(
@@ -221,7 +221,7 @@ def elastic_command(
     name (``<jobset>-<job>-0-<index>.<jobset>``) is stable per index, so a replacement gets
     its predecessor's rank."""
     return launcher.wrapped(
-        launcher.elastic_torchrun(
+        elastic.elastic_torchrun(
             nodes=nodes,
             processes_per_node=processes_per_node,
             endpoint=rendezvous_endpoint(name),
@@ -234,8 +234,8 @@ def elastic_command(
 
 
 def elastic_environment(grace_seconds: int) -> list[dict[str, Any]]:
-    """``runtime.launcher.elastic_environment`` as a container's ``env``."""
-    variables = launcher.elastic_environment(grace_seconds, TEARDOWN_WAIT_SECONDS)
+    """``runtime.elastic.elastic_environment`` as a container's ``env``."""
+    variables = elastic.elastic_environment(grace_seconds, TEARDOWN_WAIT_SECONDS)
     return [{"name": key, "value": value} for key, value in variables.items()]
 
 

@@ -43,7 +43,7 @@ import pulumi_kubernetes as k8s
 from spotproof.catalog import Cloud
 from spotproof.catalog.node_endpoints import HOST_DNS, IDENTITY_ENDPOINTS
 from spotproof.runtime import settings
-from spotproof.runtime.launcher import RENDEZVOUS_STORE_PORT
+from spotproof.runtime.elastic import RENDEZVOUS_STORE_PORT
 
 DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
 EVERYWHERE = "0.0.0.0/0"

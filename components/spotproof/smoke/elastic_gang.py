@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from spotproof.runtime import launcher, settings
+from spotproof.runtime import elastic, launcher, settings
 from spotproof.smoke.emulators import free_port
 from spotproof.smoke.process import Event, TrainerProcess
 from spotproof.smoke.records import SmokeReport, last_words
@@ -82,7 +82,7 @@ class ElasticGang:
 
     def _start(self, index: int) -> TrainerProcess:
         grace = int(float(self.env[settings.GRACE_SECONDS.name]))
-        torchrun = launcher.elastic_torchrun(
+        torchrun = elastic.elastic_torchrun(
             nodes=self.size,
             processes_per_node=1,
             endpoint=self.endpoint,
@@ -96,7 +96,7 @@ class ElasticGang:
         env = {
             **self.env,
             **self.nodes.env(index),
-            **launcher.elastic_environment(grace, TEARDOWN_WAIT_SECONDS),
+            **elastic.elastic_environment(grace, TEARDOWN_WAIT_SECONDS),
             settings.POD_IP.name: pod_address(index),
         }
         argv = launcher.wrapped([*torchrun, sys.executable, "-m", "spotproof.smoke.train"])
