@@ -65,3 +65,15 @@ RESTORE_MIB_PER_SECOND = 728
 """How fast a replacement reads its state back, in MiB per second: docs/performance.md has
 spotproof restoring 512 MiB from the S3 emulator in 0.703 s. Like the save rates, measured
 on a small development VM, a floor rather than a promise."""
+PEER_RESTORE_MIB_PER_SECOND = 1790
+"""How fast a rank reads its shard back from its holder's replica, in MiB per second:
+docs/performance.md's tier-resume table has 512 MiB from the holder in 0.286 s on the same
+VM. A survivor reading its own memory is taken to be no slower."""
+POD_START_SECONDS = 5.0
+"""From a pod's binding to its containers running when the image is already on the node:
+Kubernetes' pod startup SLO, 5 s at the 99th percentile for stateless pods with pre-pulled
+images (kubernetes/community ``sig-scalability/slos/pod_startup_latency.md``)."""
+TRAINER_START_SECONDS = 3.0
+"""A Python process that imports torch, before it does anything: about 3 CPU-seconds on
+the 2-core development VM (the test suite's per-process cost); a GPU trainer adds CUDA's
+initialisation, so a floor."""

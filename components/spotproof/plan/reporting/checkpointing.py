@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from spotproof.fleet.advice import SpecWarning
+from spotproof.plan.reporting import recovery
 from spotproof.plan.simulation.intervals import IntervalAdvice, is_far
 
 HEADING = "Checkpoint interval (goodput model):"
@@ -100,7 +101,13 @@ def lines(advice: IntervalAdvice) -> list[str]:
     first = f"{advice.workload}: {_where(advice)}"
     if advice.missing:
         return [f"{first}", f"  {advice.missing}"]
-    return [first, f"  {_interval(advice)}", f"  {_costs(advice)}", f"  {_assumes(advice)}"]
+    return [
+        first,
+        f"  {_interval(advice)}",
+        f"  {_costs(advice)}",
+        f"  {_assumes(advice)}",
+        *recovery.lines(advice, duration, percent),
+    ]
 
 
 def text(found: Iterable[IntervalAdvice]) -> list[str]:
@@ -233,4 +240,5 @@ def as_json(advice: IntervalAdvice) -> Mapping[str, Any]:
         "final_save_seconds": costs.final_save if costs else None,
         "restart_seconds": costs.restart if costs else None,
         "warns": is_far(advice),
+        "recovery": recovery.as_json(advice),
     }

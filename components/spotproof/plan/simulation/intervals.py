@@ -28,7 +28,7 @@ interval is far from the recommendation (:func:`is_far`), which the plan warns o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from spotproof.catalog import (
@@ -42,7 +42,8 @@ from spotproof.catalog import (
 from spotproof.fleet.reclaims import ReclaimModel
 from spotproof.fleet.workloads import SmokeTest
 from spotproof.kube.smoke import JOB_NAME as SMOKE_JOB
-from spotproof.plan.simulation import goodput
+from spotproof.plan.simulation import goodput, recovery
+from spotproof.plan.simulation.memory_tiers import replaces_reclaimed_pods_alone
 from spotproof.plan.simulation.outcomes import Outcome
 from spotproof.plan.simulation.preemption import pod_grace
 from spotproof.plan.simulation.workloads import Workload
@@ -130,6 +131,13 @@ class IntervalAdvice:
     """A useful GPU-hour on demand at the same interval, in the same unit."""
     on_demand_gpu_hour_usd: float | None = None
 
+    recovery: tuple[recovery.Prediction, ...] = ()
+    """A gang whose ranks are replaced one at a time: its paths and goodput at the
+    recommended interval with 0 to ``recovery.MAX_SPARES`` warm spares
+    (``plan.simulation.recovery``); empty for any other workload."""
+    whole_gang_goodput: float | None = None
+    """The same gang's goodput were every reclaim to restart it whole, priced the same way."""
+
     final_save_fits: bool = False
     """The final save of this state commits within the grace (what every reclaim that is
     not unannounced then loses: nothing)."""
@@ -215,9 +223,14 @@ def advise(
         run = RunProfile.of_pod(workload.pod_annotations, workload.pod_spec)
         if outcome.system or workload.kind not in TRAINING_KINDS or not run.trains:
             continue
+        gang = replaced_alone(workload)
+        if gang is None:  # the leader of a gang judged as a whole under its workers
+            continue
         capacity = capacity_of(outcome, cloud, model, model_key)
         if capacity is None:  # fits no pool: the scheduling check says so
             continue
+        if gang:
+            workload = replace(workload, pods=gang)
         advice.append(
             _advice(
                 workload,
@@ -280,8 +293,27 @@ def _advice(
     kept = goodput.goodput(best, costs, reclaims)
     configured = run.interval_seconds
     unannounced = reclaims.unannounced_per_second
+    gang = None
+    if replaced_alone(workload):
+        gang = recovery.Gang(
+            workload.pods,
+            state,
+            costs,
+            reclaims,
+            known["node_ready_seconds"] + model.image_pull_seconds,
+            _persist_every(workload),
+        )
     return IntervalAdvice(
         **known,
+        recovery=()
+        if gang is None
+        else tuple(
+            recovery.predict(gang, best, spares, model.spot_price_ratio)
+            for spares in range(recovery.MAX_SPARES + 1)
+        ),
+        whole_gang_goodput=None
+        if gang is None
+        else recovery.goodput(recovery.whole_gang_paths(gang, best), gang, best),
         final_save_fits=fits,
         graceful_share=graceful,
         costs=costs,
@@ -306,3 +338,30 @@ def is_far(advice: IntervalAdvice) -> bool:
     ratio = configured / best
     lost = advice.goodput - (advice.configured_goodput or 0.0)
     return not 1 / FAR <= ratio <= FAR and lost >= COSTLY
+
+
+def replaced_alone(workload: Workload) -> int | None:
+    """For the part of a JobSet whose reclaimed pods are replaced alone (its workers), the
+    pods of the whole gang; None for another part of such a JobSet (its leader, judged
+    with the gang); 0 for every other workload."""
+    if workload.kind != jobset.KIND or not replaces_reclaimed_pods_alone(workload.spec):
+        return 0
+    part = workload.name.rsplit("/", 1)[-1]
+    total, mine = 0, False
+    for replicated in workload.spec.get("replicatedJobs") or []:
+        job = (replicated.get("template") or {}).get("spec") or {}
+        total += int(replicated.get("replicas", 1)) * int(job.get("parallelism", 1))
+        if replicated.get("name") == part:
+            mine = replaces_reclaimed_pods_alone({"replicatedJobs": [replicated]})
+    return total if mine else None
+
+
+def _persist_every(workload: Workload) -> int:
+    """The trainer's ``PERSIST_EVERY``, or the runtime's default."""
+    for container in workload.pod_spec.get("containers") or []:
+        for variable in container.get("env") or []:
+            if variable.get("name") == settings.PERSIST_EVERY.name:
+                value = str(variable.get("value", ""))
+                if value.isdigit() and int(value) > 0:
+                    return int(value)
+    return int(settings.PERSIST_EVERY.default)
