@@ -151,13 +151,17 @@ def test_job_is_replaced_rather_than_patched(gke_dev: PlanResult) -> None:
     assert job.replace_on_changes == ("spec",)
 
 
-def test_spot_batch_priority_is_negative_and_does_not_preempt(gke_dev: PlanResult) -> None:
-    classes = {
-        r.inputs["metadata"]["name"]: r.inputs
-        for r in gke_dev.recording.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")
-    }
+def test_spot_batch_priority_is_negative_and_preempts_only_what_is_below_it(
+    gke_dev: PlanResult,
+) -> None:
+    found = gke_dev.recording.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")
+    classes = {r.inputs["metadata"]["name"]: r.inputs for r in found}
     assert classes["spotproof-spot-batch"]["value"] < 0
-    assert classes["spotproof-spot-batch"]["preemptionPolicy"] == "Never"
+    # Below it sit only warm spares' placeholders, which a replaced rank must evict.
+    assert classes["spotproof-spot-batch"]["preemptionPolicy"] == "PreemptLowerPriority"
+    assert classes["spotproof-spot-batch"]["value"] > scheduling.WARM_SPARE_PRIORITY.value
+    # value and preemptionPolicy are immutable: a change replaces the class.
+    assert all(set(r.replace_on_changes) == {"value", "preemptionPolicy"} for r in found)
     assert classes["spotproof-platform"]["value"] > classes["spotproof-training"]["value"] > 0
     assert not any(c["globalDefault"] for c in classes.values())
 

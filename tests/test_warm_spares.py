@@ -218,13 +218,14 @@ def test_the_system_pool_is_refused() -> None:
         _spares(TargetPlacement(PoolClass.SYSTEM))
 
 
-def test_spot_work_cannot_preempt_so_a_spare_for_it_is_refused() -> None:
-    # spotproof-spot-batch is preemptionPolicy: Never: a replacement waits for a free node
-    # and never evicts a placeholder (Kubernetes, "Non-preempting PriorityClass").
-    assert scheduling.SPOT_BATCH_PRIORITY.preempts is False
+def test_spot_work_preempts_so_a_spare_serves_a_spot_gang() -> None:
+    # spotproof-spot-batch preempts what is below it: the placeholders; a class that is
+    # Never could not (Kubernetes, "Non-preempting PriorityClass").
+    assert scheduling.SPOT_BATCH_PRIORITY.preempts
+    assert scheduling.SPOT_BATCH_PRIORITY.value > scheduling.WARM_SPARE_PRIORITY.value
     spot = TargetPlacement(PoolClass.SPOT_GPU, max_grace_seconds=15)
-    with pytest.raises(ValueError, match="spotproof-spot-batch, whose preemptionPolicy is Never"):
-        _spares(spot)
+    [deployment] = _spares(spot).of_type(DEPLOYMENT)
+    assert deployment.inputs["spec"]["replicas"] == 2
 
 
 def test_a_pool_reached_only_through_a_queue_is_refused() -> None:

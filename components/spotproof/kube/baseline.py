@@ -81,7 +81,16 @@ class ClusterBaseline(pulumi.ComponentResource):
                 global_default=False,
                 preemption_policy="PreemptLowerPriority" if spec.preempts else "Never",
                 description=spec.description,
-                opts=child,
+                # Both are immutable (ValidatePriorityClassUpdate, kubernetes/kubernetes
+                # pkg/apis/scheduling/validation/validation.go): a change is a new class.
+                # Running pods keep the priority they were admitted with.
+                opts=pulumi.ResourceOptions.merge(
+                    child,
+                    pulumi.ResourceOptions(
+                        replace_on_changes=["value", "preemptionPolicy"],
+                        delete_before_replace=True,
+                    ),
+                ),
             )
             for spec in scheduling.PRIORITY_CLASSES
         }

@@ -81,9 +81,9 @@ class WarmSparesArgs:
     placement: TargetPlacement
     """Where the spares wait: the very placement the gang's ``TrainingJob`` takes, so its
     pods' selector, affinity and tolerations are the placeholders' (``kube.pods.where_to_run``).
-    Not the system pool's class; not a class whose work cannot preempt (today spot work runs
-    at ``spotproof-spot-batch``, ``preemptionPolicy: Never``, and would never take a spare);
-    not a pool reached only through a Kueue queue."""
+    Not the system pool's class; not a class whose work cannot preempt (a ``Never`` class
+    would never take a spare: every workload class of the contract preempts, spot work's
+    included); not a pool reached only through a Kueue queue."""
     image: str
     """The trainer's image, pulled onto every spare by an init container; pinned: a tag
     other than ``latest`` or a digest (``fleet.images``), so the spare holds the image the

@@ -107,7 +107,7 @@ same exits after a SIGTERM, so ``check`` reads manifests they rendered as wrappe
 TEARDOWN_WAIT_ENV = "SPOTPROOF_TEARDOWN_WAIT"
 """Seconds the launch script holds back a failure, waiting to be torn down (a whole number;
 unset or 0: none). Set on the pods of a gang whose ranks are replaced one at a time
-(``runtime.elastic.elastic_torchrun``): when the pod hosting the rendezvous is reclaimed, every other
+(``runtime.elastic``): when the pod hosting the rendezvous is reclaimed, every other
 rank's agent fails at once, and were those failures reported before the reclaimed pod's
 own, the JobSet would restart the gang as after a crash, from its budget for crashes
 (``catalog.jobset.FIRST_MATCHING_RULE_WINS``); held back, they are torn down by the free

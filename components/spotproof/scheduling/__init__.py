@@ -81,11 +81,16 @@ SPOT_BATCH_PRIORITY = PriorityClassSpec(
     -5,
     "Preemptible batch work on spot capacity: negative, so the scheduler evicts it first; "
     "not below -10, or the cluster autoscaler never adds a node for it.",
-    preempts=False,
 )
 """Negative so that any default-priority pod preempts it, and at or above the cluster
 autoscaler's expendable cutoff (``catalog.EXPENDABLE_PRIORITY_CUTOFF``, -10): a pending pod
-below it never triggers a scale-up, and every GPU pool starts at zero nodes."""
+below it never triggers a scale-up, and every GPU pool starts at zero nodes. It preempts
+(``PreemptLowerPriority``), which evicts only pods of a strictly lower priority: of what
+spotproof renders, only warm spares' placeholders (:data:`WARM_SPARE_PRIORITY`, -10), so a
+replaced rank takes a spare's node instead of waiting for a new one; a class that is
+``Never`` "cannot preempt other pods" (https://kubernetes.io/docs/concepts/scheduling-eviction/pod-priority-preemption/,
+"Non-preempting PriorityClass"). Earlier releases rendered it ``Never``; the field is
+immutable, so the baseline replaces the class on ``pulumi up`` (``kube.baseline``)."""
 PRIORITY_CLASSES = (PLATFORM_PRIORITY, TRAINING_PRIORITY, SPOT_BATCH_PRIORITY)
 WARM_SPARE_PRIORITY = PriorityClassSpec(
     "spotproof-warm-spare",
