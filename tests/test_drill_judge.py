@@ -287,6 +287,37 @@ def test_a_replacement_that_resumed_early_from_before_a_committed_step_fails() -
     ]
 
 
+def test_a_replacement_created_while_the_old_pod_saved_may_resume_from_before_its_final_save() -> (
+    None
+):
+    """Created before the old pod ended, the replacement may have read the store before the
+    final commit: resuming from the step committed when it was created is no loss of
+    committed work, even when its resume is reported after the old pod ended."""
+
+    def overlapped(timeline: Timeline) -> None:
+        timeline.events[:] = [e for e in timeline.events if e.mark is not Mark.POD_CREATED]
+        timeline.add(1000.1, Mark.CHECKPOINT, pod=OLD, step=100, kind="periodic")
+        timeline.add(1000.7, Mark.POD_CREATED, pod=NEW)
+
+    [reclaim] = judge(graceful(resumed=100, edit=overlapped), EXPECTED).reclaims
+
+    assert reclaim.overlapped
+    assert reclaim.problems == []
+
+
+def test_an_overlapped_replacement_resuming_before_what_its_creation_found_fails() -> None:
+    def overlapped(timeline: Timeline) -> None:
+        timeline.events[:] = [e for e in timeline.events if e.mark is not Mark.POD_CREATED]
+        timeline.add(1000.1, Mark.CHECKPOINT, pod=OLD, step=100, kind="periodic")
+        timeline.add(1000.7, Mark.POD_CREATED, pod=NEW)
+
+    [reclaim] = judge(graceful(resumed=80, edit=overlapped), EXPECTED).reclaims
+
+    assert reclaim.problems == [
+        "step 100 was committed before the replacement resumed, but it resumed from 80"
+    ]
+
+
 def test_a_gang_rank_reclaimed_with_the_rest_that_never_got_sigterm_fails() -> None:
     timeline = graceful()
     [reclaim] = timeline.of(Mark.RECLAIM)

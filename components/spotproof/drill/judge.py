@@ -152,11 +152,16 @@ def _outcome(index: int, events: list[Event]) -> ReclaimOutcome:
     resumed = _first(replacement, Mark.RESUMED)
     if resumed is not None:
         found.resumed_from = _integer(resumed.detail.get("step"))
-        found.overlapped = ended is not None and resumed.at < ended.at
+        # Overlapped: the replacement existed, and could read the store, before the old pod
+        # ended; its resume can then come after the old pod's final commit and still be
+        # from an older step (a rehearsal's deliberately overlapped restart does this).
+        created = _first(replacement, Mark.POD_CREATED)
+        began = resumed if created is None or resumed.at < created.at else created
+        found.overlapped = ended is not None and began.at < ended.at
         steps = [
             _integer(e.detail.get("step"))
             for e in own
-            if e.mark is Mark.CHECKPOINT and e.at <= resumed.at
+            if e.mark is Mark.CHECKPOINT and e.at <= began.at
         ]
         found.committed_at_resume = max((s for s in steps if s is not None), default=None)
         if found.sigterm_step is not None and found.resumed_from is not None:
