@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from spotproof.catalog import (
+    AGENT_START_SECONDS,
     PEER_RESTORE_MIB_PER_SECOND,
     POD_START_SECONDS,
     RESTORE_MIB_PER_SECOND,
@@ -22,6 +23,8 @@ from tests.support import stack_config
 from tests.test_training_job import GANG_PROGRAM
 
 STATE_MIB = 2048.0
+STARTS = AGENT_START_SECONDS + TRAINER_START_SECONDS
+"""The replacement's agent, then every worker, starting again."""
 COSTS = goodput.SaveCosts(stall=1.0, commit=15.0, restart=0.0, final_save=14.0)
 NODE_SECONDS = 300.0
 INTERVAL = 600.0
@@ -47,7 +50,7 @@ def test_a_workers_loss_without_notice_waits_for_a_node_then_restores_from_a_pee
     lost = _path(recovery.paths(_gang(), INTERVAL), "a worker's node, without notice")
     assert lost.restarted == "its pod alone"
     assert lost.stall_seconds == pytest.approx(
-        NODE_SECONDS + 2 * TRAINER_START_SECONDS + STATE_MIB / PEER_RESTORE_MIB_PER_SECOND
+        NODE_SECONDS + STARTS + STATE_MIB / PEER_RESTORE_MIB_PER_SECOND
     )
     assert lost.redone_seconds == pytest.approx(INTERVAL / 2 + COSTS.commit - COSTS.stall)
 
@@ -56,10 +59,7 @@ def test_a_workers_reclaim_with_notice_saves_then_restores_from_the_bucket() -> 
     noticed = _path(recovery.paths(_gang(), INTERVAL), "a worker's node, with notice")
     assert noticed.redone_seconds == 0
     assert noticed.stall_seconds == pytest.approx(
-        COSTS.final_save
-        + NODE_SECONDS
-        + 2 * TRAINER_START_SECONDS
-        + STATE_MIB / RESTORE_MIB_PER_SECOND
+        COSTS.final_save + NODE_SECONDS + STARTS + STATE_MIB / RESTORE_MIB_PER_SECOND
     )
 
 
@@ -96,7 +96,7 @@ def test_the_first_order_baseline_agrees_with_the_exact_model_at_realistic_rates
     the same restart: within a tenth of a percentage point at 0.05 reclaims/node-hour."""
     gang = _gang()
     first_order = recovery.goodput(recovery.whole_gang_paths(gang, INTERVAL), gang, INTERVAL)
-    restart = NODE_SECONDS + 2 * TRAINER_START_SECONDS + STATE_MIB / RESTORE_MIB_PER_SECOND
+    restart = NODE_SECONDS + STARTS + STATE_MIB / RESTORE_MIB_PER_SECOND
     exact = goodput.goodput(
         INTERVAL,
         goodput.SaveCosts(COSTS.stall, COSTS.commit, restart, COSTS.final_save),

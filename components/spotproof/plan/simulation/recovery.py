@@ -17,10 +17,11 @@ takes one of three paths, by which node goes and whether a notice comes first:
 
 Each path's *stall*, from the reclaim (or notice) to the gang's next step, adds up what it
 waits for: the final save, a node and the image (or, on a warm spare, a pod start), the
-replacement's agent and every worker starting again (an interpreter that imports torch
-each), and the restore at its tier's rate (``catalog``). Goodput then follows from a
-renewal argument: each reclaim costs its stall plus the training it redoes, so with ``λ``
-reclaims per second of the gang's wall time the share kept is
+replacement's agent starting and joining (``catalog.AGENT_START_SECONDS``), every worker
+starting again (``catalog.TRAINER_START_SECONDS``), and the restore at its tier's rate
+(``catalog``). Goodput then follows from a renewal argument: each reclaim costs its stall
+plus the training it redoes, so with ``λ`` reclaims per second of the gang's wall time the
+share kept is
 ``τ / (τ + s) x (1 - λ Σ share x (stall + redone))``, to first order in ``λ`` (the exact
 Daly form of ``plan.simulation.goodput`` needs a single kind of reclaim). The whole-gang
 restart is priced the same way, so the two compare like for like.
@@ -37,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spotproof.catalog import (
+    AGENT_START_SECONDS,
     PEER_RESTORE_MIB_PER_SECOND,
     POD_START_SECONDS,
     RESTORE_MIB_PER_SECOND,
@@ -107,7 +109,7 @@ def paths(gang: Gang, interval: float, spares: int = 0) -> tuple[Path, ...]:
     worker = (gang.pods - 1) / gang.pods
     costs = gang.costs
     lag = costs.commit - costs.stall  # the newest save begun is not yet committed
-    start = replacement_seconds(gang, spares) + 2 * TRAINER_START_SECONDS
+    start = replacement_seconds(gang, spares) + AGENT_START_SECONDS + TRAINER_START_SECONDS
     from_bucket = gang.state_mib / RESTORE_MIB_PER_SECOND
     from_peer = gang.state_mib / PEER_RESTORE_MIB_PER_SECOND
     leader_start = start + from_bucket
@@ -146,7 +148,10 @@ def whole_gang_paths(gang: Gang, interval: float) -> tuple[Path, ...]:
     q = gang.reclaims.graceful_share
     costs = gang.costs
     restart = (
-        gang.node_seconds + 2 * TRAINER_START_SECONDS + gang.state_mib / RESTORE_MIB_PER_SECOND
+        gang.node_seconds
+        + AGENT_START_SECONDS
+        + TRAINER_START_SECONDS
+        + gang.state_mib / RESTORE_MIB_PER_SECOND
     )
     return (
         Path("any node, with notice", q, "every pod", "the bucket", costs.final_save + restart, 0),
