@@ -158,3 +158,35 @@ def test_the_plan_predicts_each_path_of_a_replace_rank_gang_under_its_advice(
         assert f"{reclaim} (" in report
     assert "the leader's node (25% of reclaims): every pod restarts" in report
     assert "recommended:" in report
+
+
+WITH_A_SPARE = (
+    SPARE_FREE_GANG.replace(
+        "from spotproof.kube import GangRecovery, TrainingJob, TrainingJobArgs",
+        "from spotproof.kube import (\n"
+        "    GangRecovery, TrainingJob, TrainingJobArgs, WarmSpares, WarmSparesArgs,\n)",
+    )
+    + """
+WarmSpares(
+    "llm-spares",
+    WarmSparesArgs(
+        placement=cluster.placement(PoolClass.SPOT_GPU),
+        image="ghcr.io/acme/llm-train:1.4",
+        gpus=1,
+        count=2,
+        namespace="spotproof",
+    ),
+    opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[cluster.baseline]),
+)
+"""
+)
+
+
+def test_the_plan_counts_the_warm_spares_kept_where_the_gang_runs(
+    make_project: Callable[..., Path],
+) -> None:
+    root = make_project(stack_config("gke-dev"), stack="gke-dev", program=WITH_A_SPARE)
+    result = run_plan("gke-dev", root)
+    [gang] = [a for a in result.intervals if "llm-finetune" in a.workload]
+    assert gang.warm_spares == 2
+    assert "the stack keeps 2 where it runs" in formats.text(result)

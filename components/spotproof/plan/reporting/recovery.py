@@ -42,9 +42,14 @@ def lines(
     options = "; ".join(
         f"{p.spares}: {percent(p.goodput)} at {p.cost:.3f}x" for p in advice.recovery
     )
+    kept = (
+        f"; the stack keeps {advice.warm_spares} where it runs"
+        if advice.warm_spares
+        else "; the stack keeps none where it runs"
+    )
     out.append(
         f"    with warm spares (goodput, a useful GPU-hour in the on-demand price): {options}; "
-        f"recommended: {_spares(best)}"
+        f"recommended: {_spares(best)}{kept}"
     )
     return out
 
@@ -64,6 +69,7 @@ def as_json(advice: IntervalAdvice) -> Mapping[str, Any] | None:
         return None
     return {
         "whole_gang_goodput": advice.whole_gang_goodput,
+        "warm_spares": advice.warm_spares,
         "recommended_spares": recommended(list(advice.recovery)).spares,
         "spares": [
             {

@@ -28,9 +28,11 @@ interval is far from the recommendation (:func:`is_far`), which the plan warns o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from spotproof import scheduling
 from spotproof.catalog import (
     ASYNC_CAPTURE_MIB_PER_SECOND,
     FINAL_SAVE_MIB_PER_SECOND,
@@ -135,6 +137,10 @@ class IntervalAdvice:
     """A gang whose ranks are replaced one at a time: its paths and goodput at the
     recommended interval with 0 to ``recovery.MAX_SPARES`` warm spares
     (``plan.simulation.recovery``); empty for any other workload."""
+    warm_spares: int = 0
+    """Warm spares' placeholders the stack keeps where the gang's pods run (``kube.spares``:
+    pods labelled ``scheduling.WARM_SPARE_LABEL`` with the gang's node selector and
+    affinity)."""
     whole_gang_goodput: float | None = None
     """The same gang's goodput were every reclaim to restart it whole, priced the same way."""
 
@@ -231,16 +237,12 @@ def advise(
             continue
         if gang:
             workload = replace(workload, pods=gang)
-        advice.append(
-            _advice(
-                workload,
-                run,
-                capacity,
-                cloud=cloud,
-                model=model,
-                where=settings_of(workload, smoke),
-            )
+        found_advice = _advice(
+            workload, run, capacity, cloud=cloud, model=model, where=settings_of(workload, smoke)
         )
+        if gang:
+            found_advice = replace(found_advice, warm_spares=warm_spares(workload, found))
+        advice.append(found_advice)
     return advice
 
 
@@ -365,3 +367,22 @@ def _persist_every(workload: Workload) -> int:
                 if value.isdigit() and int(value) > 0:
                     return int(value)
     return int(settings.PERSIST_EVERY.default)
+
+
+def warm_spares(gang: Workload, found: list[Outcome]) -> int:
+    """The placeholders among ``found`` aimed where ``gang``'s pods run, in its cluster: a
+    replaced rank of the gang may take their nodes."""
+    aim = _aim(gang.pod_spec)
+    return sum(
+        o.workload.pods
+        for o in found
+        if o.workload.pod_labels.get(scheduling.WARM_SPARE_LABEL) == "true"
+        and o.workload.cluster == gang.cluster
+        and _aim(o.workload.pod_spec) == aim
+    )
+
+
+def _aim(pod_spec: Mapping[str, Any]) -> tuple[Any, Any]:
+    """Where a pod asks to run: its node selector and node affinity."""
+    affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity")
+    return pod_spec.get("nodeSelector") or {}, affinity
