@@ -137,6 +137,16 @@ def test_every_pod_waits_to_be_torn_down_and_keeps_its_workers_store_apart() -> 
         assert env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] == "12"
 
 
+def test_a_rank_stopped_by_a_lost_peer_waits_as_long_as_its_agent_waits_for_the_replacement() -> (
+    None
+):
+    for job in _jobs(_spec(_render())).values():
+        env = {e["name"]: e.get("value") for e in _container(job)["env"]}
+        command = _container(job)["command"]
+        conf = dict(item.split("=") for item in command[10].split("=", 1)[1].split(","))
+        assert env["PEER_WAIT_SECONDS"] == conf["join_timeout"] == "900"
+
+
 def test_every_pod_keeps_its_memory_tier_on_a_sized_memory_backed_empty_dir() -> None:
     for job in _jobs(_spec(_render())).values():
         pod = job["template"]["spec"]

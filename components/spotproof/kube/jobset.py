@@ -235,7 +235,9 @@ def elastic_command(
 
 def elastic_environment(grace_seconds: int) -> list[dict[str, Any]]:
     """``runtime.elastic.elastic_environment`` as a container's ``env``."""
-    variables = elastic.elastic_environment(grace_seconds, TEARDOWN_WAIT_SECONDS)
+    variables = elastic.elastic_environment(
+        grace_seconds, TEARDOWN_WAIT_SECONDS, JOIN_TIMEOUT_SECONDS
+    )
     return [{"name": key, "value": value} for key, value in variables.items()]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from spotproof.runtime import settings
 from spotproof.runtime.launcher import TEARDOWN_WAIT_ENV, shutdown_environment
 
 RENDEZVOUS_STORE_PORT = 29400
@@ -83,13 +84,19 @@ def elastic_torchrun(
     ]
 
 
-def elastic_environment(grace_seconds: int, teardown_wait_seconds: int) -> dict[str, str]:
+def elastic_environment(
+    grace_seconds: int, teardown_wait_seconds: int, join_timeout: int
+) -> dict[str, str]:
     """What a pod running :func:`elastic_torchrun` sets: the workers' shutdown timeout
     (:func:`shutdown_environment`), a store of the workers' own each round
-    (:data:`OWN_WORKER_STORE_ENV`) and the launch script's wait for a teardown after the
-    agent fails (:data:`TEARDOWN_WAIT_ENV`)."""
+    (:data:`OWN_WORKER_STORE_ENV`), the launch script's wait for a teardown after the
+    agent fails (:data:`TEARDOWN_WAIT_ENV`), and a worker stopped by a lost peer waiting as
+    long as its agent waits for the replacement (``join_timeout``): the agent stops it when
+    the replacement joins, which spends none of ``max_restarts``, where a worker that gave
+    up first would spend one (``PEER_WAIT_SECONDS``)."""
     return {
         **shutdown_environment(grace_seconds),
         OWN_WORKER_STORE_ENV: "1",
         TEARDOWN_WAIT_ENV: str(teardown_wait_seconds),
+        settings.PEER_WAIT_SECONDS.name: str(join_timeout),
     }

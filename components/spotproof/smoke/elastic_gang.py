@@ -96,7 +96,7 @@ class ElasticGang:
         env = {
             **self.env,
             **self.nodes.env(index),
-            **elastic.elastic_environment(grace, TEARDOWN_WAIT_SECONDS),
+            **elastic.elastic_environment(grace, TEARDOWN_WAIT_SECONDS, JOIN_SECONDS),
             settings.POD_IP.name: pod_address(index),
         }
         argv = launcher.wrapped([*torchrun, sys.executable, "-m", "spotproof.smoke.train"])
