@@ -303,18 +303,32 @@ def test_a_replica_secret_in_a_projected_secret_is_taken(tmp_path: Path) -> None
     assert "memory-tier-secret" not in found
 
 
-def test_a_replica_port_the_namespace_admits_from_no_pod_of_the_gang_is_flagged(
+def test_a_replica_port_in_spotproofs_namespace_is_open_to_every_pod_of_it_and_flagged(
     tmp_path: Path,
 ) -> None:
-    """spotproof's namespace admits every pod of it on every port but the replica and
-    rendezvous ports (allow-workload-traffic), so a gang there needs a policy of its own."""
+    """spotproof's namespace admits every pod of it on every port (allow-workload-traffic:
+    port ranges would be ignored by Cilium), so a gang there is reachable by the rest of
+    the namespace on its replica port, and only its secret keeps them out."""
     [message] = _findings(tmp_path, _gang_with_tier())["memory-tier-network"]
-    assert message == (
+    assert message.startswith(
         "JobSet spotproof/llm-pretrain: container trainer serves its memory tier's replicas on "
-        "TCP 9471 (REPLICA_PORT), and no NetworkPolicy of namespace spotproof admits the "
-        "gang's own pods there (kube.network_policy leaves it out of the namespace's rule): "
-        "its peers cannot send it replicas; fix: a NetworkPolicy that selects the gang's pods "
-        "and admits TCP 9471 from pods labelled jobset.sigs.k8s.io/jobset-name=llm-pretrain "
+        "TCP 9471 (REPLICA_PORT), and the NetworkPolicies of namespace spotproof admit every "
+        "pod of the namespace there"
+    )
+
+
+def test_a_replica_port_the_gangs_own_policies_shut_its_peers_out_of_is_flagged(
+    tmp_path: Path,
+) -> None:
+    documents = _in_own_namespace(_gang_with_tier())
+    documents[1]["spec"]["ingress"][0]["ports"] = [{"protocol": "TCP", "port": 8080}]
+    [message] = _findings(tmp_path, *documents)["memory-tier-network"]
+    assert message == (
+        f"JobSet {OWN_NAMESPACE}/llm-pretrain: container trainer serves its memory tier's "
+        f"replicas on TCP 9471 (REPLICA_PORT), and no NetworkPolicy of namespace "
+        f"{OWN_NAMESPACE} admits the gang's own pods there: its peers cannot send it "
+        "replicas; fix: a NetworkPolicy that selects the gang's pods and admits TCP 9471 from "
+        "pods labelled jobset.sigs.k8s.io/jobset-name=llm-pretrain "
         "(TrainingJob(recovery=GangRecovery.REPLACE_RANK) renders one)"
     )
 

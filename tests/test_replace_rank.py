@@ -219,9 +219,13 @@ def test_a_policy_admits_the_replica_and_rendezvous_ports_from_the_gangs_pods_on
     }
 
 
-def test_the_plan_finds_the_rendered_tier_kept_roomy_secret_and_confined(tmp_path: Path) -> None:
-    """In spotproof's namespace of gke-dev, whose baseline admits every port but the gang's:
-    no memory-tier finding, and the reclaims count as reclaims."""
+def test_the_plan_finds_the_rendered_tier_kept_roomy_and_secret_but_open_to_the_namespace(
+    tmp_path: Path,
+) -> None:
+    """In spotproof's namespace of gke-dev: the tier has room, its secret is mounted, the
+    reclaims count as reclaims; the one finding is that the namespace's own rule admits
+    every pod of it to the replica port (its rule cannot leave ports out on Cilium), which
+    only the gang's secret then keeps out."""
     identity = dataclasses.replace(IDENTITY, service_account=ServiceAccountRef("spotproof", "t"))
     recording = _render(identity=identity)
     documents = [
@@ -235,7 +239,9 @@ def test_the_plan_finds_the_rendered_tier_kept_roomy_secret_and_confined(tmp_pat
         for f in check(load_all([path]), plan_of("gke-dev")).findings
         if f.policy.startswith("memory-tier") or f.policy in ("reclaim-counted", "gang-restart")
     ]
-    assert findings == []
+    assert len(findings) == 1, findings
+    assert findings[0].startswith("memory-tier-network: ")
+    assert "admit every pod of the namespace there" in findings[0]
 
 
 def test_a_gang_that_replaces_reclaimed_workers_keeps_its_tier_worth_keeping() -> None:

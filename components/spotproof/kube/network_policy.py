@@ -25,11 +25,18 @@ trainer or a batch worker needs:
   (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html). AKS
   workload identity needs none: the token is a projected file, exchanged over HTTPS.
 
-Nothing may connect *into* the namespace from outside it, and within it nothing may reach
-:data:`GANG_ONLY_PORTS` (a memory tier's replica server, torchrun's rendezvous store): those
-only a gang's own pods may reach, by a policy of the gang's (:func:`gang_traffic`). Policies
-add up, so the namespace's own rule must leave those ports out for a narrower one to mean
-anything (``policy.network_policies``, ``memory-tier-network``).
+Nothing may connect *into* the namespace from outside it. Within it every pod may reach
+every other on every port, a gang's replica and rendezvous ports (:data:`GANG_ONLY_PORTS`)
+included: leaving those out of the namespace's rule would take port ranges (``endPort``),
+which Cilium, the dataplane of GKE's Dataplane V2 and of AKS clusters spotproof builds,
+accepts and silently ignores, keeping only the first port of each range
+(cilium/cilium#28684; the Kubernetes page: a plugin without ``endPort`` support applies
+the rule to ``port`` alone), which would cut every workload off from every other. A
+gang's own policy (:func:`gang_traffic`) admits those ports from its pods; keeping the
+rest of the namespace out of them needs the namespace's ingress rule to leave the gang's
+pods out, which is not built yet, so the replica server's signed requests
+(``runtime.storage.replica_auth``) are what keeps the namespace's other pods out, and
+``spotproof plan`` says so (``policy.network_policies``, ``memory-tier-network``).
 """
 
 from __future__ import annotations
@@ -48,24 +55,9 @@ from spotproof.runtime.elastic import RENDEZVOUS_STORE_PORT
 DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
 EVERYWHERE = "0.0.0.0/0"
 GANG_ONLY_PORTS = (settings.REPLICA_PORT.default, RENDEZVOUS_STORE_PORT)
-"""TCP ports no pod of a namespace reaches merely by being there: a memory tier's replica
-server and the ``c10d`` rendezvous store of a gang whose ranks are replaced one at a time."""
-
-
-def _ports_but(closed: tuple[int, ...]) -> list[dict[str, Any]]:
-    """Every port of every protocol but TCP ``closed``: TCP as ranges (``endPort``), UDP and
-    SCTP whole (a port entry with no ``port`` matches them all, the page cited above)."""
-    ranges, start = [], 1
-    for port in sorted(set(closed)):
-        if port > start:
-            ranges.append((start, port - 1))
-        start = port + 1
-    ranges.append((start, 65535))
-    tcp = [
-        {"protocol": "TCP", "port": low, **({"endPort": high} if high > low else {})}
-        for low, high in ranges
-    ]
-    return [*tcp, {"protocol": "UDP"}, {"protocol": "SCTP"}]
+"""The TCP ports a gang's own policy (:func:`gang_traffic`) admits from its pods: a memory
+tier's replica server and the ``c10d`` rendezvous store of a gang whose ranks are replaced
+one at a time."""
 
 
 def gang_traffic(gang: Mapping[str, str], ports: tuple[int, ...]) -> dict[str, Any]:
@@ -111,7 +103,7 @@ def allowed_traffic(cloud: Cloud, pods: Mapping[str, str] | None = None) -> dict
     return {
         "podSelector": selector,
         "policyTypes": ["Ingress", "Egress"],
-        "ingress": [{"from": [same_namespace], "ports": _ports_but(GANG_ONLY_PORTS)}],
+        "ingress": [{"from": [same_namespace]}],
         "egress": egress,
     }
 

@@ -323,8 +323,7 @@ def replica_ports_confined(resources: list[PlannedResource]) -> Iterator[tuple[s
                     resource.name,
                     f"{kind} {namespace}/{name}: container {container.get('name')} serves its "
                     f"memory tier's replicas on TCP {port} ({port_name}), and no NetworkPolicy "
-                    f"of namespace {namespace} admits the gang's own pods there "
-                    "(kube.network_policy leaves it out of the namespace's rule): its peers "
+                    f"of namespace {namespace} admits the gang's own pods there: its peers "
                     "cannot send it replicas; fix: a NetworkPolicy that selects the gang's pods "
                     f"and admits TCP {port} from pods labelled {gang[0]}={name} "
                     "(TrainingJob(recovery=GangRecovery.REPLACE_RANK) renders one)",
