@@ -190,3 +190,10 @@ def test_the_plan_counts_the_warm_spares_kept_where_the_gang_runs(
     [gang] = [a for a in result.intervals if "llm-finetune" in a.workload]
     assert gang.warm_spares == 2
     assert "the stack keeps 2 where it runs" in formats.text(result)
+
+
+def test_a_gang_that_never_keeps_a_step_has_no_useful_hours_to_price() -> None:
+    gang = _gang(per_node_hour=50.0, graceful=0.0)
+    hopeless = recovery.predict(gang, INTERVAL, 0, 1.0)
+    assert hopeless.goodput == 0.0
+    assert hopeless.cost == float("inf")

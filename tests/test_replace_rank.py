@@ -127,6 +127,8 @@ def test_every_pod_runs_elastic_torchrun_on_the_leaders_store_and_only_the_leade
         ]
         conf = dict(item.split("=") for item in command[10].split("=", 1)[1].split(","))
         assert (conf["is_host"], conf["join_timeout"]) == (hosts, "900")
+        # The client's connect timeout too: the leader may come back minutes after the rest.
+        assert conf["read_timeout"] == "900"
 
 
 def test_every_pod_waits_to_be_torn_down_and_keeps_its_workers_store_apart() -> None:

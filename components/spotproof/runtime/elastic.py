@@ -22,8 +22,11 @@ OWN_WORKER_STORE_ENV = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 """1: each rendezvous round, rank 0's workers host a store of their own for the process
 group instead of sharing the agent's. A shared store's address is learnt once, in the
 first round, by every agent but rank 0's (``DynamicRendezvousHandler.next_rendezvous``,
-torch 2.13 ``elastic/rendezvous/dynamic_rendezvous.py``), so after a membership change the
-workers would be sent to a store that may have left with its node."""
+torch 2.13 ``elastic/rendezvous/dynamic_rendezvous.py``), so were rank 0 to move to
+another pod after a membership change, the workers would be sent to the old one. Under
+``GangRecovery.REPLACE_RANK`` rank 0 is always the leader (its name sorts first) and a
+leader's loss restarts everything, so this only keeps the workers' store from depending on
+that order."""
 
 
 KEEP_ALIVE_SECONDS = 1
@@ -32,8 +35,10 @@ KEEP_ALIVE_ATTEMPTS = 3
 a node silent for their product is dropped from the rendezvous, and only then can the
 survivors and a replacement form the next round (``_remove_dead_nodes``, torch 2.13
 ``elastic/rendezvous/dynamic_rendezvous.py``; torch's defaults, 5 s and 3, make every
-replacement wait 15 s for the dead node to be forgotten). A beat is one small write to the
-store per agent."""
+replacement wait 15 s for the dead node to be forgotten). A beat is a compare-and-set of
+the whole rendezvous state by each agent (``_keep_alive``, ``sync``), so a gang of hundreds
+of pods, or agents starved of CPU for three seconds, want longer beats: a live agent that
+misses them is dropped from the round like a dead one."""
 
 
 def elastic_torchrun(
@@ -58,14 +63,20 @@ def elastic_torchrun(
     with its predecessor's address gets its rank.
 
     ``hosts_store`` says outright which pod serves the store (``is_host``), since guessing
-    from the endpoint's name races cluster DNS (module docstring); the others retry their
-    connection to it for ``join_timeout`` seconds, which is also how long the survivors wait
-    for a replacement. A node that stops beating (:data:`KEEP_ALIVE_SECONDS`) is dropped
-    from the rendezvous within seconds. The trainer's command follows, run as an executable."""
+    from the endpoint's name races cluster DNS (``runtime.launcher``'s docstring); the
+    others retry their connection to it for ``join_timeout`` seconds (``read_timeout``: the
+    client's connect timeout, 60 s by default, ``_create_tcp_store`` in torch 2.13
+    ``c10d_rendezvous_backend.py``, and with ``is_host`` given outright there is no second
+    try), which matters after a leader's loss: the other pods start again on their nodes
+    at once, the leader only once it has a node. ``join_timeout`` is also how long the
+    survivors wait for a replacement. A node that stops beating (:data:`KEEP_ALIVE_SECONDS`)
+    is dropped from the rendezvous within seconds. The trainer's command follows, run as an
+    executable."""
     conf = ",".join(
         [
             f"is_host={str(hosts_store).lower()}",
             f"join_timeout={join_timeout}",
+            f"read_timeout={join_timeout}",
             f"keep_alive_interval={KEEP_ALIVE_SECONDS}",
             f"keep_alive_max_attempt={KEEP_ALIVE_ATTEMPTS}",
         ]

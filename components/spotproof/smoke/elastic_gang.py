@@ -29,8 +29,10 @@ JOIN_SECONDS = 120
 """How long the agents wait for the gang to assemble (``join_timeout``)."""
 TEARDOWN_WAIT_SECONDS = 120
 """How long a pod whose agent failed waits to be torn down (``TEARDOWN_WAIT_ENV``)."""
-MAX_RESTARTS = 3
-"""Worker failures each agent tolerates; a reclaim spends none of them."""
+MAX_RESTARTS = 0
+"""Worker failures each agent tolerates: none, so the rehearsal proves that a reclaim
+spends none (a survivor's worker waits to be stopped by its agent when the replacement
+joins); a worker that failed instead would fail its agent, and the gang would not resume."""
 
 
 class Nodes:

@@ -34,6 +34,7 @@ Each interruption's *stall*, from the interruption to the gang's next step, is r
 
 from __future__ import annotations
 
+import contextlib
 import random
 import signal
 import tempfile
@@ -53,7 +54,7 @@ from spotproof.smoke.elastic_gang import (
 from spotproof.smoke.emulators import emulated
 from spotproof.smoke.gang_faults import LEAVE_SECONDS, finish_all, reclaim
 from spotproof.smoke.multinode import judge_digest, run_reference
-from spotproof.smoke.process import Event, TrainerProcess
+from spotproof.smoke.process import Event, TrainerProcess, descendants
 from spotproof.smoke.records import (
     Interruption,
     Progress,
@@ -209,14 +210,29 @@ def _agreed(events: list[Event], report: SmokeReport) -> int:
 
 
 def _torn_down(pods: list[TrainerProcess], record: Interruption) -> list[int | None]:
-    """The JobSet's restart after the leader's Job failed: every other pod deleted. Each
-    must still be there, its failure held back by the launch script, not gone on its own."""
-    time.sleep(2.0)  # the agents find the store gone within a heartbeat or two
+    """The JobSet's restart after the leader's Job failed: every other pod deleted. First
+    each pod's agent must have failed (the store went with the leader) while its launch
+    script still holds that failure back, waiting for the teardown; a pod gone on its own,
+    or whose agent never failed, is named in ``record.peers_not_waiting``."""
+    deadline = time.monotonic() + LEAVE_SECONDS
+    agents = list(pods)
+    while agents and time.monotonic() < deadline:
+        agents = [pod for pod in agents if pod.popen.poll() is None and _agent_running(pod)]
+        time.sleep(0.2)
     for pod in pods:
-        if pod.popen.poll() is not None:
+        if pod in agents or pod.popen.poll() is not None:
             record.peers_not_waiting.append(pod.index)
         pod.send(signal.SIGTERM)
     return finish_all(pods, LEAVE_SECONDS)
+
+
+def _agent_running(pod: TrainerProcess) -> bool:
+    """Whether torchrun's agent still runs in the pod (a process below its launch script)."""
+    for pid in descendants(pod.popen.pid):
+        with contextlib.suppress(OSError):
+            if b"torch.distributed.run" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return True
+    return False
 
 
 def _next_step_seconds(gang: ElasticGang, lives: list[int]) -> float:
@@ -297,8 +313,9 @@ def _judge(
             )
         if record.peers_not_waiting:
             report.failures.append(
-                f"{scenario}: pod(s) {record.peers_not_waiting} failed before the gang was "
-                "torn down; on a cluster that Job's failure would spend a counted restart"
+                f"{scenario}: pod(s) {record.peers_not_waiting} were not holding their agent's "
+                "failure back when the gang was torn down (gone on their own: on a cluster "
+                "that Job's failure would spend a counted restart; or the agent never failed)"
             )
     judge_recovery(scenario, record, report, "the gang")
 

@@ -6,6 +6,7 @@ same gang restarted whole on every reclaim."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -39,9 +40,7 @@ def lines(
         f"{percent(advice.whole_gang_goodput)})"
     )
     best = recommended(list(advice.recovery))
-    options = "; ".join(
-        f"{p.spares}: {percent(p.goodput)} at {p.cost:.3f}x" for p in advice.recovery
-    )
+    options = "; ".join(f"{p.spares}: {percent(p.goodput)} at {_cost(p)}" for p in advice.recovery)
     kept = (
         f"; the stack keeps {advice.warm_spares} where it runs"
         if advice.warm_spares
@@ -52,6 +51,10 @@ def lines(
         f"recommended: {_spares(best)}{kept}"
     )
     return out
+
+
+def _cost(prediction: Prediction) -> str:
+    return f"{prediction.cost:.3f}x" if math.isfinite(prediction.cost) else "no useful hours"
 
 
 def _spares(prediction: Prediction) -> str:
@@ -75,7 +78,7 @@ def as_json(advice: IntervalAdvice) -> Mapping[str, Any] | None:
             {
                 "spares": p.spares,
                 "goodput": p.goodput,
-                "cost": p.cost,
+                "cost": p.cost if math.isfinite(p.cost) else None,
                 "spare_busy": p.spare_busy,
                 "paths": [
                     {

@@ -35,6 +35,7 @@ of a useful GPU-hour is ``price x (N + c) / (N x goodput)``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from spotproof.catalog import (
@@ -180,7 +181,7 @@ def predict(gang: Gang, interval: float, spares: int, price: float) -> Predictio
     found = paths(gang, interval, spares)
     kept = goodput(found, gang, interval)
     busy = erlang_b(spares, _rebuild_load(gang)) if spares else 1.0
-    cost = price * (gang.pods + spares) / (gang.pods * kept) if kept > 0 else float("inf")
+    cost = price * (gang.pods + spares) / (gang.pods * kept) if kept > 0 else math.inf
     return Prediction(spares, found, busy, kept, cost)
 
 
@@ -199,6 +200,6 @@ def erlang_b(servers: int, load: float) -> float:
 
 
 def _rebuild_load(gang: Gang) -> float:
-    """Reclaims of the gang's workers per rebuild of a spare (``λ x rebuild``)."""
-    worker_rate = gang.reclaims.per_second * (gang.pods - 1) / gang.pods
-    return worker_rate * gang.node_seconds
+    """Reclaims of the gang per rebuild of a spare (``λ x rebuild``): a worker's
+    replacement and a restarted leader's pod both take a spare."""
+    return gang.reclaims.per_second * gang.node_seconds
