@@ -66,7 +66,7 @@ class Launcher(StrEnum):
 LAUNCHER_NAME = "spotproof-launch"
 """``$0`` of :data:`LAUNCH_SCRIPT`, which is how a rendered command is recognised."""
 
-LAUNCH_SCRIPT = """\
+_STOP_AND_WAIT = """\
 trap 'stopped=1; kill -TERM "$child" 2>/dev/null' TERM
 "$@" &
 child=$!
@@ -76,32 +76,22 @@ while kill -0 "$child" 2>/dev/null; do
   if wait "$child"; then status=0; else status=$?; fi
 done
 if [ -n "${stopped-}" ] && [ "$status" -ne 0 ]; then exit 143; fi
+"""
+_HOLD_FAILURE = """\
 if [ "$status" -ne 0 ] && [ "${SPOTPROOF_TEARDOWN_WAIT:-0}" -gt 0 ]; then
   sleep "$SPOTPROOF_TEARDOWN_WAIT" &
   child=$!
   wait "$child"
   if [ -n "${stopped-}" ]; then exit 143; fi
 fi
-exit "$status"
 """
+_EXIT = 'exit "$status"\n'
+LAUNCH_SCRIPT = _STOP_AND_WAIT + _HOLD_FAILURE + _EXIT
 """Run ``"$@"``; after a SIGTERM, a failed stop is 143. The first ``wait`` returns early
 when the trap runs, so the loop waits again until the child is gone for its real status.
 With :data:`TEARDOWN_WAIT_ENV` set, a command that fails without a SIGTERM waits that many
 seconds for one before the failure is reported: 143 when the teardown comes first."""
-EARLIER_LAUNCH_SCRIPTS = (
-    """\
-trap 'stopped=1; kill -TERM "$child" 2>/dev/null' TERM
-"$@" &
-child=$!
-status=0
-wait "$child" || status=$?
-while kill -0 "$child" 2>/dev/null; do
-  if wait "$child"; then status=0; else status=$?; fi
-done
-if [ -n "${stopped-}" ] && [ "$status" -ne 0 ]; then exit 143; fi
-exit "$status"
-""",
-)
+EARLIER_LAUNCH_SCRIPTS = (_STOP_AND_WAIT + _EXIT,)
 """What earlier releases rendered as :data:`LAUNCH_SCRIPT` (without the teardown wait): the
 same exits after a SIGTERM, so ``check`` reads manifests they rendered as wrapped too."""
 TEARDOWN_WAIT_ENV = "SPOTPROOF_TEARDOWN_WAIT"
