@@ -142,9 +142,9 @@ def gang_table(sizes: list[int]) -> list[str]:
             continue
         lost, reclaimed, leader = report.interruptions
         lines.append(
-            f"| {megabytes} MiB | {', '.join(lost.resumed_tiers)} | {lost.waited_seconds:.1f} s "
-            f"| {lost.steps_lost} | {reclaimed.waited_seconds:.1f} s | {reclaimed.steps_lost} "
-            f"| {', '.join(leader.resumed_tiers)} | {leader.waited_seconds:.1f} s "
+            f"| {megabytes} MiB | {', '.join(lost.resumed_tiers)} | {lost.stall_seconds:.1f} s "
+            f"| {lost.steps_lost} | {reclaimed.stall_seconds:.1f} s | {reclaimed.steps_lost} "
+            f"| {', '.join(leader.resumed_tiers)} | {leader.stall_seconds:.1f} s "
             f"| {leader.steps_lost} |"
         )
     return lines

@@ -99,7 +99,7 @@ def test_losing_the_leaders_node_restarts_the_gang_from_the_buckets_newest_step(
 
 
 def test_every_interruption_reports_the_stall_to_the_gangs_next_step(tiered: TieredRun) -> None:
-    stalls = [record["waited_seconds"] for record in tiered.report["interruptions"]]
+    stalls = [record["stall_seconds"] for record in tiered.report["interruptions"]]
     assert len(stalls) == 3
     assert all(stall > 0 for stall in stalls)
     assert "next step" in tiered.out

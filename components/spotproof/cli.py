@@ -197,9 +197,10 @@ def _smoke(commands: argparse._SubParsersAction) -> None:
         "--tiers",
         action="store_true",
         help="with --nodes: each pod a torchrun elastic agent whose rank is replaced alone "
-        "(TrainingJob's recovery=replace-rank), periodic saves held in each pod's memory and "
-        "replicated to a peer (persisted to the bucket every 3rd); plays one node lost, one "
-        "reclaimed, one with the holder of its replica (4 nodes or more), then the leader's",
+        "(TrainingJob's recovery=replace-rank), its worker the reference trainer or your "
+        "--command, periodic saves held in each pod's memory and replicated to a peer "
+        "(persisted to the bucket every 3rd); plays one node lost, one reclaimed, one with "
+        "the holder of its replica (4 nodes or more), then the leader's",
     )
     smoke.add_argument(
         "--batch",

@@ -37,6 +37,7 @@ from spotproof.smoke.user_rehearsal import rehearse_command
 from spotproof.terminal import paint
 
 T = TypeVar("T")
+TIERS_NEED_A_GANG = "--tiers: replicas are held by a gang's peers; allowed: with --nodes 2 or more"
 
 
 def _needs(module: str) -> None:
@@ -78,11 +79,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_BAD_INPUT
     if args.tiers and args.nodes < 2:
-        print(
-            "spotproof smoke: --tiers: replicas are held by a gang's peers; allowed: with "
-            "--nodes 2 or more",
-            file=sys.stderr,
-        )
+        print(f"spotproof smoke: {TIERS_NEED_A_GANG}", file=sys.stderr)
         return EXIT_BAD_INPUT
     progress = lambda line: print(line, flush=True)  # noqa: E731
     try:
@@ -136,11 +133,12 @@ def _user_command(args: argparse.Namespace) -> int:
     try:
         for flag, given, why in (
             ("--steps", args.steps, "your script decides how many steps it trains"),
-            ("--tiers", args.tiers, "the reference trainer's memory tier"),
             ("--metrics-port", args.metrics_port, "your trainer serves its own metrics"),
         ):
             if given:
                 raise _BadInput(f"{flag}: {why}; allowed: --command without {flag}")
+        if args.tiers and args.nodes < 2:
+            raise _BadInput(TIERS_NEED_A_GANG)
         command = UserCommand.parse(args.user_command)
         config = SmokeConfig(
             store=args.store or "s3",
@@ -157,6 +155,7 @@ def _user_command(args: argparse.Namespace) -> int:
             command,
             nodes=args.nodes,
             started_by=Launcher(args.launcher),
+            tiers=args.tiers,
             progress=progress,
         )
     except (_BadInput, CommandError, EmulatorError) as error:

@@ -7,11 +7,12 @@ an index its failure policy ignores, or all together, as a JobSet restarts a gan
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from spotproof.runtime import elastic, launcher, settings
@@ -66,12 +67,38 @@ def pod_address(index: int) -> str:
     return f"127.0.1.{10 + index}"
 
 
+REFERENCE_WORKER = (sys.executable, "-m", "spotproof.smoke.train")
+"""The worker every agent starts unless told otherwise: the smoke trainer."""
+
+
+def is_agent(pid: int) -> bool:
+    """Whether process ``pid`` is a torchrun agent (its workers run below it)."""
+    with contextlib.suppress(OSError):
+        return b"torch.distributed.run" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    return False
+
+
 class ElasticGang:
     """The pods of one gang under torchrun's elastic agents; pods are replaced one at a
-    time, or all together as the JobSet restarts a gang."""
+    time, or all together as the JobSet restarts a gang.
 
-    def __init__(self, env: dict[str, str], nodes: Nodes, origin: float) -> None:
+    Each pod's events go to a file of its own beside the pods' memory (its workers, one
+    after another, append to it), so a pod's worker can be held at a step (``hold_at``,
+    ``run_until``) while its agent keeps running: a trainer of fast steps is interrupted
+    where the rehearsal places it. ``worker``: what each agent starts (a user's command,
+    or the smoke trainer)."""
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        nodes: Nodes,
+        origin: float,
+        worker: Sequence[str] = REFERENCE_WORKER,
+    ) -> None:
         self.env, self.nodes, self.origin = env, nodes, origin
+        self.worker = tuple(worker)
+        self.events_dir = nodes.root / "events"
+        self.events_dir.mkdir(exist_ok=True)
         self.started = 0
         self.endpoint = ""
         self.pods: list[TrainerProcess] = []
@@ -101,8 +128,14 @@ class ElasticGang:
             **elastic.elastic_environment(grace, TEARDOWN_WAIT_SECONDS, JOIN_SECONDS),
             settings.POD_IP.name: pod_address(index),
         }
-        argv = launcher.wrapped([*torchrun, sys.executable, "-m", "spotproof.smoke.train"])
-        pod = TrainerProcess(env, self.origin, index=self.started, argv=argv)
+        pod = TrainerProcess(
+            env,
+            self.origin,
+            index=self.started,
+            argv=launcher.wrapped([*torchrun, *self.worker]),
+            events_file=self.events_dir / f"pod{self.started}.jsonl",
+            held_below=is_agent,
+        )
         self.started += 1
         self.every_pod.append(pod)
         return pod

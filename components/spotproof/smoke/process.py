@@ -80,8 +80,12 @@ class TrainerProcess:
     stdout. With a file, :attr:`stderr` holds its stdout and stderr together: its output."""
     pause_on: Callable[[Event], bool] | None = None
     """Hold the process (:meth:`run_until`) at the first event that matches this."""
+    held_below: Callable[[int], bool] | None = None
+    """Hold only what runs below the processes of its tree this matches (by PID): a pod's
+    torchrun agent, whose keep-alives its gang's other agents watch (an agent held for
+    three seconds looks to them like a vanished node). None: hold every process."""
     held: bool = False
-    """Whether the process is stopped (SIGSTOP, every process of it) where an event held it."""
+    """Whether the process is stopped (SIGSTOP) where an event held it."""
 
     def __post_init__(self) -> None:
         self._changed = threading.Condition()
@@ -204,12 +208,18 @@ class TrainerProcess:
             return False
 
     def _hold(self) -> None:
-        """SIGSTOP to the first process, then to every process below it."""
+        """SIGSTOP to the first process, then to every process below it; or, with
+        :attr:`held_below`, to every process below the ones it matches."""
         if self.held or self.popen.poll() is not None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.popen.pid, signal.SIGSTOP)
-        self._tree = descendants(self.popen.pid)
+        if self.held_below is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.popen.pid, signal.SIGSTOP)
+            self._tree = descendants(self.popen.pid)
+        else:
+            tree = [self.popen.pid, *descendants(self.popen.pid)]
+            above = [pid for pid in tree if self.held_below(pid)]
+            self._tree = [pid for parent in above for pid in descendants(parent)]
         for pid in self._tree:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGSTOP)

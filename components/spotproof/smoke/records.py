@@ -81,8 +81,8 @@ class Interruption:
     replaced: list[int] = field(default_factory=list)
     """With ``--tiers``: the places in the gang whose pods were replaced; every other pod
     kept running through the interruption (all of them, when the gang was restarted)."""
-    resume_seconds: list[float] = field(default_factory=list)
-    """With ``--tiers``: each replacement rank's start to its first step, seconds."""
+    stall_seconds: float | None = None
+    """With ``--tiers``: from the loss (or the notice) to the gang's next step, seconds."""
     kill_point: str | None = None
     """Where a hard kill hit the newest checkpoint: ``before-upload`` (no part written),
     ``in-upload`` (parts written, no manifest) or ``after-commit``; where a kill during a

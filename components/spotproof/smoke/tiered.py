@@ -34,11 +34,11 @@ Each interruption's *stall*, from the interruption to the gang's next step, is r
 
 from __future__ import annotations
 
-import contextlib
 import random
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from spotproof.runtime import exit_codes, settings
@@ -50,6 +50,7 @@ from spotproof.smoke.elastic_gang import (
     Abandoned,
     ElasticGang,
     Nodes,
+    is_agent,
 )
 from spotproof.smoke.emulators import emulated
 from spotproof.smoke.gang_faults import LEAVE_SECONDS, finish_all, reclaim
@@ -72,6 +73,11 @@ ONE_NODE, RECLAIMED, WITH_HOLDER, LEADER = (
     "a node and its replica's holder lost",
     "the leader's node lost",
 )
+
+
+STEP_WAIT_SECONDS = 600
+"""The longest the last pod may take to train from the gang's resumption to the step an
+interruption is placed at (a few intervals of a user's steps, which may be seconds long)."""
 
 
 def scenarios(nodes: int) -> list[str]:
@@ -98,20 +104,36 @@ def run_tiered_smoke(config: SmokeConfig, nodes: int, progress: Progress = print
         with bucket.apply():
             observer = CheckpointStore(env[settings.CHECKPOINT_URL.name])
         gang = ElasticGang(env, Nodes(Path(scratch) / "interrupted", nodes), time.monotonic())
-        try:
-            _interrupt(config, gang, observer=observer, report=report, progress=progress)
-        except Abandoned:
-            pass
-        finally:
-            for pod in gang.every_pod:
-                pod.send(signal.SIGKILL)
-                pod.finish(10)
+        done = played(config, gang, observer=observer, report=report, progress=progress)
+        report.digest = None if done is None else str(done["digest"])
+        report.interrupted_seconds = time.monotonic() - gang.origin
         report.attempts = [attempt_of(pod) for pod in gang.every_pod]
     judge_digest(report)
     return report
 
 
-def _interrupt(
+def played(
+    config: SmokeConfig,
+    gang: ElasticGang,
+    *,
+    observer: CheckpointStore,
+    report: SmokeReport,
+    progress: Progress,
+) -> Event | None:
+    """The gang through :func:`play`, then to its end: the ``done`` its pods agree on, or
+    None with why in ``report``. No pod of it is left running."""
+    try:
+        play(config, gang, observer=observer, report=report, progress=progress)
+        return completed(gang, report)
+    except Abandoned:
+        return None
+    finally:
+        for pod in gang.every_pod:
+            pod.send(signal.SIGKILL)
+            pod.finish(10)
+
+
+def play(
     config: SmokeConfig,
     gang: ElasticGang,
     *,
@@ -119,6 +141,10 @@ def _interrupt(
     report: SmokeReport,
     progress: Progress,
 ) -> None:
+    """Each of :func:`scenarios` in turn, judged into ``report``; :class:`Abandoned` when
+    the gang cannot go on. Before each, the last pod's worker is held at the step the
+    interruption is placed at (its agent runs on): the gang steps together, so a trainer
+    of fast steps is interrupted there, on a loaded machine as on an idle one."""
     size = gang.size
     plan = scenarios(size)
     progress(f"interrupted gang: {' -> '.join(plan)}")
@@ -134,7 +160,7 @@ def _interrupt(
             report.failures.append(f"TOTAL_STEPS too small to {scenario} at step {target}")
             return
         last = gang.pods[-1]
-        if last.wait_for(lambda e, t=target: e["event"] == "step" and e["step"] >= t) is None:
+        if last.run_until(_from_now_on(last, target), timeout=STEP_WAIT_SECONDS) is None:
             report.failures.append(
                 f"pod {last.index} ended before step {target}: {last_words(last)}"
             )
@@ -148,6 +174,8 @@ def _interrupt(
         kept = [pod for k, pod in enumerate(gang.pods) if k not in lost]
         _strike(gang, lost, config, record)
         interrupted_at = last.now()
+        for pod in kept:
+            pod.release()
         record.at_step = gang.step
         newest = observer.committed_steps()
         record.newest_committed = newest[-1] if newest else None
@@ -167,7 +195,7 @@ def _interrupt(
         record.replaced = list(range(size)) if scenario == LEADER else sorted(lost)
         record.steps_lost = max(0, record.at_step - resumed)
         stall = _next_step_seconds(gang, lives) - interrupted_at
-        record.waited_seconds = round(stall, 3)
+        record.stall_seconds = round(stall, 3)
         _judge(scenario, record, config, report, lost=lost, kept=kept, codes=codes, gang=gang)
         report.interruptions.append(record)
         survivors = (
@@ -181,8 +209,21 @@ def _interrupt(
             f"from {', '.join(tiers)}; {record.steps_lost} steps lost; next step "
             f"{stall:.2f} s after the {'notice' if kind == 'preemption' else 'loss'}"
         )
-    report.digest = _complete(gang, report)
-    report.interrupted_seconds = time.monotonic() - gang.origin
+
+
+def _from_now_on(pod: TrainerProcess, step: int) -> Callable[[Event], bool]:
+    """Matches a ``step`` event at or past ``step`` that ``pod`` has not written yet: one
+    of its present worker's, not of a worker its agent has since replaced."""
+    written = {id(event) for _, event in pod.events}
+
+    def match(event: Event) -> bool:
+        return (
+            id(event) not in written
+            and event.get("event") == "step"
+            and int(event.get("step", 0)) >= step
+        )
+
+    return match
 
 
 def _strike(gang: ElasticGang, lost: list[int], config: SmokeConfig, record: Interruption) -> None:
@@ -228,11 +269,7 @@ def _torn_down(pods: list[TrainerProcess], record: Interruption) -> list[int | N
 
 def _agent_running(pod: TrainerProcess) -> bool:
     """Whether torchrun's agent still runs in the pod (a process below its launch script)."""
-    for pid in descendants(pod.popen.pid):
-        with contextlib.suppress(OSError):
-            if b"torch.distributed.run" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                return True
-    return False
+    return any(is_agent(pid) for pid in descendants(pod.popen.pid))
 
 
 def _next_step_seconds(gang: ElasticGang, lives: list[int]) -> float:
@@ -320,7 +357,9 @@ def _judge(
     judge_recovery(scenario, record, report, "the gang")
 
 
-def _complete(gang: ElasticGang, report: SmokeReport) -> str | None:
+def completed(gang: ElasticGang, report: SmokeReport) -> Event | None:
+    """The gang trained to its end: the ``done`` event every pod agrees on; None, with
+    why in ``report``, otherwise."""
     digests = [pod.wait_for(lambda e: e["event"] == "done", timeout=600) for pod in gang.pods]
     codes = finish_all(gang.pods, 60)
     if any(d is None for d in digests) or any(code != exit_codes.COMPLETED for code in codes):
@@ -329,8 +368,7 @@ def _complete(gang: ElasticGang, report: SmokeReport) -> str | None:
             f"{'; '.join(last_words(pod) for pod in gang.pods)}"
         )
         return None
-    values = {str(d["digest"]) for d in digests if d is not None}
-    if len(values) != 1:
+    if len({str(d["digest"]) for d in digests if d is not None}) != 1:
         report.failures.append("the pods report different digests")
         return None
-    return values.pop()
+    return digests[0]

@@ -202,17 +202,18 @@ def learned(config: SmokeConfig, reference: RunResult) -> SmokeConfig:
     return replace(config, total_steps=total, interval=interval)
 
 
-def room_for(config: SmokeConfig, interruptions: int) -> str | None:
+def room_for(config: SmokeConfig, interruptions: int, intervals_each: int = 2) -> str | None:
     """Why the learned run is too short to interrupt ``interruptions`` times, or None when
-    it is long enough: each is placed within two intervals of the resume before it."""
-    needed = (2 * interruptions + 1) * config.interval
+    it is long enough: each is placed within ``intervals_each`` intervals of the resume
+    before it."""
+    needed = (intervals_each * interruptions + 1) * config.interval
     if config.total_steps >= needed:
         return None
     return (
         f"the command trains {config.total_steps} steps, checkpointing every "
         f"{config.interval}: too few for {interruptions} interruption(s); allowed: at least "
-        f"{needed} steps (2 intervals each, and one more), fewer --preemptions/--hard-kills, "
-        "or a smaller --interval"
+        f"{needed} steps ({intervals_each} intervals each, and one more), fewer "
+        "--preemptions/--hard-kills (or --nodes, with --tiers), or a smaller --interval"
     )
 
 
@@ -245,6 +246,9 @@ class Stage:
     """The relay the interrupted run's processes reach the bucket through (object stores)."""
     nodes: int = 1
     started_by: Launcher = Launcher.TORCHRUN
+    tiers: bool = False
+    """The gang's ranks replaced one at a time, their saves held in memory and replicated
+    (``smoke.user_tiers``); False: the whole gang restarted after each interruption."""
     runs: list[list[TrainerProcess]] = field(default_factory=list)
     """The processes of every run, as they are started: whatever a failure leaves running
     is killed before the rehearsal ends (:meth:`kill_leftovers`)."""

@@ -8,7 +8,10 @@ runs it in their own project.
    preemptions with the path's notice and grace, SIGKILL at the grace's end; hard kills
    aimed between a save's payload and its commit; a replacement killed while it restores.
    One process (``smoke.user_solo``), or a gang of ranks each started as a pod starts it,
-   through the launch script and the real torchrun (``smoke.user_gang``).
+   through the launch script and the real torchrun (``smoke.user_gang``); with ``tiers``,
+   a gang whose ranks are replaced one at a time, each a torchrun elastic agent, its saves
+   held in its pod's memory and replicated to a peer (``smoke.user_tiers``), through a
+   node lost, a node reclaimed and the leader's node lost.
 3. The **judgment**: every exit code as the contract has it (143 after SIGTERM, killed
    processes killed), the steps each interruption lost against what the path allows (a
    graceful preemption none, a kill at most two intervals), and the interrupted run's final
@@ -49,6 +52,7 @@ from spotproof.smoke.user_command import (
 )
 from spotproof.smoke.user_gang import gang_interrupted, gang_reference
 from spotproof.smoke.user_solo import solo_interrupted, solo_reference
+from spotproof.smoke.user_tiers import tiered_interrupted, tiered_room
 
 TIME_SPENT = (
     "emulator",
@@ -73,6 +77,7 @@ def rehearse_command(
     *,
     nodes: int = 1,
     started_by: Launcher = Launcher.TORCHRUN,
+    tiers: bool = False,
     progress: Progress = print,
 ) -> CommandReport:
     """The whole rehearsal (see the module); :class:`CommandError` for a command that
@@ -87,7 +92,7 @@ def rehearse_command(
         report.time_spent["emulator"] = round(time.monotonic() - began, 2)
         progress(f"store: {config.store} ({bucket.url})")
         stage = Stage(config, command, bucket, Path(events), report, progress, gate)
-        stage.nodes, stage.started_by = nodes, started_by
+        stage.nodes, stage.started_by, stage.tiers = nodes, started_by, tiers
         try:
             runs = _runs(stage)
         finally:
@@ -134,11 +139,15 @@ def _runs(stage: Stage) -> list[RunResult]:
         f"  {stage.config.total_steps} steps in {reference.seconds:.1f} s, checkpointing every "
         f"{stage.config.interval}; digest {reference.digest}"
     )
-    short = room_for(stage.config, stage.config.preemptions + stage.config.hard_kills)
+    if stage.tiers:
+        short, interrupted_run = tiered_room(stage), tiered_interrupted
+    else:
+        short = room_for(stage.config, stage.config.preemptions + stage.config.hard_kills)
+        interrupted_run = solo_interrupted if stage.nodes == 1 else gang_interrupted
     if short is not None:
         raise CommandError(short)
     try:
-        interrupted = (solo_interrupted if stage.nodes == 1 else gang_interrupted)(stage)
+        interrupted = interrupted_run(stage)
     except TimeoutError as error:
         report.failures.append(f"the interrupted run: {error}")
         return [reference]
