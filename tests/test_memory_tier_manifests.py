@@ -317,6 +317,24 @@ def test_a_replica_port_in_spotproofs_namespace_is_open_to_every_pod_of_it_and_f
     )
 
 
+def test_a_named_port_admits_the_port_of_that_name_on_the_gangs_pods(tmp_path: Path) -> None:
+    """A metrics scrape from another namespace, on the named port ``metrics``: it reaches
+    the replica port only where the trainer names that port so."""
+    documents = _in_own_namespace(_gang_with_tier())
+    scrape = {
+        "from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"app": "collector"}}}],
+        "ports": [{"protocol": "TCP", "port": "metrics"}],
+    }
+    documents[1]["spec"]["ingress"].append(scrape)
+    pod = documents[0]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    [trainer] = pod["containers"]
+    trainer["ports"] = [{"name": "metrics", "containerPort": 9464}]
+    assert "memory-tier-network" not in _findings(tmp_path, *documents)
+    trainer["ports"] = [{"name": "metrics", "containerPort": 9471}]
+    [message] = _findings(tmp_path, *documents)["memory-tier-network"]
+    assert '{"matchLabels": {"app": "collector"}} of namespaces matching {} there' in message
+
+
 def test_a_replica_port_the_gangs_own_policies_shut_its_peers_out_of_is_flagged(
     tmp_path: Path,
 ) -> None:

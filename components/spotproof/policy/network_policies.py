@@ -15,12 +15,14 @@ the cluster DNS, HTTPS to an arbitrary public address (the object store, the que
 and the node's identity endpoint of its cloud (``kube.network_policy``). A policy a user
 adds can only widen what spotproof's allow; a stack that replaces them with narrower ones
 fails here instead of in the first pod that cannot fetch a credential.
+
+Who reaches a memory tier's replica port (what policies admit: ``policy.ingress``): the
+gang's own pods alone (``memory-tier-network``).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +31,7 @@ from spotproof.catalog import jobset
 from spotproof.catalog.node_endpoints import IDENTITY_ENDPOINTS
 from spotproof.policy.base import PlannedResource, StackRule
 from spotproof.policy.disruption import selects
+from spotproof.policy.ingress import gang_admitted, named_ports, outsiders_admitted
 from spotproof.policy.kubernetes import cloud_of
 from spotproof.runtime import settings
 from spotproof.scheduling import fit, pod_templates
@@ -184,117 +187,13 @@ def workloads_reach_what_they_need(
                 )
 
 
-# --- who reaches a memory tier's replica port ---------------------------------------------
+# --- who reaches a gang's pods (policy.ingress) --------------------------------------------
 
 MEMORY_TIER_NETWORK = "memory-tier-network"
 GANG_LABELS = {jobset.KIND: jobset.JOBSET_NAME_LABEL, "Job": "batch.kubernetes.io/job-name"}
 """The label the controller puts on every pod of one gang, and on no other pod: a JobSet's
 (``catalog.jobset``), and a Job's, set by the Job controller since Kubernetes 1.27
 (https://kubernetes.io/docs/reference/labels-annotations-taints/#batchkubernetesiojob-name)."""
-
-
-def _requires(selector: Mapping[str, Any] | None, key: str, value: str) -> bool:
-    """Whether ``selector`` matches only pods whose label ``key`` is ``value``."""
-    selector = selector or {}
-    if (selector.get("matchLabels") or {}).get(key) == value:
-        return True
-    return any(
-        e.get("key") == key and e.get("operator") == "In" and list(e.get("values") or []) == [value]
-        for e in selector.get("matchExpressions") or []
-    )
-
-
-def _gang_only(peer: Mapping[str, Any], gang: tuple[str, str], namespace: str) -> bool:
-    """Whether an ingress peer is the gang's own pods and nothing else: a pod selector
-    that requires the gang's label, in the policy's own namespace (no ``ipBlock``, which
-    pod addresses are reused from, and no other namespace)."""
-    if peer.get("ipBlock") is not None:
-        return False
-    namespaces = peer.get("namespaceSelector")
-    if namespaces is not None and namespaces != {"matchLabels": {NAME_LABEL: namespace}}:
-        return False
-    return _requires(peer.get("podSelector"), *gang)
-
-
-def _admits_port(rule: Mapping[str, Any], port: int) -> bool:
-    """Whether an ingress rule admits TCP ``port`` (0: any port the server may pick); a
-    named port counts as admitting it, since which port it names is not known here."""
-    ports = rule.get("ports")
-    if not ports:
-        return True
-    for spec in ports:
-        number = spec.get("port")
-        if spec.get("protocol", "TCP") != "TCP":
-            continue
-        if port == 0 or number is None or not isinstance(number, int):
-            return True
-        if number <= port <= spec.get("endPort", number):
-            return True
-    return False
-
-
-def outsiders_admitted(
-    policies: list[Mapping[str, Any]], port: int, gang: tuple[str, str], namespace: str
-) -> list[str]:
-    """What, besides the gang's own pods, the ``policies`` selecting a pod admit to its TCP
-    ``port``; empty when only the gang reaches it. A pod no policy isolates for ingress
-    accepts every connection; once isolated, it accepts what any selecting policy's rule
-    admits, policies adding up (the page cited at the top)."""
-    ingress = [p for p in policies if "Ingress" in (p.get("policyTypes") or ["Ingress"])]
-    if not ingress:
-        return ["every source: no NetworkPolicy isolates its pods for ingress"]
-    found: list[str] = []
-    for policy in ingress:
-        for rule in policy.get("ingress") or []:
-            if not _admits_port(rule, port):
-                continue
-            peers = rule.get("from") or []
-            if not peers:
-                found.append("every source")
-            found += [_describe(peer) for peer in peers if not _gang_only(peer, gang, namespace)]
-    return found
-
-
-def gang_admitted(
-    policies: list[Mapping[str, Any]],
-    port: int,
-    labels: Mapping[str, str],
-    namespace: str,
-) -> bool:
-    """Whether the ``policies`` selecting a pod admit its TCP ``port`` from a pod labelled
-    ``labels`` of ``namespace`` (a peer of its gang): always when none isolates it for
-    ingress, else when some rule admitting that port has a peer matching such a pod."""
-    ingress = [p for p in policies if "Ingress" in (p.get("policyTypes") or ["Ingress"])]
-    if not ingress:
-        return True
-    for policy in ingress:
-        for rule in policy.get("ingress") or []:
-            if not _admits_port(rule, port):
-                continue
-            peers = rule.get("from") or []
-            if not peers or any(_admits_peer(peer, labels, namespace) for peer in peers):
-                return True
-    return False
-
-
-def _admits_peer(peer: Mapping[str, Any], labels: Mapping[str, str], namespace: str) -> bool:
-    if peer.get("ipBlock") is not None:
-        return False  # pod addresses change with every replacement
-    namespaces = peer.get("namespaceSelector")
-    if namespaces is not None and not selects(namespaces, {NAME_LABEL: namespace}):
-        return False
-    return selects(peer.get("podSelector"), labels)
-
-
-def _describe(peer: Mapping[str, Any]) -> str:
-    if peer.get("ipBlock") is not None:
-        return f"ipBlock {peer['ipBlock'].get('cidr')}"
-    pods = peer.get("podSelector") or {}
-    who = f"pods matching {json.dumps(pods, sort_keys=True)}" if pods else "every pod"
-    namespaces = peer.get("namespaceSelector")
-    if namespaces is None:
-        return f"{who} of the namespace"
-    return f"{who} of namespaces matching {json.dumps(namespaces, sort_keys=True)}"
 
 
 def replica_ports_confined(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
@@ -311,6 +210,7 @@ def replica_ports_confined(resources: list[PlannedResource]) -> Iterator[tuple[s
             continue
         gang = (GANG_LABELS[kind], name)
         labels = {**(template.metadata.get("labels") or {}), gang[0]: name}
+        named = named_ports(template.spec)
         for container in template.spec.get("containers") or []:
             env = {str(v.get("name")): v for v in container.get("env") or []}
             if tier not in env:
@@ -318,7 +218,7 @@ def replica_ports_confined(resources: list[PlannedResource]) -> Iterator[tuple[s
             raw = (env.get(port_name) or {}).get("value", str(settings.REPLICA_PORT.default))
             port = int(raw) if str(raw).isdigit() else 0
             policies = _selecting(resources, namespace, labels)
-            if port and not gang_admitted(policies, port, labels, namespace):
+            if port and not gang_admitted(policies, port, labels, namespace, named):
                 yield (
                     resource.name,
                     f"{kind} {namespace}/{name}: container {container.get('name')} serves its "
@@ -328,7 +228,7 @@ def replica_ports_confined(resources: list[PlannedResource]) -> Iterator[tuple[s
                     f"and admits TCP {port} from pods labelled {gang[0]}={name} "
                     "(TrainingJob(recovery=GangRecovery.REPLACE_RANK) renders one)",
                 )
-            admitted = outsiders_admitted(policies, port, gang, namespace)
+            admitted = outsiders_admitted(policies, port, gang, namespace, named)
             if admitted:
                 where = f"TCP {port}" if port else "a port of its choosing (REPLICA_PORT=0)"
                 yield (
