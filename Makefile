@@ -109,6 +109,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/batch_throughput.py
 	$(BIN)/python benchmarks/capacity.py --readme docs/performance.md
 	$(BIN)/python benchmarks/tier_resume.py --sizes 64 512 2048
+	$(BIN)/python benchmarks/gang_goodput.py --readme docs/performance.md
 	$(BIN)/python benchmarks/goodput.py
 
 # The release artifacts: Karpenter's published schemas bundled into the package (so an EKS
