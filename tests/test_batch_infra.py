@@ -634,8 +634,8 @@ def test_workers_in_a_namespace_of_their_own_get_it_created_and_isolated(
         for r in result.recording.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
         if r.inputs["metadata"]["namespace"] == "batch-jobs"
     }
-    assert set(policies) == {"default-deny", "allow-workload-traffic"}
-    identity = policies["allow-workload-traffic"]["egress"][-1]
+    assert set(policies) == {"default-deny", "allow-workload-egress", "allow-workload-ingress"}
+    identity = policies["allow-workload-egress"]["egress"][-1]
     assert identity["to"] == [{"ipBlock": {"cidr": "169.254.170.23/32"}}]  # EKS Pod Identity
     assert result.violations == []
 

@@ -29,6 +29,8 @@ from tests.support import REPO, plan_of
 from tests.test_training_job import IDENTITY, SPOT_ON_GKE, TRAINER
 
 GANG = REPO / "examples" / "pretrain-jobset.yaml"
+GANG_NETWORK = "gang-network"
+GANG_NETWORK_LABEL = "spotproof.dev/gang-network"
 TIER = "/var/spotproof/tier"
 DOWNWARD = [
     {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
@@ -96,15 +98,30 @@ def _in_own_namespace(jobset: dict[str, Any]) -> list[dict[str, Any]]:
     return [jobset, policy]
 
 
-def _findings(tmp_path: Path, *documents: dict[str, Any]) -> dict[str, list[str]]:
-    """``spotproof check`` of ``documents`` against gke-dev: each memory-tier rule's messages."""
+def _findings(
+    tmp_path: Path, *documents: dict[str, Any], stack: str = "gke-dev"
+) -> dict[str, list[str]]:
+    """``spotproof check`` of ``documents`` against ``stack``: the messages of each
+    memory-tier rule and of ``gang-network``."""
     path = tmp_path / "gang.yaml"
     path.write_text(yaml.safe_dump_all(documents))
     found: dict[str, list[str]] = {}
-    for finding in check(load_all([path]), plan_of("gke-dev")).findings:
-        if finding.policy.startswith("memory-tier"):
+    for finding in check(load_all([path]), plan_of(stack)).findings:
+        if finding.policy.startswith("memory-tier") or finding.policy == GANG_NETWORK:
             found.setdefault(finding.policy, []).append(finding.message)
     return found
+
+
+def _labelled(jobset: dict[str, Any]) -> dict[str, Any]:
+    """``jobset`` with its pods labelled out of spotproof's namespace-wide ingress rule, and
+    with the target class every spotproof workload carries (which the stacks' metrics
+    scrapes select)."""
+    template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    template["metadata"]["labels"] = {
+        GANG_NETWORK_LABEL: "isolated",
+        "spotproof.dev/target-class": "spot-gpu",
+    }
+    return jobset
 
 
 def _in_place(jobset: dict[str, Any]) -> dict[str, Any]:
@@ -306,15 +323,46 @@ def test_a_replica_secret_in_a_projected_secret_is_taken(tmp_path: Path) -> None
 def test_a_replica_port_in_spotproofs_namespace_is_open_to_every_pod_of_it_and_flagged(
     tmp_path: Path,
 ) -> None:
-    """spotproof's namespace admits every pod of it on every port (allow-workload-traffic:
-    port ranges would be ignored by Cilium), so a gang there is reachable by the rest of
-    the namespace on its replica port, and only its secret keeps them out."""
+    """spotproof's namespace admits every pod of it on every port to every pod without
+    the gang label (allow-workload-ingress), so a gang there without it is reachable by
+    the rest of the namespace on its replica port, and only its secret keeps them out."""
     [message] = _findings(tmp_path, _gang_with_tier())["memory-tier-network"]
     assert message.startswith(
         "JobSet spotproof/llm-pretrain: container trainer serves its memory tier's replicas on "
         "TCP 9471 (REPLICA_PORT), and the NetworkPolicies of namespace spotproof admit every "
         "pod of the namespace there"
     )
+    assert message.endswith(
+        "(spotproof's workload namespace leaves pods labelled spotproof.dev/gang-network to "
+        "such a policy of their gang's)"
+    )
+
+
+@pytest.mark.parametrize("stack", ["gke-dev", "gke-prod", "eks-prod", "aks-prod"])
+def test_a_labelled_gang_with_its_own_policy_in_spotproofs_namespace_is_confined(
+    tmp_path: Path, stack: str
+) -> None:
+    """The label leaves its pods out of the namespace's ingress rule; its own policy admits
+    the gang on every port; the monitoring's scrape admits its collector to the metrics
+    port alone (prod stacks), which is not the replica port."""
+    [jobset, policy] = _in_own_namespace(_labelled(_gang_with_tier()))
+    jobset["metadata"]["namespace"] = policy["metadata"]["namespace"] = "spotproof"
+    found = _findings(tmp_path, jobset, policy, stack=stack)
+    assert "memory-tier-network" not in found and GANG_NETWORK not in found
+
+
+@pytest.mark.parametrize("stack", ["gke-prod", "eks-prod", "aks-prod"])
+def test_the_metrics_scrape_reaches_a_labelled_gangs_pods_on_their_metrics_port_alone(
+    tmp_path: Path, stack: str
+) -> None:
+    """Only where the trainer named its replica port ``metrics`` would the scrape from the
+    monitoring's collectors reach it: the scrape selects the gang's pods."""
+    [jobset, policy] = _in_own_namespace(_labelled(_gang_with_tier()))
+    jobset["metadata"]["namespace"] = policy["metadata"]["namespace"] = "spotproof"
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod["containers"][0]["ports"] = [{"name": "metrics", "containerPort": 9471}]
+    [message] = _findings(tmp_path, jobset, policy, stack=stack)["memory-tier-network"]
+    assert "admit every pod of the namespace" not in message
 
 
 def test_a_named_port_admits_the_port_of_that_name_on_the_gangs_pods(tmp_path: Path) -> None:

@@ -41,9 +41,8 @@ def test_the_workload_namespace_denies_everything_by_default(gke_dev: PlanResult
 def test_workloads_may_reach_each_other_dns_https_and_their_identity_endpoint(
     stack: str, identity: list[tuple[str, int]]
 ) -> None:
-    spec = _policies(plan_of(stack))["allow-workload-traffic"]["spec"]
-    # Every port, with no port ranges: Cilium (GKE Dataplane V2, AKS) ignores endPort.
-    assert spec["ingress"] == [{"from": [{"podSelector": {}}]}]
+    spec = _policies(plan_of(stack))["allow-workload-egress"]["spec"]
+    assert (spec["podSelector"], spec["policyTypes"]) == ({}, ["Egress"])
     own, dns, https, *identity_rules = spec["egress"]
     assert own == {"to": [{"podSelector": {}}]}
     assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
@@ -55,6 +54,38 @@ def test_workloads_may_reach_each_other_dns_https_and_their_identity_endpoint(
     assert [
         (r["to"][0]["ipBlock"]["cidr"], r["ports"][0]["port"]) for r in identity_rules
     ] == identity
+
+
+def test_every_pod_but_a_gangs_own_admits_the_whole_namespace_on_every_port(
+    gke_dev: PlanResult,
+) -> None:
+    # Every port, with no port ranges: Cilium (GKE Dataplane V2, AKS) ignores endPort.
+    assert _policies(gke_dev)["allow-workload-ingress"]["spec"] == {
+        "podSelector": {
+            "matchExpressions": [{"key": "spotproof.dev/gang-network", "operator": "DoesNotExist"}]
+        },
+        "policyTypes": ["Ingress"],
+        "ingress": [{"from": [{"podSelector": {}}]}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("labels", "selected"),
+    [({"app": "worker"}, True), ({"app": "trainer", "spotproof.dev/gang-network": "x"}, False)],
+    ids=["an ordinary pod", "a gang's pod, whatever the label's value"],
+)
+def test_the_namespace_ingress_rule_selects_pods_without_the_gang_label(
+    gke_dev: PlanResult, labels: dict[str, str], selected: bool
+) -> None:
+    spec = _policies(gke_dev)["allow-workload-ingress"]["spec"]
+    assert selects(spec["podSelector"], labels) is selected
+
+
+def test_the_namespace_rule_of_earlier_releases_is_gone(gke_dev: PlanResult) -> None:
+    # allow-workload-traffic, split in two: on a stack that has it, Pulumi creates the two
+    # new policies before it deletes that one (kube.network_policy).
+    isolation = {n for n in _policies(gke_dev) if n.startswith(("allow-workload", "default"))}
+    assert isolation == {"default-deny", "allow-workload-egress", "allow-workload-ingress"}
 
 
 def test_a_pod_no_policy_isolates_for_egress_may_connect_anywhere() -> None:

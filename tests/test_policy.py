@@ -124,13 +124,13 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
     ),
     "NetworkPolicies blocking the identity endpoint": (
         "kubernetes:networking.k8s.io/v1:NetworkPolicy",
-        "gke-prod-baseline-network-allow-workload-traffic",
+        "gke-prod-baseline-network-allow-workload-egress",
         lambda i: i["spec"].update(egress=i["spec"]["egress"][:-1]),
         "workload-egress",
     ),
     "NetworkPolicies blocking DNS": (
         "kubernetes:networking.k8s.io/v1:NetworkPolicy",
-        "eks-prod-baseline-network-allow-workload-traffic",
+        "eks-prod-baseline-network-allow-workload-egress",
         lambda i: i["spec"]["egress"].pop(1),
         "workload-egress",
     ),

@@ -15,7 +15,7 @@ import yaml
 from spotproof.check import check, load_all
 from spotproof.kube import GangRecovery, TrainingJob, TrainingJobArgs
 from spotproof.kube.training import Launcher, Trainer
-from spotproof.kube.workload import ServiceAccountRef, WorkloadIdentity
+from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity
 from spotproof.plan.simulation import memory_tiers
 from spotproof.runtime.launcher import LAUNCH_SCRIPT
 from spotproof.testing import Recording, record
@@ -32,7 +32,10 @@ GANG = "jobset.sigs.k8s.io/jobset-name"
 
 
 def _render(
-    trainer: Trainer = STATEFUL, identity: WorkloadIdentity = IDENTITY, **options: Any
+    trainer: Trainer = STATEFUL,
+    identity: WorkloadIdentity = IDENTITY,
+    placement: TargetPlacement = SPOT_ON_GKE,
+    **options: Any,
 ) -> Recording:
     arguments: dict[str, Any] = {
         "nodes": 4,
@@ -46,7 +49,7 @@ def _render(
             "llm-pretrain",
             TrainingJobArgs(
                 trainer=trainer,
-                placement=SPOT_ON_GKE,
+                placement=placement,
                 identity=identity,
                 checkpoint_url=pulumi.Output.from_input("gs://acme-ckpt/checkpoints/llm"),
                 **arguments,
@@ -206,44 +209,79 @@ def test_the_replica_secret_is_a_secret_of_the_component_mounted_read_only() -> 
         assert env["REPLICA_SECRET_FILE"] == "/var/run/spotproof/replica/secret"
 
 
-def test_a_policy_admits_the_replica_and_rendezvous_ports_from_the_gangs_pods_only() -> None:
+def test_a_policy_admits_the_gangs_own_pods_on_every_port() -> None:
+    """Every port: the ranks exchange gradients (NCCL, gloo) on ports they pick themselves,
+    besides the replica server's 9471 and the rendezvous store's 29400."""
     [policy] = _render().of_type(NETWORK_POLICY)
     gang = {"matchLabels": {GANG: "llm-pretrain"}}
+    assert policy.inputs["metadata"]["name"] == "llm-pretrain-gang"
     assert policy.inputs["spec"] == {
         "podSelector": gang,
         "policyTypes": ["Ingress"],
-        "ingress": [
-            {
-                "from": [{"podSelector": gang}],
-                "ports": [{"protocol": "TCP", "port": 9471}, {"protocol": "TCP", "port": 29400}],
-            }
-        ],
+        "ingress": [{"from": [{"podSelector": gang}]}],
     }
 
 
-def test_the_plan_finds_the_rendered_tier_kept_roomy_and_secret_but_open_to_the_namespace(
-    tmp_path: Path,
-) -> None:
-    """In spotproof's namespace of gke-dev: the tier has room, its secret is mounted, the
-    reclaims count as reclaims; the one finding is that the namespace's own rule admits
-    every pod of it to the replica port (its rule cannot leave ports out on Cilium), which
-    only the gang's secret then keeps out."""
-    identity = dataclasses.replace(IDENTITY, service_account=ServiceAccountRef("spotproof", "t"))
-    recording = _render(identity=identity)
+def test_every_pod_of_the_gang_is_labelled_out_of_the_namespaces_ingress_rule() -> None:
+    for job in _jobs(_spec(_render())).values():
+        labels = job["template"]["metadata"]["labels"]
+        assert labels["spotproof.dev/gang-network"] == "isolated"
+
+
+def test_a_gang_that_restarts_whole_keeps_the_namespaces_ingress_rule() -> None:
+    # No policy of its own admits its ranks: the namespace's rule must.
+    recording = _render(recovery=GangRecovery.RESTART_GANG, replica_secret=None)
+    [job] = _jobs(_spec(recording)).values()
+    assert "spotproof.dev/gang-network" not in job["template"]["metadata"]["labels"]
+
+
+def test_on_an_existing_cluster_the_gangs_own_policy_is_all_its_pods_admit() -> None:
+    """The Job's own policy there allows egress alone, so the gang's own policy, which
+    admits pods by their JobSet's label, is the only one that admits anything to its pods."""
+    recording = _render(placement=TargetPlacement.on_existing_cluster("gke"))
+    policies = {
+        r.inputs["metadata"]["name"]: r.inputs["spec"] for r in recording.of_type(NETWORK_POLICY)
+    }
+    assert set(policies) == {"llm-pretrain", "llm-pretrain-gang"}
+    own = policies["llm-pretrain"]
+    assert own["policyTypes"] == ["Egress"] and "ingress" not in own
+    assert policies["llm-pretrain-gang"]["ingress"] == [
+        {"from": [{"podSelector": {"matchLabels": {GANG: "llm-pretrain"}}}]}
+    ]
+
+
+def _network_findings(recording: Recording, tmp_path: Path, stack: str) -> list[str]:
+    """``spotproof check`` of the rendered JobSet and policies against ``stack``: what the
+    rules on a gang's tier, restarts and network say of it."""
     documents = [
         {k: v for k, v in r.inputs.items()}
         for r in [*recording.of_type(JOBSET), *recording.of_type(NETWORK_POLICY)]
     ]
     path = tmp_path / "gang.yaml"
     path.write_text(yaml.safe_dump_all(documents))
-    findings = [
+    judged = ("reclaim-counted", "gang-restart")
+    return [
         f"{f.policy}: {f.message}"
-        for f in check(load_all([path]), plan_of("gke-dev")).findings
-        if f.policy.startswith("memory-tier") or f.policy in ("reclaim-counted", "gang-restart")
+        for f in check(load_all([path]), plan_of(stack)).findings
+        if f.policy.startswith("memory-tier") or f.policy in judged
     ]
-    assert len(findings) == 1, findings
-    assert findings[0].startswith("memory-tier-network: ")
-    assert "admit every pod of the namespace there" in findings[0]
+
+
+def test_on_an_existing_cluster_the_plan_finds_the_gang_confined(tmp_path: Path) -> None:
+    recording = _render(placement=TargetPlacement.on_existing_cluster("gke"))
+    assert _network_findings(recording, tmp_path, "gke-dev") == []
+
+
+@pytest.mark.parametrize("stack", ["gke-dev", "gke-prod"])
+def test_the_plan_finds_the_rendered_gang_confined_roomy_and_secret(
+    tmp_path: Path, stack: str
+) -> None:
+    """In spotproof's namespace: the tier has room, its secret is mounted, the reclaims
+    count as reclaims, the namespace's rule leaves the gang's pods to the gang's own
+    policy, which admits the gang on every port and nothing else (gke-prod: the metrics
+    scrape reaches the metrics port alone)."""
+    identity = dataclasses.replace(IDENTITY, service_account=ServiceAccountRef("spotproof", "t"))
+    assert _network_findings(_render(identity=identity), tmp_path, stack) == []
 
 
 def test_a_gang_that_replaces_reclaimed_workers_keeps_its_tier_worth_keeping() -> None:

@@ -3,6 +3,9 @@
 The plan's fit check needs them (a pod selecting ``cloud.google.com/gke-spot`` must find
 it on a spot node), and workloads select on some of them; the pools cannot declare them
 because the APIs reserve their prefixes.
+
+One label here is spotproof's own, :data:`GANG_NETWORK_LABEL`: the components put it on
+pods and the plan reads it, and this module is the one both import without Pulumi.
 """
 
 from __future__ import annotations
@@ -28,6 +31,15 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 """Not a node label: the API server sets it on every namespace to its name (Kubernetes
 1.22+: https://kubernetes.io/docs/reference/labels-annotations-taints/#kubernetes-io-metadata-name),
 so a namespace selector can name one namespace."""
+
+GANG_NETWORK_LABEL = "spotproof.dev/gang-network"
+"""Pod label on every pod of a gang whose own NetworkPolicy admits its traffic
+(``TrainingJob(recovery=GangRecovery.REPLACE_RANK)``, value :data:`GANG_NETWORK_ISOLATED`).
+The workload namespace's ingress rule selects only pods without it (``DoesNotExist``,
+whatever the value), so such a pod is reached from its own gang alone
+(``kube.network_policy``); the plan's ``gang-network`` rule checks that its gang still
+reaches it on every port."""
+GANG_NETWORK_ISOLATED = "isolated"
 
 KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
 """Karpenter puts it on every node it launches; nothing else carries it."""

@@ -25,18 +25,36 @@ trainer or a batch worker needs:
   (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html). AKS
   workload identity needs none: the token is a projected file, exchanged over HTTPS.
 
-Nothing may connect *into* the namespace from outside it. Within it every pod may reach
-every other on every port, a gang's replica and rendezvous ports (:data:`GANG_ONLY_PORTS`)
-included: leaving those out of the namespace's rule would take port ranges (``endPort``),
-which Cilium, the dataplane of GKE's Dataplane V2 and of AKS clusters spotproof builds,
-accepts and silently ignores, keeping only the first port of each range
-(cilium/cilium#28684; the Kubernetes page: a plugin without ``endPort`` support applies
-the rule to ``port`` alone), which would cut every workload off from every other. A
-gang's own policy (:func:`gang_traffic`) admits those ports from its pods; keeping the
-rest of the namespace out of them needs the namespace's ingress rule to leave the gang's
-pods out, which is not built yet, so the replica server's signed requests
-(``runtime.storage.replica_auth``) are what keeps the namespace's other pods out, and
-``spotproof plan`` says so (``policy.network_policies``, ``memory-tier-network``).
+Nothing may connect *into* the namespace from outside it (but a stack's metrics collector,
+to the ``metrics`` port alone, by a policy of its monitoring's: ``gke.monitoring``,
+``eks.monitoring``, ``aks.monitoring``). Within it, who may connect to a pod depends on
+whether it carries :data:`~spotproof.catalog.labels.GANG_NETWORK_LABEL`:
+
+- a pod of a gang that keeps a memory tier (``TrainingJob(recovery=GangRecovery.
+  REPLACE_RANK)``, ``kube.replace_rank``) carries it, and only its own gang's pods reach
+  it (:func:`gang_traffic`), on every port: its replica server and ``c10d`` rendezvous
+  store are for the gang alone, and its ranks exchange gradients (NCCL, gloo) on ports
+  they pick themselves, so the gang's policy lists no ports;
+- every other pod is reached from every pod of the namespace, on every port.
+
+Hence two allow policies: ``allow-workload-egress`` (every pod: the egress above) and
+``allow-workload-ingress`` (the pods *without* the label, a ``DoesNotExist`` expression:
+ingress from the namespace). Policies add up (the page above), so a gang's pods must be
+left out of the namespace's ingress rule; a narrower policy of their own could not take
+back what that rule admits. Leaving only the gang's ports out of the namespace's rule
+instead would take port ranges (``endPort``), which Cilium, the dataplane of GKE's
+Dataplane V2 and of the AKS clusters spotproof builds, accepts and silently ignores,
+keeping only the first port of each range (cilium/cilium#28684; the Kubernetes page: a
+plugin without ``endPort`` support applies the rule to ``port`` alone), which would cut
+every workload off from every other. A label selector needs no ports at all. The replica
+server still checks every request (``runtime.storage.replica_auth``): a policy binds
+neither the node nor pods on its host network.
+
+A stack deployed before this split has one ``allow-workload-traffic`` policy instead. The
+two that replace it have new names, hence new URNs: Pulumi creates them first and deletes
+a resource the program no longer registers only at the end of the update
+(https://www.pulumi.com/docs/iac/concepts/how-pulumi-works/), so the namespace is never
+without its allow rules.
 """
 
 from __future__ import annotations
@@ -48,31 +66,21 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from spotproof.catalog import Cloud
+from spotproof.catalog.labels import GANG_NETWORK_LABEL, NAMESPACE_NAME_LABEL
 from spotproof.catalog.node_endpoints import HOST_DNS, IDENTITY_ENDPOINTS
-from spotproof.runtime import settings
-from spotproof.runtime.elastic import RENDEZVOUS_STORE_PORT
 
 DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
 EVERYWHERE = "0.0.0.0/0"
-GANG_ONLY_PORTS = (settings.REPLICA_PORT.default, RENDEZVOUS_STORE_PORT)
-"""The TCP ports a gang's own policy (:func:`gang_traffic`) admits from its pods: a memory
-tier's replica server and the ``c10d`` rendezvous store of a gang whose ranks are replaced
-one at a time."""
 
 
-def gang_traffic(gang: Mapping[str, str], ports: tuple[int, ...]) -> dict[str, Any]:
-    """The ``spec`` of a policy that admits TCP ``ports`` of the pods labelled ``gang`` from
-    those pods alone."""
+def gang_traffic(gang: Mapping[str, str]) -> dict[str, Any]:
+    """The ``spec`` of a policy that admits every port of the pods labelled ``gang`` from
+    those pods alone (see the module for why every port)."""
     selector = {"matchLabels": dict(gang)}
     return {
         "podSelector": selector,
         "policyTypes": ["Ingress"],
-        "ingress": [
-            {
-                "from": [{"podSelector": selector}],
-                "ports": [{"protocol": "TCP", "port": port} for port in ports],
-            }
-        ],
+        "ingress": [{"from": [{"podSelector": selector}]}],
     }
 
 
@@ -80,19 +88,15 @@ def _to(cidr: str) -> dict[str, Any]:
     return {"ipBlock": {"cidr": cidr}}
 
 
-def allowed_traffic(cloud: Cloud, pods: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The ``spec`` of the policy that allows what workloads need (see the module): for
-    every pod of the namespace, or with ``pods`` (labels) for those pods alone, which then
-    reach and admit only each other there (one job in a namespace that is not spotproof's,
-    beside whatever else runs in it)."""
-    selector = {"matchLabels": dict(pods)} if pods else {}
-    same_namespace = {"podSelector": selector}
+def _egress(cloud: Cloud, peers: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The egress rules of the module: ``peers`` (the pods of the namespace it reaches),
+    DNS, HTTPS anywhere and the node's identity endpoint."""
     cluster_dns = {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: "kube-system"}},
         "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
     }
-    egress: list[dict[str, Any]] = [
-        {"to": [same_namespace]},
+    return [
+        {"to": [dict(peers)]},
         {"to": [cluster_dns, *(_to(cidr) for cidr in HOST_DNS[cloud])], "ports": DNS_PORTS},
         {"to": [_to(EVERYWHERE)], "ports": [{"protocol": "TCP", "port": 443}]},
         *(
@@ -100,11 +104,41 @@ def allowed_traffic(cloud: Cloud, pods: Mapping[str, str] | None = None) -> dict
             for cidr, port in IDENTITY_ENDPOINTS[cloud]
         ),
     ]
+
+
+def allowed_egress(cloud: Cloud, pods: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The ``spec`` of the policy that lets workloads reach what they need (see the
+    module): every pod of the namespace, or with ``pods`` (labels) those pods alone, which
+    then reach only each other there."""
+    selector = {"matchLabels": dict(pods)} if pods else {}
     return {
         "podSelector": selector,
+        "policyTypes": ["Egress"],
+        "egress": _egress(cloud, {"podSelector": selector}),
+    }
+
+
+def allowed_ingress() -> dict[str, Any]:
+    """The ``spec`` of the policy that admits every pod of the namespace, on every port, to
+    every pod of it but a gang's own (:data:`GANG_NETWORK_LABEL`, see the module)."""
+    return {
+        "podSelector": {
+            "matchExpressions": [{"key": GANG_NETWORK_LABEL, "operator": "DoesNotExist"}]
+        },
+        "policyTypes": ["Ingress"],
+        "ingress": [{"from": [{"podSelector": {}}]}],
+    }
+
+
+def allowed_traffic(cloud: Cloud, pods: Mapping[str, str]) -> dict[str, Any]:
+    """The ``spec`` of one policy that isolates the pods labelled ``pods`` alone: they
+    reach what :func:`allowed_egress` allows and admit only each other, on every port
+    (one job in a namespace that is not spotproof's, beside whatever else runs in it)."""
+    selector = {"matchLabels": dict(pods)}
+    return {
+        **allowed_egress(cloud, pods),
         "policyTypes": ["Ingress", "Egress"],
-        "ingress": [{"from": [same_namespace]}],
-        "egress": egress,
+        "ingress": [{"from": [{"podSelector": selector}]}],
     }
 
 
@@ -118,7 +152,8 @@ def isolate_namespace(
     labels: dict[str, str],
     opts: pulumi.ResourceOptions,
 ) -> list[k8s.networking.v1.NetworkPolicy]:
-    """``default-deny`` and ``allow-workload-traffic`` in ``namespace``."""
+    """``default-deny``, ``allow-workload-egress`` and ``allow-workload-ingress`` in
+    ``namespace``."""
     return [
         k8s.networking.v1.NetworkPolicy(
             f"{name}-{policy_name}",
@@ -128,6 +163,7 @@ def isolate_namespace(
         )
         for policy_name, spec in (
             ("default-deny", DENY_ALL),
-            ("allow-workload-traffic", allowed_traffic(cloud)),
+            ("allow-workload-egress", allowed_egress(cloud)),
+            ("allow-workload-ingress", allowed_ingress()),
         )
     ]

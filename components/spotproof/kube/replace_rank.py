@@ -20,8 +20,12 @@ Each pod gets:
   ``TrainingJobArgs.replica_secret``, mounted read-only, its file named by
   ``REPLICA_SECRET_FILE`` (``runtime.storage.replica_auth``: every request to a replica
   server is signed with it).
+- :data:`~spotproof.catalog.labels.GANG_NETWORK_LABEL`, which leaves the pod out of the
+  workload namespace's ingress rule, and a NetworkPolicy of the gang's own that admits the
+  gang's pods, and them alone, on every port (``kube.network_policy`` says why every port).
 
-``plan.simulation.memory_tiers`` checks the same four things of any manifest.
+``plan.simulation.memory_tiers`` checks the first four of any manifest, and
+``policy.network_policies`` the last.
 """
 
 from __future__ import annotations
@@ -35,9 +39,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from spotproof.catalog import jobset as jobset_facts
+from spotproof.catalog.labels import GANG_NETWORK_ISOLATED, GANG_NETWORK_LABEL
 from spotproof.kube import jobset
 from spotproof.kube.baseline import MANAGED_BY
-from spotproof.kube.network_policy import GANG_ONLY_PORTS, gang_traffic
+from spotproof.kube.network_policy import gang_traffic
 from spotproof.kube.training_spec import job_spec
 from spotproof.runtime import settings
 from spotproof.runtime.launcher import Launcher
@@ -147,9 +152,11 @@ def jobs(
     labels: Mapping[str, str],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The leader's and the workers' one-pod Job specs of a REPLACE_RANK gang: elastic
-    torchrun (the leader hosting the store) and the memory tier on every pod."""
+    torchrun (the leader hosting the store), the memory tier and the gang's network label
+    on every pod."""
     size = tier_mib(args.trainer.state_mib, args.memory_tier_gib)
     memory = memory_with_tier(args.trainer.memory, size)
+    labels = {**labels, GANG_NETWORK_LABEL: GANG_NETWORK_ISOLATED}
     env = [*env, *jobset.elastic_environment(grace), *environment()]
     jobs = []
     for leader in (True, False):
@@ -184,9 +191,9 @@ def objects(
     secret: pulumi.Input[str] | None,
     parent: pulumi.Resource,
 ) -> list[pulumi.Resource]:
-    """The gang's replica secret, and the NetworkPolicy that admits the replica and
-    rendezvous ports of its pods from its own pods only (the namespace's own policy leaves
-    them out: ``kube.network_policy.GANG_ONLY_PORTS``)."""
+    """The gang's replica secret, and the NetworkPolicy that admits every port of its pods
+    from its own pods only (the namespace's ingress rule leaves pods with the gang's network
+    label out: ``kube.network_policy``)."""
     metadata = {"namespace": namespace, "labels": MANAGED_BY}
     gang = {jobset_facts.JOBSET_NAME_LABEL: job_name}
     return [
@@ -199,7 +206,7 @@ def objects(
         k8s.networking.v1.NetworkPolicy(
             f"{name}-gang-network",
             metadata={"name": f"{job_name}-gang", **metadata},
-            spec=gang_traffic(gang, GANG_ONLY_PORTS),
+            spec=gang_traffic(gang),
             opts=pulumi.ResourceOptions(parent=parent),
         ),
     ]

@@ -15,7 +15,7 @@ strategy that keeps pods cannot be rendered (``catalog.jobset.IN_PLACE_RESTART_R
 With ``GangRecovery.REPLACE_RANK`` a worker's reclaim replaces its pod alone
 (``kube.jobset.replace_rank_spec``), so the gang keeps a memory tier, rendered here
 (``kube.replace_rank``), with its replica secret and a NetworkPolicy that admits the
-replica and rendezvous ports from the gang's own pods only.
+gang's own pods, and only them, to every port of its pods.
 
 The trainer keeps the exit-code contract of ``spotproof.runtime.exit_codes``: after
 SIGTERM it commits a final checkpoint and exits 143 (what a process killed by SIGTERM
@@ -40,7 +40,7 @@ from spotproof.fleet import PoolClass
 from spotproof.kube import jobset, replace_rank
 from spotproof.kube.baseline import MANAGED_BY
 from spotproof.kube.jobset import GangRecovery
-from spotproof.kube.network_policy import allowed_traffic
+from spotproof.kube.network_policy import allowed_egress, allowed_traffic
 from spotproof.kube.pods import TRAINER_CONTAINER, Trainer
 from spotproof.kube.training_spec import job_spec, pod_failure_policy
 from spotproof.kube.workload import (
@@ -253,12 +253,15 @@ class TrainingJob(pulumi.ComponentResource):
         }
         isolation = []
         if args.placement.cloud is not None:
-            # Before the Job: no pod of it runs before its traffic is confined.
+            # Before the Job: no pod of it runs before its traffic is confined. A gang that
+            # replaces ranks takes its ingress from its own policy alone (replace_rank.objects:
+            # its JobSet's pods, by the JobSet controller's label, on every port).
+            cloud = args.placement.cloud
             isolation.append(
                 k8s.networking.v1.NetworkPolicy(
                     f"{name}-network",
                     metadata={"name": job_name, "namespace": namespace, "labels": MANAGED_BY},
-                    spec=allowed_traffic(args.placement.cloud, pods=own),
+                    spec=allowed_egress(cloud, own) if replacing else allowed_traffic(cloud, own),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
             )

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spotproof.catalog import jobset
+from spotproof.catalog.labels import GANG_NETWORK_LABEL
 from spotproof.catalog.node_endpoints import IDENTITY_ENDPOINTS
 from spotproof.policy.base import PlannedResource, StackRule
 from spotproof.policy.disruption import selects
@@ -239,7 +240,8 @@ def replica_ports_confined(resources: list[PlannedResource]) -> Iterator[tuple[s
                     "gang's secret then keeps everything else out, and NetworkPolicies add up, "
                     "so a narrower one cannot take back what another admits; fix: run the gang "
                     f"where every NetworkPolicy that selects its pods admits that port only from "
-                    f"pods labelled {gang[0]}={name}",
+                    f"pods labelled {gang[0]}={name} (spotproof's workload namespace leaves "
+                    f"pods labelled {GANG_NETWORK_LABEL} to such a policy of their gang's)",
                 )
 
 
