@@ -365,6 +365,52 @@ def test_the_metrics_scrape_reaches_a_labelled_gangs_pods_on_their_metrics_port_
     assert "admit every pod of the namespace" not in message
 
 
+def test_a_labelled_gang_without_a_policy_of_its_own_is_cut_off_from_itself(
+    tmp_path: Path,
+) -> None:
+    found = _findings(tmp_path, _labelled(_gang_with_tier()))
+    [message] = found[GANG_NETWORK]
+    assert message == (
+        "JobSet spotproof/llm-pretrain/workers (labelled spotproof.dev/gang-network: out of "
+        "spotproof's namespace-wide rule): the NetworkPolicies of namespace spotproof admit its "
+        "pods to each other on no port, but a gang's ranks exchange gradients (NCCL, gloo) on "
+        "ports they pick themselves, so it would hang at its first collective; allowed: a "
+        "NetworkPolicy that selects the gang's pods and admits every port (a rule without "
+        "ports) from pods labelled jobset.sigs.k8s.io/jobset-name=llm-pretrain"
+    )
+    [replicas] = found["memory-tier-network"]
+    assert "no NetworkPolicy of namespace spotproof admits the gang's own pods there" in replicas
+
+
+@pytest.mark.parametrize(
+    ("ports", "says"),
+    [
+        ([{"protocol": "TCP", "port": 9471}, {"protocol": "TCP", "port": 29400}], "TCP 9471, "),
+        (
+            [{"protocol": "TCP", "port": 1, "endPort": 65535}],
+            "TCP 1-65535 (a range, which Cilium narrows to 1)",
+        ),
+    ],
+    ids=["the replica and rendezvous ports", "a range of every port"],
+)
+def test_a_gang_policy_that_lists_ports_leaves_the_ranks_cut_off_from_each_other(
+    tmp_path: Path, ports: list[dict[str, Any]], says: str
+) -> None:
+    documents = _in_own_namespace(_gang_with_tier())
+    documents[1]["spec"]["ingress"][0]["ports"] = ports
+    [message] = _findings(tmp_path, *documents)[GANG_NETWORK]
+    assert f"admit its pods to each other only on {says}" in message
+
+
+def test_without_a_stack_a_gangs_network_is_not_judged(tmp_path: Path) -> None:
+    """Policies add up: the stack's own may admit what the files' do not."""
+    documents = _in_own_namespace(_labelled(_gang_with_tier()))
+    documents[1]["spec"]["ingress"][0]["ports"] = [{"protocol": "TCP", "port": 9471}]
+    path = tmp_path / "gang.yaml"
+    path.write_text(yaml.safe_dump_all(documents))
+    assert GANG_NETWORK not in {f.policy for f in check(load_all([path]), None).findings}
+
+
 def test_a_named_port_admits_the_port_of_that_name_on_the_gangs_pods(tmp_path: Path) -> None:
     """A metrics scrape from another namespace, on the named port ``metrics``: it reaches
     the replica port only where the trainer names that port so."""

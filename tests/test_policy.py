@@ -142,6 +142,17 @@ BROKEN: dict[str, tuple[str, str, Callable[[dict[str, Any]], None], str]] = {
         ),
         "memory-tier-network",
     ),
+    "a gang's pods out of the namespace's rule with no policy of their own": (
+        "kubernetes:batch/v1:Job",
+        "gke-prod-smoke-job",
+        lambda i: (
+            i["spec"].update(parallelism=2, completions=2),
+            i["spec"]["template"]["metadata"]["labels"].update(
+                {"spotproof.dev/gang-network": "isolated"}
+            ),
+        ),
+        "gang-network",
+    ),
     "smoke Job pulling latest": (
         "kubernetes:batch/v1:Job",
         "gke-prod-smoke-job",

@@ -259,7 +259,7 @@ def _network_findings(recording: Recording, tmp_path: Path, stack: str) -> list[
     ]
     path = tmp_path / "gang.yaml"
     path.write_text(yaml.safe_dump_all(documents))
-    judged = ("reclaim-counted", "gang-restart")
+    judged = ("reclaim-counted", "gang-restart", "gang-network")
     return [
         f"{f.policy}: {f.message}"
         for f in check(load_all([path]), plan_of(stack)).findings

@@ -38,7 +38,13 @@ NOT_FOR_MANIFESTS = frozenset({"k8s-job-not-awaited"})
 """Rules about how spotproof's own Pulumi program deploys its Jobs: a manifest may be
 applied by kubectl, Argo or anything else."""
 NEEDS_THE_STACK = frozenset(
-    {"namespace-isolated", "workload-egress", "s3-checkpoint-access", "memory-tier-network"}
+    {
+        "namespace-isolated",
+        "workload-egress",
+        "s3-checkpoint-access",
+        "memory-tier-network",
+        "gang-network",
+    }
 )
 """Rules about what the stack around the manifests provides (its NetworkPolicies, its
 roles): without a stack they would report what is merely not shown."""

@@ -157,3 +157,41 @@ def _describe(peer: Mapping[str, Any]) -> str:
     if namespaces is None:
         return f"{who} of the namespace"
     return f"{who} of namespaces matching {json.dumps(namespaces, sort_keys=True)}"
+
+
+# --- every port: a gang's ranks ---------------------------------------------------------------
+
+
+def ports_admitted(
+    policies: list[Mapping[str, Any]], labels: Mapping[str, str], namespace: str
+) -> list[str] | None:
+    """What the ``policies`` selecting a pod admit of it from a pod labelled ``labels`` of
+    ``namespace``: None for every TCP port (no policy isolates it for ingress, or a rule
+    admitting that pod lists no port), else each port admitted, in words (empty: none)."""
+    ingress = _isolating(policies)
+    if not ingress:
+        return None
+    found: list[str] = []
+    for rule in _rules_from(ingress, labels, namespace):
+        if _every_port(rule):
+            return None
+        found += [w for w in map(_port_words, rule["ports"]) if w not in found]
+    return found
+
+
+def _every_port(rule: Mapping[str, Any]) -> bool:
+    """Whether an ingress rule admits every TCP port: no ``ports``, or a TCP entry without
+    a ``port``. A range does not count, whatever it spans: Cilium (GKE Dataplane V2, AKS)
+    accepts ``endPort`` and ignores it, admitting the first port alone (cilium/cilium#28684;
+    the Kubernetes page: a plugin without ``endPort`` support applies ``port`` alone)."""
+    ports = rule.get("ports")
+    return not ports or any(
+        p.get("protocol", "TCP") == "TCP" and p.get("port") is None for p in ports
+    )
+
+
+def _port_words(port: Mapping[str, Any]) -> str:
+    protocol, number, end = port.get("protocol", "TCP"), port.get("port"), port.get("endPort")
+    if end is not None:
+        return f"{protocol} {number}-{end} (a range, which Cilium narrows to {number})"
+    return f"{protocol} port named {number}" if isinstance(number, str) else f"{protocol} {number}"

@@ -16,8 +16,11 @@ and the node's identity endpoint of its cloud (``kube.network_policy``). A polic
 adds can only widen what spotproof's allow; a stack that replaces them with narrower ones
 fails here instead of in the first pod that cannot fetch a credential.
 
-Who reaches a memory tier's replica port (what policies admit: ``policy.ingress``): the
-gang's own pods alone (``memory-tier-network``).
+Who reaches a gang's pods (what policies admit: ``policy.ingress``): a memory tier's
+replica port the gang's own pods alone (``memory-tier-network``), and every port every
+other pod of the gang (``gang-network``). spotproof's namespace admits every pod of it to
+every pod but those labelled ``GANG_NETWORK_LABEL``, which the gang's own policy admits
+(``kube.network_policy``); these rules hold any stack or manifest to the same.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from spotproof.catalog.labels import GANG_NETWORK_LABEL
 from spotproof.catalog.node_endpoints import IDENTITY_ENDPOINTS
 from spotproof.policy.base import PlannedResource, StackRule
 from spotproof.policy.disruption import selects
-from spotproof.policy.ingress import gang_admitted, named_ports, outsiders_admitted
+from spotproof.policy.ingress import gang_admitted, named_ports, outsiders_admitted, ports_admitted
 from spotproof.policy.kubernetes import cloud_of
 from spotproof.runtime import settings
 from spotproof.scheduling import fit, pod_templates
@@ -191,6 +194,7 @@ def workloads_reach_what_they_need(
 # --- who reaches a gang's pods (policy.ingress) --------------------------------------------
 
 MEMORY_TIER_NETWORK = "memory-tier-network"
+GANG_NETWORK = "gang-network"
 GANG_LABELS = {jobset.KIND: jobset.JOBSET_NAME_LABEL, "Job": "batch.kubernetes.io/job-name"}
 """The label the controller puts on every pod of one gang, and on no other pod: a JobSet's
 (``catalog.jobset``), and a Job's, set by the Job controller since Kubernetes 1.27
@@ -245,6 +249,60 @@ def replica_ports_confined(resources: list[PlannedResource]) -> Iterator[tuple[s
                 )
 
 
+def _gangs(
+    resources: list[PlannedResource],
+) -> Iterator[tuple[PlannedResource, str, list[pod_templates.PodTemplate]]]:
+    """Every gang of more than one pod, with its namespace and pod templates: each JobSet
+    (``catalog.jobset``: one run on several nodes), and each Job whose pods carry
+    ``GANG_NETWORK_LABEL`` (a Job's pods may as well be workers that never talk)."""
+    grouped: dict[str, tuple[PlannedResource, str, list[pod_templates.PodTemplate]]] = {}
+    for resource, namespace, template in _workloads(resources):
+        grouped.setdefault(resource.urn, (resource, namespace, []))[2].append(template)
+    for resource, namespace, templates in grouped.values():
+        kind = resource.inputs.get("kind")
+        labelled = any(GANG_NETWORK_LABEL in (t.metadata.get("labels") or {}) for t in templates)
+        if sum(t.pods for t in templates) > 1 and (
+            kind == jobset.KIND or (kind == "Job" and labelled)
+        ):
+            yield resource, namespace, templates
+
+
+def gangs_reach_each_other(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
+    """A gang's ranks rendezvous, and exchange gradients (NCCL, gloo) over connections to
+    ports they pick themselves: every pod of a gang must admit every other on every TCP
+    port, or the gang hangs at its first collective. Only a rule without ports admits them
+    all, since Cilium ignores ``endPort`` (``policy.ingress.ports_admitted``)."""
+    for resource, namespace, templates in _gangs(resources):
+        kind = str(resource.inputs.get("kind"))
+        name = str((resource.inputs.get("metadata") or {}).get("name", ""))
+        gang_label = GANG_LABELS[kind]
+        labelled = [
+            (template, {**(template.metadata.get("labels") or {}), gang_label: name})
+            for template in templates
+        ]
+        for template, labels in labelled:
+            policies = _selecting(resources, namespace, labels)
+            where = f"{kind} {namespace}/{name}" + (f"/{template.part}" if template.part else "")
+            if GANG_NETWORK_LABEL in labels:
+                where += f" (labelled {GANG_NETWORK_LABEL}: out of spotproof's namespace-wide rule)"
+            for peer, peer_labels in labelled:
+                if peer is template and template.pods < 2:
+                    continue
+                admitted = ports_admitted(policies, peer_labels, namespace)
+                if admitted is None:
+                    continue
+                who = "its pods to each other" if peer is template else f"pods of {peer.part}"
+                ports = f"only on {', '.join(admitted)}" if admitted else "on no port"
+                yield (
+                    resource.name,
+                    f"{where}: the NetworkPolicies of namespace {namespace} admit {who} {ports}, "
+                    "but a gang's ranks exchange gradients (NCCL, gloo) on ports they pick "
+                    "themselves, so it would hang at its first collective; allowed: a "
+                    "NetworkPolicy that selects the gang's pods and admits every port (a rule "
+                    f"without ports) from pods labelled {gang_label}={name}",
+                )
+
+
 STACK_RULES: tuple[StackRule, ...] = (
     StackRule(
         "namespace-isolated",
@@ -260,5 +318,10 @@ STACK_RULES: tuple[StackRule, ...] = (
         MEMORY_TIER_NETWORK,
         "A memory tier's replica port is reachable from the gang's own pods only.",
         replica_ports_confined,
+    ),
+    StackRule(
+        GANG_NETWORK,
+        "A gang's pods admit each other on every port.",
+        gangs_reach_each_other,
     ),
 )
