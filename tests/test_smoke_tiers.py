@@ -103,11 +103,3 @@ def test_every_interruption_reports_the_stall_to_the_gangs_next_step(tiered: Tie
     assert len(stalls) == 3
     assert all(stall > 0 for stall in stalls)
     assert "next step" in tiered.out
-
-
-def test_tiers_without_a_gang_are_refused_in_one_line(capsys: pytest.CaptureFixture) -> None:
-    assert cli.main(["smoke", "--tiers"]) == 2
-    assert capsys.readouterr().err.strip().splitlines() == [
-        "spotproof smoke: --tiers: replicas are held by a gang's peers; allowed: with "
-        "--nodes 2 or more"
-    ]

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from spotproof.smoke.process import TrainerProcess, descendants
+from spotproof.runtime import launcher
+from spotproof.smoke.process import TrainerProcess, descendants, runs_module
 from spotproof.smoke.tiered import LEADER, ONE_NODE, RECLAIMED
 from tests.test_user_rehearsal import FAST_STEPS, TRAIN, Rehearsed, _project, _smoke, _state
 
@@ -84,30 +85,34 @@ def test_losing_the_leaders_node_restarts_the_users_gang_from_the_bucket(
     assert leader["resumed_from"] == leader["newest_committed"] is not None
 
 
-AGENT = "import subprocess, sys; sys.exit(subprocess.call([sys.executable, sys.argv[1]]))"
-"""Stands for torchrun's agent: starts its worker and stays, as the agent stays to answer
-the rendezvous."""
+AGENT = "import subprocess, sys\nsys.exit(subprocess.call([sys.executable, sys.argv[1]]))\n"
+"""Stands for torchrun's agent (``python -m torch.distributed.run``): started as a module,
+it starts its worker and stays, as the agent stays to answer the rendezvous."""
 
 
 def test_a_pod_held_at_a_step_stops_its_worker_and_leaves_its_agent_running(
     tmp_path: Path,
 ) -> None:
+    """As a pod starts: the launch script, the agent below it, the worker below that. The
+    launch script has the agent's words among its own arguments; it is not the agent."""
     worker = tmp_path / "fast.py"
     worker.write_text(FAST_STEPS)
+    (tmp_path / "stand_in_agent.py").write_text(AGENT)
     pod = TrainerProcess(
-        {},
+        {"PYTHONPATH": str(tmp_path)},
         time.monotonic(),
-        argv=[sys.executable, "-c", AGENT, str(worker)],
+        argv=launcher.wrapped([sys.executable, "-m", "stand_in_agent", str(worker)]),
         events_file=tmp_path / "events",
-        held_below=lambda pid: b"subprocess" in Path(f"/proc/{pid}/cmdline").read_bytes(),
+        held_below=lambda pid: runs_module(pid, "stand_in_agent"),
     )
     try:
         held = pod.run_until(lambda e: e["step"] >= 300, timeout=60)
         assert held is not None and pod.held
-        agent_pid = pod.popen.pid
-        [worker_pid] = descendants(agent_pid)
+        [agent] = [pid for pid in descendants(pod.popen.pid) if runs_module(pid, "stand_in_agent")]
+        [worker_pid] = descendants(agent)
         assert _state(worker_pid) == "T"  # the worker is stopped where it was placed
-        assert _state(agent_pid) != "T"  # its agent runs on: its keep-alives go out
+        assert _state(agent) != "T"  # its agent runs on: its keep-alives go out
+        assert _state(pod.popen.pid) != "T"  # and so does the launch script
     finally:
         pod.send(signal.SIGKILL)
         pod.finish()

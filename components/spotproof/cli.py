@@ -170,7 +170,8 @@ def _smoke(commands: argparse._SubParsersAction) -> None:
         "--steps",
         type=count_in(20, 100_000),
         default=None,
-        help=f"TOTAL_STEPS (default {DEFAULT_STEPS}; with --stack, 6 checkpoint intervals)",
+        help=f"TOTAL_STEPS (default {DEFAULT_STEPS}; with --stack, 6 checkpoint intervals; with "
+        "--tiers, room for each interruption: 3 intervals and a step)",
     )
     smoke.add_argument(
         "--interval", type=count_in(1, 10_000), help="CHECKPOINT_INTERVAL (20; --command: 10)"

@@ -31,13 +31,12 @@ from spotproof.smoke.multinode import run_gang_smoke
 from spotproof.smoke.records import SmokeConfig, SmokeReport
 from spotproof.smoke.rehearsal import RehearsalError, command_rehearsal, rehearsal
 from spotproof.smoke.report import render_timeline, summary, to_json
-from spotproof.smoke.tiered import run_tiered_smoke
+from spotproof.smoke.tiered import run_tiered_smoke, steps_needed, too_short
 from spotproof.smoke.user_command import DEFAULT_INTERVAL, CommandError, UserCommand
 from spotproof.smoke.user_rehearsal import rehearse_command
 from spotproof.terminal import paint
 
 T = TypeVar("T")
-TIERS_NEED_A_GANG = "--tiers: replicas are held by a gang's peers; allowed: with --nodes 2 or more"
 
 
 def _needs(module: str) -> None:
@@ -59,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         store=args.store or "s3",
         preemptions=args.preemptions,
         hard_kills=args.hard_kills,
-        total_steps=args.steps or DEFAULT_STEPS,
+        total_steps=args.steps or default_steps(args),
         interval=args.interval or SmokeConfig.interval,
         model_mb=args.model_mb,
         seed=args.seed,
@@ -78,8 +77,11 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
-    if args.tiers and args.nodes < 2:
-        print(f"spotproof smoke: {TIERS_NEED_A_GANG}", file=sys.stderr)
+    refused = _tiers_refused(args) or (
+        args.tiers and too_short(args.nodes, config.interval, config.total_steps)
+    )
+    if refused:
+        print(f"spotproof smoke: {refused}", file=sys.stderr)
         return EXIT_BAD_INPUT
     progress = lambda line: print(line, flush=True)  # noqa: E731
     try:
@@ -107,6 +109,28 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     _last_scrape(served, args.metrics_wait)
     return _told(args, report)
+
+
+def default_steps(args: argparse.Namespace) -> int:
+    """``--steps`` when not given: :data:`DEFAULT_STEPS`, or room for every interruption of
+    a ``--tiers`` gang of that size."""
+    if not args.tiers:
+        return DEFAULT_STEPS
+    return max(DEFAULT_STEPS, steps_needed(args.nodes, args.interval or SmokeConfig.interval))
+
+
+def _tiers_refused(args: argparse.Namespace) -> str | None:
+    """Why ``--tiers`` cannot go with the other arguments, or None."""
+    if not args.tiers:
+        return None
+    if args.nodes < 2:
+        return "--tiers: replicas are held by a gang's peers; allowed: with --nodes 2 or more"
+    if args.launcher != Launcher.TORCHRUN:
+        return (
+            "--tiers: ranks are replaced one at a time under torchrun's elastic agent; "
+            "allowed: --launcher torchrun (the default)"
+        )
+    return None
 
 
 def _told(args: argparse.Namespace, report: SmokeReport) -> int:
@@ -137,8 +161,9 @@ def _user_command(args: argparse.Namespace) -> int:
         ):
             if given:
                 raise _BadInput(f"{flag}: {why}; allowed: --command without {flag}")
-        if args.tiers and args.nodes < 2:
-            raise _BadInput(TIERS_NEED_A_GANG)
+        refused = _tiers_refused(args)
+        if refused:
+            raise _BadInput(refused)
         command = UserCommand.parse(args.user_command)
         config = SmokeConfig(
             store=args.store or "s3",

@@ -7,7 +7,6 @@ an index its failure policy ignores, or all together, as a JobSet restarts a gan
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import shutil
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 
 from spotproof.runtime import elastic, launcher, settings
 from spotproof.smoke.emulators import free_port
-from spotproof.smoke.process import Event, TrainerProcess
+from spotproof.smoke.process import Event, TrainerProcess, runs_module
 from spotproof.smoke.records import SmokeReport, last_words
 
 PERSIST_EVERY = 3
@@ -71,11 +70,13 @@ REFERENCE_WORKER = (sys.executable, "-m", "spotproof.smoke.train")
 """The worker every agent starts unless told otherwise: the smoke trainer."""
 
 
+AGENT_MODULE = "torch.distributed.run"
+"""What torchrun runs: ``python -m torch.distributed.run``."""
+
+
 def is_agent(pid: int) -> bool:
     """Whether process ``pid`` is a torchrun agent (its workers run below it)."""
-    with contextlib.suppress(OSError):
-        return b"torch.distributed.run" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    return False
+    return runs_module(pid, AGENT_MODULE)
 
 
 class ElasticGang:

@@ -190,8 +190,9 @@ class TrainerProcess:
         hundred steps in a second; held, it is interrupted where the rehearsal placed the
         interruption, on a loaded machine as on an idle one. Returns the event (the process
         held), or None if the process ended first."""
-        if not self.hold_at(match):
-            self.release()
+        with self._changed:  # the reader holds the process under this lock too
+            if not self.hold_at(match):
+                self.release()
         return self.wait_for(match, timeout)
 
     def hold_at(self, match: Callable[[Event], bool]) -> bool:
@@ -323,6 +324,15 @@ def descendants(pid: int) -> list[int]:
         found += children
         frontier = children
     return found
+
+
+def runs_module(pid: int, module: str) -> bool:
+    """Whether process ``pid`` is ``python -m module ...``: its own program, not a process
+    (a shell, a launch script) that merely has those words among its arguments."""
+    with contextlib.suppress(OSError):
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        return argv[1:3] == [b"-m", module.encode()]
+    return False
 
 
 def container_exit_code(returncode: int | None) -> int | None:

@@ -85,6 +85,34 @@ def scenarios(nodes: int) -> list[str]:
     return [ONE_NODE, RECLAIMED, *middle, LEADER]
 
 
+def placed(resumed: int, interval: int, schedule: random.Random) -> int:
+    """The step an interruption is placed at: two to three intervals past the gang's
+    resumption, so that at least one save since then has been replicated."""
+    low = 2 * interval + 1
+    return resumed + schedule.randint(low, low + interval)
+
+
+def steps_needed(nodes: int, interval: int) -> int:
+    """The fewest steps a run of a gang of ``nodes`` pods must train for every one of its
+    :func:`scenarios` to be placed (:func:`placed`, at the latest, from a resumption that
+    loses nothing), each before the run's last step."""
+    return len(scenarios(nodes)) * (3 * interval + 1) + 2
+
+
+def too_short(nodes: int, interval: int, total_steps: int) -> str | None:
+    """Why a run of ``total_steps`` cannot be interrupted as a gang of ``nodes`` is, or None."""
+    needed = steps_needed(nodes, interval)
+    if total_steps >= needed:
+        return None
+    fewer = "; or fewer than 4 --nodes (one interruption less)" if nodes >= 4 else ""
+    return (
+        f"--tiers: {total_steps} steps, checkpointing every {interval}, leave no room for the "
+        f"{len(scenarios(nodes))} interruptions of a gang of {nodes} (each 2 to 3 intervals "
+        f"after the resumption before it); allowed: at least {needed} steps, or a smaller "
+        f"--interval{fewer}"
+    )
+
+
 def run_tiered_smoke(config: SmokeConfig, nodes: int, progress: Progress = print) -> SmokeReport:
     """The reference gang, then the one whose pods are replaced; see the module docstring."""
     if nodes < 2:
@@ -153,18 +181,16 @@ def play(
     # The workers' holders in ring order; pod 1's holder is a worker too from 4 pods on.
     holder = replica_holders([""] * size, [""] * size)[1]
     for scenario in plan:
-        # Past two intervals, so at least one save since the restart has been replicated.
-        low = 2 * config.interval + 1
-        target = resumed + schedule.randint(low, low + config.interval)
+        target = placed(resumed, config.interval, schedule)
         if target >= config.total_steps - 1:
             report.failures.append(f"TOTAL_STEPS too small to {scenario} at step {target}")
-            return
+            raise Abandoned
         last = gang.pods[-1]
         if last.run_until(_from_now_on(last, target), timeout=STEP_WAIT_SECONDS) is None:
             report.failures.append(
                 f"pod {last.index} ended before step {target}: {last_words(last)}"
             )
-            return
+            raise Abandoned
         lost = {ONE_NODE: [size - 1], RECLAIMED: [size - 1], WITH_HOLDER: [1, holder]}.get(
             scenario, [0]
         )
@@ -174,9 +200,9 @@ def play(
         kept = [pod for k, pod in enumerate(gang.pods) if k not in lost]
         _strike(gang, lost, config, record)
         interrupted_at = last.now()
+        record.at_step = gang.step
         for pod in kept:
             pod.release()
-        record.at_step = gang.step
         newest = observer.committed_steps()
         record.newest_committed = newest[-1] if newest else None
         if scenario == LEADER:
@@ -231,6 +257,7 @@ def _strike(gang: ElasticGang, lost: list[int], config: SmokeConfig, record: Int
     whose final save is timed), or killed with their nodes."""
     if record.kind == "preemption":
         [victim] = [gang.pods[k] for k in lost]
+        victim.release()  # a reclaimed node trains on through its notice
         record.grace_seconds = reclaim([victim], config, record)
         record.exit_code = victim.finish(record.grace_seconds + LEAVE_SECONDS)
         finals = [e for e in victim.of("checkpoint") if e.get("kind") == "final"]

@@ -202,18 +202,17 @@ def learned(config: SmokeConfig, reference: RunResult) -> SmokeConfig:
     return replace(config, total_steps=total, interval=interval)
 
 
-def room_for(config: SmokeConfig, interruptions: int, intervals_each: int = 2) -> str | None:
+def room_for(config: SmokeConfig, interruptions: int) -> str | None:
     """Why the learned run is too short to interrupt ``interruptions`` times, or None when
-    it is long enough: each is placed within ``intervals_each`` intervals of the resume
-    before it."""
-    needed = (intervals_each * interruptions + 1) * config.interval
+    it is long enough: each is placed within two intervals of the resume before it."""
+    needed = (2 * interruptions + 1) * config.interval
     if config.total_steps >= needed:
         return None
     return (
         f"the command trains {config.total_steps} steps, checkpointing every "
         f"{config.interval}: too few for {interruptions} interruption(s); allowed: at least "
-        f"{needed} steps ({intervals_each} intervals each, and one more), fewer "
-        "--preemptions/--hard-kills (or --nodes, with --tiers), or a smaller --interval"
+        f"{needed} steps (2 intervals each, and one more), fewer --preemptions/--hard-kills, "
+        "or a smaller --interval"
     )
 
 

@@ -23,18 +23,14 @@ from pathlib import Path
 
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.smoke.elastic_gang import ElasticGang, Nodes
-from spotproof.smoke.tiered import played, scenarios
-from spotproof.smoke.user_command import RunResult, Stage, command_env, room_for, started
-
-INTERVALS_EACH = 3
-"""Checkpoint intervals an interruption of a replaced rank may need: it is placed between
-two and three intervals past the gang's resumption, so that a save since then has been
-replicated."""
+from spotproof.smoke.tiered import played, too_short
+from spotproof.smoke.user_command import RunResult, Stage, command_env, started
 
 
 def tiered_room(stage: Stage) -> str | None:
     """Why the learned run is too short for the gang's interruptions, or None."""
-    return room_for(stage.config, len(scenarios(stage.nodes)), intervals_each=INTERVALS_EACH)
+    config = stage.config
+    return too_short(stage.nodes, config.interval, config.total_steps)
 
 
 def tiered_interrupted(stage: Stage) -> RunResult:
