@@ -187,13 +187,34 @@ def test_a_broken_jobset_fails_the_plan_as_a_schema_violation() -> None:
 # --- gang pods in the checks -----------------------------------------------------------------
 
 
-def test_a_jobsets_pods_carry_the_label_the_controller_adds() -> None:
+def test_a_jobsets_pods_carry_the_labels_the_controllers_add() -> None:
+    """JobSet v0.12.0 ``labelAndAnnotateObject`` and the Job API's ``generateSelector``:
+    with one child Job, its index, key (SHA-1 of ``ml/pretrain-workers-0``) and name are
+    known; the uids, the restart count and each pod's completion index are not."""
     [template] = pod_templates.pod_templates(JOBSET)
     assert template.part == "workers"
     assert template.pods == 4
     assert template.metadata["labels"] == {
         "app": "pretrain",
         "jobset.sigs.k8s.io/jobset-name": "pretrain",
+        "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+        "jobset.sigs.k8s.io/replicatedjob-replicas": "1",
+        "jobset.sigs.k8s.io/global-replicas": "1",
+        "jobset.sigs.k8s.io/group-name": "default",
+        "jobset.sigs.k8s.io/group-replicas": "1",
+        "jobset.sigs.k8s.io/job-index": "0",
+        "jobset.sigs.k8s.io/job-global-index": "0",
+        "jobset.sigs.k8s.io/job-group-index": "0",
+        "jobset.sigs.k8s.io/job-key": "86917cb639cb38756205185e4a98d8aa0d01f8a0",
+        "job-name": "pretrain-workers-0",
+        "batch.kubernetes.io/job-name": "pretrain-workers-0",
+    }
+    assert template.unknown_labels == {
+        "jobset.sigs.k8s.io/jobset-uid",
+        "jobset.sigs.k8s.io/restart-attempt",
+        "controller-uid",
+        "batch.kubernetes.io/controller-uid",
+        "batch.kubernetes.io/job-completion-index",
     }
 
 

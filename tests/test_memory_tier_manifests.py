@@ -372,8 +372,8 @@ def test_a_labelled_gang_without_a_policy_of_its_own_is_cut_off_from_itself(
     [message] = found[GANG_NETWORK]
     assert message == (
         "JobSet spotproof/llm-pretrain/workers (labelled spotproof.dev/gang-network: out of "
-        "spotproof's namespace-wide rule): the NetworkPolicies of namespace spotproof admit its "
-        "pods to each other on no port, but a gang's ranks exchange gradients (NCCL, gloo) on "
+        "NetworkPolicy allow-workload-ingress): the NetworkPolicies of namespace spotproof admit "
+        "its pods to each other on no port, but a gang's ranks exchange gradients (NCCL, gloo) on "
         "ports they pick themselves, so it would hang at its first collective; allowed: a "
         "NetworkPolicy that selects the gang's pods and admits every port (a rule without "
         "ports) from pods labelled jobset.sigs.k8s.io/jobset-name=llm-pretrain"
@@ -494,3 +494,79 @@ def test_a_gang_with_a_tier_and_no_replica_secret_fails_the_check_command(tmp_pa
     with redirect_stdout(out), redirect_stderr(err):
         code = cli.main(["check", str(path), "--stack", "gke-dev"])
     assert code == 1 and "memory-tier-secret" in out.getvalue() + err.getvalue()
+
+
+# --- who the rules take the gang's peers to be -------------------------------------------------
+
+
+def test_a_peer_selected_by_its_replicated_job_reaches_the_replica_port(tmp_path: Path) -> None:
+    """The JobSet controller labels every pod of a replicated Job with its name, so its peers
+    reach the port; other JobSets' replicated Jobs of that name would too, which is said."""
+    documents = _in_own_namespace(_gang_with_tier())
+    workers = {"matchLabels": {"jobset.sigs.k8s.io/replicatedjob-name": "workers"}}
+    documents[1]["spec"]["ingress"][0]["from"] = [{"podSelector": workers}]
+    [message] = _findings(tmp_path, *documents)["memory-tier-network"]
+    assert "no NetworkPolicy" not in message
+    assert 'admit pods matching {"matchLabels": {"jobset.sigs.k8s.io/replicatedjob-name"' in message
+
+
+def test_a_peer_whose_namespace_is_selected_by_a_label_of_its_own_reaches_the_replica_port(
+    tmp_path: Path,
+) -> None:
+    """A namespace selector is matched against every label of the namespace, not its name
+    alone; other namespaces of that label would be admitted too, which is said."""
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": OWN_NAMESPACE, "labels": {"team": "ml"}},
+    }
+    documents = _in_own_namespace(_gang_with_tier())
+    gang = documents[1]["spec"]["podSelector"]
+    documents[1]["spec"]["ingress"][0]["from"] = [
+        {"namespaceSelector": {"matchLabels": {"team": "ml"}}, "podSelector": gang}
+    ]
+    [message] = _findings(tmp_path, namespace, *documents)["memory-tier-network"]
+    assert "no NetworkPolicy" not in message
+    assert 'of namespaces matching {"matchLabels": {"team": "ml"}} there' in message
+
+
+def test_a_replica_port_admitted_only_through_a_range_is_flagged_as_cilium_narrows_it(
+    tmp_path: Path,
+) -> None:
+    """Cilium (GKE Dataplane V2, AKS) ignores endPort (cilium/cilium#28684): a rule for TCP
+    9000-10000 admits 9000 alone there, so the gang's peers never reach 9471."""
+    documents = _in_own_namespace(_gang_with_tier())
+    documents[1]["spec"]["ingress"][0]["ports"] = [
+        {"protocol": "TCP", "port": 9000, "endPort": 10000}
+    ]
+    [message] = _findings(tmp_path, *documents)["memory-tier-network"]
+    assert message.startswith(
+        f"JobSet {OWN_NAMESPACE}/llm-pretrain: container trainer serves its memory tier's "
+        f"replicas on TCP 9471 (REPLICA_PORT), and no NetworkPolicy of namespace {OWN_NAMESPACE} "
+        "admits the gang's own pods there (a rule admits them through a port range that holds "
+        "it, which Cilium narrows to its first port): its peers cannot send it replicas"
+    )
+
+
+def test_a_range_that_admits_outsiders_to_the_replica_port_is_flagged(tmp_path: Path) -> None:
+    """Plugins that honour endPort (Calico, the EKS VPC CNI) admit the whole range: a range
+    holding the replica port opens it to whom the rule admits."""
+    documents = _in_own_namespace(_gang_with_tier())
+    documents[1]["spec"]["ingress"].append(
+        {"from": [{"podSelector": {}}], "ports": [{"port": 9000, "endPort": 10000}]}
+    )
+    messages = _findings(tmp_path, *documents)["memory-tier-network"]
+    assert any("admit every pod of the namespace there" in m for m in messages)
+
+
+def test_a_replica_port_admitted_from_pods_of_one_uid_is_not_reported_as_open(
+    tmp_path: Path,
+) -> None:
+    """A uid names one JobSet, the gang's own or another's, which is not known before it
+    runs: the peer is not reported as more than the gang."""
+    documents = _in_own_namespace(_gang_with_tier())
+    uid = {"matchLabels": {"jobset.sigs.k8s.io/jobset-uid": "6f1c2a4e"}}
+    documents[1]["spec"]["ingress"].append(
+        {"from": [{"podSelector": uid}], "ports": [{"port": 9471}]}
+    )
+    assert "memory-tier-network" not in _findings(tmp_path, *documents)

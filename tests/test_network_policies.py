@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from spotproof.plan import PlanResult
+from spotproof.policy import ingress
 from spotproof.policy.disruption import selects
 from spotproof.policy.network_policies import Destination, egress_allowed
 from tests.support import plan_of
@@ -153,3 +154,24 @@ def test_a_port_range_and_the_default_protocol() -> None:
 )
 def test_label_selectors(selector: dict[str, Any], matches: bool) -> None:
     assert selects(selector, {"app": "trainer"}) is matches
+
+
+UID = "batch.kubernetes.io/controller-uid"
+
+
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ({"matchExpressions": [{"key": UID, "operator": "Exists"}]}, True),
+        ({"matchExpressions": [{"key": UID, "operator": "DoesNotExist"}]}, False),
+        ({"matchLabels": {UID: "0f5b6c9e"}}, None),
+        ({"matchLabels": {UID: "0f5b6c9e", "app": "worker"}}, False),
+    ],
+    ids=["exists", "does not exist", "a value", "a value and a label it lacks"],
+)
+def test_a_label_every_pod_carries_with_a_value_not_known_here(
+    selector: dict[str, Any], expected: bool | None
+) -> None:
+    """Present on every pod, so Exists holds; its value is not known, so a selector on the
+    value may match all, some or none (None), unless another requirement fails outright."""
+    assert ingress.matches(selector, {"app": "trainer"}, frozenset({UID})) is expected

@@ -57,6 +57,57 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 label that selects all pods of one JobSet across restarts (``restart-attempt`` changes on
 every restart)."""
 
+# The other labels the controller puts on every child Job and its pod template, so on every
+# pod (``labelAndAnnotateObject``, ``pkg/controllers/jobset_controller.go``: the template's
+# own labels first, then these over them; keys in ``api/jobset/v1alpha2/jobset_types.go``,
+# ``pkg/constants/constants.go``). A selector on any of them selects pods on a cluster, so
+# the rules that judge who reaches whom must see them (``scheduling.pod_templates``).
+
+REPLICATED_JOB_NAME_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+"""``ReplicatedJobNameKey``: the replicated Job's ``name``, the same on all its pods."""
+REPLICATED_JOB_REPLICAS_LABEL = "jobset.sigs.k8s.io/replicatedjob-replicas"
+"""``ReplicatedJobReplicas``: the replicated Job's ``replicas``."""
+GLOBAL_REPLICAS_LABEL = "jobset.sigs.k8s.io/global-replicas"
+"""``GlobalReplicasKey``: the sum of every replicated Job's ``replicas`` (``globalReplicas``)."""
+GROUP_NAME_LABEL = "jobset.sigs.k8s.io/group-name"
+"""``GroupNameKey``: the replicated Job's ``groupName``, :data:`DEFAULT_GROUP` when unset."""
+GROUP_REPLICAS_LABEL = "jobset.sigs.k8s.io/group-replicas"
+"""``GroupReplicasKey``: the sum of ``replicas`` over the replicated Jobs of that group
+(``groupReplicas``)."""
+DEFAULT_GROUP = "default"
+"""``groupName``'s default (``+kubebuilder:default=default``, ``jobset_types.go``)."""
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+"""``JobIndexKey``: the child Job's index in its replicated Job, 0 to ``replicas`` - 1:
+one value per child Job, so a selector on it selects the pods of some of them."""
+JOB_GLOBAL_INDEX_LABEL = "jobset.sigs.k8s.io/job-global-index"
+"""``JobGlobalIndexKey``: the child Job's index across the JobSet (the ``replicas`` of the
+replicated Jobs before it, plus its own index; ``globalJobIndex``)."""
+JOB_GROUP_INDEX_LABEL = "jobset.sigs.k8s.io/job-group-index"
+"""``JobGroupIndexKey``: the same within its group (``groupJobIndex``)."""
+JOB_KEY_LABEL = "jobset.sigs.k8s.io/job-key"
+"""``JobKey``: the SHA-1 hex digest of ``<namespace>/<child Job name>`` (``jobHashKey``)."""
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+"""``JobSetUIDKey``: the JobSet's uid, which the API server picks at creation."""
+RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+"""``RestartsKey``: ``status.restarts`` when the child Job was made, so it changes with every
+restart."""
+COORDINATOR_LABEL = "jobset.sigs.k8s.io/coordinator"
+"""``CoordinatorKey``: only with ``spec.coordinator``, the coordinator pod's address
+``<jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>`` (``CoordinatorEndpoint``;
+the subdomain is ``spec.network.subdomain``, else the JobSet's name: ``GetSubdomain``)."""
+PER_JOB_LABELS = (JOB_INDEX_LABEL, JOB_GLOBAL_INDEX_LABEL, JOB_GROUP_INDEX_LABEL, JOB_KEY_LABEL)
+"""The labels whose value differs from one child Job of a replicated Job to the next."""
+UNKNOWN_LABELS = (JOBSET_UID_LABEL, RESTART_ATTEMPT_LABEL)
+"""The labels on every pod whose value cannot be known before the JobSet runs."""
+DEFAULT_COMPLETION_MODE = "Indexed"
+"""The webhook makes every replicated Job without a ``completionMode`` ``Indexed``
+(``Default``, ``pkg/webhooks/jobset_webhook.go``), so its pods also carry the Job
+controller's completion index (``catalog.kubernetes_job.COMPLETION_INDEX_LABEL``)."""
+# Two labels are left out, as not on every pod: ``jobset.sigs.k8s.io/job-restart-attempt``,
+# set only under the alpha ``RestartJob`` gate (off by default), and
+# ``jobset.sigs.k8s.io/priority``, which the pod webhook sets to the pod's priority, except
+# under the node-selector exclusive placement (``pkg/webhooks/pod_webhook.go``).
+
 FAILURE_REASONS = frozenset(
     {
         "BackoffLimitExceeded",

@@ -40,3 +40,30 @@ pod it replaces: the old one has finished its final save before the new one star
 RESTART_POLICY_WITH_FAILURE_POLICY = "Never"
 """"only "Never" is supported when podFailurePolicy is specified"
 (``pkg/apis/batch/validation/validation.go``, ``validateJobSpec``)."""
+
+
+# The labels every pod of a Job carries, which a selector (a NetworkPolicy's, a budget's)
+# may select it by.
+
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+LEGACY_JOB_NAME_LABEL = "job-name"
+CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
+LEGACY_CONTROLLER_UID_LABEL = "controller-uid"
+GENERATED_LABELS = True
+"""Unless ``spec.manualSelector`` is true, the API server adds to a Job's pod template
+:data:`LEGACY_JOB_NAME_LABEL` and :data:`JOB_NAME_LABEL` (the Job's name), and
+:data:`LEGACY_CONTROLLER_UID_LABEL` and :data:`CONTROLLER_UID_LABEL` (its uid, picked at
+creation, so unknown before), the legacy ones still, beside the prefixed ones of 1.27 on
+(``generateSelector`` in ``pkg/registry/batch/job/strategy.go``; a template that sets one to
+another value is refused, ``validateGeneratedSelector`` in
+``pkg/apis/batch/validation/validation.go``;
+https://kubernetes.io/docs/reference/labels-annotations-taints/#batchkubernetesiojob-name).
+A JobSet's child Jobs are Jobs: their pods carry them too."""
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+"""On each pod of an ``Indexed`` Job, its completion index, 0 to ``completions`` - 1: one
+value per pod (``addCompletionIndexLabel`` in ``pkg/controller/job/job_controller.go``,
+under the ``PodIndexLabel`` gate, beta and on by default from 1.28, GA in 1.32;
+https://kubernetes.io/docs/reference/labels-annotations-taints/#batchkubernetesiojob-completion-index)."""
+INDEXED = "Indexed"
+NON_INDEXED = "NonIndexed"
+"""``completionMode``'s default (``types.go``)."""

@@ -18,9 +18,11 @@ fails here instead of in the first pod that cannot fetch a credential.
 
 Who reaches a gang's pods (what policies admit: ``policy.ingress``): a memory tier's
 replica port the gang's own pods alone (``memory-tier-network``), and every port every
-other pod of the gang (``gang-network``). spotproof's namespace admits every pod of it to
-every pod but those labelled ``GANG_NETWORK_LABEL``, which the gang's own policy admits
-(``kube.network_policy``); these rules hold any stack or manifest to the same.
+other pod of the gang, both ways where its pods are isolated for egress (``gang-network``).
+spotproof's namespace admits every pod of it to every pod but those labelled
+``GANG_NETWORK_LABEL``, which the gang's own policy admits (``kube.network_policy``); these
+rules hold any stack or manifest to the same. A pod is judged by every label its
+controllers give it (``scheduling.pod_templates``), and its namespace by all of its labels.
 """
 
 from __future__ import annotations
@@ -30,12 +32,21 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spotproof.catalog import jobset
+from spotproof.catalog import jobset, kubernetes_job
 from spotproof.catalog.labels import GANG_NETWORK_LABEL
 from spotproof.catalog.node_endpoints import IDENTITY_ENDPOINTS
 from spotproof.policy.base import PlannedResource, StackRule
 from spotproof.policy.disruption import selects
-from spotproof.policy.ingress import gang_admitted, named_ports, outsiders_admitted, ports_admitted
+from spotproof.policy.ingress import (
+    Pods,
+    Selecting,
+    gang_admitted,
+    matches,
+    named_ports,
+    outsiders_admitted,
+    ports_admitted,
+    ports_allowed,
+)
 from spotproof.policy.kubernetes import cloud_of
 from spotproof.runtime import settings
 from spotproof.scheduling import fit, pod_templates
@@ -138,13 +149,20 @@ def _namespace_labels(resources: list[PlannedResource], name: str) -> dict[str, 
     return {NAME_LABEL: name}
 
 
-def _policies_in(resources: list[PlannedResource], namespace: str) -> list[Mapping[str, Any]]:
+def _named_policies_in(
+    resources: list[PlannedResource], namespace: str
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """The NetworkPolicies of ``namespace``: (name, spec)."""
     return [
-        r.inputs.get("spec") or {}
+        (str((r.inputs.get("metadata") or {}).get("name", r.name)), r.inputs.get("spec") or {})
         for r in resources
         if r.type == NETWORK_POLICY
         and (r.inputs.get("metadata") or {}).get("namespace") == namespace
     ]
+
+
+def _policies_in(resources: list[PlannedResource], namespace: str) -> list[Mapping[str, Any]]:
+    return [spec for _name, spec in _named_policies_in(resources, namespace)]
 
 
 def _workloads(resources: list[PlannedResource]) -> Iterator[tuple[PlannedResource, str, Any]]:
@@ -195,10 +213,20 @@ def workloads_reach_what_they_need(
 
 MEMORY_TIER_NETWORK = "memory-tier-network"
 GANG_NETWORK = "gang-network"
-GANG_LABELS = {jobset.KIND: jobset.JOBSET_NAME_LABEL, "Job": "batch.kubernetes.io/job-name"}
+GANG_LABELS = {jobset.KIND: jobset.JOBSET_NAME_LABEL, "Job": kubernetes_job.JOB_NAME_LABEL}
 """The label the controller puts on every pod of one gang, and on no other pod: a JobSet's
-(``catalog.jobset``), and a Job's, set by the Job controller since Kubernetes 1.27
-(https://kubernetes.io/docs/reference/labels-annotations-taints/#batchkubernetesiojob-name)."""
+(``catalog.jobset``), and a Job's, set by the API server since Kubernetes 1.27
+(``catalog.kubernetes_job``)."""
+
+
+def _pods(
+    resources: list[PlannedResource], namespace: str, template: pod_templates.PodTemplate
+) -> Pods:
+    return Pods.of(template, _namespace_labels(resources, namespace))
+
+
+def _selecting_pods(resources: list[PlannedResource], namespace: str, pods: Pods) -> Selecting:
+    return Selecting.of(_policies_in(resources, namespace), pods)
 
 
 def replica_ports_confined(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
@@ -214,7 +242,7 @@ def replica_ports_confined(resources: list[PlannedResource]) -> Iterator[tuple[s
         if kind not in GANG_LABELS:
             continue
         gang = (GANG_LABELS[kind], name)
-        labels = {**(template.metadata.get("labels") or {}), gang[0]: name}
+        pods = _pods(resources, namespace, template)
         named = named_ports(template.spec)
         for container in template.spec.get("containers") or []:
             env = {str(v.get("name")): v for v in container.get("env") or []}
@@ -222,18 +250,26 @@ def replica_ports_confined(resources: list[PlannedResource]) -> Iterator[tuple[s
                 continue
             raw = (env.get(port_name) or {}).get("value", str(settings.REPLICA_PORT.default))
             port = int(raw) if str(raw).isdigit() else 0
-            policies = _selecting(resources, namespace, labels)
-            if port and not gang_admitted(policies, port, labels, namespace, named):
+            selecting = _selecting_pods(resources, namespace, pods)
+            if port and not gang_admitted(selecting, port, pods, named):
+                ranged = gang_admitted(selecting, port, pods, named, whole_range=True)
                 yield (
                     resource.name,
                     f"{kind} {namespace}/{name}: container {container.get('name')} serves its "
                     f"memory tier's replicas on TCP {port} ({port_name}), and no NetworkPolicy "
-                    f"of namespace {namespace} admits the gang's own pods there: its peers "
-                    "cannot send it replicas; fix: a NetworkPolicy that selects the gang's pods "
+                    f"of namespace {namespace} admits the gang's own pods there"
+                    + (
+                        " (a rule admits them through a port range that holds it, which "
+                        "Cilium narrows to its first port)"
+                        if ranged
+                        else ""
+                    )
+                    + ": its peers cannot send it replicas; fix: a NetworkPolicy that selects "
+                    "the gang's pods "
                     f"and admits TCP {port} from pods labelled {gang[0]}={name} "
                     "(TrainingJob(recovery=GangRecovery.REPLACE_RANK) renders one)",
                 )
-            admitted = outsiders_admitted(policies, port, gang, namespace, named)
+            admitted = outsiders_admitted(selecting, port, gang, namespace, named)
             if admitted:
                 where = f"TCP {port}" if port else "a port of its choosing (REPLICA_PORT=0)"
                 yield (
@@ -270,37 +306,66 @@ def _gangs(
 def gangs_reach_each_other(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]:
     """A gang's ranks rendezvous, and exchange gradients (NCCL, gloo) over connections to
     ports they pick themselves: every pod of a gang must admit every other on every TCP
-    port, or the gang hangs at its first collective. Only a rule without ports admits them
-    all, since Cilium ignores ``endPort`` (``policy.ingress.ports_admitted``)."""
+    port, and, where a policy isolates its pods for egress, connect to every other on
+    every TCP port, or the gang hangs at its first collective. Only a rule without ports
+    allows them all, since Cilium ignores ``endPort`` (``policy.ingress.ports_admitted``)."""
     for resource, namespace, templates in _gangs(resources):
         kind = str(resource.inputs.get("kind"))
         name = str((resource.inputs.get("metadata") or {}).get("name", ""))
         gang_label = GANG_LABELS[kind]
-        labelled = [
-            (template, {**(template.metadata.get("labels") or {}), gang_label: name})
-            for template in templates
-        ]
-        for template, labels in labelled:
-            policies = _selecting(resources, namespace, labels)
+        gang = [(template, _pods(resources, namespace, template)) for template in templates]
+        for template, pods in gang:
+            selecting = _selecting_pods(resources, namespace, pods)
             where = f"{kind} {namespace}/{name}" + (f"/{template.part}" if template.part else "")
-            if GANG_NETWORK_LABEL in labels:
-                where += f" (labelled {GANG_NETWORK_LABEL}: out of spotproof's namespace-wide rule)"
-            for peer, peer_labels in labelled:
+            where += _left_out(resources, namespace, pods)
+            for peer, peer_pods in gang:
                 if peer is template and template.pods < 2:
                     continue
-                admitted = ports_admitted(policies, peer_labels, namespace)
-                if admitted is None:
-                    continue
-                who = "its pods to each other" if peer is template else f"pods of {peer.part}"
-                ports = f"only on {', '.join(admitted)}" if admitted else "on no port"
-                yield (
-                    resource.name,
-                    f"{where}: the NetworkPolicies of namespace {namespace} admit {who} {ports}, "
-                    "but a gang's ranks exchange gradients (NCCL, gloo) on ports they pick "
-                    "themselves, so it would hang at its first collective; allowed: a "
-                    "NetworkPolicy that selects the gang's pods and admits every port (a rule "
-                    f"without ports) from pods labelled {gang_label}={name}",
+                ours = peer is template
+                judged = (
+                    (
+                        ports_admitted(selecting, peer_pods),
+                        "admit " + ("its pods to each other" if ours else f"pods of {peer.part}"),
+                        "admits every port (a rule without ports) from",
+                    ),
+                    (
+                        ports_allowed(selecting, peer_pods),
+                        "let its pods connect "
+                        + ("to each other" if ours else f"to pods of {peer.part}"),
+                        "allows egress on every port (a rule without ports) to",
+                    ),
                 )
+                for ports, what, fix in judged:
+                    if ports is None:
+                        continue
+                    listed = f"only on {', '.join(ports)}" if ports else "on no port"
+                    yield (
+                        resource.name,
+                        f"{where}: the NetworkPolicies of namespace {namespace} {what} {listed}, "
+                        "but a gang's ranks exchange gradients (NCCL, gloo) on ports they pick "
+                        "themselves, so it would hang at its first collective; allowed: a "
+                        f"NetworkPolicy that selects the gang's pods and {fix} pods labelled "
+                        f"{gang_label}={name}",
+                    )
+
+
+def _left_out(resources: list[PlannedResource], namespace: str, pods: Pods) -> str:
+    """`` (labelled GANG_NETWORK_LABEL: out of NetworkPolicy …)`` where the label is what
+    keeps a policy of the namespace from selecting ``pods`` (spotproof's
+    ``allow-workload-ingress``, or a user's like it); else nothing."""
+    if GANG_NETWORK_LABEL not in pods.labels:
+        return ""
+    without = {k: v for k, v in pods.labels.items() if k != GANG_NETWORK_LABEL}
+    names = [
+        name
+        for name, spec in _named_policies_in(resources, namespace)
+        if matches(spec.get("podSelector"), pods.labels, pods.unknown) is False
+        and matches(spec.get("podSelector"), without, pods.unknown) is not False
+    ]
+    if not names:
+        return ""
+    which = "NetworkPolicy" if len(names) == 1 else "NetworkPolicies"
+    return f" (labelled {GANG_NETWORK_LABEL}: out of {which} {', '.join(names)})"
 
 
 STACK_RULES: tuple[StackRule, ...] = (
