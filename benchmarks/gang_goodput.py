@@ -20,6 +20,10 @@ address per pod, the bucket emulator), reclaimed at the same points of the same 
   torn down (SIGTERM, then SIGKILL after ``LEAVE_SECONDS``), and ``--pod-start`` seconds
   later all pods start again on a new rendezvous and resume from the bucket.
 
+The agents wait ``--join-timeout`` (300 s) for their gang to assemble, not the rehearsal's
+120 s: eight agents importing torch on two busy cores took longer (a TrainingJob renders
+900 s).
+
 A reclaim strikes one pod, with notice (SIGTERM, the grace, as ``smoke.gang_faults.reclaim``
 plays it) or without (SIGKILL of the pod's every process). Which pod, and whether with
 notice, cycles through ``--mix`` (by default a worker with notice, a worker without, the
@@ -70,8 +74,10 @@ from pathlib import Path
 
 from measure import check_block, replace_block
 
+from spotproof.kube.jobset import JOIN_TIMEOUT_SECONDS
 from spotproof.plan.simulation import recovery
 from spotproof.plan.simulation.goodput import Reclaims, SaveCosts
+from spotproof.smoke import elastic_gang
 from spotproof.smoke.elastic_gang import (
     PERSIST_EVERY,
     REPLACEMENT_SECONDS,
@@ -93,8 +99,15 @@ TARGET_GOODPUT = 0.97
 MIX = "worker:notice,worker:kill,leader:kill"
 KINDS = ("worker:notice", "worker:kill", "leader:notice", "leader:kill")
 BLOCK = "gang-goodput"
-RESUME_SECONDS = 600.0
-"""How long the gang gets to resume after a reclaim or its start."""
+RESUME_SECONDS = 360.0
+"""How long the gang gets to resume after a reclaim or its start; a recovery that takes
+longer is reported as failed (torch's elastic rendezvous once hung for minutes after a
+worker's kill at 8 pods, docs/performance.md)."""
+JOIN_SECONDS = 300
+"""The agents' ``join_timeout`` here: the rehearsal's 120 s (``elastic_gang.JOIN_SECONDS``)
+is too short for 8 agents importing torch on 2 busy cores (a whole-gang restart failed its
+rendezvous at a load average of 11); a ``TrainingJob`` renders 900 s
+(``kube.jobset.JOIN_TIMEOUT_SECONDS``)."""
 
 
 @dataclass(frozen=True)
@@ -154,13 +167,17 @@ class Arm:
     net_steps: int = 0
     wall: float = 0.0
     failures: list[str] = field(default_factory=list)
+    redone_step: float = 0.0
+    """The step time redone steps are priced at: both arms' pooled median (set once both
+    have run), so that load drifting between the arms does not price the same lost step
+    differently."""
 
     @property
     def step_seconds(self) -> float:
         return statistics.median(self.step_gaps) if self.step_gaps else 0.0
 
     def redone(self, outcome: Outcome) -> float:
-        return outcome.steps_lost * self.step_seconds
+        return outcome.steps_lost * self.redone_step
 
     def mean(self, value: Callable[[Outcome], float], kind: str | None = None) -> float | None:
         found = [value(o) for o in self.outcomes if kind is None or o.reclaim.kind == kind]
@@ -395,7 +412,8 @@ def play(arm: Arm, block: list[Reclaim], number: int, setup: Setup) -> None:
             resumed_step = outcome.resumed
             setup.progress(f"  {arm.name}, {describe(outcome)}")
     except (RuntimeError, TimeoutError) as error:
-        words = str(error) or type(error).__name__
+        said = [e[-1][1].get("event", "?") if (e := pod.events) else "-" for pod in gang.pods]
+        words = f"{str(error) or type(error).__name__} (each pod's last event: {said})"
         arm.failures.append(f"block {number}: {words}")
         setup.progress(f"  {arm.name}: block {number} abandoned: {words}")
     finally:
@@ -530,8 +548,9 @@ def tables(arms: dict[str, Arm], args: argparse.Namespace, trace: list[Reclaim])
         f"pod start {args.pod_start:g} s. Trace: {len(trace) - 1} reclaims ({drawn}, seed "
         f"{args.seed}), productive time between them x{args.scale:.4g} (at least "
         f"{args.min_steps} steps); {args.blocks} block(s), the arms' order reversed each "
-        f"block. Median step: replace-rank {replace_arm.step_seconds:.3f} s, whole gang "
-        f"{whole.step_seconds:.3f} s.",
+        f"block; agents' join_timeout {args.join_timeout} s. Median step: replace-rank "
+        f"{replace_arm.step_seconds:.3f} s, whole gang {whole.step_seconds:.3f} s; redone "
+        f"steps priced at both arms' {replace_arm.redone_step:.3f} s.",
         "",
         "| # | reclaim (trace s) | arm | pod | stall: reclaim to next step | teardown | "
         "steps lost | redone | resumed from | read from | load |",
@@ -680,6 +699,13 @@ def main() -> int:
     parser.add_argument("--interval", type=int, default=10, help="steps between saves")
     parser.add_argument("--step-seconds", type=float, default=0.05, help="each step's pacing")
     parser.add_argument("--store", default="s3", help="the bucket emulator")
+    parser.add_argument(
+        "--join-timeout",
+        type=int,
+        default=JOIN_SECONDS,
+        help="the agents' join_timeout, s (the rehearsal's is "
+        f"{elastic_gang.JOIN_SECONDS}, a TrainingJob's {JOIN_TIMEOUT_SECONDS})",
+    )
     parser.add_argument("--quick", action="store_true", help="2 ranks, 1 reclaim, 4 MiB")
     parser.add_argument("--readme", type=Path, help=f"replace the {BLOCK} tables there")
     args = parser.parse_args()
@@ -692,6 +718,10 @@ def main() -> int:
     if bad := [k for k in args.mix.split(",") if k not in KINDS]:
         raise SystemExit(f"--mix: unknown kinds {bad}; allowed: {', '.join(KINDS)}")
     check_block(args.readme, BLOCK)
+    # The pods' join_timeout is read from the module when each pod starts.
+    if not hasattr(elastic_gang, "JOIN_SECONDS"):
+        raise SystemExit("smoke.elastic_gang has no JOIN_SECONDS: --join-timeout needs a way in")
+    elastic_gang.JOIN_SECONDS = args.join_timeout
     trace = make_trace(args)
     config = SmokeConfig(
         store=args.store,
@@ -712,6 +742,9 @@ def main() -> int:
             for name in order:
                 print(f"block {number + 1}, {name}: {', '.join(r.kind for r in block)}", flush=True)
                 play(arms[name], block, number + 1, setup)
+    gaps = [gap for arm in arms.values() for gap in arm.step_gaps]
+    for arm in arms.values():
+        arm.redone_step = statistics.median(gaps) if gaps else 0.0
     lines = tables(arms, args, trace)
     lines[0] += (
         f" The run took {time.monotonic() - started:.0f} s on {os.cpu_count()} cores; load "
