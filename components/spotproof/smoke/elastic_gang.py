@@ -16,7 +16,7 @@ from pathlib import Path
 
 from spotproof.runtime import elastic, launcher, settings
 from spotproof.smoke.emulators import free_port
-from spotproof.smoke.process import Event, TrainerProcess, runs_module
+from spotproof.smoke.process import Event, TrainerProcess, descendants, runs_module
 from spotproof.smoke.records import SmokeReport, last_words
 
 PERSIST_EVERY = 3
@@ -77,6 +77,11 @@ AGENT_MODULE = "torch.distributed.run"
 def is_agent(pid: int) -> bool:
     """Whether process ``pid`` is a torchrun agent (its workers run below it)."""
     return runs_module(pid, AGENT_MODULE)
+
+
+def agent_running(pod: TrainerProcess) -> bool:
+    """Whether torchrun's agent still runs in ``pod`` (a process below its launch script)."""
+    return any(is_agent(pid) for pid in descendants(pod.popen.pid))
 
 
 class ElasticGang:

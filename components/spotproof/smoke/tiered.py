@@ -50,12 +50,12 @@ from spotproof.smoke.elastic_gang import (
     Abandoned,
     ElasticGang,
     Nodes,
-    is_agent,
+    agent_running,
 )
 from spotproof.smoke.emulators import emulated
 from spotproof.smoke.gang_faults import LEAVE_SECONDS, finish_all, reclaim
 from spotproof.smoke.multinode import judge_digest, run_reference
-from spotproof.smoke.process import Event, TrainerProcess, descendants
+from spotproof.smoke.process import Event, TrainerProcess
 from spotproof.smoke.records import (
     Interruption,
     Progress,
@@ -285,18 +285,13 @@ def _torn_down(pods: list[TrainerProcess], record: Interruption) -> list[int | N
     deadline = time.monotonic() + LEAVE_SECONDS
     agents = list(pods)
     while agents and time.monotonic() < deadline:
-        agents = [pod for pod in agents if pod.popen.poll() is None and _agent_running(pod)]
+        agents = [pod for pod in agents if pod.popen.poll() is None and agent_running(pod)]
         time.sleep(0.2)
     for pod in pods:
         if pod in agents or pod.popen.poll() is not None:
             record.peers_not_waiting.append(pod.index)
         pod.send(signal.SIGTERM)
     return finish_all(pods, LEAVE_SECONDS)
-
-
-def _agent_running(pod: TrainerProcess) -> bool:
-    """Whether torchrun's agent still runs in the pod (a process below its launch script)."""
-    return any(is_agent(pid) for pid in descendants(pod.popen.pid))
 
 
 def _next_step_seconds(gang: ElasticGang, lives: list[int]) -> float:
