@@ -27,26 +27,46 @@ SCALABLE = frozenset({"Deployment", "StatefulSet", "ReplicaSet", "ReplicationCon
 """Controllers with a scale subresource; every other owner needs an integer minAvailable."""
 
 
+def matches(
+    selector: Mapping[str, Any] | None,
+    labels: Mapping[str, str],
+    unknown: frozenset[str] = frozenset(),
+) -> bool | None:
+    """Whether a label selector matches every pod labelled ``labels`` (True), none of them
+    (False), or it depends on a label in ``unknown``, which each pod carries with a value
+    not known here (None: all of them, some or none). An empty or missing selector matches
+    every pod."""
+    selector = selector or {}
+    requirements = [
+        (str(key), "In", [str(value)]) for key, value in (selector.get("matchLabels") or {}).items()
+    ] + [
+        (str(e.get("key")), str(e.get("operator")), [str(v) for v in e.get("values") or []])
+        for e in selector.get("matchExpressions") or []
+    ]
+    result: bool | None = True
+    for key, operator, values in requirements:
+        if key in unknown:
+            holds = {"Exists": True, "DoesNotExist": False}.get(operator)
+        else:
+            present = key in labels
+            value = str(labels.get(key))
+            holds = {
+                "In": present and value in values,
+                "NotIn": not present or value not in values,
+                "Exists": present,
+                "DoesNotExist": not present,
+            }.get(operator, False)
+        if holds is False:
+            return False
+        if holds is None:
+            result = None
+    return result
+
+
 def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
     """Whether a label selector (``matchLabels``, ``matchExpressions``) matches ``labels``.
     An empty selector matches every pod (policy/v1)."""
-    selector = selector or {}
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expression in selector.get("matchExpressions") or []:
-        key, operator = expression.get("key"), expression.get("operator")
-        values = [str(v) for v in expression.get("values") or []]
-        present = key in labels
-        holds = {
-            "In": present and labels.get(key) in values,
-            "NotIn": not present or labels.get(key) not in values,
-            "Exists": present,
-            "DoesNotExist": not present,
-        }.get(str(operator), False)
-        if not holds:
-            return False
-    return True
+    return matches(selector, labels) is True
 
 
 def covered(

@@ -27,6 +27,7 @@ from typing import Any
 
 from spotproof.catalog import jobset, kubernetes_job
 from spotproof.catalog.labels import NAMESPACE_NAME_LABEL
+from spotproof.policy.disruption import matches
 from spotproof.scheduling import pod_templates
 
 
@@ -45,41 +46,6 @@ class Pods:
     def of(cls, template: pod_templates.PodTemplate, namespace_labels: Mapping[str, str]) -> Pods:
         labels = template.metadata.get("labels") or {}
         return cls(labels, namespace_labels, template.unknown_labels)
-
-
-def matches(
-    selector: Mapping[str, Any] | None,
-    labels: Mapping[str, str],
-    unknown: frozenset[str] = frozenset(),
-) -> bool | None:
-    """Whether a label selector matches every pod labelled ``labels`` (True), none of them
-    (False), or it depends on a label in ``unknown``, which each pod carries with a value
-    not known here (None: all of them, some or none). An empty or missing selector matches
-    every pod."""
-    selector = selector or {}
-    requirements = [
-        (str(key), "In", [str(value)]) for key, value in (selector.get("matchLabels") or {}).items()
-    ] + [
-        (str(e.get("key")), str(e.get("operator")), [str(v) for v in e.get("values") or []])
-        for e in selector.get("matchExpressions") or []
-    ]
-    result: bool | None = True
-    for key, operator, values in requirements:
-        if key in unknown:
-            holds = {"Exists": True, "DoesNotExist": False}.get(operator)
-        else:
-            present = key in labels
-            holds = {
-                "In": present and labels.get(key) in values,
-                "NotIn": not present or labels.get(key) not in values,
-                "Exists": present,
-                "DoesNotExist": not present,
-            }.get(operator, False)
-        if holds is False:
-            return False
-        if holds is None:
-            result = None
-    return result
 
 
 @dataclass(frozen=True)
