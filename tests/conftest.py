@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import shutil
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +18,7 @@ import yaml
 
 from spotproof.plan import PlanResult
 from spotproof.smoke.emulators import Bucket, emulated
+from tests.checkout import copy_checkout
 from tests.support import INSTALLED_SIZES, REPO, plan_of
 
 TIMED_REAL_PROCESSES = frozenset(
@@ -172,3 +177,34 @@ def bucket(
     for key, value in shared.env.items():
         monkeypatch.setenv(key, value)
     return Bucket(shared.store, shared.prefix(f"t-{uuid.uuid4().hex[:12]}"), dict(shared.env))
+
+
+# --- the package as its users get it: one wheel for the whole run ---------------------
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Built from a copy of the checkout (files tracked, or new and not ignored) the usual
+    way, ``python -m build --wheel`` after ``npm ci``, with no step of ours before it: the
+    build bundles Karpenter's schemas itself (``setup.py``), as ``pip wheel .`` and ``pip
+    install .`` do; ``test_packaging``'s tests of the aws install check they are there.
+
+    Built once for the run: under pytest-xdist, by the first worker that asks, in the run's
+    own temporary folder (the workers' common parent), the others waiting on its lock."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    dist = root / "wheel"
+    with open(root / "wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not dist.is_dir():
+            source = copy_checkout(Path(tmp_path_factory.mktemp("source")))
+            (source / "node_modules").symlink_to(REPO / "node_modules")
+            built = Path(tmp_path_factory.mktemp("dist"))
+            command = [sys.executable, "-m", "build", "--wheel", "--outdir", str(built)]
+            command.append(str(source))
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            assert done.returncode == 0, f"{' '.join(command)}\n{done.stdout}\n{done.stderr}"
+            built.rename(dist)  # only a whole build: a failed one leaves nothing to reuse
+    [wheel] = dist.glob("spotproof-*.whl")
+    return wheel

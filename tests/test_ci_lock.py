@@ -24,7 +24,7 @@ import yaml
 
 from spotproof.ci import artifact, lock, workflow
 from spotproof.ci.lock import Pin
-from tests.checkout import copy_checkout
+from tests import venvs
 from tests.support import REPO, run_cli
 from tests.test_workflow import _actionlint
 
@@ -33,20 +33,6 @@ pytestmark = [pytest.mark.processes, pytest.mark.timeout(600)]
 HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 GITHUB_SHELL = ("bash", "--noprofile", "--norc", "-eo", "pipefail")
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A wheel of this checkout (tracked files and new ones git does not ignore)."""
-    source = copy_checkout(tmp_path_factory.mktemp("source"))
-    dist = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(source)],
-        capture_output=True,
-        check=True,
-    )
-    [built] = dist.glob("spotproof-*.whl")
-    return built
 
 
 def _acme(root: Path, cloud: str = "gke") -> Path:
@@ -167,9 +153,7 @@ def _listing_step(repository: Path, python: Path) -> subprocess.CompletedProcess
 def test_the_listing_job_installs_the_lock_and_refuses_a_wheel_changed_since(
     initialised: Path, tmp_path: Path
 ) -> None:
-    runner = tmp_path / "runner"
-    subprocess.run([sys.executable, "-m", "venv", str(runner)], check=True)
-    done = _listing_step(initialised, runner / "bin" / "python")
+    done = _listing_step(initialised, venvs.create(tmp_path / "runner"))
     assert done.returncode == 0, done.stdout + done.stderr
     listed = (initialised / ".github-output").read_text().strip()
     assert listed == 'stacks=[{"stack": "gke-staging", "cloud": "gke", "extra": "gcp"}]'
@@ -180,8 +164,7 @@ def test_the_listing_job_installs_the_lock_and_refuses_a_wheel_changed_since(
     wheel = next((changed / artifact.HOME).glob("*.whl"))
     wheel.write_bytes(wheel.read_bytes() + b"\0")
     fresh = tmp_path / "fresh"
-    subprocess.run([sys.executable, "-m", "venv", str(fresh)], check=True)
-    done = _listing_step(changed, fresh / "bin" / "python")
+    done = _listing_step(changed, venvs.create(fresh))
     assert done.returncode != 0
     assert "THESE PACKAGES DO NOT MATCH THE HASHES" in done.stderr
     assert not (fresh / "bin" / "spotproof").exists()

@@ -26,10 +26,11 @@ from spotproof.ci import lock
 from spotproof.plan.recording.manifests import manifest
 from spotproof.plan.schemas import karpenter
 from spotproof.runtime.events import parse
-from tests.checkout import copy_checkout
+from tests import venvs
 from tests.support import INSTALLED_SIZES, REPO, plan_of, run_cli
 from tests.test_readme_examples import readme_training_on_an_existing_cluster
 from tests.test_training_loop import SCRIPT as USER_LOOP
+from tests.venvs import clean_env
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(900)]
 
@@ -43,41 +44,32 @@ CIPHERTEXT = "v1:c2VjcmV0LWNpcGhlcnRleHQ="
 # --- building and installing -----------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Built from a copy of the checkout (files tracked, or new and not ignored) the usual
-    way, ``python -m build --wheel`` after ``npm ci``, with no step of ours before it: the
-    build bundles Karpenter's schemas itself (``setup.py``), as ``pip wheel .`` and ``pip
-    install .`` do; the tests of the aws install below check they are there."""
-    source = copy_checkout(tmp_path_factory.mktemp("source"))
-    (source / "node_modules").symlink_to(REPO / "node_modules")
-    dist = tmp_path_factory.mktemp("dist")
-    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(source)])
-    [built] = dist.glob("spotproof-*.whl")
-    return built
-
-
 class Venv:
-    """A clean virtual environment holding the wheel with some extras."""
+    """A clean virtual environment holding the wheel with some extras (see tests.venvs)."""
 
     def __init__(self, root: Path, wheel: Path) -> None:
         self.root, self.wheel = root, wheel
-        _run([sys.executable, "-m", "venv", str(root)])
+        venvs.create(root)
         self.bare_size = self.size()
 
     def install(self, extras: str, label: str, *, constrained: bool = True) -> None:
         """Installs ``spotproof[extras]`` and records the environment's size as ``label``."""
-        constraints = ["--constraint", str(REPO / "constraints.txt")] if constrained else []
+        constraints = (REPO / "constraints.txt",) if constrained else ()
         requirement = f"{self.wheel}[{extras}]" if extras else str(self.wheel)
-        self.pip("install", "--quiet", "--no-compile", *constraints, requirement)
+        venvs.install(self.python, requirement, constraints=constraints)
         INSTALLED_SIZES[label] = self.size() - self.bare_size
 
     def size(self) -> int:
-        """Bytes in site-packages."""
-        return sum(f.stat().st_size for f in (self.root / SITE).rglob("*") if f.is_file())
+        """Bytes in site-packages, less the bytecode its processes have written since."""
+        return sum(
+            f.stat().st_size
+            for f in (self.root / SITE).rglob("*")
+            if f.is_file() and "__pycache__" not in f.parts
+        )
 
     def pip(self, *args: str) -> str:
-        return _run([str(self.python), "-m", "pip", "--disable-pip-version-check", *args])
+        command = [str(self.python), "-m", "pip", "--disable-pip-version-check", *args]
+        return venvs.run(command, env=clean_env())
 
     def run(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> Done:
         return Done(
@@ -87,7 +79,7 @@ class Venv:
                 text=True,
                 check=False,
                 cwd=cwd,
-                env=env or _clean_env(),
+                env=env or clean_env(),
             )
         )
 
@@ -113,18 +105,6 @@ class Venv:
 class Done:
     def __init__(self, completed: subprocess.CompletedProcess[str]) -> None:
         self.code, self.out, self.err = completed.returncode, completed.stdout, completed.stderr
-
-
-def _run(command: list[str], **kwargs: Any) -> str:
-    done = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
-    assert done.returncode == 0, f"{' '.join(command)}\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
-def _clean_env(**extra: str) -> dict[str, str]:
-    """Nothing that would let an installed copy find this checkout or its node_modules."""
-    drop = ("PYTHONPATH", "VIRTUAL_ENV", "SPOTPROOF_NODE_MODULES")
-    return {**{k: v for k, v in os.environ.items() if k not in drop}, **extra}
 
 
 # Each kind of user's environment: extras, the label its size is printed under, and whether
@@ -233,7 +213,7 @@ def test_a_trainer_image_gets_torch_and_one_store_and_trains_like_the_checkout(
         "-m",
         "spotproof.smoke.train",
         cwd=tmp_path,
-        env=_clean_env(**env, CHECKPOINT_URL=f"file://{tmp_path}/installed"),
+        env=clean_env(**env, CHECKPOINT_URL=f"file://{tmp_path}/installed"),
     )
     checkout = subprocess.run(
         [sys.executable, "-m", "spotproof.smoke.train"],
@@ -261,7 +241,7 @@ def test_a_users_own_loop_runs_on_the_installed_runtime_and_resumes(
     runtime_venv.install("train,s3", "trainer image: spotproof[train,s3]")
     script = tmp_path / "train.py"
     script.write_text(USER_LOOP)
-    env = _clean_env(CHECKPOINT_URL=f"file://{tmp_path}/ckpt", CHECKPOINT_INTERVAL="5", TOTAL="12")
+    env = clean_env(CHECKPOINT_URL=f"file://{tmp_path}/ckpt", CHECKPOINT_INTERVAL="5", TOTAL="12")
     first = runtime_venv.run(str(script), cwd=tmp_path, env=env)
     again = runtime_venv.run(str(script), cwd=tmp_path, env=env)
     assert first.code == 0, first.err
@@ -420,7 +400,7 @@ def test_aws_install_without_nodejs_says_it_skipped_the_schemas_and_fails_unless
     aws_venv: Venv, tmp_path: Path
 ) -> None:
     root = _eks_project(tmp_path / "acme")
-    no_node = _clean_env(PATH=str(aws_venv.root / "bin"))
+    no_node = clean_env(PATH=str(aws_venv.root / "bin"))
     done = aws_venv.spotproof("plan", "--stack", "eks-staging", cwd=root, env=no_node)
     allowed = aws_venv.spotproof(
         "plan", "--stack", "eks-staging", "--allow-skipped", cwd=root, env=no_node
@@ -557,7 +537,7 @@ def test_every_install_is_free_of_dependency_conflicts(
 def analyzer(policy_venv: Venv, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The installed pack started the way the engine starts a Python pack
     (``python -m pulumi.policy <engine> <pack dir>``), and a gRPC client of it."""
-    pack = _run([str(policy_venv.root / "bin" / "spotproof"), "policy-pack"]).strip()
+    pack = venvs.run([str(policy_venv.root / "bin" / "spotproof"), "policy-pack"]).strip()
     assert Path(pack).is_relative_to(policy_venv.root / SITE)
     server = subprocess.Popen(
         [str(policy_venv.python), "-u", "-m", "pulumi.policy", "127.0.0.1:1", pack],
@@ -565,7 +545,7 @@ def analyzer(policy_venv: Venv, tmp_path_factory: pytest.TempPathFactory) -> Any
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path_factory.mktemp("pack-run"),
-        env=_clean_env(),
+        env=clean_env(),
     )
     try:
         port = server.stdout.readline().strip() if server.stdout else ""
@@ -687,7 +667,7 @@ def _github_step(script: str, cwd: Path, venv: Venv, **env: str) -> Done:
                 text=True,
                 check=False,
                 cwd=cwd,
-                env=_clean_env(PATH=f"{venv.root / 'bin'}:{os.environ['PATH']}", **env),
+                env=clean_env(PATH=f"{venv.root / 'bin'}:{os.environ['PATH']}", **env),
             )
         )
     finally:

@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -22,6 +21,7 @@ import yaml
 from scripts import check_dist
 from spotproof import __version__
 from spotproof.ci import actions
+from tests import venvs
 from tests.checkout import copy_checkout
 from tests.support import REPO
 from tests.test_workflow import PINNED, _actionlint
@@ -135,10 +135,9 @@ def test_the_build_jobs_steps_make_a_checked_wheel_and_sdist(tmp_path: Path) -> 
     bundled, both artifacts built without isolation, checked, and the wheel installed."""
     source = copy_checkout(tmp_path / "checkout")
     (source / "node_modules").symlink_to(REPO / "node_modules")
-    runner = tmp_path / "python"
-    subprocess.run([sys.executable, "-m", "venv", str(runner)], check=True)
+    runner = venvs.create(tmp_path / "python").parent
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env |= {"PATH": f"{runner / 'bin'}:{env['PATH']}", "TAG": f"v{__version__}"}
+    env |= {"PATH": f"{runner}:{env['PATH']}", "TAG": f"v{__version__}"}
     for name in ("Build tools, each file by its hash", "Build", "Check the artifacts"):
         script = tmp_path / "step.sh"
         script.write_text(_step(name))
