@@ -4,8 +4,8 @@ A trace trains the smoke trainer on a local file store for a set time while recl
 it, ``graceful`` (SIGTERM, the final save, exit within the grace period) or
 ``unannounced`` (SIGKILL), each followed by a replacement. The trainers' events give what
 the model takes as given (the step; a save's stall and commit latency; the restart; the
-final save) and the reclaims the trace had (per wall second, the graceful share); from
-those the model predicts the goodput the trace measures. That tests the model's own part:
+final save) and the reclaims the trace had (their rate, the graceful share); from those
+the model predicts the goodput the trace measures. That tests the model's own part:
 how interval, rate and costs combine, above all that an unannounced reclaim loses the work
 since the newest commit and a graceful one only its stop and restart.
 
@@ -17,8 +17,16 @@ a Poisson reclaim that strikes before the next commit: an exponential at the tra
 truncated at the period ``τ + s`` as the steps kept so far measure it. The loss, commit
 latency plus age, is linear in the age, so a reclaim at the mean age loses the expected
 amount. (Stratified phases would put the last stratum against the next commit, where
-milliseconds of jitter decide between losing a period and nothing.) Left out, as of
-second order: Poisson reclaims that strike a restart, half a point of goodput at most.
+milliseconds of jitter decide between losing a period and nothing.)
+
+**The rate is per second a reclaim could strike.** A trace strikes only while a trainer
+trains, never during a restart or a final save, so the Poisson process it samples has its
+reclaims per second of that time: ``n / (wall - restarts - final saves)``, the rate's
+maximum-likelihood estimate over what was exposed. Per wall second instead, the model
+would see a rate a restart's share too low: at the long interval (four reclaims, half a
+second of restart each, in 18 s of wall) that read three points of goodput above the
+measurement. Left out, as of second order: Poisson reclaims that strike a restart (the
+model prices them, the trace plays none), half a point of goodput at most.
 
 **Traces run side by side, started and stopped together**, so that each sees the same
 load throughout: one left to finish alone would speed up at its end, its period shorter
@@ -147,9 +155,15 @@ class TraceResult:
         return SaveCosts(self.stall, max(self.commit, self.stall), self.restart, self.final_save)
 
     @property
+    def exposed_seconds(self) -> float:
+        """The wall time in which a reclaim could strike: not a restart, not a final save."""
+        recovering = sum(r.restart + (r.final_save or 0.0) for r in self.reclaims)
+        return self.wall_seconds - recovering
+
+    @property
     def rate(self) -> Reclaims:
         share = self.count(GRACEFUL) / len(self.reclaims) if self.reclaims else 0.0
-        return Reclaims(len(self.reclaims) * 3600 / self.wall_seconds, share)
+        return Reclaims(len(self.reclaims) * 3600 / self.exposed_seconds, share)
 
     @property
     def measured_goodput(self) -> float:
