@@ -14,7 +14,7 @@ from spotproof.eks import CheckpointBucketArgs as S3CheckpointBucketArgs
 from spotproof.eks import Karpenter, KarpenterArgs
 from spotproof.fleet import BucketSpec, Capacity
 from spotproof.fleet.eks import KarpenterPool, KarpenterSpec
-from spotproof.fleet.gke import GkeGpuPool
+from spotproof.fleet.gke_pools import GkeGpuPool
 from spotproof.gke import CheckpointBucket as GcsCheckpointBucket
 from spotproof.gke import CheckpointBucketArgs as GcsCheckpointBucketArgs
 from spotproof.gke import GpuNodePools, GpuNodePoolsArgs

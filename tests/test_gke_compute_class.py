@@ -298,7 +298,7 @@ def test_the_rendered_class_passes_the_schema(gke_prod: PlanResult) -> None:
 
 
 def test_a_class_built_in_a_program_over_pools_it_cannot_use_is_refused_in_one_line() -> None:
-    from spotproof.fleet.gke import GkeGpuPool  # noqa: PLC0415
+    from spotproof.fleet.gke_pools import GkeGpuPool  # noqa: PLC0415
     from spotproof.gke import ComputeClassArgs  # noqa: PLC0415
 
     spot = GkeGpuPool(

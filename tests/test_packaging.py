@@ -786,7 +786,7 @@ import pulumi
 from spotproof.gke import CheckpointBucket, CheckpointBucketArgs, GpuNodePools, GpuNodePoolsArgs
 from spotproof.kube.workload import ServiceAccountRef
 from spotproof.fleet import BucketSpec
-from spotproof.fleet.gke import GkeGpuPool
+from spotproof.fleet.gke_pools import GkeGpuPool
 
 infra = pulumi.StackReference("acme/gke-platform/prod")
 GpuNodePools("gpu", GpuNodePoolsArgs(

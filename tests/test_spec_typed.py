@@ -12,7 +12,7 @@ from spotproof.eks import CheckpointBucketArgs as EksBucketArgs
 from spotproof.fleet import BucketSpec, SpecError, Taint, TaintEffect, fleet_from_config
 from spotproof.fleet.aks import GpuAgentPool
 from spotproof.fleet.eks import KarpenterPool, KarpenterSpec
-from spotproof.fleet.gke import GkeGpuPool
+from spotproof.fleet.gke_pools import GkeGpuPool
 from spotproof.gke import CheckpointBucketArgs as GkeBucketArgs
 from spotproof.gke import GpuNodePoolsArgs
 from spotproof.kube.workload import ServiceAccountRef

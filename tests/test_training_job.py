@@ -15,7 +15,7 @@ import pytest
 from spotproof.catalog import Cloud
 from spotproof.catalog.node_endpoints import IDENTITY_ENDPOINTS
 from spotproof.fleet import Capacity, PoolClass, Taint
-from spotproof.fleet.gke import GkeGpuPool
+from spotproof.fleet.gke_pools import GkeGpuPool
 from spotproof.kube import TrainingJob, TrainingJobArgs
 from spotproof.kube.training import Launcher, Trainer
 from spotproof.kube.workload import ServiceAccountRef, TargetPlacement, WorkloadIdentity

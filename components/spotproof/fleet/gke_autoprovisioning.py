@@ -22,7 +22,7 @@ from spotproof.fleet.pools import SystemPool
 from spotproof.fleet.readers import boolean, decode, integer
 
 if TYPE_CHECKING:
-    from spotproof.fleet.gke import GkeMachinePool
+    from spotproof.fleet.gke_pools import GkeMachinePool
 
 NAMESPACE = "spotproof"
 

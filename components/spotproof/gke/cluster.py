@@ -14,7 +14,8 @@ from spotproof.catalog import gke as gke_catalog
 from spotproof.cloud_tags import stack_tags
 from spotproof.fleet import BatchSpec, FleetSpec, PoolClass
 from spotproof.fleet.errors import SpecError
-from spotproof.fleet.gke import FlexStartPool, GkeFleet
+from spotproof.fleet.gke import GkeFleet
+from spotproof.fleet.gke_pools import FlexStartPool
 from spotproof.gke import pools
 from spotproof.gke.api import api_endpoint, api_server, kubeconfig
 from spotproof.gke.bucket import CheckpointBucket, CheckpointBucketArgs

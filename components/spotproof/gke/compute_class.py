@@ -21,8 +21,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from spotproof.catalog import gke_spot
-from spotproof.fleet.gke import FlexStartPool, GkeGpuPool
 from spotproof.fleet.gke_compute_class import ComputeClassSpec, check_class
+from spotproof.fleet.gke_pools import FlexStartPool, GkeGpuPool
 from spotproof.kube.baseline import MANAGED_BY
 
 

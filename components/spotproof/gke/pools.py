@@ -22,8 +22,8 @@ from spotproof.catalog import gke as gke_catalog
 from spotproof.catalog.labels import GKE_COMPUTE_CLASS_LABEL
 from spotproof.cloud_tags import stack_tags
 from spotproof.fleet import PoolClass, SpecError, SystemPool, Taint
-from spotproof.fleet.gke import FlexStartPool, GkeGpuPool
 from spotproof.fleet.gke_compute_class import ComputeClassSpec, class_of_pool
+from spotproof.fleet.gke_pools import FlexStartPool, GkeGpuPool
 
 CLOUD_PLATFORM_SCOPE = ["https://www.googleapis.com/auth/cloud-platform"]
 
