@@ -31,26 +31,45 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Mapping
+from typing import Any, NoReturn, Protocol
 
 import torch.distributed as dist
 
 from spotproof.runtime import exit_codes, group, metrics, settings
+from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpointer.checkpoint import CommitFailed, SaveCancelled
 from spotproof.runtime.checkpointer.gang import await_teardown
 from spotproof.runtime.events import Events
-from spotproof.runtime.guard import FINAL_SAVE_MARGIN
+from spotproof.runtime.guard import FINAL_SAVE_MARGIN, PreemptionGuard
 from spotproof.runtime.messages import redacted
+from spotproof.runtime.run_settings import RunSettings
 from spotproof.runtime.storage import StorageError
 
-if TYPE_CHECKING:
-    from spotproof.runtime.loop import Training
+
+class LeavingRun(Protocol):
+    """What leaving reads of the run it ends: ``runtime.loop.Training`` is one. Named here
+    so that the ways out depend on the few things they touch, not on the loop that calls
+    them (the loop imports this module)."""
+
+    env: Mapping[str, str]
+    settings: RunSettings
+    step: int
+    gang: group.Solo
+    guard: PreemptionGuard
+    events: Events
+
+    def saver(self) -> AsyncCheckpointer: ...
+
+    def views(self) -> dict[str, Any]: ...
+
+    def metadata(self, final: bool) -> dict[str, Any]: ...
 
 
 class Leaving:
-    """The ways out of one :class:`~spotproof.runtime.loop.Training`."""
+    """The ways out of one run (a :class:`LeavingRun`: ``runtime.loop.Training``)."""
 
-    def __init__(self, run: Training) -> None:
+    def __init__(self, run: LeavingRun) -> None:
         self.run = run
         self.served: metrics.Served | None = None
 

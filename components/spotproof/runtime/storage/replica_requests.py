@@ -30,11 +30,12 @@ import re
 import tempfile
 import time
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 from spotproof.runtime.checkpointer.integrity import CRC32C_HEX, crc32c
 from spotproof.runtime.storage.errors import AlreadyExists, StorageError, Unreadable
+from spotproof.runtime.storage.local import LocalStore
 from spotproof.runtime.storage.objects import confined
 from spotproof.runtime.storage.peer import (
     IDLE_SECONDS,
@@ -42,10 +43,15 @@ from spotproof.runtime.storage.peer import (
     DeadlineSocket,
     transfer_seconds,
 )
-from spotproof.runtime.storage.replica_auth import NONCE, SIGNATURE, SIGNED, TIME
-
-if TYPE_CHECKING:
-    from spotproof.runtime.storage.replica_server import Server
+from spotproof.runtime.storage.replica_auth import (
+    NONCE,
+    SIGNATURE,
+    SIGNED,
+    TIME,
+    Replays,
+    ReplicaKey,
+)
+from spotproof.runtime.storage.replica_room import Room
 
 MAX_HEAD_BYTES = 16 * 1024
 """A request's line and headers together; the client's are a few hundred bytes."""
@@ -70,10 +76,23 @@ class _Head:
         return line
 
 
+class Serving(Protocol):
+    """What a request reads of the server that accepted it (``replica_server.Server`` is
+    one): named here so that a request depends on these, not on the server that runs it."""
+
+    where: str
+    """The server's own ``host:port``, which a request's signature must name."""
+    key: ReplicaKey
+    replays: Replays
+    store: LocalStore
+    staging: str
+    room: Room
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and sendfile are separate writes: see peer
-    server: Server
+    server: Serving  # type: ignore[assignment]
     connection: DeadlineSocket
 
     def version_string(self) -> str:

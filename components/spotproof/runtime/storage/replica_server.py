@@ -8,12 +8,11 @@ what a request must be to be taken). What the server itself bounds:
 - **room**: everything it holds, what is arriving included, at most its ``limit`` (each
   file counted as at least a page, so empty files fill it too); a write that would pass
   it is refused with 507 before its body is read. The limit is ``REPLICA_LIMIT_MIB``, or
-  half the file system the tier is on (:func:`default_limit`).
+  half the file system the tier is on (``replica_room.default_limit``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import shutil
@@ -29,57 +28,11 @@ from spotproof.runtime.storage.local import LocalStore
 from spotproof.runtime.storage.peer import DeadlineSocket, peer_url
 from spotproof.runtime.storage.replica_auth import Replays, ReplicaKey, authority
 from spotproof.runtime.storage.replica_requests import Handler
+from spotproof.runtime.storage.replica_room import Room, default_limit
 
 MAX_CONNECTIONS = 64
 """Connections served at once: a holder serves one rank's replica (or a few, where ranks
 share a node), with a connection per transfer thread (16 at most)."""
-PAGE = 4096
-"""The least a file takes in a tmpfs."""
-
-
-def default_limit(directory: str) -> int:
-    """Half the file system ``directory`` is on: a memory-backed ``emptyDir`` is a tmpfs
-    as large as its ``sizeLimit``, which ``spotproof plan`` wants at six copies of the
-    state, three of them its peer's (``plan.simulation.memory_tiers``)."""
-    found = os.statvfs(directory)
-    return found.f_blocks * found.f_frsize // 2
-
-
-class Room:
-    """What the served directory holds, against its limit. ``used`` is an upper bound:
-    a delete, here or by the trainer itself, is seen when a write would not fit, by
-    measuring again."""
-
-    def __init__(self, root: str, limit: int) -> None:
-        self.root, self.limit = root, limit
-        self.used, self.arriving = self._measure(), 0
-        self._lock = threading.Lock()
-
-    def _measure(self) -> int:
-        total = 0
-        for folder, directories, files in os.walk(self.root):
-            total += PAGE * len(directories)
-            for name in files:
-                with contextlib.suppress(FileNotFoundError):
-                    total += max(PAGE, os.lstat(os.path.join(folder, name)).st_size)
-        return total
-
-    def take(self, size: int) -> bool:
-        """Whether ``size`` more bytes fit; if so they are counted as arriving."""
-        charge = max(PAGE, size)
-        with self._lock:
-            if self.used + self.arriving + charge > self.limit:
-                self.used = self._measure()
-            if self.used + self.arriving + charge > self.limit:
-                return False
-            self.arriving += charge
-            return True
-
-    def arrived(self, size: int, stored: bool) -> None:
-        charge = max(PAGE, size)
-        with self._lock:
-            self.arriving -= charge
-            self.used += charge if stored else 0
 
 
 class CannotListen(Exception):
@@ -103,7 +56,7 @@ def _listen_problem(host: str, port: int, error: OSError) -> str:
 
 class ReplicaServer:
     """Serves ``directory`` (this node's memory) to the gang's peers, in threads, holding
-    at most ``limit`` bytes (None: :func:`default_limit`); :class:`CannotListen` when the
+    at most ``limit`` bytes (None: ``replica_room.default_limit``); :class:`CannotListen` when the
     address or port cannot be bound."""
 
     def __init__(
