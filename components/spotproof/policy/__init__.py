@@ -30,16 +30,27 @@ from spotproof.policy import (
     storage_access,
     work_queues,
 )
-from spotproof.policy.base import PlannedResource, ResourceRule, StackRule, Violation
+from spotproof.policy.base import (
+    PlannedResource,
+    Problem,
+    ResourceRule,
+    Scope,
+    StackRule,
+    Violation,
+    key_path_of,
+)
 
 __all__ = [
     "RESOURCE_RULES",
     "STACK_RULES",
     "PlannedResource",
+    "Problem",
     "ResourceRule",
+    "Scope",
     "StackRule",
     "Violation",
     "evaluate",
+    "scope_of",
 ]
 
 _CLOUDS = clouds.modules("spotproof.policy")
@@ -69,14 +80,14 @@ def evaluate(
     """Every violation of every rule over a whole stack's resources, on a cluster at
     ``kubernetes_version`` where the caller knows it."""
     violations = [
-        Violation(rule.name, resource.name, message)
+        Violation(rule.name, resource.name, str(message), key_path_of(message))
         for resource in resources
         for rule in RESOURCE_RULES
         if rule.resource_type == resource.type
         for message in rule.check(resource.inputs)
     ]
     violations += [
-        Violation(rule.name, name, message)
+        Violation(rule.name, name, str(message), key_path_of(message))
         for rule in STACK_RULES
         for name, message in (
             rule.at_version(resources, kubernetes_version)
@@ -85,3 +96,12 @@ def evaluate(
         )
     ]
     return violations
+
+
+_SCOPES = {rule.name: rule.scope for rule in (*RESOURCE_RULES, *STACK_RULES)}
+
+
+def scope_of(rule_name: str) -> Scope:
+    """Where the rule named ``rule_name`` applies, as it declares; a check of the plan's
+    own (the scheduling fit, scale-up) applies wherever it runs."""
+    return _SCOPES.get(rule_name, Scope())

@@ -4,9 +4,37 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from spotproof import scheduling
+
+
+class Problem(str):
+    """A rule's message that also names the key it is about, as a dotted key path into the
+    resource's inputs (``spec.template.spec.tolerations``, ``containers[0].resources``
+    relative to a pod spec where the rule judges one). The rule sets it where it finds the
+    problem. Everywhere words are compared, joined or printed (CrossGuard, the plan's
+    report, a test of a rule) it is its message; ``spotproof check`` reads ``key_path`` to
+    report the finding at that key's line, so a reworded message stays where it was."""
+
+    key_path: str
+
+    def __new__(cls, message: str, key_path: str) -> Self:
+        problem = super().__new__(cls, message)
+        problem.key_path = key_path
+        return problem
+
+    def __reduce__(self) -> tuple[type[Problem], tuple[str, str]]:
+        return Problem, (str(self), self.key_path)
+
+    def under(self, prefix: str) -> Problem:
+        """The same problem with its key path below ``prefix`` (a pod spec's path)."""
+        return Problem(self, f"{prefix}.{self.key_path}" if self.key_path else prefix)
+
+
+def key_path_of(message: str) -> str | None:
+    """The key path a rule gave its message (a :class:`Problem`); None for plain words."""
+    return message.key_path if isinstance(message, Problem) else None
 
 
 @dataclass(frozen=True)
@@ -14,6 +42,21 @@ class Violation:
     policy: str
     resource: str
     message: str
+    key_path: str | None = None
+    """What in the resource it is about, where the rule says (:class:`Problem`); a
+    finding of ``spotproof check`` is reported at that key's line."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where a rule applies, as the rule declares it."""
+
+    manifests: bool = True
+    """Whether it judges users' own manifests (``spotproof check``); False for a rule about
+    how spotproof's own program deploys them, where kubectl or Argo may deploy a manifest."""
+    needs_stack: bool = False
+    """Whether it judges what the stack around a manifest provides (its NetworkPolicies,
+    its roles): without a stack it would report what is merely not shown."""
 
 
 class PlannedResource(Protocol):
@@ -34,6 +77,8 @@ class ResourceRule:
     description: str
     resource_type: str
     check: Callable[[Mapping[str, Any]], Iterable[str]]
+    """Yields messages (a :class:`Problem` where it knows the key)."""
+    scope: Scope = Scope()
 
 
 @dataclass(frozen=True)
@@ -41,10 +86,11 @@ class StackRule:
     name: str
     description: str
     check: Callable[[list[PlannedResource]], Iterable[tuple[str, str]]]
-    """Yields (resource name, message) pairs."""
+    """Yields (resource name, message) pairs (a :class:`Problem` where it knows the key)."""
     at_version: Callable[[list[PlannedResource], str], Iterable[tuple[str, str]]] | None = None
     """The check of a rule whose verdict depends on the cluster's Kubernetes minor, for a
     caller that knows it (``1.33``, from the stack); ``check`` judges without it."""
+    scope: Scope = Scope()
 
 
 def as_cloud_taint(taint: scheduling.Taint) -> tuple[str, str, str]:

@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spotproof.policy.base import PlannedResource, StackRule
+from spotproof.policy.base import PlannedResource, Problem, StackRule
 from spotproof.scheduling import pod_templates
 
 PDB = "kubernetes:policy/v1:PodDisruptionBudget"
@@ -111,17 +111,17 @@ def budget_valid_for_owner(resources: list[PlannedResource]) -> Iterator[tuple[s
         for workload, kind, _ in covered(budget.inputs, resources):
             if kind in SCALABLE:
                 continue
-            used = (
-                f"maxUnavailable {spec['maxUnavailable']!r}"
-                if "maxUnavailable" in spec
-                else f"minAvailable {min_available!r}"
-            )
+            field = "maxUnavailable" if "maxUnavailable" in spec else "minAvailable"
+            used = f"{field} {spec.get(field)!r}"
             name = (workload.inputs.get("metadata") or {}).get("name", workload.name)
             yield (
                 budget.name,
-                f"budget selects the pods of {kind} {name}, which has no scale "
-                f"subresource, so {used} is not honoured and the disruption controller "
-                "fails the budget; fix: use an integer minAvailable (e.g. minAvailable: 1)",
+                Problem(
+                    f"budget selects the pods of {kind} {name}, which has no scale "
+                    f"subresource, so {used} is not honoured and the disruption controller "
+                    "fails the budget; fix: use an integer minAvailable (e.g. minAvailable: 1)",
+                    f"spec.{field}",
+                ),
             )
             break
 

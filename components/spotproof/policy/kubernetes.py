@@ -8,7 +8,7 @@ from typing import Any
 from spotproof import scheduling
 from spotproof.catalog import PROFILES, Cloud, profile, pulumi_kubernetes
 from spotproof.fleet import images
-from spotproof.policy.base import PlannedResource, ResourceRule, StackRule
+from spotproof.policy.base import PlannedResource, ResourceRule, Scope, StackRule
 from spotproof.scheduling import fit, node_shapes, pod_templates
 
 JOB = "kubernetes:batch/v1:Job"
@@ -130,6 +130,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         "A long run does not hold `pulumi up` until it completes.",
         JOB,
         job_not_awaited,
+        scope=Scope(manifests=False),
     ),
     ResourceRule(
         "k8s-spot-priority-negative",

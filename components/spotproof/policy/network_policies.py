@@ -35,7 +35,7 @@ from typing import Any
 from spotproof.catalog import jobset, kubernetes_job
 from spotproof.catalog.labels import GANG_NETWORK_LABEL
 from spotproof.catalog.node_endpoints import IDENTITY_ENDPOINTS
-from spotproof.policy.base import PlannedResource, StackRule
+from spotproof.policy.base import PlannedResource, Scope, StackRule
 from spotproof.policy.disruption import selects
 from spotproof.policy.ingress import (
     Pods,
@@ -373,20 +373,24 @@ STACK_RULES: tuple[StackRule, ...] = (
         "namespace-isolated",
         "Workload namespaces deny traffic by default.",
         namespaces_isolated,
+        scope=Scope(needs_stack=True),
     ),
     StackRule(
         "workload-egress",
         "Workloads can still reach DNS, each other, HTTPS and their identity endpoint.",
         workloads_reach_what_they_need,
+        scope=Scope(needs_stack=True),
     ),
     StackRule(
         MEMORY_TIER_NETWORK,
         "A memory tier's replica port is reachable from the gang's own pods only.",
         replica_ports_confined,
+        scope=Scope(needs_stack=True),
     ),
     StackRule(
         GANG_NETWORK,
         "A gang's pods admit each other on every port.",
         gangs_reach_each_other,
+        scope=Scope(needs_stack=True),
     ),
 )

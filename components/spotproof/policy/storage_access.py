@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from spotproof.policy import aws_iam
-from spotproof.policy.base import PlannedResource, StackRule
+from spotproof.policy.base import PlannedResource, Scope, StackRule
 from spotproof.runtime import settings
 from spotproof.runtime.storage.s3 import iam_requests
 from spotproof.scheduling import pod_templates
@@ -93,5 +93,6 @@ STACK_RULES: tuple[StackRule, ...] = (
         "s3-checkpoint-access",
         "The role a pod gets allows every call its checkpoint store makes.",
         checkpoint_access,
+        scope=Scope(needs_stack=True),
     ),
 )

@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spotproof.policy.base import PlannedResource, StackRule
+from spotproof.policy.base import PlannedResource, Problem, StackRule
 from spotproof.policy.pod_security import baseline, registry, restricted, versions
 from spotproof.scheduling import pod_templates
 
@@ -70,7 +70,7 @@ def refused(
     annotations: Mapping[str, str],
     version: int = versions.SUPPORTED[-1],
     server: int | None = None,
-) -> list[str]:
+) -> list[Problem]:
     """Why a namespace enforcing ``level`` at minor ``version`` refuses ``pod`` (a pod
     spec), on an API server at minor ``server`` (default: ``version``); empty if admitted."""
     if level not in JUDGED:
@@ -96,24 +96,31 @@ def _templates(resource: PlannedResource) -> list[pod_templates.PodTemplate]:
     return pod_templates.pod_templates(obj)
 
 
-def _label_errors(labels: Mapping[str, Any]) -> Iterator[str]:
+def _label_errors(labels: Mapping[str, Any]) -> Iterator[Problem]:
     """Each Pod Security label the API server refuses the namespace for
-    (``ValidateNamespace``), one line each."""
+    (``ValidateNamespace``), one line each, at the label."""
     for mode in MODES:
         level_key, version_key = f"{LABEL_PREFIX}{mode}", f"{LABEL_PREFIX}{mode}-version"
         if level_key in labels and labels[level_key] not in LEVELS:
-            yield (
+            yield Problem(
                 f'label {level_key}="{labels[level_key]}" is not a Pod Security level, so the '
-                f"API server refuses the namespace; allowed: {', '.join(LEVELS)}"
+                f"API server refuses the namespace; allowed: {', '.join(LEVELS)}",
+                _label_path(level_key),
             )
         if version_key in labels:
             try:
                 versions.pinned(str(labels[version_key]))
             except versions.VersionLabelError as error:
-                yield (
+                yield Problem(
                     f'label {version_key}="{labels[version_key]}" is not a Pod Security '
-                    f"version, so the API server refuses the namespace; {error}"
+                    f"version, so the API server refuses the namespace; {error}",
+                    _label_path(version_key),
                 )
+
+
+def _label_path(key: str) -> str:
+    """The key path of a label, quoted: its key holds dots."""
+    return f'metadata.labels["{key}"]'
 
 
 def enforced(
@@ -128,7 +135,10 @@ def enforced(
         metadata = namespace.inputs.get("metadata") or {}
         name, labels = metadata.get("name"), metadata.get("labels") or {}
         errors = list(_label_errors(labels))
-        findings += [(namespace.name, f"Namespace {name}: {error}") for error in errors]
+        findings += [
+            (namespace.name, Problem(f"Namespace {name}: {error}", error.key_path))
+            for error in errors
+        ]
         if not name:
             continue
         if errors:
@@ -140,7 +150,9 @@ def enforced(
     return found, findings
 
 
-def _runs(verdicts: list[tuple[int, list[str]]]) -> Iterator[tuple[list[int], list[str]]]:
+def _runs(
+    verdicts: list[tuple[int, list[Problem]]],
+) -> Iterator[tuple[list[int], list[Problem]]]:
     """Consecutive minors with the same reasons, together."""
     run: list[int] = []
     for index, (minor, reasons) in enumerate(verdicts):
@@ -181,17 +193,22 @@ def pods_admitted(
                 for server in servers
             ]
             part = f"/{template.part}" if template.part else ""
+            pod_spec = pod_templates.pod_spec_path(resource.inputs, template.part)
             for minors, reasons in _runs(verdicts):
                 if not reasons:
                     continue
                 where = f"on Kubernetes {versions.span(minors)}"
                 if minor is None:
                     where += f" ({UNSTATED})"
+                # Reported at what the first reason is about.
                 yield (
                     resource.name,
-                    f"{resource.inputs.get('kind')} {namespace}/{metadata.get('name')}{part}: "
-                    f'namespace {namespace} enforces Pod Security "{policy.label}", which '
-                    f"{where} refuses every pod of it: {'; '.join(reasons)}",
+                    Problem(
+                        f"{resource.inputs.get('kind')} {namespace}/{metadata.get('name')}"
+                        f'{part}: namespace {namespace} enforces Pod Security "{policy.label}", '
+                        f"which {where} refuses every pod of it: {'; '.join(reasons)}",
+                        reasons[0].under(pod_spec).key_path,
+                    ),
                 )
 
 

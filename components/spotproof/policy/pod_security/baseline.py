@@ -7,10 +7,11 @@ at. A check with one variant from 1.0 has not changed in any release spotproof s
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator
 
+from spotproof.policy.base import Problem
 from spotproof.policy.pod_security.registry import (
+    POD_SECURITY,
     Check,
     CheckPod,
     Request,
@@ -45,70 +46,76 @@ SECCOMP_POD_ANNOTATION = "seccomp.security.alpha.kubernetes.io/pod"
 SECCOMP_CONTAINER_ANNOTATION = "container.seccomp.security.alpha.kubernetes.io/"
 
 
-def _host_namespaces(pod: Request) -> Iterator[str]:
+def _host_namespaces(pod: Request) -> Iterator[Problem]:
     for field in ("hostNetwork", "hostPID", "hostIPC"):
         if pod.spec.get(field):
-            yield f"host namespaces ({field}=true)"
+            yield Problem(f"host namespaces ({field}=true)", field)
 
 
-def _privileged(pod: Request) -> Iterator[str]:
-    for container in pod.containers():
+def _privileged(pod: Request) -> Iterator[Problem]:
+    for where, container in pod.containers():
         if security(container).get("privileged"):
-            yield f"privileged ({named(container)})"
+            yield Problem(f"privileged ({named(container)})", f"{where}.securityContext")
 
 
-def _capabilities(pod: Request) -> Iterator[str]:
-    for container in pod.containers():
+def _capabilities(pod: Request) -> Iterator[Problem]:
+    for where, container in pod.containers():
         added = set((security(container).get("capabilities") or {}).get("add") or [])
         if added - BASELINE_CAPABILITIES:
             extra = ", ".join(sorted(added - BASELINE_CAPABILITIES))
-            yield f"non-default capabilities {extra} ({named(container)})"
+            yield Problem(
+                f"non-default capabilities {extra} ({named(container)})",
+                f"{where}.securityContext",
+            )
 
 
-def _host_path_volumes(pod: Request) -> Iterator[str]:
+def _host_path_volumes(pod: Request) -> Iterator[Problem]:
     for volume in pod.spec.get("volumes") or []:
         if "hostPath" in volume:
-            yield f"hostPath volume {volume.get('name')}"
+            yield Problem(f"hostPath volume {volume.get('name')}", "volumes")
 
 
-def _host_ports(pod: Request) -> Iterator[str]:
-    for container in pod.containers():
-        for port in container.get("ports") or []:
+def _host_ports(pod: Request) -> Iterator[Problem]:
+    for where, container in pod.containers():
+        for index, port in enumerate(container.get("ports") or []):
             if port.get("hostPort"):
-                yield f"hostPort {port['hostPort']} ({named(container)})"
+                yield Problem(
+                    f"hostPort {port['hostPort']} ({named(container)})",
+                    f"{where}.ports[{index}]",
+                )
 
 
 def _profiles(field: str) -> CheckPod:
     """A check that the pod's and each container's ``field`` (``seccompProfile``), where
     set, is of a type allowed."""
 
-    def check(pod: Request) -> Iterator[str]:
-        for where, context in _contexts(pod):
+    def check(pod: Request) -> Iterator[Problem]:
+        for whose, key_path, context in pod.contexts():
             kind = (context.get(field) or {}).get("type")
             if kind is not None and kind not in PROFILE_TYPES:
-                yield f"{field}.type={kind} ({where})"
+                yield Problem(f"{field}.type={kind} ({whose})", key_path)
 
     return check
 
 
-def _apparmor(pod: Request) -> Iterator[str]:
+def _apparmor(pod: Request) -> Iterator[Problem]:
     yield from _profiles("appArmorProfile")(pod)
     for key, value in pod.annotations.items():
         if key.startswith(APPARMOR_ANNOTATION) and not (
             value in ("", "runtime/default") or str(value).startswith("localhost/")
         ):
-            yield f"AppArmor annotation {key}={value}"
+            yield Problem(f"AppArmor annotation {key}={value}", POD_SECURITY)
 
 
 def _selinux(allowed_types: frozenset[str]) -> CheckPod:
-    def check(pod: Request) -> Iterator[str]:
-        for where, context in _contexts(pod):
+    def check(pod: Request) -> Iterator[Problem]:
+        for whose, key_path, context in pod.contexts():
             options = context.get("seLinuxOptions") or {}
             if options.get("type", "") not in allowed_types:
-                yield f"seLinuxOptions.type={options['type']} ({where})"
+                yield Problem(f"seLinuxOptions.type={options['type']} ({whose})", key_path)
             for field in ("user", "role"):
                 if options.get(field):
-                    yield f"seLinuxOptions.{field} set ({where})"
+                    yield Problem(f"seLinuxOptions.{field} set ({whose})", key_path)
 
     return check
 
@@ -117,29 +124,29 @@ SELINUX_TYPES_1_0 = frozenset({"", "container_t", "container_init_t", "container
 SELINUX_TYPES_1_31 = SELINUX_TYPES_1_0 | {"container_engine_t"}
 
 
-def unmasked_proc(pod: Request) -> Iterator[str]:
-    for container in pod.containers():
+def unmasked_proc(pod: Request) -> Iterator[Problem]:
+    for where, container in pod.containers():
         mount = security(container).get("procMount")
         if mount not in (None, "Default"):
-            yield f"procMount {mount} ({named(container)})"
+            yield Problem(f"procMount {mount} ({named(container)})", f"{where}.securityContext")
 
 
-def _seccomp_annotations(pod: Request) -> Iterator[str]:
+def _seccomp_annotations(pod: Request) -> Iterator[Problem]:
     keys = [SECCOMP_POD_ANNOTATION]
-    keys += [f"{SECCOMP_CONTAINER_ANNOTATION}{c.get('name')}" for c in pod.containers()]
+    keys += [f"{SECCOMP_CONTAINER_ANNOTATION}{c.get('name')}" for _, c in pod.containers()]
     for key in keys:
         value = pod.annotations.get(key)
         if value is not None and not (
             value in ("runtime/default", "docker/default") or str(value).startswith("localhost/")
         ):
-            yield f"seccomp annotation {key}={value}"
+            yield Problem(f"seccomp annotation {key}={value}", POD_SECURITY)
 
 
 def _sysctls(allowed: frozenset[str]) -> CheckPod:
-    def check(pod: Request) -> Iterator[str]:
+    def check(pod: Request) -> Iterator[Problem]:
         for sysctl in pod.security.get("sysctls") or []:
             if sysctl.get("name") not in allowed:
-                yield f"forbidden sysctl {sysctl.get('name')}"
+                yield Problem(f"forbidden sysctl {sysctl.get('name')}", POD_SECURITY)
 
     return check
 
@@ -164,31 +171,26 @@ SYSCTLS_1_32 = SYSCTLS_1_29 | {"net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"}
 SYSCTLS_1_37 = SYSCTLS_1_32 | {"net.ipv4.tcp_slow_start_after_idle", "net.ipv4.tcp_notsent_lowat"}
 
 
-def _windows_host_process(pod: Request) -> Iterator[str]:
-    for where, context in _contexts(pod):
+def _windows_host_process(pod: Request) -> Iterator[Problem]:
+    for whose, key_path, context in pod.contexts():
         if (context.get("windowsOptions") or {}).get("hostProcess"):
-            yield f"windowsOptions.hostProcess=true ({where})"
+            yield Problem(f"windowsOptions.hostProcess=true ({whose})", key_path)
 
 
-def _host_probes(pod: Request) -> Iterator[str]:
-    for container in pod.containers():
+def _host_probes(pod: Request) -> Iterator[Problem]:
+    for where, container in pod.containers():
         lifecycle = container.get("lifecycle") or {}
         handlers = [
-            *(container.get(p) for p in ("livenessProbe", "readinessProbe", "startupProbe")),
-            lifecycle.get("postStart"),
-            lifecycle.get("preStop"),
+            *((p, container.get(p)) for p in ("livenessProbe", "readinessProbe", "startupProbe")),
+            *((f"lifecycle.{hook}", lifecycle.get(hook)) for hook in ("postStart", "preStop")),
         ]
-        for handler in handlers:
+        for key, handler in handlers:
             for action in ("httpGet", "tcpSocket"):
                 if ((handler or {}).get(action) or {}).get("host"):
-                    yield f"probe or lifecycle {action}.host set ({named(container)})"
-
-
-def _contexts(pod: Request) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """The pod's security context, then each container's, with where each is."""
-    yield "pod", pod.security
-    for container in pod.containers():
-        yield named(container), security(container)
+                    yield Problem(
+                        f"probe or lifecycle {action}.host set ({named(container)})",
+                        f"{where}.{key}",
+                    )
 
 
 CHECKS = (

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from spotproof.scheduling import pod_templates
+from spotproof.policy.base import Problem
 
 Level = Literal["baseline", "restricted"]
 
@@ -44,13 +44,32 @@ class Request:
         """``hostUsers: false``: the pod's root is not the node's."""
         return self.spec.get("hostUsers") is False
 
-    def containers(self) -> list[Mapping[str, Any]]:
+    def containers(self) -> list[tuple[str, Mapping[str, Any]]]:
         """Every container a check visits: init, regular and ephemeral
-        (``policy/visitor.go``)."""
+        (``policy/visitor.go``), each with its key path in the pod spec (``containers[0]``),
+        where a problem with it is reported."""
         return [
-            *pod_templates.containers(self.spec),
-            *(self.spec.get("ephemeralContainers") or []),
+            (f"{field}[{index}]", container)
+            for field in CONTAINER_FIELDS
+            for index, container in enumerate(self.spec.get(field) or [])
         ]
+
+    def contexts(self) -> list[tuple[str, str, Mapping[str, Any]]]:
+        """The pod's security context, then each container's, with whose it is (``pod``,
+        ``container NAME``) and its key path in the pod spec."""
+        return [
+            ("pod", "securityContext", self.security),
+            *(
+                (named(container), f"{where}.securityContext", security(container))
+                for where, container in self.containers()
+            ),
+        ]
+
+
+CONTAINER_FIELDS = ("initContainers", "containers", "ephemeralContainers")
+POD_SECURITY = "securityContext"
+"""Where a problem of the pod's own security settings is reported, the annotations that
+stood for its fields before them included."""
 
 
 def security(container: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -61,15 +80,15 @@ def named(container: Mapping[str, Any]) -> str:
     return f"container {container.get('name')}"
 
 
-CheckPod = Callable[[Request], Iterator[str]]
-"""One line for each thing it refuses."""
+CheckPod = Callable[[Request], Iterator[Problem]]
+"""One line for each thing it refuses, at the key path in the pod spec it judges."""
 
 
 def unless_windows(check: CheckPod) -> CheckPod:
     """A 1.25 variant: a pod with ``os.name: windows`` is exempt, the fields judged having no
     meaning for Windows containers."""
 
-    def variant(pod: Request) -> Iterator[str]:
+    def variant(pod: Request) -> Iterator[Problem]:
         if not pod.windows:
             yield from check(pod)
 
@@ -82,7 +101,7 @@ def unless_user_namespace(check: CheckPod) -> CheckPod:
     UserNamespacesPodSecurityStandards (``policy/helpers.go``, v0.31.0 to v0.34.x), which an
     admin must turn on and managed control planes (GKE, EKS, AKS) do not: taken as off."""
 
-    def variant(pod: Request) -> Iterator[str]:
+    def variant(pod: Request) -> Iterator[Problem]:
         if not pod.user_namespace:
             yield from check(pod)
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from spotproof.policy.base import Problem
 from spotproof.policy.pod_security.baseline import PROFILE_TYPES, unmasked_proc
 from spotproof.policy.pod_security.registry import (
+    POD_SECURITY,
     Check,
     Request,
     Variant,
@@ -39,58 +41,68 @@ IMAGE_VOLUMES_FROM = 33
 any version, a 1.33 or later one admits it at any."""
 
 
-def _privilege_escalation(pod: Request) -> Iterator[str]:
-    for container in pod.containers():
+def _privilege_escalation(pod: Request) -> Iterator[Problem]:
+    for where, container in pod.containers():
         if security(container).get("allowPrivilegeEscalation") is not False:
-            yield f"allowPrivilegeEscalation != false ({named(container)})"
+            yield Problem(
+                f"allowPrivilegeEscalation != false ({named(container)})",
+                f"{where}.securityContext",
+            )
 
 
-def _capabilities(pod: Request) -> Iterator[str]:
-    for container in pod.containers():
+def _capabilities(pod: Request) -> Iterator[Problem]:
+    for where, container in pod.containers():
         capabilities = security(container).get("capabilities") or {}
+        key_path = f"{where}.securityContext"
         if "ALL" not in (capabilities.get("drop") or []):
-            yield f"capabilities.drop does not include ALL ({named(container)})"
+            yield Problem(f"capabilities.drop does not include ALL ({named(container)})", key_path)
         added = set(capabilities.get("add") or []) - {"NET_BIND_SERVICE"}
         if added:
-            yield f"capabilities.add {', '.join(sorted(added))} ({named(container)})"
+            yield Problem(
+                f"capabilities.add {', '.join(sorted(added))} ({named(container)})", key_path
+            )
 
 
-def _volumes(pod: Request) -> Iterator[str]:
+def _volumes(pod: Request) -> Iterator[Problem]:
     allowed = RESTRICTED_VOLUMES | ({"image"} if pod.server >= IMAGE_VOLUMES_FROM else set())
     for volume in pod.spec.get("volumes") or []:
         kinds = set(volume) - {"name"}
         if kinds and not kinds <= allowed:
-            yield f"restricted volume type {', '.join(sorted(kinds))} (volume {volume.get('name')})"
+            yield Problem(
+                f"restricted volume type {', '.join(sorted(kinds))} (volume {volume.get('name')})",
+                "volumes",
+            )
 
 
-def _non_root(pod: Request) -> Iterator[str]:
+def _non_root(pod: Request) -> Iterator[Problem]:
     pod_non_root = pod.security.get("runAsNonRoot")
     if pod_non_root is False:
-        yield "runAsNonRoot=false (pod)"
-    for container in pod.containers():
+        yield Problem("runAsNonRoot=false (pod)", POD_SECURITY)
+    for where, container in pod.containers():
         non_root = security(container).get("runAsNonRoot")
         if non_root is False or (non_root is None and pod_non_root is not True):
-            yield f"runAsNonRoot != true ({named(container)})"
+            yield Problem(f"runAsNonRoot != true ({named(container)})", f"{where}.securityContext")
 
 
-def _non_zero_user(pod: Request) -> Iterator[str]:
+def _non_zero_user(pod: Request) -> Iterator[Problem]:
     if pod.security.get("runAsUser") == 0:
-        yield "runAsUser=0 (pod)"
-    for container in pod.containers():
+        yield Problem("runAsUser=0 (pod)", POD_SECURITY)
+    for where, container in pod.containers():
         if security(container).get("runAsUser") == 0:
-            yield f"runAsUser=0 ({named(container)})"
+            yield Problem(f"runAsUser=0 ({named(container)})", f"{where}.securityContext")
 
 
-def _seccomp(pod: Request) -> Iterator[str]:
+def _seccomp(pod: Request) -> Iterator[Problem]:
     pod_type = (pod.security.get("seccompProfile") or {}).get("type")
     if pod_type is not None and pod_type not in PROFILE_TYPES:
-        yield f"seccompProfile.type={pod_type} (pod)"
-    for container in pod.containers():
+        yield Problem(f"seccompProfile.type={pod_type} (pod)", POD_SECURITY)
+    for where, container in pod.containers():
         kind = (security(container).get("seccompProfile") or {}).get("type")
+        key_path = f"{where}.securityContext"
         if kind is not None and kind not in PROFILE_TYPES:
-            yield f"seccompProfile.type={kind} ({named(container)})"
+            yield Problem(f"seccompProfile.type={kind} ({named(container)})", key_path)
         elif kind is None and pod_type is None:
-            yield f"seccompProfile unset, on the pod and on {named(container)}"
+            yield Problem(f"seccompProfile unset, on the pod and on {named(container)}", key_path)
 
 
 CHECKS = (
