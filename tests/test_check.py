@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from spotproof.policy.pod_security import restricted
 from tests.support import REPO, run_cli
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
@@ -155,6 +156,28 @@ def test_each_broken_job_fails_at_the_line_of_its_key(
     # A field the API server refuses makes the file invalid input (exit 2).
     assert code == (2 if "[kubernetes-schema]" in finding else 1), out
     assert f"{path}:{line}: {finding}" in out, out
+
+
+def test_a_finding_stays_at_its_key_when_its_message_is_reworded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The line comes from the key path the rule gives, not from its words: the container
+    named otherwise, the finding is still at that container's securityContext."""
+    monkeypatch.setattr(restricted, "named", lambda container: f"the {container['name']} one")
+    path, line = _broken(
+        tmp_path,
+        JOB,
+        "            allowPrivilegeEscalation: false\n",
+        "",
+        at="          securityContext:\n            capabilities",
+    )
+    code, out, _ = _check(capsys, str(path), "--stack", "gke-dev")
+    assert code == 1, out
+    assert (
+        f"{path}:{line}: [pod-security] Job spotproof/llm-finetune: namespace spotproof "
+        'enforces Pod Security "restricted:latest", which on Kubernetes 1.33 refuses every '
+        "pod of it: allowPrivilegeEscalation != false (the trainer one)"
+    ) in out, out
 
 
 def test_a_gang_meeting_at_c10d_on_a_name_only_dns_settles_fails(

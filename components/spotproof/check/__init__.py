@@ -29,25 +29,11 @@ from spotproof.plan.recording import manifests
 from spotproof.plan.recording.manifests import SCHEMA_POLICY
 from spotproof.plan.recording.recorder import Recording, Resource
 from spotproof.plan.schemas import api_server
-from spotproof.policy import Violation, evaluate
+from spotproof.policy import Violation, evaluate, scope_of
 from spotproof.scheduling import pod_templates
 
 __all__ = ["CheckInputError", "CheckResult", "Finding", "check", "load_all"]
 
-NOT_FOR_MANIFESTS = frozenset({"k8s-job-not-awaited"})
-"""Rules about how spotproof's own Pulumi program deploys its Jobs: a manifest may be
-applied by kubectl, Argo or anything else."""
-NEEDS_THE_STACK = frozenset(
-    {
-        "namespace-isolated",
-        "workload-egress",
-        "s3-checkpoint-access",
-        "memory-tier-network",
-        "gang-network",
-    }
-)
-"""Rules about what the stack around the manifests provides (its NetworkPolicies, its
-roles): without a stack they would report what is merely not shown."""
 DEFAULT_KUBERNETES_VERSION = "1.33"
 """The schema version without a stack (a stack's own version otherwise)."""
 CORE_WORKLOAD_APIS = frozenset({"v1", "apps/v1", "batch/v1"})
@@ -173,18 +159,14 @@ def check(documents: list[Document], planned: PlanResult | None) -> CheckResult:
             if not (v.policy == SCHEMA_POLICY and v.resource in refused)
         ]
     else:
-        violations += [v for v in evaluate(judged) if v.policy not in NEEDS_THE_STACK]
+        # A rule about what the stack provides would report what is merely not shown.
+        violations += [v for v in evaluate(judged) if not scope_of(v.policy).needs_stack]
     by_name = {d.name: d for d in documents}
     findings = sorted(
         {
-            Finding(
-                by_name[v.resource].path,
-                line_of(by_name[v.resource], v.policy, v.message),
-                v.policy,
-                v.message,
-            )
+            Finding(by_name[v.resource].path, line_of(by_name[v.resource], v), v.policy, v.message)
             for v in violations
-            if v.resource in by_name and v.policy not in NOT_FOR_MANIFESTS
+            if v.resource in by_name and scope_of(v.policy).manifests
         },
         key=lambda f: (str(f.path), f.line, f.policy, f.message),
     )

@@ -17,7 +17,7 @@ import yaml
 
 from spotproof import bounded_yaml
 
-_STEP = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
+_STEP = re.compile(r'\.?([^.\[\]]+)|\[(\d+)\]|\["([^"]+)"\]')
 
 
 class CheckInputError(Exception):
@@ -74,10 +74,11 @@ class Document:
 
 
 def steps_of(key_path: str) -> tuple[str | int, ...]:
-    """``a.b[0].c`` (or ``a.b.0.c``, as schema errors write it) as ``("a", "b", 0, "c")``."""
+    """``a.b[0].c`` (or ``a.b.0.c``, as schema errors write it) as ``("a", "b", 0, "c")``;
+    a key holding dots quoted: ``metadata.labels["app.kubernetes.io/name"]``."""
     return tuple(
-        int(index) if index else int(name) if name.isdigit() else name
-        for name, index in _STEP.findall(key_path)
+        quoted or (int(index) if index else int(name) if name.isdigit() else name)
+        for name, index, quoted in _STEP.findall(key_path)
     )
 
 
