@@ -109,15 +109,17 @@ def test_the_leaders_reclaim_fails_its_job_and_restarts_the_gang_for_free() -> N
     }
 
 
-def test_every_pod_runs_elastic_torchrun_on_the_leaders_store_and_only_the_leader_hosts_it() -> (
+def test_every_pod_runs_warm_elastic_torchrun_on_the_leaders_store_and_only_the_leader_hosts_it() -> (
     None
 ):
+    """spotproof's torchrun (``runtime.warm_torchrun``): every survivor restarts its workers
+    when a rank is replaced, and they start forked warm."""
     jobs = _jobs(_spec(_render(backoff_limit=5)))
     for name, hosts in (("leader", "true"), ("workers", "false")):
         command = _container(jobs[name])["command"]
         assert command[:4] == ["/bin/sh", "-c", LAUNCH_SCRIPT, "spotproof-launch"]
         assert command[4:] == [
-            "torchrun",
+            "spotproof-torchrun",
             "--nnodes=4:4",
             "--nproc-per-node=1",
             "--rdzv-backend=c10d",

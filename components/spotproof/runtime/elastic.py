@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from spotproof.runtime import settings
-from spotproof.runtime.launcher import TEARDOWN_WAIT_ENV, shutdown_environment
+from spotproof.runtime.launcher import TEARDOWN_WAIT_ENV, WARM_TORCHRUN, shutdown_environment
 
 RENDEZVOUS_STORE_PORT = 29400
 """torchrun's ``c10d`` rendezvous store port when the endpoint names none
@@ -51,7 +51,7 @@ def elastic_torchrun(
     max_restarts: int,
     join_timeout: int,
     local_addr: str | None = None,
-    executable: Sequence[str] = ("torchrun",),
+    executable: Sequence[str] = (WARM_TORCHRUN,),
 ) -> list[str]:
     """torchrun whose gang survives the loss of any node but the one hosting its store: the
     ``c10d`` rendezvous with exactly ``nodes`` nodes, so when a node is gone the surviving
@@ -71,7 +71,9 @@ def elastic_torchrun(
     at once, the leader only once it has a node. ``join_timeout`` is also how long the
     survivors wait for a replacement. A node that stops beating (:data:`KEEP_ALIVE_SECONDS`)
     is dropped from the rendezvous within seconds. The trainer's command follows, run as an
-    executable."""
+    executable; by default spotproof's torchrun (``runtime.warm_torchrun``), which starts a
+    Python trainer's workers warm, since every survivor restarts its workers whenever a
+    rank is replaced."""
     conf = ",".join(
         [
             f"is_host={str(hosts_store).lower()}",

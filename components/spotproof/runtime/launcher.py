@@ -63,6 +63,10 @@ class Launcher(StrEnum):
     ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` to form its process group."""
 
 
+WARM_TORCHRUN = "spotproof-torchrun"
+"""The console script of ``runtime.warm_torchrun``: torchrun whose workers start warm."""
+WARM_TORCHRUN_MODULE = "spotproof.runtime.warm_torchrun"
+
 LAUNCHER_NAME = "spotproof-launch"
 """``$0`` of :data:`LAUNCH_SCRIPT`, which is how a rendered command is recognised."""
 
@@ -103,7 +107,10 @@ own, the JobSet would restart the gang as after a crash, from its budget for cra
 (``catalog.jobset.FIRST_MATCHING_RULE_WINS``); held back, they are torn down by the free
 restart the reclaim itself starts."""
 
-TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch", WARM_TORCHRUN_MODULE)
+TORCHRUN_PROGRAMS = ("torchrun", WARM_TORCHRUN)
+"""torchrun's console script, and spotproof's torchrun whose workers start warm
+(``runtime.warm_torchrun``): the same parser, agent and exits."""
 TORCHRUN_EXIT_AFTER_SIGTERM = 1
 RENDEZVOUS_PORT = 29500
 """torchrun's default ``--master-port``."""
@@ -215,7 +222,7 @@ def _launcher_arguments(command: Sequence[str]) -> list[str]:
     """torchrun's own arguments in ``command``: up to the first word that is not a flag
     or a flag's value (the training script, or ``--no-python``'s executable)."""
     words = list(command)
-    start = 1 if os.path.basename(words[0]) == "torchrun" else words.index("-m") + 2
+    start = 1 if os.path.basename(words[0]) in TORCHRUN_PROGRAMS else words.index("-m") + 2
     taken = words[:start]
     index = start
     while index < len(words) and words[index].startswith("-"):
@@ -259,10 +266,11 @@ def is_wrapped(command: Sequence[str]) -> bool:
 
 
 def is_torchrun(command: Sequence[str]) -> bool:
-    """torchrun itself, or ``python -m torch.distributed.run`` (or the older ``launch``)."""
+    """torchrun itself, or ``python -m torch.distributed.run`` (or the older ``launch``), or
+    spotproof's torchrun (:data:`WARM_TORCHRUN`) either way."""
     if not command:
         return False
-    if os.path.basename(command[0]) == "torchrun":
+    if os.path.basename(command[0]) in TORCHRUN_PROGRAMS:
         return True
     return any(
         command[i] == "-m" and command[i + 1] in TORCHRUN_MODULES for i in range(len(command) - 1)

@@ -205,6 +205,28 @@ class Choice:
         return raw
 
 
+@dataclass(frozen=True)
+class ModuleNames:
+    """Python modules by name, separated by commas; none when unset."""
+
+    name: str
+
+    def read(self, env: Mapping[str, str]) -> tuple[str, ...]:
+        raw = _raw(env, self.name)
+        if raw is None:
+            return ()
+        names = tuple(part.strip() for part in raw.split(","))
+        for module in names:
+            if not _MODULE.fullmatch(module):
+                raise ConfigError(
+                    f"{self.name}={raw!r:.80}: {module!r:.40} is not a module name; allowed: "
+                    "dotted Python names separated by commas (torch, transformers.models)"
+                )
+        return names
+
+
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
 Setting = (
     Text
     | OptionalText
@@ -215,6 +237,7 @@ Setting = (
     | OptionalNumber
     | Flag
     | Choice
+    | ModuleNames
 )
 """Any of the variables below."""
 
@@ -300,6 +323,13 @@ MASTER_ADDR = Text("MASTER_ADDR", "the host name or address of rank 0")
 """Where rank 0 serves the rendezvous: a host name or an IP address; required in a gang."""
 MASTER_PORT = RequiredWhole("MASTER_PORT", 1, 65_535)
 """Rank 0's rendezvous port, 1 to 65,535; required in a gang."""
+
+WARM_IMPORTS = ModuleNames("SPOTPROOF_WARM_IMPORTS")
+"""Under ``runtime.warm_torchrun``, modules to import once in the process every worker is
+forked from, beside torch and spotproof's loop: the trainer's own heavy imports
+(``transformers``, its model package), separated by commas; none when unset. Each is
+imported with the agent's environment, before a worker's own variables are set, and must
+leave CUDA uninitialized."""
 
 # A gang's memory tier and peer replicas (runtime.checkpointer.tiers).
 

@@ -70,8 +70,9 @@ REFERENCE_WORKER = (sys.executable, "-m", "spotproof.smoke.train")
 """The worker every agent starts unless told otherwise: the smoke trainer."""
 
 
-AGENT_MODULE = "torch.distributed.run"
-"""What torchrun runs: ``python -m torch.distributed.run``."""
+AGENT_MODULE = launcher.WARM_TORCHRUN_MODULE
+"""What every pod's agent runs, as a replace-rank gang's pods do: spotproof's torchrun,
+whose workers start warm (``runtime.warm_torchrun``)."""
 
 
 def is_agent(pid: int) -> bool:
@@ -126,7 +127,7 @@ class ElasticGang:
             max_restarts=MAX_RESTARTS,
             join_timeout=JOIN_SECONDS,
             local_addr=pod_address(index),
-            executable=(sys.executable, "-m", "torch.distributed.run"),
+            executable=(sys.executable, "-m", AGENT_MODULE),
         )
         env = {
             **self.env,

@@ -1,0 +1,157 @@
+"""torchrun whose workers start warm: forked from a process that has already imported them.
+
+**Why.** When a rank of a replace-rank gang is replaced (``runtime.elastic``), torchrun's
+agent on every surviving pod stops its workers and starts new ones for the new membership.
+Each new worker is a fresh interpreter: it imports torch, the compiler stack its first
+optimizer loads and the trainer's own modules (5 CPU-seconds on a quiet core, more on a
+busy one, before a restore can begin), and every pod of the gang pays it at the same moment.
+Measured, that start is most of a replaced rank's stall (docs/performance.md, issue 44).
+
+**What.** This is torchrun, with one change: a worker that is a Python program is started
+by multiprocessing's *forkserver*, preloaded with those imports. The forkserver is one
+process per agent, started with the agent, importing while the agent imports torch and waits
+in the rendezvous; every worker forks from it, so a start costs a fork and the trainer's
+``main``: a survivor's restart, and a replacement pod's first start too once its forkserver
+is ready. Everything else is torchrun's own
+code, unchanged: the parser (every flag and its ``PET_`` variable), ``LaunchConfig``, the
+rendezvous, the agent, its shutdown (SIGTERM to each worker, the shutdown timeout, SIGKILL)
+and its exit codes (torch 2.13 ``distributed/run.py`` ``config_from_args``, whose function
+entrypoints torchrun itself starts by ``--start-method``; ``distributed/launcher/api.py``
+``elastic_launch``; ``distributed/elastic/multiprocessing/api.py`` ``MultiprocessContext``).
+torchrun's own ``--run-path`` starts no worker warm when torchrun runs as ``python -m``: its
+forkserver preloads only ``__main__`` by path, which ``-m`` does not give.
+
+**What a warm worker sees**, as a worker started ``python -u script.py args`` would:
+``sys.argv``; the script run as ``__main__`` (or ``-m``'s module); the script's folder (for
+``-m``, the working directory) first on ``sys.path`` in place of the agent's; unbuffered
+output; the agent's environment with torchrun's variables for the worker (set by torchrun's
+``_wrap``); at its end, the interpreter's own teardown (non-daemon threads joined, then
+``atexit``). What differs, and is documented for users: a preloaded module was imported
+once, with the agent's environment, before the worker's own variables (``RANK`` and the
+rest) were set; a worker's parent is the forkserver; a KeyboardInterrupt ends it with 0
+(torch ``multiprocessing/spawn.py`` ``_wrap``); an exception's traceback reaches the
+agent's log as torchrun's error record rather than the worker's stderr. CUDA is never
+initialized by the preload (a child of a process that has it cannot use it): the forkserver
+refuses to run a worker forked from a preload that did.
+
+**What stays cold**: a command that is not this interpreter running ``[-u] script.py`` or
+``[-u] -m module`` (a shell script, another Python, other interpreter flags) is run exactly
+as torchrun runs it. ``SPOTPROOF_WARM_IMPORTS`` adds the trainer's own heavy modules to the
+preload.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+import runpy
+import shutil
+import sys
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing import forkserver
+
+from spotproof.runtime import settings
+
+PRELOAD = ("torch", "torch._dynamo", "spotproof.runtime.loop")
+"""What every worker imports before its first step: torch, the compiler stack torch's
+optimizers load at their first construction, and spotproof's training loop."""
+UNBUFFERED = "PYTHONUNBUFFERED"
+
+
+@dataclass(frozen=True)
+class PythonWorker:
+    """A worker command this interpreter can run from a fork: a script or a module."""
+
+    target: str
+    """The script's path, or the module's name."""
+    module: bool
+    args: tuple[str, ...]
+
+
+def python_worker(command: str, args: Sequence[str]) -> PythonWorker | None:
+    """The Python program ``command args`` runs, when ``command`` is this interpreter (the
+    same file in the same environment's folder) and ``args`` give it no flag but ``-u``;
+    None when the command must run as it is."""
+    found = shutil.which(command)
+    if found is None or not _same_interpreter(found, sys.executable):
+        return None
+    words = list(args)
+    while words and words[0] == "-u":
+        words.pop(0)
+    if words[:1] == ["-m"] and len(words) > 1:
+        return PythonWorker(words[1], True, tuple(words[2:]))
+    if not words or words[0].startswith("-"):
+        return None
+    return PythonWorker(words[0], False, tuple(words[1:]))
+
+
+def _same_interpreter(found: str, executable: str) -> bool:
+    """Same binary and same folder: a venv's ``python`` links to the system's, whose own
+    ``site-packages`` differ from the venv's."""
+    return os.path.realpath(found) == os.path.realpath(executable) and os.path.dirname(
+        os.path.abspath(found)
+    ) == os.path.dirname(os.path.abspath(executable))
+
+
+def run_worker(target: str, module: bool, *args: str) -> None:
+    """A worker's body, in a child of the forkserver: the program as ``python -u`` runs it,
+    ended as the interpreter ends (its threads joined, then ``atexit``)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda._is_in_bad_fork():
+        sys.exit(
+            f"spotproof: {settings.WARM_IMPORTS.name}: a preloaded module initialized CUDA, "
+            "which a forked worker cannot use; allowed: modules that leave CUDA to the worker"
+        )
+    try:
+        if module:
+            sys.argv = ["-m", *args]
+            sys.path[0] = os.getcwd()
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = [target, *args]
+            sys.path[0] = os.path.dirname(os.path.realpath(target))
+            runpy.run_path(target, run_name="__main__")
+    finally:
+        threading._shutdown()  # type: ignore[attr-defined]  # as Py_FinalizeEx does
+        atexit._run_exitfuncs()
+
+
+def preload(extra: Sequence[str]) -> list[str]:
+    """The modules the forkserver imports: :data:`PRELOAD` and the user's, each once. One
+    that fails to import is left to the worker, which imports it itself (cold, and with its
+    own error), as multiprocessing's forkserver does."""
+    return list(dict.fromkeys([*PRELOAD, *extra]))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """torchrun's ``main`` with Python workers forked warm (module docstring)."""
+    from torch.distributed import run  # noqa: PLC0415 (the agent's own import of torch)
+    from torch.distributed.launcher.api import elastic_launch  # noqa: PLC0415
+
+    args = run.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.standalone:  # one node, its own rendezvous: as torchrun's ``run`` sets it up
+        args.rdzv_backend, args.rdzv_endpoint = "c10d", "localhost:0"
+        args.rdzv_id = str(uuid.uuid4())
+    config, command, command_args = run.config_from_args(args)
+    worker = python_worker(command, command_args) if isinstance(command, str) else None
+    if worker is None:
+        return elastic_launch(config, command)(*command_args)
+    try:
+        modules = preload(settings.WARM_IMPORTS.read(os.environ))
+    except settings.ConfigError as error:
+        sys.exit(f"spotproof: {error}")
+    os.environ[UNBUFFERED] = "1"  # the forkserver's, so every worker's: python -u
+    multiprocessing.set_forkserver_preload(modules)
+    # Now, not at the first worker's start: a replacement pod's forkserver imports while its
+    # agent imports torch and waits in the rendezvous, so even its first worker starts warm.
+    forkserver.ensure_running()
+    config.start_method = "forkserver"
+    return elastic_launch(config, run_worker)(worker.target, worker.module, *worker.args)
+
+
+if __name__ == "__main__":
+    main()

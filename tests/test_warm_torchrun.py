@@ -1,0 +1,164 @@
+"""spotproof's torchrun (``runtime.warm_torchrun``): torchrun's agent, with Python workers
+forked warm from a preloaded forkserver, each seeing what ``python -u script.py`` gives it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spotproof.runtime import launcher, settings
+from spotproof.runtime.warm_torchrun import PythonWorker, python_worker
+
+WORKER = """\
+import atexit, json, os, signal, sys, threading, time
+preloaded = "torch" in sys.modules
+restart = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+rank = os.environ["RANK"]
+def record(**fields):
+    with open(os.environ["RECORDS"], "a") as out:
+        out.write(json.dumps({"rank": rank, "restart": restart, **fields}) + "\\n")
+record(
+    preloaded=preloaded, argv=sys.argv, path0=sys.path[0], name=__name__,
+    unbuffered=os.environ.get("PYTHONUNBUFFERED"),
+)
+if os.environ.get("WAIT_FOR_SIGTERM"):
+    def stop(*_):
+        record(event="sigterm")
+        sys.exit(143)
+    signal.signal(signal.SIGTERM, stop)
+    record(event="waiting")
+    time.sleep(600)
+if restart == 0:
+    sys.exit(3)
+atexit.register(record, event="atexit")
+threading.Thread(target=lambda: (time.sleep(0.3), record(event="thread"))).start()
+"""
+
+
+def _records(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _agent(tmp_path: Path, *flags: str, **env: str) -> subprocess.Popen[bytes]:
+    script = tmp_path / "scripts" / "train.py"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(WORKER)
+    command = [sys.executable, "-m", launcher.WARM_TORCHRUN_MODULE, "--standalone"]
+    command += ["--nproc-per-node=2", "--monitor-interval=0.1", *flags]
+    command += ["--no-python", sys.executable, "-u", str(script), "a", "b"]
+    variables = {**os.environ, "RECORDS": str(tmp_path / "records.jsonl"), **env}
+    return subprocess.Popen(command, env=variables, cwd=tmp_path, stdout=subprocess.DEVNULL)
+
+
+def test_this_interpreter_running_a_script_is_forked_warm() -> None:
+    assert python_worker(sys.executable, ["-u", "train.py", "--lr", "1"]) == PythonWorker(
+        "train.py", False, ("--lr", "1")
+    )
+
+
+def test_this_interpreter_running_a_module_is_forked_warm() -> None:
+    assert python_worker(sys.executable, ["-m", "pkg.train", "x"]) == PythonWorker(
+        "pkg.train", True, ("x",)
+    )
+
+
+@pytest.mark.parametrize(
+    "command, args",
+    [
+        ("/bin/sh", ["-c", "python train.py"]),
+        (sys.executable, ["-X", "dev", "train.py"]),
+        (sys.executable, ["-c", "print(1)"]),
+        (sys.executable, []),
+        ("no-such-program", ["train.py"]),
+    ],
+    ids=["a shell", "another interpreter flag", "a -c program", "no script", "not found"],
+)
+def test_any_other_command_runs_as_torchrun_runs_it(command: str, args: list[str]) -> None:
+    assert python_worker(command, args) is None
+
+
+def test_another_pythons_workers_run_as_torchrun_runs_them(tmp_path: Path) -> None:
+    """The same binary in another folder (a venv's python links to the system's) has
+    other packages: it is not this interpreter."""
+    other = tmp_path / "bin" / "python"
+    other.parent.mkdir()
+    other.symlink_to(os.path.realpath(sys.executable))
+    assert python_worker(str(other), ["train.py"]) is None
+
+
+def test_warm_imports_are_module_names_separated_by_commas() -> None:
+    env = {settings.WARM_IMPORTS.name: "transformers, my_model.layers"}
+    assert settings.WARM_IMPORTS.read(env) == ("transformers", "my_model.layers")
+    assert settings.WARM_IMPORTS.read({}) == ()
+
+
+def test_warm_imports_that_are_not_module_names_are_refused_in_one_line() -> None:
+    with pytest.raises(settings.ConfigError) as refused:
+        settings.WARM_IMPORTS.read({settings.WARM_IMPORTS.name: "torch;os.system('x')"})
+    assert "\n" not in str(refused.value)
+    assert settings.WARM_IMPORTS.name in str(refused.value)
+
+
+def test_spotproofs_torchrun_reads_as_torchrun_to_the_plan() -> None:
+    command = [launcher.WARM_TORCHRUN, "--shutdown-timeout=80", "--no-python", "python", "t.py"]
+    assert launcher.is_torchrun(command)
+    assert launcher.shutdown_timeout(command, {}) == 80
+    assert launcher.exit_after_sigterm(command) == launcher.TORCHRUN_EXIT_AFTER_SIGTERM
+
+
+@pytest.mark.processes
+def test_every_start_and_restart_runs_the_script_as_python_would_with_torch_preloaded(
+    tmp_path: Path,
+) -> None:
+    agent = _agent(tmp_path, "--max-restarts=1")
+    assert agent.wait(timeout=300) == 0
+    records = _records(tmp_path / "records.jsonl")
+    starts = [r for r in records if "preloaded" in r]
+    assert sorted((r["rank"], r["restart"]) for r in starts) == [
+        ("0", 0),
+        ("0", 1),
+        ("1", 0),
+        ("1", 1),
+    ]
+    script = str(tmp_path / "scripts" / "train.py")
+    for start in starts:
+        assert start["preloaded"], start  # the first start too: the forkserver is eager
+        assert start["argv"] == [script, "a", "b"]
+        assert start["path0"] == str(tmp_path / "scripts")
+        assert (start["name"], start["unbuffered"]) == ("__main__", "1")
+    # Ended as an interpreter ends: its non-daemon threads joined, then atexit.
+    ends = [(r["rank"], r["event"]) for r in records if r.get("event")]
+    assert sorted(ends) == [("0", "atexit"), ("0", "thread"), ("1", "atexit"), ("1", "thread")]
+    for rank in ("0", "1"):
+        assert ends.index((rank, "thread")) < ends.index((rank, "atexit"))
+
+
+@pytest.mark.processes
+def test_sigterm_reaches_every_warm_worker_and_the_agent_exits_as_torchrun_does(
+    tmp_path: Path,
+) -> None:
+    agent = _agent(tmp_path, WAIT_FOR_SIGTERM="1")
+    records = tmp_path / "records.jsonl"
+    deadline = time.monotonic() + 300
+    while sum(r.get("event") == "waiting" for r in _records(records)) < 2:
+        assert agent.poll() is None and time.monotonic() < deadline, _records(records)
+        time.sleep(0.1)
+    agent.send_signal(signal.SIGTERM)
+    assert agent.wait(timeout=120) == launcher.TORCHRUN_EXIT_AFTER_SIGTERM
+    stopped = sorted(r["rank"] for r in _records(records) if r.get("event") == "sigterm")
+    assert stopped == ["0", "1"]
+
+
+def test_the_console_script_is_installed_beside_torchrun() -> None:
+    """The replace-rank pods run it by name, as they ran torchrun."""
+    assert shutil.which(launcher.WARM_TORCHRUN, path=os.path.dirname(sys.executable))
