@@ -13,8 +13,8 @@ PACKAGE_ROOT = Path(spotproof.__file__).parent
 MAX_LINES = 400
 LAYERS = [
     {"catalog", "commands", "terminal", "bounded_yaml", "cloud_tags"},
-    {"extras", "clouds", "runtime", "bounded_json"},
-    {"fleet", "ci"},
+    {"clouds", "runtime", "bounded_json"},
+    {"extras", "fleet", "ci"},
     {"scheduling"},
     {"kube", "policy"},
     {"observability"},

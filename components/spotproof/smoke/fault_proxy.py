@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from spotproof.runtime.storage.backends import NAMED
+
 _LINGER_RESET = struct.pack("ii", 1, 0)
 
 
@@ -241,14 +243,12 @@ def fault_proxy(upstream_port: int) -> Iterator[FaultProxy]:
 
 
 def emulator_port(store: str, env: dict[str, str]) -> int:
-    """The loopback port of the emulator an environment points the SDKs at."""
-    endpoint = {
-        "s3": lambda: env["AWS_ENDPOINT_URL"],
-        "gcs": lambda: env["STORAGE_EMULATOR_HOST"],
-        "azure": lambda: re.search(r"BlobEndpoint=([^;]+)", env["AZURE_STORAGE_CONNECTION_STRING"])[
-            1
-        ],
-    }[store]()
+    """The loopback port of the emulator an environment points ``store``'s SDK at (where
+    its backend's ``endpoint`` says it reads it)."""
+    where = NAMED[store].endpoint
+    if where is None:
+        raise ValueError(f"store {store!r} is reached through no endpoint")
+    endpoint = re.search(where.pattern, env[where.variable])[1]
     return int(re.search(r":(\d+)(/|$)", endpoint)[1])
 
 

@@ -8,6 +8,8 @@ emulator of the same cloud (where the results go):
   ``cloud-pubsub-emulator --host --port`` serves at once, with no gcloud wrapper; its
   clients find it through ``PUBSUB_EMULATOR_HOST``.
 
+Each is a :class:`QueueEmulator`, named by its queue's record in
+``runtime.batch.queue_backends`` together with the store emulator it stands beside.
 ``QueueService.create(name, max_deliveries)`` makes a queue with its dead-letter queue (a
 redrive policy on SQS, a dead-letter topic on Pub/Sub, a poison queue on Azure) and gives
 the URLs a worker opens (``spotproof.runtime.batch.open_queue``) for both.
@@ -21,9 +23,12 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
+from spotproof.runtime.batch.queue_backends import NAMED
+from spotproof.runtime.storage.backends import load
 from spotproof.smoke.emulators import (
     Bucket,
     EmulatorError,
@@ -34,7 +39,8 @@ from spotproof.smoke.emulators import (
     running,
 )
 
-QUEUES = ("sqs", "pubsub", "azure")
+QUEUES = tuple(NAMED)
+"""Every queue the runtime opens (``runtime.batch.queue_backends``), by its backend's name."""
 PUBSUB_PROJECT = "spotproof"
 PUBSUB_EMULATOR = Path(
     "/usr/lib/google-cloud-sdk/platform/pubsub-emulator/bin/cloud-pubsub-emulator"
@@ -106,6 +112,12 @@ def _pubsub_create(name: str, max_deliveries: int) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
+def _moto_serves_it(bucket: Bucket) -> Iterator[dict[str, str]]:
+    """moto's server answers SQS on the S3 emulator's port: nothing more to start."""
+    yield {}
+
+
+@contextlib.contextmanager
 def _azurite_queue(bucket: Bucket) -> Iterator[dict[str, str]]:
     azurite = azurite_command()
     queue_command = azurite and str(Path(azurite).with_name("azurite-queue"))
@@ -129,7 +141,7 @@ def _azurite_queue(bucket: Bucket) -> Iterator[dict[str, str]]:
 
 
 @contextlib.contextmanager
-def _pubsub() -> Iterator[dict[str, str]]:
+def _pubsub(bucket: Bucket) -> Iterator[dict[str, str]]:
     if not PUBSUB_EMULATOR.exists() or shutil.which("java") is None:
         raise EmulatorError(
             f"the Pub/Sub emulator needs the Cloud SDK's {PUBSUB_EMULATOR} and Java 17"
@@ -140,18 +152,28 @@ def _pubsub() -> Iterator[dict[str, str]]:
         yield {"PUBSUB_EMULATOR_HOST": f"127.0.0.1:{port}", "PUBSUB_PROJECT_ID": PUBSUB_PROJECT}
 
 
+@dataclass(frozen=True)
+class QueueEmulator:
+    start: Callable[[Bucket], AbstractContextManager[dict[str, str]]]
+    """Starts beside the store emulator's bucket; yields what a worker needs on top of the
+    store's variables (a variable of both, as Azure's connection string, replaces the
+    store's)."""
+    create: Callable[[str, int], tuple[str, str]]
+    """``QueueService.create``."""
+
+
+SQS = QueueEmulator(_moto_serves_it, _sqs_create)
+PUBSUB = QueueEmulator(_pubsub, _pubsub_create)
+AZURE = QueueEmulator(_azurite_queue, _azure_create)
+
+
 @contextlib.contextmanager
 def emulated_queue(kind: str) -> Iterator[QueueService]:
     """Start the queue emulator ``kind`` (one of :data:`QUEUES`) and its store's."""
-    if kind == "sqs":
-        with emulated("s3") as bucket:
-            yield QueueService(kind, bucket, dict(bucket.env), _sqs_create)
-    elif kind == "azure":
-        with emulated("azure") as blob, _azurite_queue(blob) as env:
-            both = Bucket(blob.store, blob.url, {**blob.env, **env})
-            yield QueueService(kind, both, dict(both.env), _azure_create)
-    elif kind == "pubsub":
-        with emulated("gcs") as bucket, _pubsub() as env:
-            yield QueueService(kind, bucket, {**bucket.env, **env}, _pubsub_create)
-    else:
+    if kind not in NAMED:
         raise EmulatorError(f"unknown queue {kind!r}; allowed: {', '.join(QUEUES)}")
+    backend = NAMED[kind]
+    emulator: QueueEmulator = load(backend.emulator)
+    with emulated(backend.store) as store, emulator.start(store) as env:
+        bucket = Bucket(store.store, store.url, {**store.env, **env})
+        yield QueueService(kind, bucket, dict(bucket.env), emulator.create)

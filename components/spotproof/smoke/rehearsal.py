@@ -37,16 +37,15 @@ from spotproof.plan.simulation.intervals import TRAINING_KINDS
 from spotproof.plan.simulation.outcomes import Outcome
 from spotproof.plan.simulation.preemption import PreemptionPath, pod_grace
 from spotproof.runtime import settings
-from spotproof.runtime.storage import SCHEMES
+from spotproof.runtime.storage.backends import SCHEMES
 from spotproof.scheduling.run_profile import RunProfile
 from spotproof.smoke.job import JobPolicy
 from spotproof.smoke.records import SmokeConfig
 
 JOB = "kubernetes:batch/v1:Job"
-_EMULATOR_OF_PROTOCOL = {"file": "file", "s3": "s3", "gcs": "gcs", "abfs": "azure"}
-EMULATED_STORE = {scheme: _EMULATOR_OF_PROTOCOL[protocol] for scheme, protocol in SCHEMES.items()}
+EMULATED_STORE = {scheme: backend.name for scheme, backend in SCHEMES.items()}
 """The emulator (:data:`spotproof.smoke.emulators.STORES`) for each checkpoint URL scheme
-the runtime opens (``spotproof.runtime.storage.SCHEMES``)."""
+the runtime opens (``spotproof.runtime.storage.backends.SCHEMES``)."""
 
 
 class RehearsalError(ValueError):

@@ -23,6 +23,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 from spotproof.runtime.batch.items import Lease, QueueURLError, WorkItem, encode, lease_of
 
@@ -61,6 +62,24 @@ def _client(name: str) -> Any:
 
 
 NEVER_EXPIRES = -1
+
+
+def from_url(url: str) -> AzureQueue | None:
+    """The queue of ``azqueue://QUEUE[?max_deliveries=N&ttl_days=D]``; None for a URL of
+    another shape, :class:`QueueURLError` for a setting out of its range."""
+    parsed = urlparse(url)
+    if not parsed.netloc or parsed.path.strip("/"):
+        return None
+    query = parse_qs(parsed.query)
+    deliveries = _whole(url, query, "max_deliveries", 5, 100)
+    return AzureQueue(parsed.netloc, deliveries, _whole(url, query, "ttl_days", 7, 365))
+
+
+def _whole(url: str, query: dict[str, list[str]], name: str, default: int, most: int) -> int:
+    raw = (query.get(name) or [str(default)])[0]
+    if not raw.isdigit() or not 1 <= int(raw) <= most:
+        raise QueueURLError(f"queue URL {url!r}: {name} allowed 1..{most}")
+    return int(raw)
 
 
 class AzureQueue:

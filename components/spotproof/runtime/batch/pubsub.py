@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlparse
 
 from spotproof.runtime.batch.items import Lease, WorkItem, encode, lease_of
 
@@ -28,6 +29,16 @@ PULL_TIMEOUT_SECONDS = 2.0
 
 def _deadline(seconds: int) -> int:
     return 0 if seconds == 0 else min(max(seconds, MIN_ACK_DEADLINE), MAX_ACK_DEADLINE)
+
+
+def from_url(url: str) -> PubSubQueue | None:
+    """The subscription of ``pubsub://PROJECT/SUBSCRIPTION``; None for a URL of another
+    shape."""
+    parsed = urlparse(url)
+    subscription = parsed.path.strip("/")
+    if parsed.netloc and subscription and "/" not in subscription:
+        return PubSubQueue(parsed.netloc, subscription)
+    return None
 
 
 class PubSubQueue:

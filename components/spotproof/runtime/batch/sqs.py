@@ -14,12 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlparse
 
 from spotproof.runtime.batch.items import Lease, QueueURLError, WorkItem, encode, lease_of
 
 MAX_PER_CALL = 10
 WAIT_SECONDS = 1
 """Long polling per receive: short, so a worker notices SIGTERM soon."""
+
+
+def from_url(url: str) -> SqsQueue | None:
+    """The queue of ``sqs://QUEUE``; None for a URL of another shape."""
+    parsed = urlparse(url)
+    return SqsQueue(parsed.netloc) if parsed.netloc and not parsed.path.strip("/") else None
 
 
 class SqsQueue:

@@ -1,13 +1,18 @@
 """Object storage behind one interface: ``file://``, ``s3://``, ``gs://``, ``az://``.
 
-- ``objects``: :class:`ObjectStore` over fsspec, for the small objects and names of every
-  store and all of Azure's (adlfs);
+- ``backends``: every store, declared once (its schemes, class, deadlines, extra,
+  emulator and lifecycle rules), read by :func:`open_store` and the layers above;
+- ``contract``: :class:`ObjectStore`, what the checkpoint protocol asks of any store;
+- ``objects``: ``FsspecStore``, the contract over fsspec, for the small objects and
+  names of every bucket and all of Azure's (adlfs);
 - ``azure``: the adlfs options for ``az://`` (a connection string, or an account with a
   Microsoft Entra token credential: workload identity on AKS), and a reachability check
   that stays inside the store's prefix;
 - ``local``: a directory, with explicit durability and no copies;
 - ``s3``: checkpoint parts through botocore's synchronous client, checksummed;
 - ``gcs``: checkpoint parts through google-cloud-storage, checksummed;
+- ``peer`` with the ``replica_*`` modules: another node's memory (``peer://``, opened by
+  the checkpointer's memory tier, not by :func:`open_store`);
 - ``errors``: one-line errors whose kind is decided by exception type.
 
 Endpoints and credentials come from each SDK's usual environment (``AWS_ENDPOINT_URL``,
@@ -33,7 +38,8 @@ import fsspec
 
 from spotproof.runtime.failures import Failure
 from spotproof.runtime.storage import deadlines
-from spotproof.runtime.storage.azure import AzureStore, adlfs_options
+from spotproof.runtime.storage.backends import ALLOWED, StoreBackend, load, scheme_backend
+from spotproof.runtime.storage.contract import ObjectStore
 from spotproof.runtime.storage.errors import (
     AlreadyExists,
     StorageError,
@@ -41,10 +47,7 @@ from spotproof.runtime.storage.errors import (
     Unreadable,
     failed,
 )
-from spotproof.runtime.storage.gcs import GcsStore
-from spotproof.runtime.storage.local import LocalStore
-from spotproof.runtime.storage.objects import ObjectStore
-from spotproof.runtime.storage.s3 import S3Store
+from spotproof.runtime.storage.objects import FsspecStore
 
 __all__ = [
     "AlreadyExists",
@@ -58,11 +61,6 @@ __all__ = [
 # gcsfs logs every exhausted retry with a full traceback; the failure reaches the caller as
 # one StorageError line, so the log would only repeat it as noise on stderr.
 logging.getLogger("gcsfs").setLevel(logging.CRITICAL)
-
-SCHEMES = {"file": "file", "s3": "s3", "gs": "gcs", "gcs": "gcs", "az": "abfs", "abfs": "abfs"}
-EXTRAS = {"s3": "s3", "gcs": "gcs", "abfs": "azure-blob"}
-"""The extra of ``pyproject.toml`` that installs each protocol's fsspec driver."""
-ALLOWED = "file:///path, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix"
 
 
 def _usable_directory(url: str, root: Path) -> None:
@@ -85,25 +83,20 @@ def open_store(url: str, *, create: bool = True, **storage_options: Any) -> Obje
     ``create=False`` opens a ``file://`` store to read, creating nothing (``spotproof
     status``, the drill): a missing directory is a store with nothing in it."""
     parsed = urlparse(url)
-    if parsed.scheme not in SCHEMES:
-        scheme = parsed.scheme or "(none)"
-        raise StorageURLError(
-            f"checkpoint URL {url!r}: unsupported scheme {scheme!r}; allowed: {ALLOWED}"
-        )
+    backend = scheme_backend(url, parsed.scheme)
     if "@" in parsed.netloc:
         raise StorageURLError(
             f"checkpoint URL {url!r}: credentials in a URL are refused (they end up in "
             "logs); give them the SDK's way: workload identity, or its environment variables"
         )
-    protocol = SCHEMES[parsed.scheme]
-    root = _local_root(url) if protocol == "file" else _bucket_root(url)
-    fs = _filesystem(url, protocol, storage_options)
-    if protocol == "file":
+    kind: type[FsspecStore] = load(backend.store)
+    local = backend.protocol == "file"
+    root = _local_root(url) if local else _bucket_root(url)
+    store = kind(url, _filesystem(url, backend, kind, storage_options), root)
+    if local:
         if create:
             _usable_directory(url, Path(root))
-        return LocalStore(url, fs, root)
-    kinds = {"s3": S3Store, "gcs": GcsStore, "abfs": AzureStore}
-    store = kinds.get(protocol, ObjectStore)(url, fs, root)
+        return store
     try:
         deadlines.within(
             deadlines.startup_seconds(),
@@ -137,14 +130,17 @@ def _bucket_root(url: str) -> str:
     return f"{parsed.netloc}{parsed.path}".rstrip("/")
 
 
-def _filesystem(url: str, protocol: str, storage_options: dict[str, Any]) -> Any:
+def _filesystem(
+    url: str, backend: StoreBackend, kind: type[FsspecStore], storage_options: dict[str, Any]
+) -> Any:
     # No instance cache: endpoints and credentials come from the environment, which a
     # cached filesystem would silently ignore after it changes. No listings cache: other
     # writers change the bucket, and a stale listing would hide their manifests.
+    protocol = backend.protocol
     options: dict[str, Any] = {
         "skip_instance_cache": True,
-        **deadlines.sdk_options(protocol),
-        **_default_options(url, protocol),
+        **(backend.call_limits or {}),
+        **kind.filesystem_options(url),
     }
     if protocol != "file":
         options["use_listings_cache"] = False
@@ -155,17 +151,10 @@ def _filesystem(url: str, protocol: str, storage_options: dict[str, Any]) -> Any
         # fsspec names the driver's package in words, with no module name to read.
         raise StorageURLError(
             f"checkpoint URL {url!r}: its store's driver is not installed; allowed: install "
-            f"spotproof[{EXTRAS.get(protocol, protocol)}] in the image"
+            f"spotproof[{backend.extra or protocol}] in the image"
         ) from None
     except Exception as error:
         raise failed(f"checkpoint URL {url!r}", f"setting up {protocol}", error) from None
-    deadlines.limit_retries(fs, protocol)
+    if backend.sdk_retries is not None:
+        fs.retries = backend.sdk_retries
     return fs
-
-
-def _default_options(url: str, protocol: str) -> dict[str, Any]:
-    if protocol == "gcs" and os.environ.get("STORAGE_EMULATOR_HOST"):
-        return {"token": "anon", "endpoint_url": os.environ["STORAGE_EMULATOR_HOST"]}
-    if protocol == "abfs":
-        return adlfs_options(url)
-    return {}

@@ -26,7 +26,7 @@ from typing import Any
 import fsspec.asyn
 
 from spotproof.runtime.storage.errors import StorageURLError
-from spotproof.runtime.storage.objects import ObjectStore
+from spotproof.runtime.storage.objects import FsspecStore
 
 CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
 ACCOUNT_NAME = "AZURE_STORAGE_ACCOUNT_NAME"
@@ -77,7 +77,11 @@ def _token_credential(url: str) -> Any:
     )
 
 
-class AzureStore(ObjectStore):
+class AzureStore(FsspecStore):
+    @classmethod
+    def filesystem_options(cls, url: str) -> dict[str, Any]:
+        return adlfs_options(url)
+
     def check_reachable(self, bucket: str) -> None:
         """One listing *within the store's prefix*, as every listing of the store: the
         trainer's and the batch workers' role assignments admit a listing only under

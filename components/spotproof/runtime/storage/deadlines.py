@@ -7,7 +7,8 @@ pointed at such an endpoint sat more than 7 minutes in start-up. So:
 
 - every SDK gets a connect timeout, a read timeout (the longest silence on an open
   connection, not the length of a transfer) and a bounded number of tries
-  (:func:`sdk_options`, and ``S3Store``'s own botocore client);
+  (each backend's ``call_limits`` and ``sdk_retries`` in ``backends``, and ``S3Store``'s
+  own botocore client);
 - opening a store checks it within :data:`STARTUP_SECONDS` as a whole (:func:`within`),
   whatever the SDK's retries add up to: a pod that cannot reach its store exits for a
   retry (``STORAGE_UNAVAILABLE``) instead of hanging;
@@ -58,24 +59,6 @@ def botocore_config() -> dict[str, Any]:
         "read_timeout": READ_SECONDS,
         "retries": {"mode": "standard", "max_attempts": ATTEMPTS},
     }
-
-
-def sdk_options(protocol: str) -> dict[str, Any]:
-    """fsspec filesystem options that bound each call of ``protocol``'s SDK."""
-    if protocol == "s3":
-        return {"config_kwargs": botocore_config()}
-    if protocol == "gcs":
-        return {"requests_timeout": READ_SECONDS}
-    if protocol == "abfs":
-        return {"connection_timeout": CONNECT_SECONDS, "read_timeout": READ_SECONDS}
-    return {}
-
-
-def limit_retries(fs: Any, protocol: str) -> None:
-    """s3fs retries a timed-out call itself (its ``retries`` attribute, 5 by default, not a
-    constructor argument) around botocore's own attempts: once is enough there."""
-    if protocol == "s3":
-        fs.retries = 1
 
 
 def within(seconds: float, what: str, call: Callable[[], T]) -> T:

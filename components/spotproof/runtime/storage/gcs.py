@@ -15,19 +15,29 @@ tests show the checksum is sent, and loading verifies every part regardless.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
 from spotproof.runtime.checkpointer.integrity import header_value
-from spotproof.runtime.storage.objects import ObjectStore, confined
+from spotproof.runtime.storage.contract import confined
+from spotproof.runtime.storage.objects import FsspecStore
 
 
-class GcsStore(ObjectStore):
+class GcsStore(FsspecStore):
     def __init__(self, url: str, fs: Any, root: str) -> None:
         super().__init__(url, fs, root)
         self.bucket_name, _, self.prefix = root.partition("/")
         self._bucket: Any = None
         self._lock = threading.Lock()
+
+    @classmethod
+    def filesystem_options(cls, url: str) -> dict[str, Any]:
+        """gcsfs does not read ``STORAGE_EMULATOR_HOST`` (google-cloud-storage does): an
+        emulator is named to it, and signed in to anonymously."""
+        if os.environ.get("STORAGE_EMULATOR_HOST"):
+            return {"token": "anon", "endpoint_url": os.environ["STORAGE_EMULATOR_HOST"]}
+        return {}
 
     def bucket(self) -> Any:
         """One client for all threads, made on first use."""

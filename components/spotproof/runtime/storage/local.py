@@ -13,7 +13,7 @@ fsync() on a file descriptor for the directory is also needed."). So:
 
 Reads go straight into the caller's buffer with ``preadv``.
 
-Every key stays under the root (``objects.confined``), and every file is opened through
+Every key stays under the root (``contract.confined``), and every file is opened through
 :meth:`LocalStore._open`: the directory it is in must resolve to the root or below it, the
 file itself must not be a symbolic link (``O_NOFOLLOW``), and what is opened must be a
 regular file, checked on the open descriptor (``fstat``) so it cannot be swapped after the
@@ -43,6 +43,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from spotproof.runtime.storage.contract import confined, within
 from spotproof.runtime.storage.errors import (
     AlreadyExists,
     StorageError,
@@ -50,7 +51,7 @@ from spotproof.runtime.storage.errors import (
     Unreadable,
     failed,
 )
-from spotproof.runtime.storage.objects import ObjectStore, confined, within
+from spotproof.runtime.storage.objects import FsspecStore
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -59,7 +60,7 @@ _REFUSED = {errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.ENOTDIR, errno.ENAMETO
 (ENXIO), a directory or a name too long: not a file this store wrote."""
 
 
-class LocalStore(ObjectStore):
+class LocalStore(FsspecStore):
     direct_read_min = 64 * 1024
     """One ``preadv`` per destination this long; a model of many small tensors still costs
     few system calls."""

@@ -1,11 +1,12 @@
-"""An object store as the checkpoint protocol sees it, over fsspec.
+"""The object store over fsspec: the buckets' and a directory's implementation of the
+contract (``contract.ObjectStore``).
 
-The protocol needs a few operations and one guarantee: :meth:`ObjectStore.put_if_absent`
-is a single atomic create-only write. fsspec exposes it for all three clouds as
+The protocol needs a few operations and one guarantee: ``put_if_absent`` is a single
+atomic create-only write. fsspec exposes it for all three clouds as
 ``pipe_file(..., mode="create")`` (S3 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``,
-Azure ``overwrite=False``). Bulk data (checkpoint parts) goes through :meth:`put` with the
-part's CRC32C and :meth:`read_into` with a byte range; subclasses replace those two where
-a faster or safer path exists (``local``, ``s3``).
+Azure ``overwrite=False``). Bulk data (checkpoint parts) goes through :meth:`FsspecStore.put`
+with the part's CRC32C and :meth:`FsspecStore.read_into` with a byte range; subclasses
+replace those two where a faster or safer path exists (``local``, ``s3``, ``gcs``).
 """
 
 from __future__ import annotations
@@ -17,29 +18,13 @@ from typing import Any
 import fsspec
 
 from spotproof.runtime.failures import Failure, classify
+from spotproof.runtime.storage.contract import ObjectStore, confined, within
 from spotproof.runtime.storage.errors import (
     AlreadyExists,
     StorageError,
     Unreadable,
     failed,
 )
-
-
-def confined(key: str) -> str:
-    """``key`` when it names something under the store's root: relative, no empty, ``.``
-    or ``..`` segment, no NUL. Object stores take such names literally, but a file system
-    resolves them, and a key that leaves the root there reads or writes outside it."""
-    segments = key.rstrip("/").split("/") if key.rstrip("/") else []
-    if "\0" in key or key.startswith("/") or any(s in ("", ".", "..") for s in segments):
-        raise Unreadable(f"key {key!r:.120} leaves the store's root")
-    return key
-
-
-def within(key: str, data: bytes, limit: int) -> bytes:
-    """``data`` read from ``key``, unless there was more of it than ``limit`` bytes."""
-    if len(data) > limit:
-        raise Unreadable(f"{key}: more than the {limit} bytes it may hold")
-    return data
 
 
 @contextlib.contextmanager
@@ -53,20 +38,19 @@ def past_end_reads_nothing() -> Iterator[None]:
             raise
 
 
-class ObjectStore:
-    """Keys relative to one root URL."""
-
-    direct_read_min: int | None = None
-    """A restore in place (``runtime.checkpointer.reading``) reads a destination at least
-    this long straight into it, one request each, and shorter ones next to each other
-    through one scratch buffer; None reads every range through scratch. None for the
-    buckets: a request costs milliseconds there, and moto builds the whole object for
-    every ranged GET."""
+class FsspecStore(ObjectStore):
+    """Keys relative to one root URL, through an fsspec filesystem."""
 
     def __init__(self, url: str, fs: fsspec.AbstractFileSystem, root: str) -> None:
         self.url = url
         self.fs = fs
         self.root = root.rstrip("/")
+
+    @classmethod
+    def filesystem_options(cls, url: str) -> dict[str, Any]:
+        """What its fsspec filesystem needs beyond the environment its SDK reads itself
+        (``open_store`` adds the deadlines of ``backends``)."""
+        return {}
 
     def path(self, key: str) -> str:
         return f"{self.root}/{confined(key)}"
@@ -84,14 +68,10 @@ class ObjectStore:
     # --- bulk data ---------------------------------------------------------------------
 
     def put(self, key: str, data: bytes | memoryview, *, crc32c: str | None = None) -> None:
-        """Write ``key``. ``crc32c`` (8 hex digits) is the data's checksum; a store that can
-        check it on arrival refuses a corrupted upload (see ``s3``)."""
         with self.calling(f"writing {key}"):
             self.fs.pipe_file(self.path(key), bytes(data))
 
     def read_into(self, key: str, buffer: memoryview, offset: int = 0) -> int:
-        """Read ``len(buffer)`` bytes of ``key`` from ``offset`` into ``buffer``; returns how
-        many there were (fewer only where the object ends first)."""
         if not len(buffer):
             return 0
         end = offset + len(buffer)
@@ -103,8 +83,7 @@ class ObjectStore:
         return 0
 
     def make_durable(self, prefix: str) -> None:
-        """Everything written under ``prefix`` survives a crash from here on. An object
-        store's PUT is durable once answered; a file system needs more (``local``)."""
+        """Nothing to do: a bucket's PUT is durable once answered."""
 
     # --- small objects and names -------------------------------------------------------
 
@@ -114,11 +93,7 @@ class ObjectStore:
         return {"chunksize": len(data) + 1} if self.fs.protocol[0] in ("gcs", "gs") else {}
 
     def put_if_absent(self, key: str, data: bytes) -> None:
-        """Create ``key`` atomically, or raise :class:`AlreadyExists` and change nothing.
-
-        Any other failure is a :class:`StorageError`, even one whose request reached the
-        store: the caller cannot tell from the error whether the object was created.
-        """
+        """One request, ``mode="create"``: fsspec's atomic create-only write."""
         try:
             self.fs.pipe_file(self.path(key), data, mode="create", **self._single_request(data))
         except Exception as error:
@@ -160,7 +135,6 @@ class ObjectStore:
             return bool(self.fs.exists(self.path(key)))
 
     def list(self, prefix: str) -> list[str]:
-        """Names directly under ``prefix`` (keys relative to the root); empty if none."""
         with self.calling(f"listing {prefix}"):
             try:
                 entries = self.fs.ls(self.path(prefix), detail=False)
@@ -176,11 +150,6 @@ class ObjectStore:
         for key in keys:
             with self.calling(f"deleting {key}"), contextlib.suppress(FileNotFoundError):
                 self.fs.rm_file(self.path(key))
-
-    def keys_under(self, prefix: str) -> list[str]:
-        """Every object under ``prefix`` (keys relative to the root), from a fresh full
-        listing: :meth:`sizes_under`'s keys."""
-        return list(self.sizes_under(prefix))
 
     DELETE_PASSES = 3
 

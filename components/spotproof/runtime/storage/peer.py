@@ -3,9 +3,9 @@
 A gang's ranks keep replicas of each other's newest checkpoints
 (``runtime.checkpointer.tiers``). Each rank runs a replica server over a directory in its
 node's memory (``runtime.storage.replica_server``); a peer writes and reads there through
-:class:`PeerStore`, an :class:`ObjectStore` like the buckets', so the same commit protocol
-(``runtime.checkpointer.checkpoint``: parts, then a create-only manifest) and the same
-verified loads work across nodes unchanged.
+:class:`PeerStore`, an :class:`ObjectStore` (``contract``) like the buckets', so the same
+commit protocol (``runtime.checkpointer.checkpoint``: parts, then a create-only manifest)
+and the same verified loads work across nodes unchanged.
 
 The protocol is a few HTTP/1.1 requests on one persistent connection per thread:
 
@@ -52,8 +52,8 @@ from urllib.parse import quote, urlparse
 from spotproof.catalog import RESTORE_MIB_PER_SECOND
 from spotproof.runtime.checkpointer.transfer import MAX_PART
 from spotproof.runtime.failures import Failure
+from spotproof.runtime.storage.contract import ObjectStore, confined, within
 from spotproof.runtime.storage.errors import AlreadyExists, StorageError, StorageURLError, failed
-from spotproof.runtime.storage.objects import ObjectStore, confined, within
 from spotproof.runtime.storage.replica_auth import SIGNATURE, ReplicaKey, authority
 
 SCHEME = "peer"
@@ -190,7 +190,7 @@ class PeerStore(ObjectStore):
         parsed = urlparse(url)
         if parsed.scheme != SCHEME or not parsed.hostname or not parsed.port:
             raise StorageURLError(f"replica URL {url!r}: allowed: peer://host:port/root")
-        super().__init__(url, fs=None, root=parsed.path.strip("/"))
+        self.url, self.root = url, parsed.path.strip("/")
         self.host, self.port, self.key = parsed.hostname, parsed.port, key
         self.timeout = REQUEST_SECONDS if timeout is None else timeout
         self.where = authority(self.host, self.port)

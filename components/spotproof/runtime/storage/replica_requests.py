@@ -34,9 +34,9 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from spotproof.runtime.checkpointer.integrity import CRC32C_HEX, crc32c
+from spotproof.runtime.storage.contract import confined
 from spotproof.runtime.storage.errors import AlreadyExists, StorageError, Unreadable
 from spotproof.runtime.storage.local import LocalStore
-from spotproof.runtime.storage.objects import confined
 from spotproof.runtime.storage.peer import (
     IDLE_SECONDS,
     MAX_OBJECT_BYTES,

@@ -24,7 +24,8 @@ from typing import Any
 
 from spotproof.runtime.checkpointer.integrity import header_value
 from spotproof.runtime.storage import deadlines
-from spotproof.runtime.storage.objects import ObjectStore, confined, past_end_reads_nothing
+from spotproof.runtime.storage.contract import confined
+from spotproof.runtime.storage.objects import FsspecStore, past_end_reads_nothing
 
 _READ_CHUNK = 1 << 20
 
@@ -49,7 +50,7 @@ def iam_requests(
     ]
 
 
-class S3Store(ObjectStore):
+class S3Store(FsspecStore):
     def __init__(self, url: str, fs: Any, root: str, connections: int = 32) -> None:
         super().__init__(url, fs, root)
         self.bucket, _, self.prefix = root.partition("/")

@@ -15,7 +15,8 @@ This module replays that history day by day under each cloud's documented semant
 reports where either fails.
 
 Each store's documented semantics live in its own module (``s3``, ``gcs``, ``azure``),
-with their sources; ``versions`` is the bucket they act on.
+with their sources, named by the store's record in ``runtime.storage.backends``
+(``lifecycle``); ``versions`` is the bucket they act on.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from __future__ import annotations
 from typing import Any
 
 from spotproof.plan.recording.recorder import Recording, Resource
-from spotproof.plan.simulation.lifecycle import azure, gcs, s3
 from spotproof.plan.simulation.lifecycle.versions import (
     RUN_LATENESS_DAYS,
     Bucket,
@@ -33,14 +33,19 @@ from spotproof.plan.simulation.lifecycle.versions import (
 )
 from spotproof.policy import Violation
 from spotproof.runtime.checkpointer.layout import manifest_key, part_key
+from spotproof.runtime.storage.backends import STORE_BACKENDS, load
 
 TRAINING_DAYS = 8
 """Days the simulated run commits a checkpoint (one a day), before it pauses."""
 PAUSE_DAYS = 400
 """Days the simulated run then waits, queued, before resuming."""
 LIFECYCLE_POLICY = "bucket-lifecycle"
-STORES = (gcs, s3, azure)
-"""Each store's module: its semantics, and ``cases``, the buckets of a plan it judges."""
+
+
+def store_modules() -> list[Any]:
+    """Each store's module of lifecycle semantics, with ``cases``, the buckets of a plan it
+    judges: those the stores' records name (``runtime.storage.backends``)."""
+    return [load(backend.lifecycle) for backend in STORE_BACKENDS if backend.lifecycle]
 
 
 def simulate(
@@ -137,7 +142,7 @@ def check(recording: Recording, *, prefix: str, keep: int, retention_days: int) 
     whose ``CheckpointBucket`` component records its own (``BucketSpec.recorded``), those.
     """
     violations = []
-    cases = [case for store in STORES for case in store.cases(recording)]
+    cases = [case for store in store_modules() for case in store.cases(recording)]
     for case in cases:
         fix = {"late_fix": case.late_fix} if case.late_fix else {}
         own = _component_settings(recording, case.holder)
