@@ -98,10 +98,8 @@ def evaluate(
     return violations
 
 
-_SCOPES = {rule.name: rule.scope for rule in (*RESOURCE_RULES, *STACK_RULES)}
-
-
 def scope_of(rule_name: str) -> Scope:
     """Where the rule named ``rule_name`` applies, as it declares; a check of the plan's
     own (the scheduling fit, scale-up) applies wherever it runs."""
-    return _SCOPES.get(rule_name, Scope())
+    rules = (*RESOURCE_RULES, *STACK_RULES)
+    return next((rule.scope for rule in rules if rule.name == rule_name), Scope())
