@@ -10,7 +10,7 @@ import pytest
 
 from spotproof.catalog import aks as aks_catalog
 from spotproof.plan import PlanResult
-from spotproof.plan.schemas.controller_versions import check, values_at
+from spotproof.plan.simulation.controller_versions import check, values_at
 from tests.support import STACKS, plan_of
 
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"

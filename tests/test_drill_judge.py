@@ -14,7 +14,7 @@ from spotproof.drill.compare import compare
 from spotproof.drill.judge import Expectation, judge
 from spotproof.drill.timeline import Mark, Timeline
 from spotproof.plan import PlanResult
-from spotproof.plan.simulation.preemption import Ending, PreemptionPath
+from spotproof.plan.model import Ending, PreemptionPath
 from spotproof.smoke.judged import drill_verdict, timeline_of
 from spotproof.smoke.records import Attempt, Interruption, SmokeConfig, SmokeReport
 

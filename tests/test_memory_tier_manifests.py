@@ -22,8 +22,8 @@ from spotproof.kube import TrainingJob, TrainingJobArgs
 from spotproof.kube.training import Trainer
 from spotproof.plan.recording.manifests import schema_errors
 from spotproof.plan.recording.recorder import Resource
-from spotproof.plan.schemas import controller_versions
 from spotproof.plan.schemas.jobset import errors
+from spotproof.plan.simulation import controller_versions
 from spotproof.testing import record
 from tests.support import REPO, plan_of
 from tests.test_training_job import IDENTITY, SPOT_ON_GKE, TRAINER

@@ -12,7 +12,7 @@ import yaml
 
 from spotproof import plan as spotproof_plan
 from spotproof.plan import PlanResult
-from spotproof.plan.simulation import nodes
+from spotproof.plan.simulation import nodes, workloads
 from tests.support import REPO, run_cli, stack_config
 
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
@@ -132,7 +132,7 @@ def test_job_asking_for_a_gpu_model_no_pool_offers_fits_nowhere(eks_dev: PlanRes
 def test_karpenter_controller_and_coredns_fit_only_the_system_node_group(
     eks_dev: PlanResult,
 ) -> None:
-    fits = spotproof_plan.workloads.placements(eks_dev.recording, eks_dev.nodes)
+    fits = workloads.placements(eks_dev.recording, eks_dev.nodes)
     assert fits["Chart kube-system/karpenter"] == ["system"]
     assert fits["Deployment kube-system/coredns"] == ["system"]
     assert fits["Pod kube-system/reference-add-on"] == ["system"]

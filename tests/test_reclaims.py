@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from spotproof.plan import PlanResult, check
-from spotproof.plan.simulation.preemption import Ending
+from spotproof.plan.model import Ending
 from spotproof.plan.simulation.reclaims import Failure, jobset_action, matching_rule
 from spotproof.runtime.launcher import is_wrapped
 from tests.support import REPO, plan_of, run_cli

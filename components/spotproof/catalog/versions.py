@@ -6,9 +6,9 @@ server prunes a field its CRD does not know (or refuses the object under strict 
 validation), so a field or value that only a newer release accepts silently changes what
 the object means. Each controller's catalog module lists, as :class:`Introduced`, every
 field or enum value that its releases accept from some version on, read from the CRD of
-each release tag; the plan (``plan.schemas.controller_versions``) checks every object of the
-controller against the version the stack installs. Fields no entry names exist in every
-release a stack may choose.
+each release tag; the plan (``plan.simulation.controller_versions``) checks every object
+of the controller against the version the stack installs. Fields no entry names exist in
+every release a stack may choose.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from spotproof.drill.judge import ReclaimOutcome
 
 if TYPE_CHECKING:  # the plan (and Pulumi) is not needed to compare: a rehearsal has no plan
-    from spotproof.plan.simulation.preemption import PreemptionPath
+    from spotproof.plan.model import PreemptionPath
 
 TIMING_TOLERANCE = (10.0, 0.25)
 """(seconds, fraction of the predicted time): the larger is allowed either way."""

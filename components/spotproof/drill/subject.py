@@ -27,7 +27,8 @@ from spotproof.catalog import jobset as jobset_facts
 from spotproof.drill.errors import DrillError, DrillRefused
 from spotproof.kube.smoke import JOB_NAME
 from spotproof.plan import PlanResult
-from spotproof.plan.simulation.preemption import DEFAULT_GRACE_SECONDS, PreemptionPath
+from spotproof.plan.model import PreemptionPath
+from spotproof.plan.simulation.preemption import DEFAULT_GRACE_SECONDS
 
 KINDS = ("Job", jobset_facts.KIND)
 """What a drill can reclaim a pod of: a Job's restart is its pod's, a JobSet's its gang's."""

@@ -15,12 +15,11 @@ from spotproof.catalog import Cloud, profile
 from spotproof.catalog import aks as aks_catalog
 from spotproof.fleet import ApiAccess
 from spotproof.plan.cloud import CloudPlan
-from spotproof.plan.recording.offline import CallFaker, OfflineCloud, OutputFaker
+from spotproof.plan.model import Ending, PreemptionPath, Provisioner, Release, Scaling
+from spotproof.plan.recording.offline import CallFaker, CloudRecording, OfflineCloud, OutputFaker
 from spotproof.plan.recording.recorder import Recording
-from spotproof.plan.schemas.controller_versions import Release
 from spotproof.plan.simulation import preemption
-from spotproof.plan.simulation.nodes import Provisioner, Scaling, node_count
-from spotproof.plan.simulation.preemption import Ending, PreemptionPath
+from spotproof.plan.simulation.nodes import node_count
 from spotproof.scheduling import aks as aks_shapes
 from spotproof.scheduling.fit import NodeShape
 
@@ -249,10 +248,12 @@ def releases(platform: Any) -> list[Release]:
 
 
 PLAN = CloudPlan(
-    outputs=OUTPUTS,
-    calls=CALLS,
+    recording=CloudRecording(
+        outputs=OUTPUTS,
+        calls=CALLS,
+        cluster_inputs={aks_shapes.CLUSTER: "resourceName", aks_shapes.AGENT_POOL: "resourceName"},
+    ),
     scalings={aks_shapes.AGENT_POOL: agent_pool_scaling},
-    cluster_inputs={aks_shapes.CLUSTER: "resourceName", aks_shapes.AGENT_POOL: "resourceName"},
     spot_path=spot_path,
     private_api=private_api,
     gpu_plugins={aks_shapes.AGENT_POOL: gpu_plugin, aks_shapes.CLUSTER: gpu_plugin},

@@ -5,33 +5,30 @@ behaviour its plan module (``plan.gke``, ``plan.eks``, ``plan.aks``) contributes
 Shared plan code asks the stack's cloud (:func:`plan_of`) or, where it reads a recording
 by resource type, every registered cloud (:func:`every_plan`); it never names a cloud.
 Every hook defaults to contributing nothing, so a new cloud's module starts with what it
-has. Cloud modules import the shared plan modules whose types they use, so these are
-looked up when first used, not imported here.
+has. The hooks speak in the plan's model of a cluster (``plan.model``) and in recordings,
+both below this interface. What the mocks answer while the program runs (``recording``)
+is the recording's own type (``plan.recording.offline.CloudRecording``), which the
+recording reads through the registry. The cloud modules, which build on the simulations,
+are looked up when first used, not imported here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from spotproof import clouds
 from spotproof.catalog import Cloud
+from spotproof.fleet import ApiAccess
+from spotproof.plan.model import ClusterLimits, Pool, PreemptionPath, Release, Scaling, Workload
+from spotproof.plan.recording.offline import CloudRecording
+from spotproof.plan.recording.recorder import Recording
+from spotproof.scheduling.fit import NodeShape
 
-if TYPE_CHECKING:
-    from spotproof.fleet import ApiAccess
-    from spotproof.plan.recording.offline import CallFaker, OutputFaker
-    from spotproof.plan.recording.recorder import Recording
-    from spotproof.plan.schemas.controller_versions import Release
-    from spotproof.plan.simulation.nodes import Pool, Scaling
-    from spotproof.plan.simulation.preemption import PreemptionPath
-    from spotproof.plan.simulation.scale_up import ClusterLimits
-    from spotproof.plan.simulation.workloads import Workload
-    from spotproof.scheduling.fit import NodeShape
-
-ScalingReader = Callable[[str, Mapping[str, Any]], "Scaling"]
+ScalingReader = Callable[[str, Mapping[str, Any]], Scaling]
 """(Pulumi resource name, pool inputs) -> how the pool gets nodes."""
-SpotPath = Callable[[str, tuple["NodeShape", ...], Mapping[str, Any], list[str]], "PreemptionPath"]
+SpotPath = Callable[[str, tuple[NodeShape, ...], Mapping[str, Any], list[str]], PreemptionPath]
 """(workload, its spot pools' shapes, pod spec, blocking budgets) -> what a reclaim does to
 the pod."""
 PluginReader = Callable[[Mapping[str, Any]], "str | None"]
@@ -59,10 +56,9 @@ def _no_workloads(_recording: Recording) -> list[Workload]:
 class CloudPlan:
     """One cloud's part of the offline plan."""
 
-    outputs: Mapping[str, OutputFaker] = field(default_factory=dict)
-    """By type token: the outputs a program reads back from the cloud's resources."""
-    calls: Mapping[str, CallFaker] = field(default_factory=dict)
-    """By token: what the cloud's data sources answer."""
+    recording: CloudRecording = field(default_factory=CloudRecording)
+    """What its resources and data sources answer offline, and which input names a
+    resource's cluster."""
     scalings: Mapping[str, ScalingReader] = field(default_factory=dict)
     """By pool type (``scheduling``'s readers give the nodes): who creates its nodes,
     within which bounds and zones."""
@@ -86,10 +82,6 @@ class CloudPlan:
     against the release it installs."""
     installed_workloads: Callable[[Recording], list[Workload]] = _no_workloads
     """Pods the cloud's managed add-ons run, placed as the program configured them."""
-    cluster_inputs: Mapping[str, str] = field(default_factory=dict)
-    """By type: the input naming the cluster a resource is for (a pool's), and the cluster
-    type's own name input; how a program of several clusters is cut into one part per
-    cluster where a resource names its cluster by a literal (``plan.recording.clusters``)."""
 
 
 def plan_of(cloud: Cloud) -> CloudPlan:

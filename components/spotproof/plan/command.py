@@ -20,10 +20,12 @@ from typing import Any
 from spotproof.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from spotproof.extras import not_installed
 from spotproof.fleet import SpecError
-from spotproof.plan import PlanInputError, StackConfig, find_project, load, plan
+from spotproof.plan.config.project import PlanInputError, find_project
 from spotproof.plan.config.sources import Location
+from spotproof.plan.config.stack import StackConfig
 from spotproof.plan.recording import manifests
 from spotproof.plan.reporting import formats
+from spotproof.plan.run import load, plan
 from spotproof.terminal import paint
 
 

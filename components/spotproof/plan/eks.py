@@ -14,11 +14,11 @@ from spotproof.catalog import eks as eks_catalog
 from spotproof.catalog import nvidia
 from spotproof.plan import gke
 from spotproof.plan.cloud import CloudPlan
-from spotproof.plan.recording.offline import FAKE_CA, CallFaker, OutputFaker
+from spotproof.plan.model import Provisioner, Release, Scaling, Workload
+from spotproof.plan.recording.offline import FAKE_CA, CallFaker, CloudRecording, OutputFaker
 from spotproof.plan.recording.recorder import Recording
-from spotproof.plan.schemas.controller_versions import Release
-from spotproof.plan.simulation.nodes import Provisioner, Scaling, node_count
-from spotproof.plan.simulation.workloads import Workload, placed_pod
+from spotproof.plan.simulation.nodes import node_count
+from spotproof.plan.simulation.workloads import placed_pod
 from spotproof.scheduling import eks as eks_shapes
 
 CLUSTER = eks_catalog.PROFILE.cluster_type
@@ -166,15 +166,17 @@ def installed_workloads(recording: Recording) -> list[Workload]:
 
 
 PLAN = CloudPlan(
-    outputs=OUTPUTS,
-    calls=CALLS,
+    recording=CloudRecording(
+        outputs=OUTPUTS,
+        calls=CALLS,
+        cluster_inputs={
+            CLUSTER: "name",
+            eks_shapes.NODE_GROUP: "clusterName",
+            ADDON: "clusterName",
+            POD_IDENTITY_ASSOCIATION: "clusterName",
+        },
+    ),
     scalings={eks_shapes.NODE_GROUP: node_group_scaling},
-    cluster_inputs={
-        CLUSTER: "name",
-        eks_shapes.NODE_GROUP: "clusterName",
-        ADDON: "clusterName",
-        POD_IDENTITY_ASSOCIATION: "clusterName",
-    },
     # A spot managed node group (only a user's own program declares one: spotproof's is
     # on-demand) has no reclaim path of its own here; the plan reads it as GKE's, as it did
     # before each cloud had its module. Keeping that is this reshape's; EKS's own path (the

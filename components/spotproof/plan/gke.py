@@ -15,13 +15,13 @@ from spotproof.catalog import gke as gke_catalog
 from spotproof.catalog.labels import GKE_NODEPOOL_LABEL
 from spotproof.fleet import ApiAccess
 from spotproof.plan.cloud import CloudPlan
-from spotproof.plan.recording.offline import FAKE_CA, CallFaker, OutputFaker
+from spotproof.plan.model import Ending, Pool, PreemptionPath, Provisioner, Scaling, Verdict
+from spotproof.plan.recording.offline import FAKE_CA, CallFaker, CloudRecording, OutputFaker
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.simulation import preemption
-from spotproof.plan.simulation.nodes import Pool, Provisioner, Scaling, node_count
-from spotproof.plan.simulation.preemption import Ending, PreemptionPath
+from spotproof.plan.simulation.nodes import node_count
 from spotproof.plan.simulation.reachability import RUNNER_INSIDE
-from spotproof.plan.simulation.scale_up import Verdict, zone_count
+from spotproof.plan.simulation.scale_up import zone_count
 from spotproof.scheduling import gke as gke_shapes
 from spotproof.scheduling.fit import NodeShape, NodeShutdown
 
@@ -330,10 +330,12 @@ def gpu_plugin(inputs: Mapping[str, Any]) -> str | None:
 
 
 PLAN = CloudPlan(
-    outputs=OUTPUTS,
-    calls=CALLS,
+    recording=CloudRecording(
+        outputs=OUTPUTS,
+        calls=CALLS,
+        cluster_inputs={CLUSTER: "name", gke_shapes.NODE_POOL: "cluster"},
+    ),
     scalings={gke_shapes.NODE_POOL: node_pool_scaling},
-    cluster_inputs={CLUSTER: "name", gke_shapes.NODE_POOL: "cluster"},
     spot_path=spot_path,
     cluster_limits=cluster_limits,
     private_api=private_api,

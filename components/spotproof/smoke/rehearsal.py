@@ -33,9 +33,10 @@ from urllib.parse import urlparse
 
 from spotproof.kube.smoke import JOB_NAME
 from spotproof.plan import PlanResult
+from spotproof.plan.model import PreemptionPath
 from spotproof.plan.simulation.intervals import TRAINING_KINDS
 from spotproof.plan.simulation.outcomes import Outcome
-from spotproof.plan.simulation.preemption import PreemptionPath, pod_grace
+from spotproof.plan.simulation.preemption import pod_grace
 from spotproof.runtime import settings
 from spotproof.runtime.storage.backends import SCHEMES
 from spotproof.scheduling.run_profile import RunProfile

@@ -17,7 +17,7 @@ Which cluster a resource is for, as ``pulumi up`` decides it:
 - a cloud resource is for the cluster it names: a pool's ``cluster`` (GKE),
   ``clusterName`` (EKS), ``resourceName`` (AKS) is that cluster's name output, so it
   depends on it; where it names one by a literal, the name is matched
-  (``CloudPlan.cluster_inputs``); otherwise the component that declares it decides, where
+  (``CloudRecording.cluster_inputs``); otherwise the component that declares it decides, where
   that component holds one cluster (a ``HybridCluster``'s bucket, identities and
   bindings), and last the cluster nearest among what it depends on;
 - anything else (a project-wide role, a component above both clusters, a manifest
@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from spotproof.catalog import PROFILES
-from spotproof.plan.cloud import every_plan
+from spotproof.plan.recording.offline import every_cloud
 from spotproof.plan.recording.recorder import Recording, Resource
 
 KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
@@ -141,8 +141,8 @@ def _nearest(start: Iterable[str], by_urn: Mapping[str, Resource], clusters: set
 
 def _cluster_names(clusters: list[Resource]) -> dict[tuple[str, str], str]:
     """(type, name) -> cluster URN, for the inputs that name a cluster by a literal
-    (``CloudPlan.cluster_inputs``); a name two clusters share names neither."""
-    inputs = {t: key for plan in every_plan() for t, key in plan.cluster_inputs.items()}
+    (``CloudRecording.cluster_inputs``); a name two clusters share names neither."""
+    inputs = {t: key for cloud in every_cloud() for t, key in cloud.cluster_inputs.items()}
     found: dict[tuple[str, str], list[str]] = {}
     for cluster in clusters:
         name = cluster.inputs.get(inputs.get(cluster.type, "name"))
@@ -153,10 +153,10 @@ def _cluster_names(clusters: list[Resource]) -> dict[tuple[str, str], str]:
 
 def _named(resource: Resource, named: Mapping[tuple[str, str], str]) -> str:
     """The cluster of the resource's own cloud that its naming input names by a literal."""
-    for plan in every_plan():
-        key = plan.cluster_inputs.get(resource.type)
+    for cloud in every_cloud():
+        key = cloud.cluster_inputs.get(resource.type)
         value = resource.inputs.get(key) if key else None
-        for cluster_type in plan.cluster_inputs if isinstance(value, str) else ():
+        for cluster_type in cloud.cluster_inputs if isinstance(value, str) else ():
             if (cluster_type, value) in named:
                 return named[(cluster_type, value)]
     return _SHARED

@@ -4,7 +4,8 @@
 the outputs a program reads back (a cluster's endpoint, a service account's email), and
 each data source a program calls with what the cloud would say, so ``apply`` chains run to
 completion. What a type's outputs are is its cloud's to say: each cloud's plan module
-contributes its fakers (``CloudPlan.outputs`` and ``calls``), looked up by type token.
+contributes its fakers (:class:`CloudRecording`, handed over as ``CloudPlan.recording``),
+looked up by type token.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from __future__ import annotations
 import base64
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 
-from spotproof.plan import cloud as cloud_plan
+from spotproof import clouds
 
 OFFLINE_ACCOUNT = "123456789012"
 """AWS account id the offline plan pretends to run in (AWS's documentation example)."""
@@ -49,14 +50,34 @@ CallFaker = Callable[[OfflineCloud], dict[str, Any]]
 """Results of a data source (invoke) a program calls."""
 
 
+@dataclass(frozen=True)
+class CloudRecording:
+    """One cloud's part of recording a program offline."""
+
+    outputs: Mapping[str, OutputFaker] = field(default_factory=dict)
+    """By type token: the outputs a program reads back from the cloud's resources."""
+    calls: Mapping[str, CallFaker] = field(default_factory=dict)
+    """By token: what the cloud's data sources answer."""
+    cluster_inputs: Mapping[str, str] = field(default_factory=dict)
+    """By type: the input naming the cluster a resource is for (a pool's), and the cluster
+    type's own name input; how a program of several clusters is cut into one part per
+    cluster where a resource names its cluster by a literal (``plan.recording.clusters``)."""
+
+
+def every_cloud() -> list[CloudRecording]:
+    """Every registered cloud's, in the registry's order: each cloud's plan module hands
+    it over within its plan (``CloudPlan.recording``), which is above the recording."""
+    return [module.PLAN.recording for module in clouds.modules("spotproof.plan")]
+
+
 @functools.cache
 def _fakers() -> dict[str, OutputFaker]:
-    return {type_: fake for plan in cloud_plan.every_plan() for type_, fake in plan.outputs.items()}
+    return {type_: fake for cloud in every_cloud() for type_, fake in cloud.outputs.items()}
 
 
 @functools.cache
 def _calls() -> dict[str, CallFaker]:
-    return {token: fake for plan in cloud_plan.every_plan() for token, fake in plan.calls.items()}
+    return {token: fake for cloud in every_cloud() for token, fake in cloud.calls.items()}
 
 
 # An input that is unknown until deploy (an output of another stack, say) is handed to the

@@ -25,7 +25,7 @@ from spotproof.plan.reporting import checkpointing
 from spotproof.scheduling import work_matrix
 
 if TYPE_CHECKING:
-    from spotproof.plan import PlanResult
+    from spotproof.plan.result import PlanResult
 
 
 def protection(protect: bool | None) -> str:

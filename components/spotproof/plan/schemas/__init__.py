@@ -2,6 +2,5 @@
 
 - ``field_types``: the JSON type of every field a rule reads;
 - ``api_server``: what the Kubernetes API refuses that its OpenAPI schema lets through;
-- ``controller_versions``: each pinned controller's objects against the release installed;
 - ``karpenter``, ``keda``, ``kueue``, ``jobset``: each controller's CRD and webhook rules.
 """

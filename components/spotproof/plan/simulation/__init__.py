@@ -7,6 +7,8 @@
 - ``preemption``: when a reclaimed node's pods get SIGTERM, and with how much grace;
 - ``reclaims``, ``termination``: how the pod's work ends, and whether its Job counts it;
 - ``gpu_advertising``: which nodes offer their GPUs to pods;
+- ``controller_versions``: which fields of each pinned controller's objects the release
+  the stack installs would prune;
 - ``outcomes``: the per-workload verdict that draws these together;
 - ``pitfalls``, ``uniqueness``, ``reachability``, ``lifecycle``: a workload's known
   pitfalls, identities declared twice, an API server ``pulumi up`` cannot reach, and

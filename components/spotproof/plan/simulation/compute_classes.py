@@ -30,10 +30,8 @@ from typing import Any
 
 from spotproof import scheduling
 from spotproof.catalog.labels import GKE_COMPUTE_CLASS_LABEL, GKE_NODEPOOL_LABEL, GKE_SPOT_LABEL
+from spotproof.plan.model import Pool, PreemptionPath, Verdict
 from spotproof.plan.recording.recorder import Recording
-from spotproof.plan.simulation.nodes import Pool
-from spotproof.plan.simulation.preemption import PreemptionPath
-from spotproof.plan.simulation.scale_up import Verdict
 from spotproof.plan.simulation.workloads import workloads
 from spotproof.policy import Violation
 

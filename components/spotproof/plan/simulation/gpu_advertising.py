@@ -27,8 +27,8 @@ from typing import Any
 from spotproof.catalog import PROFILES, nvidia
 from spotproof.fleet.images import parse
 from spotproof.plan.cloud import every_plan, plan_of
+from spotproof.plan.model import Pool
 from spotproof.plan.recording.recorder import Recording, Resource
-from spotproof.plan.simulation.nodes import Pool
 from spotproof.policy import Violation
 from spotproof.scheduling import fit, pod_templates
 

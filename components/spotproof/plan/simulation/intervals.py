@@ -44,11 +44,11 @@ from spotproof.catalog import (
 from spotproof.fleet.reclaims import ReclaimModel
 from spotproof.fleet.workloads import SmokeTest
 from spotproof.kube.smoke import JOB_NAME as SMOKE_JOB
+from spotproof.plan.model import Workload
 from spotproof.plan.simulation import goodput, recovery
 from spotproof.plan.simulation.memory_tiers import replaces_reclaimed_pods_alone
 from spotproof.plan.simulation.outcomes import Outcome
 from spotproof.plan.simulation.preemption import pod_grace
-from spotproof.plan.simulation.workloads import Workload
 from spotproof.runtime import settings
 from spotproof.scheduling import run_profile
 from spotproof.scheduling.run_profile import RunProfile

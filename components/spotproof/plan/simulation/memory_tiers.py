@@ -52,7 +52,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from spotproof.catalog import jobset, kubernetes_job
-from spotproof.plan.simulation.workloads import Workload
+from spotproof.plan.model import Workload
 from spotproof.policy import Violation
 from spotproof.runtime import settings
 from spotproof.scheduling import quantity

@@ -5,78 +5,24 @@ Built from the *rendered* pool resources (not from the spec), so that what is ch
 what would be deployed. The nodes' shapes come from :mod:`spotproof.scheduling.node_shapes`, the
 readers the policy rules use too.
 
-Each :class:`Pool` also carries its :class:`Scaling`: who creates its nodes (a cluster
-autoscaler, Karpenter, or nobody for a fixed node group), within which bounds and zones,
-read by the cloud whose pool type it is (``CloudPlan.scalings``; Karpenter's NodePool
-here). ``plan.simulation.scale_up`` and ``plan.simulation.preemption`` read that.
+Each :class:`Pool` (``plan.model``) also carries its :class:`Scaling`: who creates its
+nodes (a cluster autoscaler, Karpenter, or nobody for a fixed node group), within which
+bounds and zones, read by the cloud whose pool type it is (``CloudPlan.scalings``;
+Karpenter's NodePool here). ``plan.simulation.scale_up`` and ``plan.simulation.preemption``
+read that.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import replace
 from typing import Any
 
 from spotproof.fleet.pools import PoolClass, Taint
 from spotproof.plan.cloud import ScalingReader, every_plan
+from spotproof.plan.model import Pool, Provisioner, Scaling
 from spotproof.plan.recording.recorder import Recording
 from spotproof.scheduling import POOL_CLASS_LABEL, fit, node_shapes
-
-
-class Provisioner(StrEnum):
-    """What creates a pool's nodes when pods are pending."""
-
-    CLUSTER_AUTOSCALER = "cluster autoscaler"
-    """The cluster autoscaler, as a cloud runs it for a pool (GKE's, AKS's)."""
-    KARPENTER = "Karpenter"
-    NONE = "no autoscaler"
-    """A fixed-size pool (an EKS managed node group): its size changes only when someone
-    changes it."""
-
-
-@dataclass(frozen=True)
-class Scaling:
-    provisioner: Provisioner
-    resource: str
-    """The Pulumi resource name, for reports."""
-    min_nodes: int
-    """Nodes that always exist (per zone when :attr:`per_zone`)."""
-    max_nodes: int | None
-    """Most nodes (per zone when :attr:`per_zone`); None where only ``limits`` bound it
-    (Karpenter)."""
-    zones: tuple[str, ...] = ()
-    """Where nodes may be created; empty when the pool inherits the cluster's zones."""
-    per_zone: bool = False
-    """``min_nodes``/``max_nodes`` were given per zone (GKE ``minNodeCount``)."""
-    zones_by_default: int = 1
-    """Zones a pool that names none spans (a GKE regional cluster's three), for per-zone
-    bounds."""
-    offered_zones: frozenset[str] | None = None
-    """Which of ``zones`` offer the pool's accelerator, where the cloud's catalog can tell:
-    no node is ever created in the others."""
-    autoscaler: str = ""
-    """Who runs the cluster autoscaler, for reports (``GKE cluster autoscaler``)."""
-    machine_type: str | None = None
-    accelerator: str | None = None
-    queued: bool = False
-    """GKE queued provisioning: nodes only through a ProvisioningRequest."""
-    limits: Mapping[str, str] = field(default_factory=dict)
-    """Karpenter NodePool ``limits``."""
-    termination_grace_seconds: int | None = None
-    """Karpenter NodePool ``terminationGracePeriod``; None when unset (no bound)."""
-    max_run_seconds: int | None = None
-    """GKE flex-start ``maxRunDuration``."""
-
-
-@dataclass(frozen=True)
-class Pool:
-    shape: fit.NodeShape
-    scaling: Scaling
-
-    @property
-    def name(self) -> str:
-        return self.shape.pool
 
 
 def pools(recording: Recording) -> list[Pool]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from spotproof import scheduling
 from spotproof.catalog import DEFAULT_CLOUD, jobset
 from spotproof.fleet.pools import PoolClass
+from spotproof.plan.model import Pool, PreemptionPath, Verdict, Workload
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.simulation import (
     admission,
@@ -32,10 +33,7 @@ from spotproof.plan.simulation import (
     preemption,
     scale_up,
 )
-from spotproof.plan.simulation.nodes import Pool
-from spotproof.plan.simulation.preemption import PreemptionPath
-from spotproof.plan.simulation.scale_up import Verdict
-from spotproof.plan.simulation.workloads import Workload, workloads
+from spotproof.plan.simulation.workloads import workloads
 from spotproof.policy import Violation
 from spotproof.policy.kubernetes import cloud_of
 from spotproof.scheduling import fit

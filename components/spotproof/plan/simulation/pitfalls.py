@@ -39,8 +39,8 @@ from typing import Any
 
 from spotproof import scheduling
 from spotproof.catalog import jobset, profile
+from spotproof.plan.model import Pool
 from spotproof.plan.recording.recorder import Recording
-from spotproof.plan.simulation.nodes import Pool
 from spotproof.plan.simulation.outcomes import Outcome
 from spotproof.plan.simulation.scale_up import BUILTIN_PRIORITIES, PRIORITY_CLASS
 from spotproof.policy import Violation

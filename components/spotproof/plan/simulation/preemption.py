@@ -50,14 +50,13 @@ only the container's exit code (``plan.simulation.reclaims``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from enum import StrEnum
+from dataclasses import replace
 from typing import Any
 
 from spotproof.catalog import PROFILES, Cloud, profile
 from spotproof.plan.cloud import plan_of
+from spotproof.plan.model import Ending, Pool, PreemptionPath, Provisioner
 from spotproof.plan.recording.recorder import Recording
-from spotproof.plan.simulation.nodes import Pool, Provisioner
 from spotproof.policy import disruption
 from spotproof.runtime import launcher
 
@@ -77,100 +76,6 @@ POOL_KEYS = {
     for cloud, cloud_profile in PROFILES.items()
 }
 """The stack config key that declares each cloud's Karpenter capacity."""
-
-
-class Ending(StrEnum):
-    """How a reclaim ends a pod, named by the ``DisruptionTarget`` reason it adds."""
-
-    KUBELET_SHUTDOWN = "TerminationByKubelet"
-    """The kubelet's graceful node shutdown: SIGTERM, the condition, the exit code."""
-    EVICTION = "EvictionByEvictionAPI"
-    """A drain's eviction: SIGTERM, the condition, the exit code."""
-    DELETE = "plain delete"
-    """A DELETE of the pod: SIGTERM and the exit code, no condition."""
-    NODE_GONE = "DeletionByPodGC"
-    """The node vanished first: the pod garbage collector marks the pod Failed with the
-    condition; no container exit code is ever recorded."""
-
-    @property
-    def condition(self) -> bool:
-        """Whether the pod carries ``DisruptionTarget``."""
-        return self is not Ending.DELETE
-
-    @property
-    def exits(self) -> bool:
-        """Whether the Job sees the container's exit code."""
-        return self is not Ending.NODE_GONE
-
-
-@dataclass(frozen=True)
-class PreemptionPath:
-    """What happens to one workload when one kind of reclaimable capacity is taken back."""
-
-    workload: str
-    capacity: str
-    """``GKE spot``, ``AKS spot``, ``EKS spot (Karpenter)``, ``AKS spot (Karpenter)``."""
-    pools: tuple[str, ...]
-    notice_seconds: int
-    """From the notice to the node being gone."""
-    sigterm_at: float | None
-    """Seconds after the notice that SIGTERM arrives; None when it never does."""
-    grace_seconds: float
-    """Seconds from SIGTERM until the pod is killed (its own period, or the node's end)."""
-    declared_grace: int
-    steps: tuple[str, ...]
-    """What happens, in order, in words."""
-    ending: Ending
-    """How the pod ends on this path."""
-
-    fix: str = ""
-    """What would repair a broken path."""
-    unannounced: str = ""
-    """Why this capacity's reclaims never reach the pod in time, where nothing in a stack
-    could change it (the plan warns with it, at :data:`POOL_KEYS` of the capacity); empty
-    where a path without SIGTERM is the stack's own doing, and a problem."""
-    stopped_after: float | None = None
-    """Seconds after SIGTERM that the pod's own launcher kills the trainer (torchrun's
-    shutdown timeout, :func:`launcher_stop`); None where only the grace ends it."""
-
-    @property
-    def usable_grace(self) -> float:
-        """Seconds from SIGTERM the trainer can use for its final save: the grace, or less
-        where its launcher stops it first."""
-        if self.stopped_after is None:
-            return self.grace_seconds
-        return min(self.grace_seconds, self.stopped_after)
-
-    @property
-    def problems(self) -> list[str]:
-        where = f"on {self.capacity} ({', '.join(self.pools)})"
-        if self.unannounced:
-            return []
-        if self.sigterm_at is None:
-            return [f"{where} never gets SIGTERM: {self.steps[-2]}; fix: {self.fix}"]
-        found = []
-        if self.grace_seconds < self.declared_grace:
-            found.append(
-                f"{where} gets {self.grace_seconds:g} s of grace, less than the "
-                f"{self.declared_grace} s it declares, so its final save would be cut short; "
-                f"fix: {self.fix}"
-            )
-        if self.stopped_after is not None and (
-            self.stopped_after + launcher.AGENT_EXIT_SECONDS < self.grace_seconds
-        ):
-            wanted = launcher.shutdown_timeout_for(int(self.grace_seconds))
-            found.append(
-                f"{where} gets {self.grace_seconds:g} s of grace, but torchrun SIGKILLs its "
-                f"workers {self.stopped_after:g} s after SIGTERM, so a final save has only "
-                f"{self.stopped_after:g} s; fix: set {launcher.SHUTDOWN_TIMEOUT_ENV}="
-                f"{wanted} in the container (the grace less {launcher.AGENT_EXIT_SECONDS} s "
-                "for torchrun to leave; a torch from before pytorch/pytorch#172596, March "
-                f"2026, ignores it and always waits {launcher.DEFAULT_SHUTDOWN_TIMEOUT} s)"
-            )
-        return found
-
-    def line(self) -> str:
-        return f"{self.capacity} ({', '.join(self.pools)}): {'; '.join(self.steps)}"
 
 
 def pod_grace(pod: Mapping[str, Any]) -> int:

@@ -35,10 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from spotproof.catalog import jobset
+from spotproof.plan.model import Ending, PreemptionPath, Workload
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.simulation.outcomes import Outcome
-from spotproof.plan.simulation.preemption import Ending, PreemptionPath
-from spotproof.plan.simulation.workloads import Workload
 from spotproof.policy import Violation
 from spotproof.runtime import launcher
 from spotproof.scheduling import pod_templates

@@ -45,15 +45,14 @@ pitfall), and nothing in Kubernetes reports why.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from spotproof import scheduling
 from spotproof.catalog import EXPENDABLE_PRIORITY_CUTOFF, kueue
 from spotproof.plan.cloud import every_plan
+from spotproof.plan.model import ClusterLimits, Pool, Provisioner, Verdict
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.simulation.admission import Route
-from spotproof.plan.simulation.nodes import Pool, Provisioner
 from spotproof.scheduling import quantity
 
 PRIORITY_CLASS = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
@@ -64,27 +63,6 @@ BUILTIN_PRIORITIES = {
 PROVISIONING_REQUEST_ANNOTATION = "cluster-autoscaler.kubernetes.io/consume-provisioning-request"
 """What a pod carries to consume a ProvisioningRequest (kubernetes/autoscaler,
 ``provisioningrequest/pods``); Kueue adds it for the workloads it admits."""
-
-
-@dataclass(frozen=True)
-class Verdict:
-    pool: str
-    scales: bool
-    detail: str
-    """How it scales (``0-4 per zone in a, b``) or why it does not."""
-    fix: str = ""
-    """What would make it scale, when it does not."""
-
-    def reason(self) -> str:
-        return f"{self.pool}: {self.detail}" + (f" (fix: {self.fix})" if self.fix else "")
-
-
-class ClusterLimits(Protocol):
-    """Limits a cluster puts on all of its pools together (GKE node auto-provisioning's),
-    as the cloud whose cluster it is reads them (``CloudPlan.cluster_limits``)."""
-
-    def room_for(self, pool: Pool) -> Verdict | None:
-        """Why one more node of ``pool`` would break a limit; None if it fits."""
 
 
 def cluster_limits(recording: Recording, pools: Sequence[Pool]) -> ClusterLimits | None:

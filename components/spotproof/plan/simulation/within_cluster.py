@@ -18,6 +18,7 @@ from spotproof.catalog import Cloud
 from spotproof.fleet.advice import SpecWarning
 from spotproof.fleet.reclaims import ReclaimModel
 from spotproof.fleet.workloads import SmokeTest
+from spotproof.plan.model import Pool
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.simulation import (
     compute_classes,
@@ -32,7 +33,6 @@ from spotproof.plan.simulation import (
     workloads,
 )
 from spotproof.plan.simulation.intervals import IntervalAdvice
-from spotproof.plan.simulation.nodes import Pool
 from spotproof.plan.simulation.outcomes import Outcome
 from spotproof.policy import Violation
 

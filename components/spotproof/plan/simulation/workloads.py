@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from spotproof import scheduling
 from spotproof.catalog import DEFAULT_CLOUD, jobset, kueue
-from spotproof.catalog import labels as platform_labels
 from spotproof.fleet.pools import PoolClass
 from spotproof.plan.cloud import every_plan
+from spotproof.plan.model import Workload
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.simulation.nodes import EXISTING_SYSTEM_POOL
 from spotproof.policy import Violation
@@ -38,63 +38,6 @@ KEYS_POLICY = "scheduling-keys"
 MISSPELT = 0.9
 """How alike (difflib's ratio) a key no pool has and one a pool has are when the first
 is taken for a misspelling: ``spotproof.dev/capacty``/``spotproof.dev/capacity`` is 0.98."""
-
-
-@dataclass(frozen=True)
-class Workload:
-    resource: str
-    """Pulumi resource name, for the violation report."""
-    kind: str
-    namespace: str
-    name: str
-    pod_spec: Mapping[str, Any]
-    pod_metadata: Mapping[str, Any] = field(default_factory=dict)
-    """The pod template's labels and annotations."""
-    pods: int = 1
-    """Pods it runs at once (a Job's parallelism, a Deployment's replicas)."""
-    labels: Mapping[str, str] = field(default_factory=dict)
-    """The object's own labels (a Kueue queue name is one)."""
-    spec: Mapping[str, Any] = field(default_factory=dict)
-    """The object's own ``spec`` (a JobSet's failure policy is in it)."""
-    cluster: str = ""
-    """The cluster it runs in, where the program declares several
-    (``plan.recording.clusters``): two clusters may run one Job of one name."""
-
-    @property
-    def pod_labels(self) -> Mapping[str, str]:
-        return self.pod_metadata.get("labels") or {}
-
-    @property
-    def pod_annotations(self) -> Mapping[str, str]:
-        return self.pod_metadata.get("annotations") or {}
-
-    @property
-    def label(self) -> str:
-        where = f" in {self.cluster}" if self.cluster else ""
-        return f"{self.kind} {self.namespace}/{self.name}{where}"
-
-    @property
-    def targets(self) -> list[PoolClass]:
-        """The pool classes the workload selects (by node selector, or by required node
-        affinity when it accepts a fallback class); empty if it selects none."""
-        selector = self.pod_spec.get("nodeSelector") or {}
-        if selector.get(scheduling.POOL_CLASS_LABEL) in PoolClass._value2member_map_:
-            return [PoolClass(selector[scheduling.POOL_CLASS_LABEL])]
-        if selector.get(platform_labels.GKE_FLEX_START_LABEL) == "true":
-            return [PoolClass.FLEX_START]
-        required = ((self.pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        ) or {}
-        terms = required.get("nodeSelectorTerms") or []
-        if len(terms) == 1:
-            for expression in terms[0].get("matchExpressions") or []:
-                if (
-                    expression.get("key") == scheduling.POOL_CLASS_LABEL
-                    and expression.get("operator") == "In"
-                ):
-                    values = expression.get("values") or []
-                    return [PoolClass(v) for v in values if v in PoolClass._value2member_map_]
-        return []
 
 
 _PLACEMENT_VALUES = ("tolerations", "nodeSelector", "affinity", "priorityClassName")

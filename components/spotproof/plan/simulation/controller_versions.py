@@ -15,28 +15,17 @@ those of the controllers its cloud runs (``CloudPlan.releases``: EKS's Karpenter
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from spotproof.catalog import jobset, keda, kueue
-from spotproof.catalog.versions import Introduced, older
+from spotproof.catalog.versions import older
 from spotproof.fleet import FleetSpec
 from spotproof.plan.cloud import plan_of
+from spotproof.plan.model import Release
 from spotproof.plan.recording.recorder import Recording
 from spotproof.policy import Violation
 
 POLICY = "controller-version"
-
-
-@dataclass(frozen=True)
-class Release:
-    """One controller as a stack installs it."""
-
-    controller: str
-    version: str
-    groups: tuple[str, ...]
-    """API groups whose objects it serves."""
-    introduced: tuple[Introduced, ...]
 
 
 def releases(spec: FleetSpec) -> list[Release]:
