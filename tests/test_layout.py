@@ -27,6 +27,31 @@ LAYERS = [
 order these layers allow. Each may import only from a lower layer. ``clouds`` and
 ``program`` reach each cloud's module through the registry, an import made when first asked
 for, which this static reading does not follow (docs/layout.md says why that is allowed)."""
+PLAN_LAYERS = [
+    {"config", "schemas", "model"},
+    {"recording"},
+    {"cloud"},
+    {"simulation"},
+    {"gke"},
+    {"eks", "aks", "result"},
+    {"reporting"},
+    {"judge"},
+    {"run"},
+    {"command"},
+]
+"""``plan``'s own parts, lowest first, as docs/layout.md's ``plan`` row tells them: the
+plan's model of a cluster, the recording, the interface each cloud's module fills, the
+simulations, the clouds' modules (``eks`` reads a spot node group's reclaim as ``gke``'s),
+the result, its reports, the checks that make it, the run of a stack, the command. The
+recording reaches the clouds' modules through the registry, as ``clouds`` does."""
+KNOWN_CIRCLES = {
+    frozenset({"spotproof.smoke.gang_faults", "spotproof.smoke.multinode"}): (
+        "issue 45: multinode runs gang_faults' scenarios, which drive its GangProcesses; "
+        "smoke's owner is untying them"
+    ),
+}
+"""Circles known and owned, each with why it may stand for now; whoever opens one removes
+its entry."""
 
 
 def _modules() -> dict[str, Path]:
@@ -40,13 +65,11 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The library modules ``name`` imports, at module level or inside a function (an import
-    deferred into a function still ties the two modules), outside ``if TYPE_CHECKING``;
+    """The library modules ``name`` imports, at module level, inside a function (an import
+    deferred into a function still ties the two modules) or under ``if TYPE_CHECKING`` (a
+    type named in a signature ties them as well: a reader of one must know the other);
     ``from package import module`` counts as the module."""
     tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            node.body = []
     targets = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -96,27 +119,42 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_two_modules_import_each_other_even_through_others() -> None:
     modules = _modules()
     graph = {name: _imports(name, path, modules) for name, path in modules.items()}
-    assert _cycles(graph) == []
+    assert [c for c in _cycles(graph) if frozenset(c) not in KNOWN_CIRCLES] == []
+
+
+def _upward(layers: list[set[str]], package: str) -> list[str]:
+    """Imports between the parts of ``package`` (its modules and subpackages) that do not run
+    down ``layers``."""
+    rank = {part: level for level, parts in enumerate(layers) for part in parts}
+    depth = package.count(".") + 1
+    modules = _modules()
+    return sorted(
+        f"{name} imports {target}"
+        for name, path in modules.items()
+        if name.startswith(f"{package}.")
+        for target in _imports(name, path, modules)
+        if target.startswith(f"{package}.")
+        and (mine := name.split(".")[depth]) != (theirs := target.split(".")[depth])
+        and rank[theirs] >= rank[mine]
+    )
+
+
+def _parts(package: str) -> set[str]:
+    depth = package.count(".") + 1
+    return {name.split(".")[depth] for name in _modules() if name.startswith(f"{package}.")}
 
 
 def test_every_import_runs_down_the_layers() -> None:
-    rank = {part: level for level, parts in enumerate(LAYERS) for part in parts}
-    modules = _modules()
-    upward = sorted(
-        f"{name} imports {target}"
-        for name, path in modules.items()
-        if name != "spotproof"
-        for target in _imports(name, path, modules)
-        if target != "spotproof"
-        and (mine := name.split(".")[1]) != (theirs := target.split(".")[1])
-        and rank[theirs] >= rank[mine]
-    )
-    assert upward == []
+    assert _upward(LAYERS, "spotproof") == []
+
+
+def test_every_import_within_the_plan_runs_down_its_layers() -> None:
+    assert _upward(PLAN_LAYERS, "spotproof.plan") == []
 
 
 def test_every_part_of_the_library_has_its_layer() -> None:
-    parts = {name.split(".")[1] for name in _modules() if name != "spotproof"}
-    assert parts == set().union(*LAYERS)
+    assert _parts("spotproof") == set().union(*LAYERS)
+    assert _parts("spotproof.plan") == set().union(*PLAN_LAYERS)
 
 
 def test_no_module_passes_four_hundred_lines() -> None:
