@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
                 outputs, subject.stack or "cluster", Path(scratch)
             )
             api, clock = _cluster(Path(kubeconfig), args.context)
-            reclaimer = clouds.module(RECLAIM_LAYER, subject.cloud).reclaimer(grant, cluster)
+            reclaimer = clouds.module(RECLAIM_LAYER, subject.cloud).DRILL.reclaimer(grant, cluster)
             report = run_drill(
                 subject,
                 api,

@@ -2,8 +2,9 @@
 
 Each cloud's components add exactly what a drill needs and nothing more, and export where it
 is; each cloud's reclaim module (``drill.reclaim.<cloud>``) declares the output's shape as
-its ``Grant`` dataclass (fields snake_case here, camelCase in the output, as every other
-output of the stack). A stack deployed without it is told which setting adds it.
+its ``Grant`` dataclass, its ``DRILL.grant`` (fields snake_case here, camelCase in the
+output, as every other output of the stack). A stack deployed without it is told which
+setting adds it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def camel(name: str) -> str:
 
 def output_keys(cloud: Cloud) -> tuple[str, ...]:
     """The keys of ``cloud``'s ``drill`` output, in its ``Grant``'s order."""
-    grant = clouds.module(RECLAIM_LAYER, cloud).Grant
+    grant = clouds.module(RECLAIM_LAYER, cloud).DRILL.grant
     return tuple(camel(f.name) for f in fields(grant))
 
 
@@ -45,7 +46,7 @@ def grant_from_outputs(cloud: Cloud, outputs: Mapping[str, Any], where: str) -> 
             f"{where} has no {OUTPUT!r} output, so the drill may reclaim none of its nodes; "
             f"set {ENABLE} true, run pulumi up, then drill again"
         )
-    grant = clouds.module(RECLAIM_LAYER, cloud).Grant
+    grant = clouds.module(RECLAIM_LAYER, cloud).DRILL.grant
     missing = [key for key in output_keys(cloud) if not found.get(key)]
     if missing:
         raise GrantMissing(

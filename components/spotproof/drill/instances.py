@@ -1,9 +1,9 @@
 """A Kubernetes node's cloud instance, read from the node's ``spec.providerID``.
 
 Each cloud's node controller writes the provider id in its own form; each cloud's reclaim
-module (``drill.reclaim.<cloud>``) reads it (``instance``) and says the form it expects
-(``PROVIDER_ID_FORM``), so a node of another cloud, or one with no provider id, is refused
-in one line before anything is asked of a cloud.
+module (``drill.reclaim.<cloud>``'s ``DRILL``) reads it (``instance``) and says the form
+it expects (``provider_id_form``), so a node of another cloud, or one with no provider id,
+is refused in one line before anything is asked of a cloud.
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ class Instance:
 def instance_of(provider_id: str, cloud: Cloud) -> Instance:
     """The instance behind a node's ``provider_id``; DrillRefused when it is not one of
     ``cloud``'s."""
-    module = clouds.module(RECLAIM_LAYER, cloud)
-    found = module.instance(provider_id.strip())
+    reclaim = clouds.module(RECLAIM_LAYER, cloud).DRILL
+    found = reclaim.instance(provider_id.strip())
     if found is None:
         raise DrillRefused(
             f"node providerID {provider_id!r} is not a {cloud.value.upper()} instance; "
-            f"allowed: {module.PROVIDER_ID_FORM}"
+            f"allowed: {reclaim.provider_id_form}"
         )
     return found

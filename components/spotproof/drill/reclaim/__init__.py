@@ -1,14 +1,8 @@
 """Asking a cloud to reclaim one spot instance, the way the cloud offers for drills.
 
-Each cloud's module here (``gke``, ``eks``, ``aks``) provides:
-
-- ``PROVIDER_ID_FORM``: the node ``spec.providerID`` form it reads, for messages;
-- ``instance(provider_id) -> Instance | None``: the instance behind a provider id, None
-  when it is not of this cloud;
-- ``Grant``: the frozen dataclass of the stack's ``drill`` output (``drill.grants``);
-- ``reclaimer(grant, cluster) -> Reclaimer``: a client with the caller's ambient
-  credentials (application default credentials, the AWS credential chain,
-  ``DefaultAzureCredential``); tests pass their own SDK client with a stubbed transport.
+Each cloud's module here (``gke``, ``eks``, ``aks``) ends in its :class:`CloudDrill`,
+``DRILL``: what the drill's shared stages ask of the cloud, found through
+``spotproof.clouds`` (``drill.instances``, ``drill.grants``, ``drill.command``).
 
 A reclaimer never deletes a pod or cordons a node itself: the point of a drill is that the
 cloud's own reclaim reaches the cluster the way a real one does.
@@ -16,8 +10,9 @@ cloud's own reclaim reaches the cluster the way a real one does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from spotproof.drill.instances import Instance
 
@@ -59,3 +54,21 @@ class Reclaimer(Protocol):
         """Removes whatever ``reclaim`` set up that the cloud has not used (the AWS target
         tag); safe to call twice, and from a Ctrl-C handler."""
         ...
+
+
+@dataclass(frozen=True)
+class CloudDrill:
+    """What one cloud's reclaim module gives the drill."""
+
+    provider_id_form: str
+    """The node ``spec.providerID`` form the cloud's nodes carry, for messages."""
+    instance: Callable[[str], Instance | None]
+    """The instance behind a provider id; None when it is not of this cloud."""
+    grant: type[Any]
+    """The frozen dataclass of the stack's ``drill`` output (``drill.grants``), as the
+    cloud's components export it (``<cloud>.drill``'s ``DrillGrant``)."""
+    reclaimer: Callable[[Any, str], Reclaimer]
+    """A reclaimer for a grant and a cluster's name, with the caller's ambient credentials
+    (application default credentials, the AWS credential chain, ``DefaultAzureCredential``);
+    each module's own ``reclaimer`` also takes an SDK client, as tests pass one with a
+    stubbed transport."""

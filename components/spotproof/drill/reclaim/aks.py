@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from spotproof.catalog import Cloud
 from spotproof.drill.errors import DrillError, DrillRefused, GrantMissing
 from spotproof.drill.instances import Instance
-from spotproof.drill.reclaim import Reclaimed
+from spotproof.drill.reclaim import CloudDrill, Reclaimed
 
 if TYPE_CHECKING:
     from azure.core.exceptions import HttpResponseError
@@ -274,3 +274,8 @@ def reclaimer(
 
         client = ComputeManagementClient(DefaultAzureCredential(), grant.subscription_id)
     return AzureReclaimer(grant, cluster, client)
+
+
+DRILL = CloudDrill(
+    provider_id_form=PROVIDER_ID_FORM, instance=instance, grant=Grant, reclaimer=reclaimer
+)

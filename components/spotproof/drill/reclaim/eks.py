@@ -30,7 +30,7 @@ from spotproof.catalog import Cloud
 from spotproof.drill.errors import DrillError, DrillRefused, GrantMissing, StageTimedOut
 from spotproof.drill.grants import ENABLE
 from spotproof.drill.instances import Instance
-from spotproof.drill.reclaim import Reclaimed
+from spotproof.drill.reclaim import CloudDrill, Reclaimed
 from spotproof.drill.reclaim.eks_experiment import ExperimentFailed, Progress, one_line, progress
 
 if TYPE_CHECKING:
@@ -368,3 +368,8 @@ def reclaimer(grant: Grant, cluster: str, *, client: Session | None = None) -> F
         ec2=client.client("ec2", region_name=grant.region),
         fis=client.client("fis", region_name=grant.region),
     )
+
+
+DRILL = CloudDrill(
+    provider_id_form=PROVIDER_ID_FORM, instance=instance, grant=Grant, reclaimer=reclaimer
+)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, TypeVar
 from spotproof.catalog import Cloud
 from spotproof.drill.errors import DrillError, DrillRefused, GrantMissing, StageTimedOut
 from spotproof.drill.instances import Instance
-from spotproof.drill.reclaim import Reclaimed
+from spotproof.drill.reclaim import CloudDrill, Reclaimed
 
 if TYPE_CHECKING:
     from google.api_core.exceptions import GoogleAPICallError
@@ -288,3 +288,8 @@ def reclaimer(grant: Grant, cluster: str, *, client: InstancesClient | None = No
                 f"gcloud auth application-default login, then drill again"
             ) from error
     return GceReclaimer(grant, cluster, client)
+
+
+DRILL = CloudDrill(
+    provider_id_form=PROVIDER_ID_FORM, instance=instance, grant=Grant, reclaimer=reclaimer
+)
