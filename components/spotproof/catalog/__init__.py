@@ -35,8 +35,26 @@ DEFAULT_CLOUD = Cloud.GKE
 """The cloud a plan of Kubernetes objects alone is judged on: no resource says another."""
 
 
+class UnknownCloud(LookupError):
+    """A cloud the registry lacks, or a part of one: raised in one line that says which file
+    a cloud needs (docs/layout.md, "A new cloud") instead of a ``KeyError`` deep in shared
+    code."""
+
+
+def registered() -> str:
+    """The registered clouds, for an error's "allowed" part."""
+    return ", ".join(PROFILES)
+
+
 def profile(cloud: Cloud) -> CloudProfile:
-    return PROFILES[cloud]
+    """``cloud``'s profile; UnknownCloud when it has no entry in :data:`PROFILES`."""
+    found = PROFILES.get(cloud)
+    if found is None:
+        raise UnknownCloud(
+            f"cloud {str(cloud)!r} has no profile: a cloud needs catalog/{cloud}.py ending in "
+            f"PROFILE and its PROFILES entry in catalog/__init__.py; registered: {registered()}"
+        )
+    return found
 
 
 GRACE_PERIOD_SECONDS: dict[Cloud, int] = {

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from spotproof.catalog.profile import CloudProfile, PublishedRate
+from spotproof.catalog.profile import CloudProfile, ManagedPrometheus, PublishedRate
 from spotproof.catalog.versions import Introduced
 
 
@@ -186,6 +186,21 @@ NAP_RECLAIM_UNANNOUNCED = (
 the provider's maintainers note that spot VMs "often evict in less than 10 seconds"
 (Azure/karpenter-provider-azure#1769)."""
 
+MANAGED_PROMETHEUS = ManagedPrometheus(
+    # An Azure Monitor action group's resource ID, which a Prometheus rule group's
+    # ``actions`` name (``actionGroupId``, azure-native ``alertsmanagement.
+    # PrometheusRuleGroup``, API 2023-03-01).
+    notify_target=re.compile(
+        r"/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w.()]{1,90}"
+        r"/providers/microsoft\.insights/actionGroups/[^/\s]{1,260}",
+        re.IGNORECASE,
+    ),
+    notify_target_form="an action group resource ID, /subscriptions/SUB/resourceGroups/RG/"
+    "providers/microsoft.insights/actionGroups/NAME",
+    # No floor of its own is known: the PodMonitor is rendered at the stack's interval.
+    scrape_floor=None,
+)
+
 PROFILE = CloudProfile(
     # Scheduled Events announce a spot eviction 30 s ahead.
     preemption_notice_seconds=30,
@@ -211,6 +226,7 @@ PROFILE = CloudProfile(
     # its request to schedulable nodes on GCE (kubernetes/autoscaler
     # cluster-autoscaler/FAQ.md); no AKS figure is published, so GKE's upper end.
     node_ready_seconds=240,
+    managed_prometheus=MANAGED_PROMETHEUS,
     # Workload identity needs no node endpoint: the token is a projected file, exchanged
     # over HTTPS. AKS always creates the cluster's VNet with it, and spotproof joins none.
     # Node auto-drain evicts on ``Preempt`` and nothing ends a budget's wait

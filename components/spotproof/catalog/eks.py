@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from spotproof.catalog.profile import CloudProfile, PublishedRate
+from spotproof.catalog.profile import CloudProfile, ManagedPrometheus, PublishedRate, ScrapeFloor
 from spotproof.catalog.versions import Introduced
 
 
@@ -139,6 +139,22 @@ def region_zones(region: str) -> tuple[str, ...] | None:
 
 # --- what shared code asks of EKS ------------------------------------------------------
 
+SHORTEST_SCRAPE_SECONDS = 30
+"""Amazon Managed Service for Prometheus's managed collector refuses a shorter
+``scrape_interval`` (https://docs.aws.amazon.com/prometheus/latest/userguide/
+AMP-collector-how-to.html, "Scraper configuration")."""
+
+MANAGED_PROMETHEUS = ManagedPrometheus(
+    # The ARN of a Standard SNS topic, the only receiver Amazon Managed Service for
+    # Prometheus's alert manager supports (https://docs.aws.amazon.com/prometheus/latest/
+    # userguide/AMP-alertmanager-receiver-config.html: a FIFO topic is refused).
+    notify_target=re.compile(r"arn:aws[a-z-]*:sns:[a-z0-9-]{1,30}:[0-9]{12}:[A-Za-z0-9_-]{1,256}"),
+    notify_target_form="a Standard SNS topic's ARN, arn:aws:sns:REGION:ACCOUNT:TOPIC",
+    scrape_floor=ScrapeFloor(
+        SHORTEST_SCRAPE_SECONDS, "Amazon Managed Service for Prometheus's collector"
+    ),
+)
+
 PROFILE = CloudProfile(
     # A best-effort two-minute spot interruption notice.
     preemption_notice_seconds=120,
@@ -168,6 +184,7 @@ PROFILE = CloudProfile(
     # 34 s from Launched to Ready for an ordinary node. GPU images boot and load their driver
     # slower; no figure is published, so 120 s is an assumption.
     node_ready_seconds=120,
+    managed_prometheus=MANAGED_PROMETHEUS,
     # With public access off the API answers inside the VPC only
     # (https://docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html).
     network_type="aws:ec2/vpc:Vpc",

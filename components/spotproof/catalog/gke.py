@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from spotproof.catalog.gke_monitoring import MANAGED_PROMETHEUS
 from spotproof.catalog.profile import CloudProfile, PublishedRate
 
 
@@ -364,6 +365,7 @@ PROFILE = CloudProfile(
     # minutes from CA request to when pods can be scheduled on newly created nodes"; the
     # upper end, for any node (no GPU node's time is published).
     node_ready_seconds=240,
+    managed_prometheus=MANAGED_PROMETHEUS,
     system_taint=SYSTEM_TAINT,
     network_type="gcp:compute/network:Network",
     existing_network_setting="network.existing",

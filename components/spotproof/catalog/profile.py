@@ -11,6 +11,7 @@ the cloud (``scheduling.gke``, ``plan.gke``), found through ``spotproof.clouds``
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -38,6 +39,30 @@ class PublishedRate:
         survives the period with chance ``1 - share``, so the rate is ``-ln(1 - share) /
         hours`` (slightly above ``share / hours``)."""
         return cls(-math.log1p(-share) / hours, source, read_on)
+
+
+@dataclass(frozen=True)
+class ScrapeFloor:
+    """The shortest scrape interval a cloud's managed collector takes, where that is longer
+    than the shortest spotproof's own setting allows (``scrapeIntervalSeconds``, 5 s)."""
+
+    seconds: int
+    by: str
+    """Who refuses a shorter one, as the one-line error names it."""
+
+
+@dataclass(frozen=True)
+class ManagedPrometheus:
+    """What a cloud's managed Prometheus takes from a stack's ``spotproof:monitoring``
+    (``fleet.monitoring``): where its alerts can go, and how often it scrapes."""
+
+    notify_target: re.Pattern[str]
+    """One target of the cloud's alert routing, matched as a whole (``notify``)."""
+    notify_target_form: str
+    """That format in words, for the one-line error that refuses another."""
+    scrape_floor: ScrapeFloor | None
+    """The collector's shortest interval: a stack's interval defaults up to it and a shorter
+    one is refused. None where the collector takes every interval spotproof allows."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +96,9 @@ class CloudProfile:
     node_ready_seconds: int
     """From a pod left pending by a reclaim to a new GPU node it can be scheduled on: the
     first part of every restart (``plan.simulation.intervals``)."""
+    managed_prometheus: ManagedPrometheus
+    """Where the stack's alerts go and how often its workloads are scraped
+    (``fleet.monitoring``)."""
     system_taint: tuple[str, str] = CRITICAL_ADDONS_ONLY
     """(key, value) of the NoSchedule taint on the system pool: one the platform's own
     add-ons tolerate, or they are left without a node."""

@@ -62,9 +62,9 @@ from typing import Any
 import yaml
 
 from spotproof import scheduling
+from spotproof.catalog.eks import SHORTEST_SCRAPE_SECONDS
 from spotproof.eks import iam_documents
 from spotproof.eks.iam_documents import Document
-from spotproof.fleet.monitoring import EKS_MIN_SCRAPE_SECONDS
 from spotproof.kube.baseline import MANAGED_BY
 from spotproof.observability.cloud_reclaims import KARPENTER_DISRUPTED
 from spotproof.observability.promql import label_name
@@ -184,11 +184,11 @@ def scrape_configuration(
 ) -> str:
     """The collector's configuration YAML: spotproof's pods, kube-state-metrics and, given
     its job, Karpenter."""
-    if interval_seconds < EKS_MIN_SCRAPE_SECONDS:
+    if interval_seconds < SHORTEST_SCRAPE_SECONDS:
         raise ValueError(
             f"scrape interval {interval_seconds}s: Amazon Managed Service for Prometheus "
-            f"collectors scrape at most every {EKS_MIN_SCRAPE_SECONDS}s; allowed: "
-            f"{EKS_MIN_SCRAPE_SECONDS} seconds or more"
+            f"collectors scrape at most every {SHORTEST_SCRAPE_SECONDS}s; allowed: "
+            f"{SHORTEST_SCRAPE_SECONDS} seconds or more"
         )
     config = {
         "global": {"scrape_interval": f"{interval_seconds}s"},

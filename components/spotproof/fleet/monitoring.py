@@ -18,46 +18,18 @@ A program of components on a cluster spotproof did not create states the same ob
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from spotproof.catalog import Cloud
+from spotproof.catalog import PROFILES, Cloud, profile
+from spotproof.catalog.profile import ScrapeFloor
 from spotproof.fleet.errors import SpecError
 from spotproof.fleet.fields import Checked, ConfigObject, read_object, read_settings, setting
 from spotproof.fleet.pools import PoolClass
 from spotproof.fleet.readers import boolean, integer, items, number
 
 WEEK_MINUTES = 7 * 24 * 60
-
-NOTIFY_FORMATS: dict[Cloud, tuple[re.Pattern[str], str]] = {
-    Cloud.GKE: (
-        re.compile(r"projects/[a-z0-9][-a-z0-9.:]{4,61}[a-z0-9]/notificationChannels/[0-9]{1,30}"),
-        "a Cloud Monitoring notification channel, projects/PROJECT/notificationChannels/ID",
-    ),
-    Cloud.EKS: (
-        re.compile(r"arn:aws[a-z-]*:sns:[a-z0-9-]{1,30}:[0-9]{12}:[A-Za-z0-9_-]{1,256}"),
-        "a Standard SNS topic's ARN, arn:aws:sns:REGION:ACCOUNT:TOPIC",
-    ),
-    Cloud.AKS: (
-        re.compile(
-            r"/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w.()]{1,90}"
-            r"/providers/microsoft\.insights/actionGroups/[^/\s]{1,260}",
-            re.IGNORECASE,
-        ),
-        "an action group resource ID, /subscriptions/SUB/resourceGroups/RG/providers/"
-        "microsoft.insights/actionGroups/NAME",
-    ),
-}
-"""What each cloud's alert routing takes as a target, in one line each. GKE: a Cloud
-Monitoring notification channel's name, ``projects/[PROJECT_ID]/notificationChannels/
-[CHANNEL_ID]`` (``NotificationChannelService.GetNotificationChannel``, Cloud Monitoring v3
-client reference). EKS: the ARN of a Standard SNS topic, the only receiver Amazon Managed
-Service for Prometheus's alert manager supports (https://docs.aws.amazon.com/prometheus/
-latest/userguide/AMP-alertmanager-receiver-config.html: a FIFO topic is refused). AKS: an
-Azure Monitor action group's resource ID, which a Prometheus rule group's ``actions`` name
-(``actionGroupId``, azure-native ``alertsmanagement.PrometheusRuleGroup``, API 2023-03-01)."""
 
 
 @dataclass(frozen=True)
@@ -93,14 +65,15 @@ GPU_CLASSES = (PoolClass.SPOT_GPU, PoolClass.ON_DEMAND_GPU, PoolClass.FLEX_START
 """The target classes a GPU workload's pods carry, each with its Pending threshold."""
 
 
-NOTIFY_FORMATS_TEXT = tuple(f"{cloud}: {shown}" for cloud, (_, shown) in NOTIFY_FORMATS.items())
-
-
 def _any_cloud_target(key: str, raw: Any) -> str:
-    """A target in any cloud's format; the stack's cloud narrows it (:func:`check_notify`)."""
-    if isinstance(raw, str) and any(p.fullmatch(raw) for p, _ in NOTIFY_FORMATS.values()):
+    """A target in any registered cloud's format (each cloud's profile says its own:
+    ``catalog.profile.ManagedPrometheus``); the stack's cloud narrows it
+    (:func:`check_notify`)."""
+    routes = {cloud: p.managed_prometheus for cloud, p in PROFILES.items()}
+    if isinstance(raw, str) and any(r.notify_target.fullmatch(raw) for r in routes.values()):
         return raw
-    raise SpecError(key, raw, "not a notification target", "; ".join(NOTIFY_FORMATS_TEXT))
+    allowed = "; ".join(f"{cloud}: {r.notify_target_form}" for cloud, r in routes.items())
+    raise SpecError(key, raw, "not a notification target", allowed)
 
 
 def _targets(key: str, raw: Any) -> tuple[str, ...]:
@@ -141,7 +114,7 @@ class Monitoring(Checked):
     exactly this. Default 15: a trainer waits for one more scrape after its final save,
     within a grace period that is 15 s on GKE by default (``catalog.GRACE_PERIOD_SECONDS``).
     On EKS the default is 30, the shortest interval Amazon Managed Service for Prometheus's
-    managed collector takes (:data:`EKS_MIN_SCRAPE_SECONDS`)."""
+    managed collector takes (its profile's ``ScrapeFloor``, ``catalog.eks``)."""
     target_down_minutes: int = setting("targetDownMinutes", integer(1, 60), 5)
     """Minutes, 1 to 60, a trainer's or worker's metrics endpoint may fail its scrapes before
     ``SpotproofMetricsTargetDown`` fires. Default 5: a process serves its metrics within
@@ -169,31 +142,28 @@ class Monitoring(Checked):
         return read_monitoring(None, disposable=False)(key, raw)
 
 
-EKS_MIN_SCRAPE_SECONDS = 30
-"""Amazon Managed Service for Prometheus's managed collector refuses a shorter
-``scrape_interval`` (https://docs.aws.amazon.com/prometheus/latest/userguide/
-AMP-collector-how-to.html, "Scraper configuration")."""
-
-
-def _eks_scrape_interval(key: str, given: int | None) -> int:
-    if given is None:
-        return EKS_MIN_SCRAPE_SECONDS
-    if given < EKS_MIN_SCRAPE_SECONDS:
-        raise SpecError(
-            key,
-            given,
-            "shorter than Amazon Managed Service for Prometheus's collector scrapes",
-            f"{EKS_MIN_SCRAPE_SECONDS} to 120 on EKS",
-        )
-    return given
+def _floored_scrape_interval(
+    cloud: Cloud, floor: ScrapeFloor, key: str, value: int, *, given: bool
+) -> int:
+    """``value`` where the cloud's collector takes it; a default below the collector's
+    shortest interval rises to it, a stated one is refused."""
+    if value >= floor.seconds:
+        return value
+    if not given:
+        return floor.seconds
+    raise SpecError(
+        key, value, f"shorter than {floor.by} scrapes", f"{floor.seconds} to 120 on {cloud.upper()}"
+    )
 
 
 def check_notify(cloud: Cloud, key: str, targets: tuple[str, ...]) -> None:
     """Each target in the format of ``cloud``'s alert routing."""
-    pattern, shown = NOTIFY_FORMATS[cloud]
+    routing = profile(cloud).managed_prometheus
     for index, target in enumerate(targets):
-        if not pattern.fullmatch(target):
-            raise SpecError(f"{key}[{index}]", target, f"not a target on {cloud}", shown)
+        if not routing.notify_target.fullmatch(target):
+            raise SpecError(
+                f"{key}[{index}]", target, f"not a target on {cloud}", routing.notify_target_form
+            )
 
 
 def read_monitoring(cloud: Cloud | None, *, disposable: bool) -> Callable[[str, Any], Monitoring]:
@@ -213,11 +183,15 @@ def read_monitoring(cloud: Cloud | None, *, disposable: bool) -> Callable[[str, 
         obj.finish()
         if cloud is not None:
             check_notify(cloud, obj.key_of("notify"), values["notify"])
-        if cloud is Cloud.EKS:
-            values["scrape_interval_seconds"] = _eks_scrape_interval(
-                obj.key_of("scrapeIntervalSeconds"),
-                values["scrape_interval_seconds"] if "scrapeIntervalSeconds" in obj.raw else None,
-            )
+            floor = profile(cloud).managed_prometheus.scrape_floor
+            if floor is not None:
+                values["scrape_interval_seconds"] = _floored_scrape_interval(
+                    cloud,
+                    floor,
+                    obj.key_of("scrapeIntervalSeconds"),
+                    values["scrape_interval_seconds"],
+                    given="scrapeIntervalSeconds" in obj.raw,
+                )
         return Monitoring(**values)
 
     return parse
