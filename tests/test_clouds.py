@@ -25,7 +25,6 @@ CLOUD_OWN = re.compile(r"(^|/)(gke|eks|aks)(/|(_\w+)?\.py$)")
 NAMES_A_CLOUD = re.compile(r"""Cloud\.(GKE|EKS|AKS)\b|["'](gcp|aws|azure-native):""")
 STILL_NAMING_A_CLOUD = {
     "catalog/__init__.py": "the registry itself",
-    "observability/rules.py": "the batch queue's age, a metric only GKE's Prometheus reads",
     "plan/simulation/lifecycle/azure.py": "one object store's lifecycle rules, by store",
     "plan/simulation/lifecycle/gcs.py": "one object store's lifecycle rules, by store",
     "plan/simulation/lifecycle/s3.py": "one object store's lifecycle rules, by store",

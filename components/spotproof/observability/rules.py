@@ -33,9 +33,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from spotproof import clouds
 from spotproof.catalog import Cloud
 from spotproof.fleet.monitoring import GPU_CLASSES, Monitoring
-from spotproof.observability.cloud_reclaims import karpenter_group
 from spotproof.observability.health import KSM_METRICS as KSM_HEALTH_METRICS
 from spotproof.observability.health import health_group
 from spotproof.observability.model import Rule, RuleGroup
@@ -48,7 +48,7 @@ from spotproof.observability.promql import (
     label_name,
     shown,
 )
-from spotproof.observability.queues import batch_group, pubsub_queue_group
+from spotproof.observability.queues import batch_group
 from spotproof.runtime.metrics import names
 from spotproof.scheduling import TARGET_CLASS_LABEL
 
@@ -281,22 +281,23 @@ def rule_groups(
     ``assumed_reclaims_per_node_hour``: the rate the stack's checkpoint advice uses
     (``spotproof:reclaimModel.reclaimsPerNodeHour``, else the cloud's published rate).
     ``batch_queue``: the stack's batch queue, None without batch work; on GKE the
-    subscription's path (``projects/P/subscriptions/S``), whose age Pub/Sub reports. EKS's
-    SQS age is a CloudWatch metric its Prometheus never sees (a CloudWatch alarm stands in:
-    ``eks.monitoring_documents.queue_age_alarm``), and Azure Storage queues report no age
-    at all (only hourly, account-wide counts:
-    https://learn.microsoft.com/azure/storage/queues/monitor-queue-storage-reference), so
-    there the workers' own stall alert is the signal."""
+    subscription's path (``projects/P/subscriptions/S``), whose age Pub/Sub reports.
+
+    Beyond the shared groups, the cloud's own (``observability.cloud``, each cloud's module
+    found through ``spotproof.clouds``): its reclaim count and its queue's age, where its
+    Prometheus sees them (``observability.queues`` says where it does not, and what stands
+    in)."""
     groups = [
         _pending(monitoring),
         _checkpoints(monitoring),
         _reclaims(monitoring, assumed_reclaims_per_node_hour),
         health_group(monitoring, namespaces),
     ]
-    if cloud is Cloud.EKS:  # where Karpenter runs in the cluster and is scraped
-        groups.append(karpenter_group(monitoring, assumed_reclaims_per_node_hour))
+    own = clouds.module("spotproof.observability", cloud).RULES
+    if own.reclaims is not None:
+        groups.append(own.reclaims(monitoring, assumed_reclaims_per_node_hour))
     if batch_queue is not None:
         groups.append(batch_group(monitoring))
-        if cloud is Cloud.GKE:
-            groups.append(pubsub_queue_group(monitoring, batch_queue))
+        if own.queue_age is not None:
+            groups.append(own.queue_age(monitoring, batch_queue))
     return tuple(groups)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spotproof.catalog import PROFILES
+from spotproof.catalog import profile
 from spotproof.fleet import FleetSpec
 from spotproof.fleet.monitoring import Monitoring
 from spotproof.kube.cluster import trainer_account
@@ -32,7 +32,7 @@ def assumed_reclaims_per_node_hour(spec: FleetSpec) -> float:
     """The reclaim rate the stack's checkpoint advice assumes: its own
     (``spotproof:reclaimModel``), else the one its cloud publishes."""
     stated = spec.reclaim_model.reclaims_per_node_hour
-    return stated if stated is not None else PROFILES[spec.cloud].reclaims.per_node_hour
+    return stated if stated is not None else profile(spec.cloud).reclaims.per_node_hour
 
 
 def stack_monitoring(spec: FleetSpec, *, batch_queue: str | None = None) -> StackMonitoring | None:
