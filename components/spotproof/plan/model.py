@@ -23,7 +23,7 @@ from spotproof.fleet.pools import PoolClass
 from spotproof.runtime import launcher
 from spotproof.scheduling import fit
 
-# --- pools -----------------------------------------------------------------------
+# --- pools -----------------------------------------------------------------------------
 
 
 class Provisioner(StrEnum):
@@ -81,7 +81,7 @@ class Pool:
         return self.shape.pool
 
 
-# --- whether a pool scales -------------------------------------------------------
+# --- whether a pool scales -------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ class ClusterLimits(Protocol):
         """Why one more node of ``pool`` would break a limit; None if it fits."""
 
 
-# --- workloads -------------------------------------------------------------------
+# --- workloads -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ class Workload:
         return []
 
 
-# --- what a reclaim does to a workload's pods ------------------------------------
+# --- what a reclaim does to a workload's pods ------------------------------------------
 
 
 class Ending(StrEnum):
@@ -264,7 +264,7 @@ class PreemptionPath:
         return f"{self.capacity} ({', '.join(self.pools)}): {'; '.join(self.steps)}"
 
 
-# --- the controllers a stack installs --------------------------------------------
+# --- the controllers a stack installs --------------------------------------------------
 
 
 @dataclass(frozen=True)
