@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from spotproof.runtime import settings
+from spotproof.runtime import setting_readers, settings
 from spotproof.runtime.checkpointer.gang import PEER_WAIT_SECONDS
 from spotproof.runtime.checkpointer.manifest import DEFAULT_KEEP
 from spotproof.runtime.checkpointer.transfer import MAX_PART
@@ -18,8 +18,8 @@ def test_the_trainers_defaults_and_bounds_are_the_checkpointers() -> None:
     assert settings.CHECKPOINT_PART_KB.high == MAX_PART // 1024
 
 
-def test_settings_import_nothing_else_of_spotproof() -> None:
-    tree = ast.parse(Path(settings.__file__).read_text())
+def _spotproof_imports(module: object) -> set[str]:
+    tree = ast.parse(Path(module.__file__).read_text())  # type: ignore[attr-defined]
     imported = {
         node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
     }
@@ -29,4 +29,10 @@ def test_settings_import_nothing_else_of_spotproof() -> None:
         if isinstance(node, ast.Import)
         for alias in node.names
     }
-    assert not {name for name in imported if name.startswith("spotproof")}
+    return {name for name in imported if name.startswith("spotproof")}
+
+
+def test_settings_import_nothing_else_of_spotproof_but_their_readers() -> None:
+    """A Pulumi program imports them without the runtime."""
+    assert _spotproof_imports(settings) <= {"spotproof.runtime.setting_readers"}
+    assert not _spotproof_imports(setting_readers)
