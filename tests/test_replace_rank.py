@@ -109,9 +109,7 @@ def test_the_leaders_reclaim_fails_its_job_and_restarts_the_gang_for_free() -> N
     }
 
 
-def test_every_pod_runs_warm_elastic_torchrun_on_the_leaders_store_and_only_the_leader_hosts_it() -> (
-    None
-):
+def test_every_pod_runs_warm_torchrun_on_the_leaders_store_and_only_the_leader_hosts_it() -> None:
     """spotproof's torchrun (``runtime.warm_torchrun``): every survivor restarts its workers
     when a rank is replaced, and they start forked warm."""
     jobs = _jobs(_spec(_render(backoff_limit=5)))
