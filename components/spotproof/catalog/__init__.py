@@ -98,4 +98,13 @@ TRAINER_START_SECONDS = 7.0
 """A trainer process from its start to its restore: torch and the compiler stack its first
 optimizer loads (4.4 to 5.7 CPU-seconds on the development VM, ``python -c`` building an
 AdamW), then the bucket's client (1.8 s opening S3 in a profile of the rehearsal's trainer,
-2026-11-29). A GPU trainer adds CUDA's initialisation, so a floor."""
+2026-11-29). A GPU trainer adds CUDA's initialisation, so a floor. What a plain torchrun
+pod's worker, and the whole-gang restart's, pays at each start."""
+PRELOAD_SECONDS = 5.0
+"""``spotproof-torchrun``'s forkserver importing torch, its compiler stack and spotproof's
+loop (``runtime.warm_torchrun``): the imports of :data:`TRAINER_START_SECONDS`, paid once
+per pod, while its agent starts (on a node of more than one core)."""
+WARM_TRAINER_START_SECONDS = 2.0
+"""A worker forked warm by ``spotproof-torchrun``, from the fork to its restore: the trainer's
+``main`` and the bucket's client (1.8 s opening S3, as in :data:`TRAINER_START_SECONDS`);
+measured, the fork itself is 0.02 s under load. A GPU trainer adds CUDA's initialisation."""

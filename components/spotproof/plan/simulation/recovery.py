@@ -17,12 +17,16 @@ takes one of three paths, by which node goes and whether a notice comes first:
 
 Each path's *stall*, from the reclaim (or notice) to the gang's next step, adds up what it
 waits for: the final save, a node and the image (or, on a warm spare, a pod start), the
-replacement's agent starting and joining (``catalog.AGENT_START_SECONDS``), every worker
-starting again (``catalog.TRAINER_START_SECONDS``), and the restore at its tier's rate
-(``catalog``). Goodput then follows from a renewal argument: each reclaim costs its stall
-plus the training it redoes, so with ``λ`` reclaims per second of the gang's wall time the
-share kept is
-``τ / (τ + s) x (1 - λ Σ share x (stall + redone))``, to first order in ``λ`` (the exact
+replacement's agent starting and joining (``catalog.AGENT_START_SECONDS``) while its
+``spotproof-torchrun`` forkserver imports the trainer (``catalog.PRELOAD_SECONDS``),
+whichever is longer, then every worker forked warm (``catalog.WARM_TRAINER_START_SECONDS``:
+the survivors' too, whose agents restart them), and the restore at its tier's rate
+(``catalog``). The whole-gang restart's pods run plain torchrun, whose workers each import
+the trainer after the agent (``catalog.TRAINER_START_SECONDS``).
+
+Goodput then follows from a renewal argument: each reclaim costs its stall plus the
+training it redoes, so with ``λ`` reclaims per second of the gang's wall time the share
+kept is ``τ / (τ + s) x (1 - λ Σ share x (stall + redone))``, to first order in ``λ`` (the exact
 Daly form of ``plan.simulation.goodput`` needs a single kind of reclaim). The whole-gang
 restart is priced the same way, so the two compare like for like.
 
@@ -42,11 +46,16 @@ from spotproof.catalog import (
     AGENT_START_SECONDS,
     PEER_RESTORE_MIB_PER_SECOND,
     POD_START_SECONDS,
+    PRELOAD_SECONDS,
     RESTORE_MIB_PER_SECOND,
     TRAINER_START_SECONDS,
+    WARM_TRAINER_START_SECONDS,
 )
 from spotproof.plan.simulation.goodput import Reclaims, SaveCosts
 
+WARM_STARTS = max(AGENT_START_SECONDS, PRELOAD_SECONDS) + WARM_TRAINER_START_SECONDS
+"""A replace-rank pod's start to its worker's restore: the agent, and beside it the
+forkserver's imports, then a warm worker."""
 MAX_SPARES = 4
 """The most spares the plan weighs: past a few, each one more saves almost nothing."""
 
@@ -110,7 +119,7 @@ def paths(gang: Gang, interval: float, spares: int = 0) -> tuple[Path, ...]:
     worker = (gang.pods - 1) / gang.pods
     costs = gang.costs
     lag = costs.commit - costs.stall  # the newest save begun is not yet committed
-    start = replacement_seconds(gang, spares) + AGENT_START_SECONDS + TRAINER_START_SECONDS
+    start = replacement_seconds(gang, spares) + WARM_STARTS
     from_bucket = gang.state_mib / RESTORE_MIB_PER_SECOND
     from_peer = gang.state_mib / PEER_RESTORE_MIB_PER_SECOND
     leader_start = start + from_bucket
