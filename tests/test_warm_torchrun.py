@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from spotproof.runtime import launcher, settings
+from spotproof.runtime import exit_codes, launcher, settings
 from spotproof.runtime.warm_torchrun import PythonWorker, python_worker
 
 WORKER = """\
@@ -162,3 +162,20 @@ def test_sigterm_reaches_every_warm_worker_and_the_agent_exits_as_torchrun_does(
 def test_the_console_script_is_installed_beside_torchrun() -> None:
     """The replace-rank pods run it by name, as they ran torchrun."""
     assert shutil.which(launcher.WARM_TORCHRUN, path=os.path.dirname(sys.executable))
+
+
+@pytest.mark.processes
+def test_warm_imports_that_are_not_module_names_stop_the_agent_in_one_line(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("print('never')\n")
+    command = [sys.executable, "-m", launcher.WARM_TORCHRUN_MODULE, "--standalone"]
+    command += ["--nproc-per-node=1", "--no-python", sys.executable, str(script)]
+    env = {**os.environ, settings.WARM_IMPORTS.name: "torch; rm -rf /"}
+    done = subprocess.run(
+        command, check=False, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == exit_codes.BAD_CONFIG
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    assert settings.WARM_IMPORTS.name in done.stderr and "never" not in done.stdout

@@ -37,7 +37,7 @@ refuses to run a worker forked from a preload that did.
 **What stays cold**: a command that is not this interpreter running ``[-u] script.py`` or
 ``[-u] -m module`` (a shell script, another Python, other interpreter flags) is run exactly
 as torchrun runs it. ``SPOTPROOF_WARM_IMPORTS`` adds the trainer's own heavy modules to the
-preload.
+preload; a value that is not module names stops the agent with exit 2, in one line.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing import forkserver
 
-from spotproof.runtime import settings
+from spotproof.runtime import exit_codes, settings
 
 PRELOAD = ("torch", "torch._dynamo", "spotproof.runtime.loop")
 """What every worker imports before its first step: torch, the compiler stack torch's
@@ -102,10 +102,12 @@ def run_worker(target: str, module: bool, *args: str) -> None:
     ended as the interpreter ends (its threads joined, then ``atexit``)."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda._is_in_bad_fork():
-        sys.exit(
+        print(
             f"spotproof: {settings.WARM_IMPORTS.name}: a preloaded module initialized CUDA, "
-            "which a forked worker cannot use; allowed: modules that leave CUDA to the worker"
+            "which a forked worker cannot use; allowed: modules that leave CUDA to the worker",
+            file=sys.stderr,
         )
+        sys.exit(exit_codes.BAD_CONFIG)
     try:
         if module:
             sys.argv = ["-m", *args]
@@ -128,29 +130,39 @@ def preload(extra: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """torchrun's ``main`` with Python workers forked warm (module docstring)."""
-    from torch.distributed import run  # noqa: PLC0415 (the agent's own import of torch)
+    """torchrun's ``main`` with Python workers forked warm (module docstring), its failure
+    recorded as torchrun records its own (``TORCHELASTIC_ERROR_FILE``)."""
+    # The agent's own import of torch, here: the plan reads this module without torch.
+    from torch.distributed.elastic.multiprocessing.errors import record  # noqa: PLC0415
+
+    record(_launch)(list(sys.argv[1:] if argv is None else argv))
+
+
+def _launch(argv: list[str]) -> None:
+    from torch.distributed import run  # noqa: PLC0415
     from torch.distributed.launcher.api import elastic_launch  # noqa: PLC0415
 
-    args = run.parse_args(list(sys.argv[1:] if argv is None else argv))
+    args = run.parse_args(argv)
     if args.standalone:  # one node, its own rendezvous: as torchrun's ``run`` sets it up
         args.rdzv_backend, args.rdzv_endpoint = "c10d", "localhost:0"
         args.rdzv_id = str(uuid.uuid4())
     config, command, command_args = run.config_from_args(args)
     worker = python_worker(command, command_args) if isinstance(command, str) else None
     if worker is None:
-        return elastic_launch(config, command)(*command_args)
+        elastic_launch(config, command)(*command_args)
+        return
     try:
         modules = preload(settings.WARM_IMPORTS.read(os.environ))
     except settings.ConfigError as error:
-        sys.exit(f"spotproof: {error}")
+        print(f"spotproof: {error}", file=sys.stderr)
+        sys.exit(exit_codes.BAD_CONFIG)
     os.environ[UNBUFFERED] = "1"  # the forkserver's, so every worker's: python -u
     multiprocessing.set_forkserver_preload(modules)
     # Now, not at the first worker's start: a replacement pod's forkserver imports while its
     # agent imports torch and waits in the rendezvous, so even its first worker starts warm.
     forkserver.ensure_running()
     config.start_method = "forkserver"
-    return elastic_launch(config, run_worker)(worker.target, worker.module, *worker.args)
+    elastic_launch(config, run_worker)(worker.target, worker.module, *worker.args)
 
 
 if __name__ == "__main__":
