@@ -85,7 +85,8 @@ from spotproof.smoke.elastic_gang import (
     Nodes,
 )
 from spotproof.smoke.emulators import emulated
-from spotproof.smoke.gang_faults import LEAVE_SECONDS, finish_all, reclaim
+from spotproof.smoke.gang_faults import LEAVE_SECONDS, reclaim
+from spotproof.smoke.gang_ranks import finish_all
 from spotproof.smoke.process import Event, TrainerProcess
 from spotproof.smoke.records import Interruption, SmokeConfig, last_words, trainer_env
 

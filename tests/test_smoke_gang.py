@@ -19,7 +19,7 @@ import pytest
 from spotproof import cli
 from spotproof.runtime import exit_codes
 from spotproof.runtime.launcher import Launcher
-from spotproof.smoke import multinode
+from spotproof.smoke import gang_ranks
 from spotproof.smoke.multinode import SCENARIOS, run_gang_smoke
 from spotproof.smoke.records import SmokeConfig
 from tests.support import REPO, run_cli
@@ -104,7 +104,7 @@ def test_without_the_launch_script_torchrun_leaves_every_reclaimed_rank_looking_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The real torchrun, as the container's first process: it exits 1 after SIGTERM.
-    monkeypatch.setattr(multinode.launcher, "wrapped", list)
+    monkeypatch.setattr(gang_ranks.launcher, "wrapped", list)
     config = SmokeConfig(store="file", total_steps=60, interval=20, model_mb=1)
     report = run_gang_smoke(
         config,

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import TYPE_CHECKING
 
 from spotproof.runtime import exit_codes
 from spotproof.runtime.launcher import Launcher
+from spotproof.smoke.gang_ranks import GangProcesses, finish_all
 from spotproof.smoke.process import TrainerProcess
 from spotproof.smoke.records import Interruption, SmokeConfig, SmokeReport, judge_recovery
-
-if TYPE_CHECKING:
-    from spotproof.smoke.multinode import GangProcesses
 
 LEAVE_SECONDS = 30.0
 """How long ranks get to notice a dead peer and stop before they are killed."""
@@ -79,17 +76,6 @@ def reclaim(victims: list[TrainerProcess], config: SmokeConfig, record: Interrup
     if config.gone_after is None:
         return config.grace_seconds
     return min(config.grace_seconds, config.gone_after - config.sigterm_after)
-
-
-def finish_all(ranks: list[TrainerProcess], timeout: float) -> list[int | None]:
-    """Every rank's exit code; ranks still running after ``timeout`` are killed (None)."""
-    deadline = time.monotonic() + timeout
-    codes = [rank.finish(max(deadline - time.monotonic(), 0.01)) for rank in ranks]
-    for rank, code in zip(ranks, codes, strict=True):
-        if code is None:
-            rank.send(signal.SIGKILL)
-            rank.finish()
-    return codes
 
 
 def tear_down(

@@ -53,7 +53,8 @@ from spotproof.smoke.elastic_gang import (
     agent_running,
 )
 from spotproof.smoke.emulators import emulated
-from spotproof.smoke.gang_faults import LEAVE_SECONDS, finish_all, reclaim
+from spotproof.smoke.gang_faults import LEAVE_SECONDS, reclaim
+from spotproof.smoke.gang_ranks import finish_all
 from spotproof.smoke.multinode import judge_digest, run_reference
 from spotproof.smoke.process import Event, TrainerProcess
 from spotproof.smoke.records import (

@@ -26,9 +26,10 @@ from typing import Any
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.checkpointer.layout import STEP_NAME, STEPS, manifest_key, step_prefix
 from spotproof.smoke.fault_proxy import Fault
-from spotproof.smoke.gang_faults import finish_all, interrupt, judge_scenario
+from spotproof.smoke.gang_faults import interrupt, judge_scenario
+from spotproof.smoke.gang_ranks import GangProcesses, finish_all
 from spotproof.smoke.harness import place
-from spotproof.smoke.multinode import GangProcesses, agreed
+from spotproof.smoke.multinode import agreed
 from spotproof.smoke.process import Event
 from spotproof.smoke.records import RESTORE_KILL, Interruption, describe
 from spotproof.smoke.restore_kill import (
