@@ -17,8 +17,9 @@ new process (interpreter, torch import, restore), as a rescheduled pod would. Ev
 checkpoints to the same directory on a disk-backed file system (``medium``), printed.
 
 ``--model`` checks the goodput model (``spotproof.plan.simulation.goodput``) instead: one
-trace of the same reclaims per checkpoint interval (``spotproof.smoke.trace``), its goodput
-measured and predicted from its own measured costs, and the interval the model recommends.
+trace of the same reclaims per checkpoint interval (``goodput_trace``, beside this script),
+its goodput measured and predicted from its own measured costs, and the interval the model
+recommends.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ import sys
 import time
 from dataclasses import dataclass
 
+from goodput_trace import TraceConfig, run_traces
 from medium import medium as open_medium
 
 from spotproof.smoke.process import TrainerProcess
-from spotproof.smoke.trace import TraceConfig, run_traces
 
 
 @dataclass

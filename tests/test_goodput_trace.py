@@ -1,15 +1,35 @@
 """The goodput model (``plan.simulation.goodput``) against the smoke trainer: one trace of
 the same reclaims (three unannounced, one graceful) at a short, a medium and a long
-checkpoint interval (``smoke.trace``), each measured, and predicted from its own measured
-costs and realised reclaim rate."""
+checkpoint interval (``benchmarks/goodput_trace.py``), each measured, and predicted from its
+own measured costs and realised reclaim rate."""
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
+import sys
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from spotproof.smoke.trace import GRACEFUL, UNANNOUNCED, TraceConfig, TraceResult, run_traces
+_TRACE = Path(__file__).resolve().parents[1] / "benchmarks" / "goodput_trace.py"
+
+
+def _benchmark_module(path: Path) -> ModuleType:
+    """The benchmark's trace module, loaded from its file: ``benchmarks/`` is scripts beside
+    each other, not a package, and the trace serves only them and this test."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module  # dataclasses look their module up while it runs
+    spec.loader.exec_module(module)
+    return module
+
+
+trace = _benchmark_module(_TRACE)
+GRACEFUL, UNANNOUNCED = trace.GRACEFUL, trace.UNANNOUNCED
+TraceConfig, TraceResult, run_traces = trace.TraceConfig, trace.TraceResult, trace.run_traces
 
 pytestmark = pytest.mark.processes
 

@@ -1,4 +1,6 @@
-"""The goodput model (``spotproof.plan.simulation.goodput``) against real trainers.
+"""The goodput model (``spotproof.plan.simulation.goodput``) against real trainers: what
+``goodput.py --model`` and ``tests/test_goodput_trace.py`` run, so it lives beside them, out
+of the package.
 
 A trace trains the smoke trainer on a local file store for a set time while reclaims stop
 it, ``graceful`` (SIGTERM, the final save, exit within the grace period) or
@@ -31,10 +33,10 @@ model prices them, the trace plays none), half a point of goodput at most.
 **Traces run side by side, started and stopped together**, so that each sees the same
 load throughout: one left to finish alone would speed up at its end, its period shorter
 than the one its reclaims were timed by. **Restarts are warm**: a trace's trainers are
-forked, one at a time, from a process that has imported the trainer (torch, and the
-compiler stack its ``torch.use_deterministic_algorithms`` loads), four CPU-seconds once
-per trace rather than per reclaim. A restart is then a replacement's on a node with the
-image pulled, the trainer's ``main`` through the restore to its first step: a fraction of
+forked, one at a time, from the rehearsal's zygote (``smoke.warm``: a process that has
+imported the trainer, torch and its compiler stack), four CPU-seconds once per trace
+rather than per reclaim. A restart is then a replacement's on a node with the image
+pulled, the trainer's ``main`` through the restore to its first step: a fraction of
 a second, as a real restart's minutes are a fraction of a real interval.
 
 The step is the mean of the kept steps that hold no capture (an upload slowing the steps
@@ -47,13 +49,9 @@ the kept steps, the stalls, the work lost, the restarts and the final saves.
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import math
-import os
 import signal
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -63,33 +61,9 @@ from dataclasses import astuple, dataclass, field
 
 from spotproof.plan.simulation.goodput import Reclaims, SaveCosts, best_interval, goodput
 from spotproof.smoke.process import Event, TrainerProcess
+from spotproof.smoke.warm import Zygote, warm_trainers
 
 GRACEFUL, UNANNOUNCED = "graceful", "unannounced"
-
-_ZYGOTE = """\
-import json, os, signal, sys, traceback
-signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
-import torch._inductor.config, spotproof.smoke.train as train
-def say(event, **fields):  # a line of its own, even after a child killed mid-line
-    print("\\n" + json.dumps({"event": event, **fields}), flush=True)
-say("warm")
-while True:
-    signal.sigwait({signal.SIGUSR1})
-    say("forking")
-    if (child := os.fork()) == 0:
-        code = 1
-        try:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
-            code = train.main()
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush(), sys.stderr.flush()
-            os._exit(code)
-    say("forked", pid=child)
-    say("exited", pid=child, code=os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))
-"""
-"""Forks a trainer, with its stdout and stderr, at each SIGUSR1; says when each ends."""
 
 
 @dataclass(frozen=True)
@@ -201,51 +175,64 @@ def _run_trace(config: TraceConfig, together: threading.Barrier) -> TraceResult:
             "GRACE_SECONDS": str(config.grace_seconds),
             "EMIT_STEPS": "1",
         }
-        zygote = TrainerProcess(env, time.monotonic(), argv=[sys.executable, "-c", _ZYGOTE])
         try:
-            return _Trace(config, zygote, together).run()
+            with warm_trainers() as zygote:
+                return _Trace(config, env, zygote, together).run()
         except BaseException:
             together.abort()  # the others stop at the next wait, rather than wait for it
             raise
-        finally:
-            zygote.send(signal.SIGKILL)
-            zygote.finish()
 
 
 class _Trace:
+    """One trace's trainers, each forked warm from ``zygote`` when the one before it is
+    gone; every event timed from the same origin."""
+
     def __init__(
-        self, config: TraceConfig, zygote: TrainerProcess, together: threading.Barrier
+        self,
+        config: TraceConfig,
+        env: dict[str, str],
+        zygote: Zygote,
+        together: threading.Barrier,
     ) -> None:
-        self.config, self.zygote, self.together = config, zygote, together
+        self.config, self.env, self.zygote, self.together = config, env, zygote, together
+        self.origin = time.monotonic()
         self.reclaims: list[Reclaim] = []
-        self.start, self.pid = 0, 0
-        """Where the current trainer's events begin, and its process."""
+        self.trainers: list[TrainerProcess] = []
+        """Every trainer forked, the current one last."""
+
+    @property
+    def trainer(self) -> TrainerProcess:
+        return self.trainers[-1]
+
+    def now(self) -> float:
+        return time.monotonic() - self.origin
 
     def await_event(
         self, match: Callable[[float, Event], bool], timeout: float = 60
     ) -> tuple[float, Event]:
         """The first event of the current trainer that matches, and when it came."""
-        deadline, seen = time.monotonic() + timeout, self.start
-        while time.monotonic() < deadline and self.zygote.popen.poll() is None:
-            for at, event in self.zygote.events[seen:]:
+        trainer, deadline, seen = self.trainer, time.monotonic() + timeout, 0
+        while time.monotonic() < deadline:
+            gone = trainer.popen.poll() is not None
+            if gone:
+                trainer.finish()  # its output read to the end
+            for at, event in trainer.events[seen:]:
                 if match(at, event):
                     return at, event
-                if event["event"] == "exited":  # nothing more will come
-                    raise RuntimeError(f"the trainer exited: {self.zygote.last_seen(0)}")
                 seen += 1
+            if gone:
+                raise RuntimeError(f"the trainer exited: {trainer.last_seen(0)}")
             time.sleep(0.002)
-        raise RuntimeError(f"the trace stopped: {self.zygote.last_seen(0)}")
+        raise RuntimeError(f"the trace stopped: {trainer.last_seen(0)}")
 
     def fork(self) -> int:
         """Starts a trainer; the step it resumed from."""
-        self.start = len(self.zygote.events)
-        self.zygote.send(signal.SIGUSR1)
-        self.pid = self.await_event(lambda _, e: e["event"] == "forked")[1]["pid"]
+        index = len(self.trainers)
+        self.trainers.append(TrainerProcess(self.env, self.origin, index=index, zygote=self.zygote))
         return int(self.await_event(lambda _, e: e["event"] == "resumed")[1]["step"])
 
     def run(self) -> TraceResult:
         config = self.config
-        self.await_event(lambda _, e: e["event"] == "warm")
         self.together.wait(timeout=120)
         self.fork()
         began = self.await_event(lambda _, e: e["event"] == "step")[0]
@@ -256,17 +243,21 @@ class _Trace:
         for k, kind in enumerate(config.reclaims):
             base, committed = self.save_after(began + (k + 1) * spacing)
             age = _mean_age(rate if kind == UNANNOUNCED else 0, self.period(base))
-            time.sleep(max(0.0, committed + age - self.zygote.now()))
+            time.sleep(max(0.0, committed + age - self.now()))
             self.reclaim(kind)
             self.reclaims[-1].resumed_from = self.fork()
-        time.sleep(max(0.0, began + config.seconds - self.zygote.now()))
+        time.sleep(max(0.0, began + config.seconds - self.now()))
         self.await_event(lambda _, e: e["event"] == "step")  # a step to close with
         self.together.wait(timeout=config.seconds + 60)
         self.reclaim(GRACEFUL)
         stop = self.reclaims.pop()
         if stop.kind != GRACEFUL:
-            raise RuntimeError(f"the closing save did not commit: {self.zygote.last_seen(0)}")
-        return _measure(config, _lives(self.zygote.events), self.reclaims, stop.at_step)
+            raise RuntimeError(f"the closing save did not commit: {self.trainer.last_seen(0)}")
+        return _measure(config, self.lives(), self.reclaims, stop.at_step)
+
+    def lives(self) -> list[Life]:
+        """The events of each trainer forked, in order."""
+        return [trainer.events for trainer in self.trainers]
 
     def save_after(self, due: float) -> tuple[int, float]:
         """The step of the first save begun after ``due``, and when it committed: the first
@@ -282,19 +273,16 @@ class _Trace:
     def period(self, base: int) -> float:
         """The model's period, ``τ + s``, as the steps kept so far measure it."""
         limits = [r.resumed_from for r in self.reclaims] + [base]
-        step, stall, _ = _timing(self.config.interval, _lives(self.zygote.events), limits)
+        step, stall, _ = _timing(self.config.interval, self.lives(), limits)
         return self.config.interval * step + stall
 
     def reclaim(self, kind: str) -> None:
-        signalled = self.zygote.now()
-        os.kill(self.pid, signal.SIGKILL if kind == UNANNOUNCED else signal.SIGTERM)
-        try:
-            self.await_event(lambda _, e: e["event"] == "exited", self.config.grace_seconds)
-        except RuntimeError:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-            self.await_event(lambda _, e: e["event"] == "exited")
-        life = self.zygote.events[self.start :]
+        trainer, signalled = self.trainer, self.now()
+        trainer.send(signal.SIGKILL if kind == UNANNOUNCED else signal.SIGTERM)
+        if trainer.finish(self.config.grace_seconds) is None:
+            trainer.send(signal.SIGKILL)
+            trainer.finish()
+        life = trainer.events
         at_step = max(_step_times(life), default=0)
         final = [t for t, e in life if e["event"] == "checkpoint" and e["step"] == at_step]
         if kind == UNANNOUNCED:
@@ -314,12 +302,6 @@ def _mean_age(rate: float, period: float) -> float:
 
 
 Life = list[tuple[float, Event]]
-
-
-def _lives(events: Life) -> list[Life]:
-    """The zygote's events, one list per trainer it forked."""
-    marks = [i for i, (_, e) in enumerate(events) if e["event"] == "forking"] + [len(events)]
-    return [events[a:b] for a, b in itertools.pairwise(marks)]
 
 
 def _step_times(life: Life) -> dict[int, float]:
