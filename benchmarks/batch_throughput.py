@@ -29,10 +29,10 @@ import uuid
 from spotproof.runtime.batch import ResultStore, WorkItem, open_queue
 from spotproof.runtime.batch.producer import publish
 from spotproof.runtime.storage import open_store
-from spotproof.smoke.batch import BatchConfig, lease_of
 from spotproof.smoke.batch_work import WORKER_COMMAND, result_of
-from spotproof.smoke.process import TrainerProcess
-from spotproof.smoke.queue_emulators import QueueService, emulated_queue
+from spotproof.smoke.emulation.queues import QueueService, emulated_queue
+from spotproof.smoke.processes.trainer_process import TrainerProcess
+from spotproof.smoke.runs.batch import BatchConfig, lease_of
 
 RECLAIM_ITEM_SECONDS = 0.5
 

@@ -44,9 +44,9 @@ from stores import PART, Store, s3_io
 
 from spotproof.catalog import GRACE_PERIOD_SECONDS
 from spotproof.runtime.storage import open_store
-from spotproof.smoke.emulators import emulated
-from spotproof.smoke.process import TrainerProcess
-from spotproof.smoke.records import last_words
+from spotproof.smoke.emulation.object_stores import emulated
+from spotproof.smoke.processes.trainer_process import TrainerProcess
+from spotproof.smoke.reports.records import last_words
 
 
 def sigterm_to_commit(url: str, megabytes: int) -> float:

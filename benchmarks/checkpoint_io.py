@@ -75,7 +75,7 @@ from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, Fsspec
 
 from spotproof.runtime.checkpointer import torch_state
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
-from spotproof.smoke.emulators import emulated
+from spotproof.smoke.emulation.object_stores import emulated
 
 OURS = "spotproof"
 FROM_TENSORS = "spotproof, final save from the tensors"

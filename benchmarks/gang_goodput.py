@@ -5,7 +5,7 @@
     python benchmarks/gang_goodput.py --quick
     python benchmarks/gang_goodput.py --readme docs/performance.md
 
-Two arms, each a gang of ``--ranks`` pods started as ``smoke.elastic_gang`` starts them
+Two arms, each a gang of ``--ranks`` pods started as ``smoke.processes.elastic_gang`` starts them
 (the launch script, torchrun's elastic agent and the trainer as its worker, one loopback
 address per pod, the bucket emulator), reclaimed at the same points of the same trace:
 
@@ -24,7 +24,7 @@ The agents wait ``--join-timeout`` (300 s) for their gang to assemble, not the r
 120 s: eight agents importing torch on two busy cores took longer (a TrainingJob renders
 900 s).
 
-A reclaim strikes one pod, with notice (SIGTERM, the grace, as ``smoke.gang_faults.reclaim``
+A reclaim strikes one pod, with notice (SIGTERM, the grace, as ``smoke.runs.gang_faults.reclaim``
 plays it) or without (SIGKILL of the pod's every process). Which pod, and whether with
 notice, cycles through ``--mix`` (by default a worker with notice, a worker without, the
 leader without: each path of replace-rank once, the leader at 1/3 rather than its 1/N
@@ -77,18 +77,18 @@ from measure import check_block, replace_block
 from spotproof.kube.jobset import JOIN_TIMEOUT_SECONDS
 from spotproof.plan.simulation import recovery
 from spotproof.plan.simulation.goodput import Reclaims, SaveCosts
-from spotproof.smoke import elastic_gang
-from spotproof.smoke.elastic_gang import (
+from spotproof.smoke.emulation.object_stores import emulated
+from spotproof.smoke.processes import elastic_gang
+from spotproof.smoke.processes.elastic_gang import (
     PERSIST_EVERY,
     REPLACEMENT_SECONDS,
     ElasticGang,
     Nodes,
 )
-from spotproof.smoke.emulators import emulated
-from spotproof.smoke.gang_faults import LEAVE_SECONDS, reclaim
-from spotproof.smoke.gang_ranks import finish_all
-from spotproof.smoke.process import Event, TrainerProcess
-from spotproof.smoke.records import Interruption, SmokeConfig, last_words, trainer_env
+from spotproof.smoke.processes.gang_ranks import finish_all
+from spotproof.smoke.processes.trainer_process import Event, TrainerProcess
+from spotproof.smoke.reports.records import Interruption, SmokeConfig, last_words, trainer_env
+from spotproof.smoke.runs.gang_faults import LEAVE_SECONDS, reclaim
 
 REPLACE, WHOLE = "replace-rank", "whole gang"
 EVERY_SECONDS = 1800.0
@@ -721,7 +721,9 @@ def main() -> int:
     check_block(args.readme, BLOCK)
     # The pods' join_timeout is read from the module when each pod starts.
     if not hasattr(elastic_gang, "JOIN_SECONDS"):
-        raise SystemExit("smoke.elastic_gang has no JOIN_SECONDS: --join-timeout needs a way in")
+        raise SystemExit(
+            "smoke.processes.elastic_gang has no JOIN_SECONDS: --join-timeout needs a way in"
+        )
     elastic_gang.JOIN_SECONDS = args.join_timeout
     trace = make_trace(args)
     config = SmokeConfig(

@@ -5,7 +5,7 @@
                                  [--readme docs/performance.md]
 
 Two processes form a gang over ``torch.distributed`` (gloo) exactly as the smoke trainer
-does (``spotproof.smoke.distributed.DataParallel``): each owns half of the parameters of a model
+does (``spotproof.smoke.data_parallel.DataParallel``): each owns half of the parameters of a model
 whose weights and Adam state take ``--sizes`` MiB, so each saves a shard of half that. Every
 contender is timed from a barrier before it to a barrier after it on rank 0, i.e. until
 the slower rank is done; the contenders run interleaved, median of ``--repeats`` rounds:
@@ -71,8 +71,8 @@ from spotproof.runtime.checkpointer import torch_state
 from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpointer.gang import GangCheckpointStore
 from spotproof.runtime.group import Gang
-from spotproof.smoke.distributed import DataParallel
-from spotproof.smoke.emulators import emulated, free_port
+from spotproof.smoke.data_parallel import DataParallel
+from spotproof.smoke.emulation.object_stores import emulated, free_port
 from spotproof.smoke.train import TrainConfig, batch, build
 
 OURS = "spotproof"

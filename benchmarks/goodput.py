@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from goodput_trace import TraceConfig, run_traces
 from medium import medium as open_medium
 
-from spotproof.smoke.process import TrainerProcess
+from spotproof.smoke.processes.trainer_process import TrainerProcess
 
 
 @dataclass

@@ -33,7 +33,7 @@ model prices them, the trace plays none), half a point of goodput at most.
 **Traces run side by side, started and stopped together**, so that each sees the same
 load throughout: one left to finish alone would speed up at its end, its period shorter
 than the one its reclaims were timed by. **Restarts are warm**: a trace's trainers are
-forked, one at a time, from the rehearsal's zygote (``smoke.warm``: a process that has
+forked, one at a time, from the rehearsal's zygote (``smoke.processes.warm``: a process that has
 imported the trainer, torch and its compiler stack), four CPU-seconds once per trace
 rather than per reclaim. A restart is then a replacement's on a node with the image
 pulled, the trainer's ``main`` through the restore to its first step: a fraction of
@@ -60,8 +60,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import astuple, dataclass, field
 
 from spotproof.plan.simulation.goodput import Reclaims, SaveCosts, best_interval, goodput
-from spotproof.smoke.process import Event, TrainerProcess
-from spotproof.smoke.warm import Zygote, warm_trainers
+from spotproof.smoke.processes.trainer_process import Event, TrainerProcess
+from spotproof.smoke.processes.warm import Zygote, warm_trainers
 
 GRACEFUL, UNANNOUNCED = "graceful", "unannounced"
 

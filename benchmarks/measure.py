@@ -26,7 +26,7 @@ import torch
 
 from spotproof.runtime.checkpointer import torch_state
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
-from spotproof.smoke.distributed import Alone
+from spotproof.smoke.data_parallel import Alone
 from spotproof.smoke.train import TrainConfig, batch, build
 
 Action = Callable[[int], object]

@@ -3,12 +3,13 @@
 Every contender of a row writes to the same directory and reads with the same cache state,
 or the comparison says nothing. Two traps this module closes:
 
-- **The medium.** ``tempfile`` and ``spotproof.smoke.emulators`` (its ``file`` store) may land
-  in memory: ``/dev/shm``, or a ``$TMPDIR`` on tmpfs. A "local disk" figure measured there
-  is a memory figure (an independent re-run of the capacity row found 2 GiB taking 5.8-11 s
-  on the real disk where ``/dev/shm`` had committed 5 GiB within 15 s). :func:`medium`
-  picks a directory on a disk-backed file system unless told otherwise, and every row is
-  labelled with the file system it really ran on, read from ``/proc/self/mountinfo``.
+- **The medium.** ``tempfile`` and ``spotproof.smoke.emulation.object_stores`` (its ``file``
+  store) may land in memory: ``/dev/shm``, or a ``$TMPDIR`` on tmpfs. A "local disk"
+  figure measured there is a memory figure (an independent re-run of the capacity row found 2
+  GiB taking 5.8-11 s on the real disk where ``/dev/shm`` had committed 5 GiB within 15 s).
+  :func:`medium` picks a directory on a disk-backed file system unless told otherwise, and
+  every row is labelled with the file system it really ran on, read from
+  ``/proc/self/mountinfo``.
 - **The cache.** A restore right after a save reads from the page cache. A restarted node
   reads cold. :func:`drop_cache` evicts the files a cold run will read (the kernel's
   ``drop_caches`` when this process may write it, else ``posix_fadvise(POSIX_FADV_DONTNEED)``

@@ -42,9 +42,9 @@ from stores import replica_holder
 from spotproof.runtime.checkpointer import in_place, torch_state
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.storage.peer import PeerStore
-from spotproof.smoke.emulators import emulated
-from spotproof.smoke.records import SmokeConfig
-from spotproof.smoke.tiered import run_tiered_smoke
+from spotproof.smoke.emulation.object_stores import emulated
+from spotproof.smoke.reports.records import SmokeConfig
+from spotproof.smoke.runs.tiered import run_tiered_smoke
 
 TARGET = 3.0
 THREADS = 4

@@ -72,8 +72,8 @@ from spotproof.runtime.checkpointer.tiers import MemoryTier, TieredGangStore
 from spotproof.runtime.loop import training
 from spotproof.runtime.storage import open_store
 from spotproof.runtime.storage.peer import PeerStore
-from spotproof.smoke.distributed import Alone
-from spotproof.smoke.emulators import emulated
+from spotproof.smoke.data_parallel import Alone
+from spotproof.smoke.emulation.object_stores import emulated
 from spotproof.smoke.train import TrainConfig, batch, build
 
 Saver = Callable[[int, torch.nn.Module, torch.optim.Optimizer], None]

@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spotproof.observability.dashboards import PANELS, Panel
-from spotproof.smoke.emulators import free_port
+from spotproof.smoke.emulation.object_stores import free_port
 from tests.prometheus_server import Prometheus, running_prometheus
 
 REHEARSALS = {

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from spotproof.plan import PlanResult
-from spotproof.smoke.emulators import Bucket, emulated
+from spotproof.smoke.emulation.object_stores import Bucket, emulated
 from tests.checkout import copy_checkout
 from tests.support import INSTALLED_SIZES, REPO, plan_of
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from spotproof.smoke.emulators import free_port
+from spotproof.smoke.emulation.object_stores import free_port
 
 PROMETHEUS = "prometheus"
 """Debian's package installs it as /usr/bin/prometheus (2.42 in bookworm)."""

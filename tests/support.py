@@ -148,10 +148,10 @@ parts: every kind of request the runtime sends."""
 
 def two_trainer_runs(env: dict[str, str], checkpoint_url: str) -> None:
     """A fresh :data:`PRUNING_RUN`, then one that resumes the finished run; both complete.
-    Both are forked warm (``smoke.warm``): the zygote makes no request of the store."""
+    Both are forked warm (``smoke.processes.warm``): the zygote makes no request of the store."""
     from spotproof.runtime import exit_codes  # noqa: PLC0415
-    from spotproof.smoke.process import TrainerProcess  # noqa: PLC0415
-    from spotproof.smoke.warm import warm_trainers  # noqa: PLC0415
+    from spotproof.smoke.processes.trainer_process import TrainerProcess  # noqa: PLC0415
+    from spotproof.smoke.processes.warm import warm_trainers  # noqa: PLC0415
 
     with warm_trainers() as zygote:
         for _ in range(2):

@@ -14,9 +14,9 @@ import pytest
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.checkpointer.layout import step_prefix
 from spotproof.runtime.storage import open_store
-from spotproof.smoke.aim import ManifestGate, gated
-from spotproof.smoke.emulators import Bucket, environment
-from spotproof.smoke.process import TrainerProcess
+from spotproof.smoke.emulation.object_stores import Bucket, environment
+from spotproof.smoke.processes.aimed_kill import ManifestGate, gated
+from spotproof.smoke.processes.trainer_process import TrainerProcess
 
 pytestmark = pytest.mark.processes
 

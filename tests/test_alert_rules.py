@@ -26,7 +26,7 @@ from spotproof.observability.queues import GLOBAL_GROUP, PUBSUB_OLDEST_UNACKED
 from spotproof.observability.rules import KSM_REQUIREMENT, rule_groups
 from spotproof.runtime import metrics
 from spotproof.runtime.metrics import TrainerMetrics, names
-from spotproof.smoke.emulators import free_port
+from spotproof.smoke.emulation.object_stores import free_port
 from tests.promtool_cases import (
     ASSUMED,
     GMP,

@@ -11,7 +11,7 @@ from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore, SaveResult
 from spotproof.runtime.failures import Failure
 from spotproof.runtime.storage import StorageError
-from spotproof.smoke.emulators import Bucket
+from spotproof.smoke.emulation.object_stores import Bucket
 
 
 def _payload(step: int) -> dict[str, bytes]:

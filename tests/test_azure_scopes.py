@@ -18,8 +18,8 @@ from spotproof.plan import PlanResult
 from spotproof.runtime.batch import ResultStore
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.storage import open_store
-from spotproof.smoke.emulators import Bucket
-from spotproof.smoke.fault_proxy import FaultProxy, emulator_port, fault_proxy, through
+from spotproof.smoke.emulation.fault_proxy import FaultProxy, emulator_port, fault_proxy, through
+from spotproof.smoke.emulation.object_stores import Bucket
 
 ROLE = "azure-native:authorization:RoleAssignment"
 BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"

@@ -24,11 +24,11 @@ from spotproof.runtime.batch.sqs import SqsQueue
 from spotproof.runtime.batch.table import open_table
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.storage import StorageError, open_store
-from spotproof.smoke.batch import BatchConfig, BatchReport, run_batch_smoke
 from spotproof.smoke.batch_work import WORKER_COMMAND, result_of
-from spotproof.smoke.emulators import Bucket, emulated
-from spotproof.smoke.process import TrainerProcess
-from spotproof.smoke.queue_emulators import emulated_queue
+from spotproof.smoke.emulation.object_stores import Bucket, emulated
+from spotproof.smoke.emulation.queues import emulated_queue
+from spotproof.smoke.processes.trainer_process import TrainerProcess
+from spotproof.smoke.runs.batch import BatchConfig, BatchReport, run_batch_smoke
 from tests.support import run_cli
 
 pytestmark = pytest.mark.processes

@@ -19,7 +19,7 @@ from spotproof.runtime.batch.worker import WorkerReport
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.storage import open_store
 from spotproof.smoke.batch_work import WORKER_COMMAND, reference_work
-from spotproof.smoke.queue_emulators import emulated_queue
+from spotproof.smoke.emulation.queues import emulated_queue
 
 pytestmark = pytest.mark.processes
 

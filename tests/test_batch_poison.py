@@ -19,7 +19,7 @@ from spotproof.runtime.batch.queues import open_queue
 from spotproof.runtime.guard import PreemptionGuard
 from spotproof.runtime.storage import open_store
 from spotproof.smoke.batch_work import result_of
-from spotproof.smoke.queue_emulators import PUBSUB_PROJECT, QueueService, emulated_queue
+from spotproof.smoke.emulation.queues import PUBSUB_PROJECT, QueueService, emulated_queue
 
 pytestmark = pytest.mark.processes
 

@@ -11,7 +11,7 @@ import pytest
 from spotproof.runtime.checkpointer import transfer
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore, SaveCancelled
 from spotproof.runtime.checkpointer.manifest import Manifest
-from spotproof.smoke.emulators import Bucket
+from spotproof.smoke.emulation.object_stores import Bucket
 
 PART = 64 * 1024
 

@@ -22,8 +22,14 @@ from spotproof.runtime.checkpointer.checkpoint import CheckpointStore, CommitFai
 from spotproof.runtime.checkpointer.layout import manifest_key, step_prefix
 from spotproof.runtime.failures import Failure
 from spotproof.runtime.storage import AlreadyExists, StorageError
-from spotproof.smoke.emulators import Bucket
-from spotproof.smoke.fault_proxy import Fault, FaultProxy, emulator_port, fault_proxy, through
+from spotproof.smoke.emulation.fault_proxy import (
+    Fault,
+    FaultProxy,
+    emulator_port,
+    fault_proxy,
+    through,
+)
+from spotproof.smoke.emulation.object_stores import Bucket
 
 pytestmark = pytest.mark.processes
 

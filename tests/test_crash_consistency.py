@@ -10,9 +10,9 @@ import boto3
 import pytest
 
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
-from spotproof.smoke.emulators import Bucket
-from spotproof.smoke.harness import run_smoke
-from spotproof.smoke.records import SmokeConfig, SmokeReport
+from spotproof.smoke.emulation.object_stores import Bucket
+from spotproof.smoke.reports.records import SmokeConfig, SmokeReport
+from spotproof.smoke.runs.solo import run_smoke
 
 pytestmark = pytest.mark.processes
 

@@ -1,7 +1,7 @@
 """The drill's verdict on a timeline, and its comparison with the plan's preemption path.
 
 Timelines here are written mark by mark, as ``drill.watch`` records a cluster's and
-``smoke.judged`` a rehearsal's; the paths compared with are the plan's own, from the
+``smoke.reports.drill_verdict`` a rehearsal's; the paths compared with are the plan's own, from the
 stacks' offline plans."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from spotproof.drill.judge import Expectation, judge
 from spotproof.drill.timeline import Mark, Timeline
 from spotproof.plan import PlanResult
 from spotproof.plan.model import Ending, PreemptionPath
-from spotproof.smoke.judged import drill_verdict, timeline_of
-from spotproof.smoke.records import Attempt, Interruption, SmokeConfig, SmokeReport
+from spotproof.smoke.reports.drill_verdict import drill_verdict, timeline_of
+from spotproof.smoke.reports.records import Attempt, Interruption, SmokeConfig, SmokeReport
 
 REFERENCE = "a" * 64
 OLD, NEW = "trainer-abc", "trainer-def"

@@ -23,7 +23,7 @@ from spotproof.runtime.checkpointer.checkpoint import Checkpoint, CheckpointStor
 from spotproof.runtime.checkpointer.gang import GangCheckpointStore, GangMismatch
 from spotproof.runtime.checkpointer.layout import manifest_key, shard_key
 from spotproof.runtime.checkpointer.manifest import read_commit
-from spotproof.smoke.emulators import Bucket, free_port
+from spotproof.smoke.emulation.object_stores import Bucket, free_port
 
 pytestmark = pytest.mark.processes
 

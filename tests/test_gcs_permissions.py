@@ -11,8 +11,8 @@ from urllib.parse import urlparse
 import pytest
 
 from spotproof.plan import PlanResult
-from spotproof.smoke.emulators import Bucket
-from spotproof.smoke.fault_proxy import Fault, emulator_port, fault_proxy, through
+from spotproof.smoke.emulation.fault_proxy import Fault, emulator_port, fault_proxy, through
+from spotproof.smoke.emulation.object_stores import Bucket
 from tests.gcs_iam import GcsRequest, requests_of
 from tests.support import iam_condition_allows, plan_of, smoke_checkpoint_url, two_trainer_runs
 

@@ -22,7 +22,7 @@ from spotproof.runtime.checkpointer.integrity import crc32c_hex
 from spotproof.runtime.checkpointer.layout import manifest_key, part_key
 from spotproof.runtime.checkpointer.manifest import MAX_MANIFEST_BYTES, ManifestError
 from spotproof.runtime.storage import StorageURLError, Unreadable
-from spotproof.smoke.emulators import Bucket
+from spotproof.smoke.emulation.object_stores import Bucket
 
 GOOD = {"state": b"good state " * 100}
 

@@ -23,8 +23,8 @@ from spotproof.runtime.checkpointer.gang import GangCheckpointStore
 from spotproof.runtime.checkpointer.layout import manifest_key
 from spotproof.runtime.checkpointer.manifest import Part, read_commit
 from spotproof.runtime.checkpointer.torch_state import StateBuffer
-from spotproof.smoke.distributed import Alone
-from spotproof.smoke.emulators import Bucket
+from spotproof.smoke.data_parallel import Alone
+from spotproof.smoke.emulation.object_stores import Bucket
 from spotproof.smoke.train import TrainConfig, batch, build
 
 pytestmark = pytest.mark.processes

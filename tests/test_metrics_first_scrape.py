@@ -11,7 +11,7 @@ import pytest
 
 from spotproof.runtime import metrics
 from spotproof.runtime.metrics import Served, TrainerMetrics, WorkerMetrics, names
-from spotproof.smoke.emulators import free_port
+from spotproof.smoke.emulation.object_stores import free_port
 from tests.test_trainer_metrics import Samples, scrape
 
 PERIODIC = {"checkpoint": "periodic"}

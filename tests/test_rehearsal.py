@@ -8,10 +8,10 @@ import pytest
 
 from spotproof import plan as spotproof_plan
 from spotproof.plan import PlanResult
-from spotproof.smoke.harness import run_smoke
-from spotproof.smoke.job import DISRUPTION_TARGET, JobController, JobPolicy
-from spotproof.smoke.records import SmokeConfig
-from spotproof.smoke.rehearsal import rehearsal
+from spotproof.smoke.emulation.job_controller import DISRUPTION_TARGET, JobController, JobPolicy
+from spotproof.smoke.reports.records import SmokeConfig
+from spotproof.smoke.runs.solo import run_smoke
+from spotproof.smoke.runs.stack import rehearsal
 from tests.support import REPO, plan_of, run_cli
 
 pytestmark = pytest.mark.processes

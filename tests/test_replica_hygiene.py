@@ -20,7 +20,7 @@ from spotproof.runtime.group import memory_tier
 from spotproof.runtime.settings import ConfigError
 from spotproof.runtime.storage.peer import PeerStore
 from spotproof.runtime.storage.replica_server import CannotListen, ReplicaServer
-from spotproof.smoke.emulators import free_port
+from spotproof.smoke.emulation.object_stores import free_port
 from tests.replica_wire import KEY, SECRET, answer, closed, connect, head
 
 pytestmark = pytest.mark.processes

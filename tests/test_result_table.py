@@ -15,8 +15,8 @@ from spotproof.runtime.batch.table import (
     TableURLError,
     open_table,
 )
-from spotproof.smoke.databases import local_postgres
-from spotproof.smoke.emulators import free_port
+from spotproof.smoke.emulation.databases import local_postgres
+from spotproof.smoke.emulation.object_stores import free_port
 
 pytestmark = pytest.mark.processes
 

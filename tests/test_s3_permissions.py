@@ -12,8 +12,8 @@ import pytest
 from spotproof.plan import PlanResult
 from spotproof.policy.aws_iam import Request, decide
 from spotproof.runtime.storage.s3 import IAM_ACTIONS, iam_requests
-from spotproof.smoke.emulators import Bucket
-from spotproof.smoke.fault_proxy import emulator_port, fault_proxy, through
+from spotproof.smoke.emulation.fault_proxy import emulator_port, fault_proxy, through
+from spotproof.smoke.emulation.object_stores import Bucket
 from tests.s3_iam import requests_of
 from tests.support import plan_of, smoke_checkpoint_url, two_trainer_runs
 

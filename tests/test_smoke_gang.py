@@ -19,9 +19,9 @@ import pytest
 from spotproof import cli
 from spotproof.runtime import exit_codes
 from spotproof.runtime.launcher import Launcher
-from spotproof.smoke import gang_ranks
-from spotproof.smoke.multinode import SCENARIOS, run_gang_smoke
-from spotproof.smoke.records import SmokeConfig
+from spotproof.smoke.processes import gang_ranks
+from spotproof.smoke.reports.records import SmokeConfig
+from spotproof.smoke.runs.gang import SCENARIOS, run_gang_smoke
 from tests.support import REPO, run_cli
 
 pytestmark = pytest.mark.processes

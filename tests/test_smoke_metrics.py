@@ -17,7 +17,7 @@ import pytest
 
 from spotproof.observability.dashboards import PANELS, Panel
 from spotproof.runtime.metrics import names
-from spotproof.smoke.emulators import free_port
+from spotproof.smoke.emulation.object_stores import free_port
 from tests.prometheus_server import Prometheus, running_prometheus
 
 pytestmark = pytest.mark.processes

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from spotproof import cli
-from spotproof.smoke.elastic_gang import PERSIST_EVERY
-from spotproof.smoke.tiered import LEADER, ONE_NODE, RECLAIMED
+from spotproof.smoke.processes.elastic_gang import PERSIST_EVERY
+from spotproof.smoke.runs.tiered import LEADER, ONE_NODE, RECLAIMED
 
 pytestmark = pytest.mark.processes
 

@@ -9,8 +9,8 @@ import random
 import pytest
 
 from spotproof.smoke.command import default_steps
-from spotproof.smoke.records import SmokeConfig
-from spotproof.smoke.tiered import placed, scenarios, steps_needed, too_short
+from spotproof.smoke.reports.records import SmokeConfig
+from spotproof.smoke.runs.tiered import placed, scenarios, steps_needed, too_short
 from tests.support import run_cli
 
 

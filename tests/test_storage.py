@@ -11,7 +11,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 from spotproof.runtime.storage import AlreadyExists, StorageError, StorageURLError, open_store
 from spotproof.runtime.storage.objects import FsspecStore
 from spotproof.runtime.storage.s3 import S3Store
-from spotproof.smoke.emulators import Bucket, emulated, free_port
+from spotproof.smoke.emulation.object_stores import Bucket, emulated, free_port
 
 pytestmark = pytest.mark.processes
 

@@ -44,7 +44,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from spotproof.runtime.storage import StorageURLError, open_store
 from spotproof.runtime.storage.azure import adlfs_options
-from spotproof.smoke.emulators import azurite_command, free_port, running
+from spotproof.smoke.emulation.object_stores import azurite_command, free_port, running
 
 pytestmark = pytest.mark.processes
 

@@ -20,9 +20,9 @@ from spotproof.runtime.checkpointer import transfer
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.checkpointer.layout import step_prefix
 from spotproof.runtime.storage import StorageError, deadlines, open_store
-from spotproof.smoke.emulators import AZURITE_ACCOUNT_KEY, Bucket, free_port
-from spotproof.smoke.fault_proxy import Fault, emulator_port, fault_proxy, through
-from spotproof.smoke.process import TrainerProcess
+from spotproof.smoke.emulation.fault_proxy import Fault, emulator_port, fault_proxy, through
+from spotproof.smoke.emulation.object_stores import AZURITE_ACCOUNT_KEY, Bucket, free_port
+from spotproof.smoke.processes.trainer_process import TrainerProcess
 
 pytestmark = pytest.mark.processes
 

@@ -18,7 +18,7 @@ import pytest
 from spotproof.runtime import exit_codes
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.storage import StorageURLError, open_store
-from spotproof.smoke.warm import Zygote, warm_trainers
+from spotproof.smoke.processes.warm import Zygote, warm_trainers
 
 pytestmark = pytest.mark.processes
 
@@ -43,7 +43,7 @@ def _files(folder: Path) -> list[str]:
 
 
 def _warm_exit(zygote: Zygote, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """A smoke trainer forked warm (``smoke.warm``), run to its exit."""
+    """A smoke trainer forked warm (``smoke.processes.warm``), run to its exit."""
     trainer = zygote.spawn(env)
     out, err = trainer.stdout.read(), trainer.stderr.read()
     return subprocess.CompletedProcess([], trainer.wait(60), out, err)

@@ -26,12 +26,12 @@ from spotproof.runtime.checkpointer.manifest import GangManifest, Manifest
 from spotproof.runtime.checkpointer.torch_state import StateBuffer
 from spotproof.runtime.run_settings import RunSettings
 from spotproof.runtime.settings import usable_cpus
-from spotproof.smoke.distributed import Alone
-from spotproof.smoke.emulators import Bucket
-from spotproof.smoke.fault_proxy import Fault, emulator_port, fault_proxy, through
-from spotproof.smoke.process import TrainerProcess
+from spotproof.smoke.data_parallel import Alone
+from spotproof.smoke.emulation.fault_proxy import Fault, emulator_port, fault_proxy, through
+from spotproof.smoke.emulation.object_stores import Bucket
+from spotproof.smoke.processes.trainer_process import TrainerProcess
+from spotproof.smoke.processes.warm import Zygote, warm_trainers
 from spotproof.smoke.train import ConfigError, TrainConfig, build
-from spotproof.smoke.warm import Zygote, warm_trainers
 
 pytestmark = pytest.mark.processes
 
@@ -68,7 +68,7 @@ def _run(env: dict[str, str], zygote: Zygote | None = None) -> TrainerProcess:
 
 @pytest.fixture(scope="module")
 def zygote() -> Iterator[Zygote]:
-    """Where the trainers that resume are forked from (``smoke.warm``): each would cost
+    """Where the trainers that resume are forked from (``smoke.processes.warm``): each would cost
     seconds of imports. The first run, and each test of how the process itself starts or
     leaves, start afresh."""
     with warm_trainers() as warm:
@@ -324,7 +324,7 @@ def test_a_checkpoint_of_another_run_is_refused_not_resumed(url: str) -> None:
 
 
 def test_unreachable_store_exits_for_a_retry_in_one_line(url: str) -> None:
-    from spotproof.smoke.emulators import free_port  # noqa: PLC0415
+    from spotproof.smoke.emulation.object_stores import free_port  # noqa: PLC0415
 
     env = _env(
         "s3://spotproof-smoke/x",
@@ -406,7 +406,7 @@ def test_a_gang_that_cannot_assemble_is_refused_at_once_in_one_line(
 
 
 def test_a_rank_whose_peers_never_come_leaves_after_the_rendezvous_timeout(url: str) -> None:
-    from spotproof.smoke.emulators import free_port  # noqa: PLC0415
+    from spotproof.smoke.emulation.object_stores import free_port  # noqa: PLC0415
 
     gang = {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1"}
     env = _env(url, **gang, MASTER_PORT=free_port(), RENDEZVOUS_SECONDS=10)
@@ -423,7 +423,7 @@ def test_a_rank_whose_peer_dies_inside_a_save_leaves_with_the_gang_not_after_the
     lands), with both ranks at step 20 waiting on that save. Rank 0 waits together with its
     peer, so the next collective tells it the peer is gone and it waits to be torn down;
     waiting on the missing shard alone it sat out the shard timeout (120 s) first."""
-    from spotproof.smoke.emulators import free_port  # noqa: PLC0415
+    from spotproof.smoke.emulation.object_stores import free_port  # noqa: PLC0415
 
     s3 = emulators["s3"]
     with fault_proxy(emulator_port("s3", s3.env)) as proxy:
@@ -461,7 +461,7 @@ def test_a_rank_whose_peer_dies_inside_a_save_leaves_with_the_gang_not_after_the
 
 
 def test_sigterm_while_the_gang_assembles_leaves_at_once_preempted(url: str) -> None:
-    from spotproof.smoke.emulators import free_port  # noqa: PLC0415
+    from spotproof.smoke.emulation.object_stores import free_port  # noqa: PLC0415
 
     gang = {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1"}
     port = free_port()

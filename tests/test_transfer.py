@@ -17,7 +17,7 @@ from spotproof.runtime.checkpointer.layout import manifest_key
 from spotproof.runtime.checkpointer.manifest import Manifest
 from spotproof.runtime.failures import Failure
 from spotproof.runtime.storage import ObjectStore, StorageError, open_store
-from spotproof.smoke.emulators import Bucket
+from spotproof.smoke.emulation.object_stores import Bucket
 
 MiB = 1 << 20
 

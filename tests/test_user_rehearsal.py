@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from spotproof.plan import PlanResult
-from spotproof.smoke.process import TrainerProcess
-from spotproof.smoke.records import SmokeConfig
-from spotproof.smoke.rehearsal import command_rehearsal
-from spotproof.smoke.state_diff import explain, not_deterministic
+from spotproof.smoke.processes.trainer_process import TrainerProcess
+from spotproof.smoke.reports.records import SmokeConfig
+from spotproof.smoke.runs.stack import command_rehearsal
+from spotproof.smoke.user.state_diff import explain, not_deterministic
 from tests.support import run_cli
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(900)]

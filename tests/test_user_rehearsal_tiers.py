@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from spotproof.runtime import launcher
-from spotproof.smoke.process import TrainerProcess, descendants, runs_module
-from spotproof.smoke.tiered import LEADER, ONE_NODE, RECLAIMED
+from spotproof.smoke.processes.trainer_process import TrainerProcess, descendants, runs_module
+from spotproof.smoke.runs.tiered import LEADER, ONE_NODE, RECLAIMED
 from tests.test_user_rehearsal import FAST_STEPS, TRAIN, Rehearsed, _project, _smoke, _state
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(900)]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from spotproof.runtime import exit_codes
-from spotproof.smoke.process import TrainerProcess
-from spotproof.smoke.warm import Zygote, warm_trainers
+from spotproof.smoke.processes.trainer_process import TrainerProcess
+from spotproof.smoke.processes.warm import Zygote, warm_trainers
 
 pytestmark = pytest.mark.processes
 

@@ -5,7 +5,7 @@ pod's environment adds (``runtime.launcher`` starts it, through the launch scrip
 When a node is lost the surviving agents keep their pods and wait; when the replacement's
 agent joins they stop their workers and start them again in the same pods, which keep
 their memory (``TrainingJob(recovery=GangRecovery.REPLACE_RANK)``, ``kube.jobset``; the
-rehearsal ``smoke.elastic_gang`` runs exactly these commands).
+rehearsal ``smoke.processes.elastic_gang`` runs exactly these commands).
 """
 
 from __future__ import annotations

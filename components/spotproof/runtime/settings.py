@@ -4,7 +4,7 @@ Each variable below is one definition: its name, its default and its range, with
 meaning on the docstring under it. Both sides use the definition: the components that
 render a container's environment (``kube.smoke``, ``kube.training``, ``kube.jobset``,
 ``kube.batch``, and the rehearsal's harness) spell the name through it, and the processes
-that read the environment (``runtime.loop``, ``smoke.train`` and ``smoke.distributed``,
+that read the environment (``runtime.loop``, ``smoke.train`` and ``smoke.data_parallel``,
 ``runtime.batch.entry`` and ``smoke.batch_work``) read it through it, so the two cannot
 drift apart. This module imports nothing of spotproof but its readers: a Pulumi program imports it
 without the runtime.

@@ -1,4 +1,10 @@
-"""The smoke test: a deterministic trainer, and a harness that preempts it on purpose."""
+"""The smoke test: a deterministic trainer, and rehearsals that preempt it on purpose.
+
+Here, the command (``command``) and the workloads that manifests name by module (``train``,
+``batch_work``, with ``data_parallel``); below, by concern: ``emulation`` (what a rehearsal
+stands in for), ``processes`` (the trainers it starts), ``runs`` (a rehearsal of the
+reference trainer per kind), ``user`` (a user's own trainer rehearsed), ``reports`` (what
+it records and tells)."""
 
 BATCH_ROWS = 16
 """Rows of every step's batch; each rank of a gang takes ``WORLD_SIZE``-th of them. Here,

@@ -2,7 +2,7 @@
 
 A local preemption run of the trainer against a store emulator, alone or as a gang; with
 ``--stack``, a rehearsal of that stack's preemption path from its offline plan; with
-``--command``, the same rehearsal of the user's own trainer (``smoke.user_rehearsal``); with
+``--command``, the same rehearsal of the user's own trainer (``smoke.user.rehearsal``); with
 ``--batch``, the batch workers' run against a queue emulator. Exit codes as every command's
 (``spotproof.commands``): 0 passed, 1 failed, 2 bad input (one line on stderr).
 """
@@ -24,16 +24,16 @@ from spotproof.runtime import metrics
 from spotproof.runtime.launcher import Launcher
 from spotproof.runtime.settings import ConfigError
 from spotproof.smoke import DEFAULT_STEPS
-from spotproof.smoke.batch import BatchConfig, run_batch_smoke
-from spotproof.smoke.emulators import EmulatorError
-from spotproof.smoke.harness import run_smoke
-from spotproof.smoke.multinode import run_gang_smoke
-from spotproof.smoke.records import SmokeConfig, SmokeReport
-from spotproof.smoke.rehearsal import RehearsalError, command_rehearsal, rehearsal
-from spotproof.smoke.report import render_timeline, summary, to_json
-from spotproof.smoke.tiered import run_tiered_smoke, steps_needed, too_short
-from spotproof.smoke.user_command import DEFAULT_INTERVAL, CommandError, UserCommand
-from spotproof.smoke.user_rehearsal import rehearse_command
+from spotproof.smoke.emulation.object_stores import EmulatorError
+from spotproof.smoke.reports.records import SmokeConfig, SmokeReport
+from spotproof.smoke.reports.rendered import render_timeline, summary, to_json
+from spotproof.smoke.runs.batch import BatchConfig, run_batch_smoke
+from spotproof.smoke.runs.gang import run_gang_smoke
+from spotproof.smoke.runs.solo import run_smoke
+from spotproof.smoke.runs.stack import RehearsalError, command_rehearsal, rehearsal
+from spotproof.smoke.runs.tiered import run_tiered_smoke, steps_needed, too_short
+from spotproof.smoke.user.command import DEFAULT_INTERVAL, CommandError, UserCommand
+from spotproof.smoke.user.rehearsal import rehearse_command
 from spotproof.terminal import paint
 
 T = TypeVar("T")
@@ -152,7 +152,7 @@ def _told(args: argparse.Namespace, report: SmokeReport) -> int:
 
 
 def _user_command(args: argparse.Namespace) -> int:
-    """``--command``: rehearse the user's own trainer (``smoke.user_rehearsal``)."""
+    """``--command``: rehearse the user's own trainer (``smoke.user.rehearsal``)."""
     progress = lambda line: print(line, flush=True)  # noqa: E731
     try:
         for flag, given, why in (

@@ -4,7 +4,7 @@ The reference model and data, trained through ``spotproof.training`` as any user
 is: a deterministic MLP whose whole state (model, optimizer, RNG, step; the data position
 is the step, batches are generated from ``SEED`` and the step) goes into each checkpoint,
 so a run interrupted any number of times ends with the same ``digest`` as one that never
-was. Alone, or as one rank of a gang (``spotproof.smoke.distributed`` says how the model is
+was. Alone, or as one rank of a gang (``spotproof.smoke.data_parallel`` says how the model is
 split across ranks); everything about checkpoints, reclaims, peers and exit codes is
 ``training()``'s (``spotproof.runtime.loop``).
 
@@ -44,7 +44,7 @@ from spotproof.runtime.loop import training
 from spotproof.runtime.messages import redacted
 from spotproof.runtime.settings import ConfigError
 from spotproof.smoke import BATCH_ROWS
-from spotproof.smoke.distributed import Alone, DataParallel
+from spotproof.smoke.data_parallel import Alone, DataParallel
 
 DEPTH = 4
 BYTES_PER_PARAMETER = 12  # fp32 weight + AdamW's two moments

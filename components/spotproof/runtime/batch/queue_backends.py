@@ -2,7 +2,7 @@
 
 A backend is one record (:class:`QueueBackend`), read by everything that spells a queue:
 ``queues.open_queue`` (its URL scheme and the function that opens it), ``extras`` (which
-extra installs its SDK), ``smoke.queue_emulators`` (its emulator, beside the emulator of
+extra installs its SDK), ``smoke.emulation.queues`` (its emulator, beside the emulator of
 the store its results go to) and ``cli`` (the ``--queue`` choices, by
 :attr:`QueueBackend.name`).
 
@@ -11,7 +11,7 @@ dotted path and imported only when asked for (``backends.load``): a worker impor
 SDK of its own queue alone, and the emulators live in ``smoke``, above the runtime.
 
 So a new queue is its own module (``runtime/batch/<queue>.py``: a class implementing
-``items.WorkQueue`` and its ``from_url``), its emulator in ``smoke/queue_emulators.py``,
+``items.WorkQueue`` and its ``from_url``), its emulator in ``smoke/emulation/queues.py``,
 and one record below.
 """
 
@@ -35,7 +35,7 @@ class QueueBackend:
     """The store backend of the same cloud (``runtime.storage.backends``), where a
     rehearsal's results go."""
     emulator: str
-    """Its ``smoke.queue_emulators.QueueEmulator``."""
+    """Its ``smoke.emulation.queues.QueueEmulator``."""
     extra: str
     """The extra of ``pyproject.toml`` that installs its SDK."""
     imports: tuple[str, ...]
@@ -49,7 +49,7 @@ QUEUE_BACKENDS = (
         spelled="sqs://QUEUE",
         opens="spotproof.runtime.batch.sqs:from_url",
         store="s3",
-        emulator="spotproof.smoke.queue_emulators:SQS",
+        emulator="spotproof.smoke.emulation.queues:SQS",
         extra="batch-aws",
         imports=("boto3",),
     ),
@@ -59,7 +59,7 @@ QUEUE_BACKENDS = (
         spelled="pubsub://PROJECT/SUBSCRIPTION",
         opens="spotproof.runtime.batch.pubsub:from_url",
         store="gcs",
-        emulator="spotproof.smoke.queue_emulators:PUBSUB",
+        emulator="spotproof.smoke.emulation.queues:PUBSUB",
         extra="batch-gcp",
         imports=("google.cloud.pubsub_v1",),
     ),
@@ -69,7 +69,7 @@ QUEUE_BACKENDS = (
         spelled="azqueue://QUEUE[?max_deliveries=N&ttl_days=D]",
         opens="spotproof.runtime.batch.azure_queue:from_url",
         store="azure",
-        emulator="spotproof.smoke.queue_emulators:AZURE",
+        emulator="spotproof.smoke.emulation.queues:AZURE",
         extra="batch-azure",
         imports=("azure.storage.queue", "azure.identity"),
     ),

@@ -62,7 +62,8 @@ class StoreBackend:
     store: str
     """Its ``objects.FsspecStore`` class (:func:`load`)."""
     emulator: str
-    """The context manager that starts its emulator and yields a ``smoke.emulators.Bucket``."""
+    """The context manager that starts its emulator and yields a
+    ``smoke.emulation.object_stores.Bucket``."""
     extra: str | None = None
     """The extra of ``pyproject.toml`` that installs its SDK; None: the bare package."""
     imports: tuple[str, ...] = ()
@@ -83,7 +84,7 @@ STORE_BACKENDS = (
         spelled="file:///path",
         protocol="file",
         store="spotproof.runtime.storage.local:LocalStore",
-        emulator="spotproof.smoke.emulators:file_bucket",
+        emulator="spotproof.smoke.emulation.object_stores:file_bucket",
     ),
     StoreBackend(
         name="s3",
@@ -91,7 +92,7 @@ STORE_BACKENDS = (
         spelled="s3://bucket/prefix",
         protocol="s3",
         store="spotproof.runtime.storage.s3:S3Store",
-        emulator="spotproof.smoke.emulators:s3_bucket",
+        emulator="spotproof.smoke.emulation.object_stores:s3_bucket",
         extra="s3",
         imports=("s3fs", "botocore"),
         call_limits={"config_kwargs": deadlines.botocore_config()},
@@ -107,7 +108,7 @@ STORE_BACKENDS = (
         spelled="gs://bucket/prefix",
         protocol="gcs",
         store="spotproof.runtime.storage.gcs:GcsStore",
-        emulator="spotproof.smoke.emulators:gcs_bucket",
+        emulator="spotproof.smoke.emulation.object_stores:gcs_bucket",
         extra="gcs",
         imports=("gcsfs", "google.cloud.storage"),
         call_limits={"requests_timeout": deadlines.READ_SECONDS},
@@ -120,7 +121,7 @@ STORE_BACKENDS = (
         spelled="az://container/prefix",
         protocol="abfs",
         store="spotproof.runtime.storage.azure:AzureStore",
-        emulator="spotproof.smoke.emulators:azure_bucket",
+        emulator="spotproof.smoke.emulation.object_stores:azure_bucket",
         extra="azure-blob",
         imports=("adlfs",),
         call_limits={

@@ -3,7 +3,7 @@ machine: each pod the launch script, torchrun's elastic agent and its worker, wi
 address of its own on loopback and a directory that stands for its memory-backed
 ``emptyDir``. Pods are replaced one at a time, as the Job controller replaces the pod of
 an index its failure policy ignores, or all together, as a JobSet restarts a gang
-(``smoke.tiered`` plays the interruptions)."""
+(``smoke.runs.tiered`` plays the interruptions)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from spotproof.runtime import elastic, launcher, settings
-from spotproof.smoke.emulators import free_port
-from spotproof.smoke.process import Event, TrainerProcess, descendants, runs_module
-from spotproof.smoke.records import SmokeReport, last_words
+from spotproof.smoke.emulation.object_stores import free_port
+from spotproof.smoke.processes.trainer_process import (
+    Event,
+    TrainerProcess,
+    descendants,
+    runs_module,
+)
+from spotproof.smoke.reports.records import SmokeReport, last_words
 
 PERSIST_EVERY = 3
 """The rehearsal persists every third periodic save: most kills then find memory ahead

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from spotproof.runtime import settings
-from spotproof.smoke.warm import ForkedTrainer, Zygote
+from spotproof.smoke.processes.warm import ForkedTrainer, Zygote
 
 Event = dict[str, Any]
 TRAINER = "spotproof.smoke.train"
@@ -73,7 +73,7 @@ class TrainerProcess:
     on_end: Callable[[], None] | None = None
     """Called once its output has ended: the process is gone (its metrics with it)."""
     zygote: Zygote | None = None
-    """Where the trainer is forked from, warm (``smoke.warm``); None starts it afresh, as
+    """Where the trainer is forked from, warm (``smoke.processes.warm``); None starts it afresh, as
     does an ``argv``."""
     events_file: Path | None = None
     """Where the process appends its events (``SPOTPROOF_EVENTS`` is set to it); None: its

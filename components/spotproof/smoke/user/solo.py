@@ -1,14 +1,14 @@
 """``spotproof smoke --command`` for one process: the user's trainer run once uninterrupted,
 and once along the preemption path, as a Job restarts its pod.
 
-The interrupted run plays what ``smoke.harness`` plays against the reference trainer, with
+The interrupted run plays what ``smoke.runs.solo`` plays against the reference trainer, with
 its own functions: preemptions along the path (notice, SIGTERM, the grace, SIGKILL at its
 end; the first with its replacement started while the old process still saves), hard kills
-aimed between a save's payload and its commit (``smoke.aim``), and, new here, a replacement
-killed while it restores (``smoke.restore_kill``). A user's steps are not paced for the
-rehearsal, so each process is held (``TrainerProcess.run_until``) as it resumes and at
-the step where its interruption is placed: nothing depends on how fast the script trains
-or how busy the machine is.
+aimed between a save's payload and its commit (``smoke.processes.aimed_kill``), and, new
+here, a replacement killed while it restores (``smoke.user.restore_kill``). A user's steps
+are not paced for the rehearsal, so each process is held (``TrainerProcess.run_until``) as it
+resumes and at the step where its interruption is placed: nothing depends on how fast the
+script trains or how busy the machine is.
 """
 
 from __future__ import annotations
@@ -16,18 +16,12 @@ from __future__ import annotations
 import random
 import time
 
-from spotproof.smoke.fault_proxy import Fault
-from spotproof.smoke.harness import arm, hard_kill, judge_interruption, place, preempt
-from spotproof.smoke.lineage import Lineage
-from spotproof.smoke.process import TrainerProcess
-from spotproof.smoke.records import RESTORE_KILL, Interruption, describe
-from spotproof.smoke.restore_kill import (
-    hold_reads,
-    judge_restore,
-    kill_in_restore,
-    restore_kill_after,
-)
-from spotproof.smoke.user_command import (
+from spotproof.smoke.emulation.fault_proxy import Fault
+from spotproof.smoke.processes.lineage import Lineage
+from spotproof.smoke.processes.trainer_process import TrainerProcess
+from spotproof.smoke.reports.records import RESTORE_KILL, Interruption, describe
+from spotproof.smoke.runs.solo import arm, hard_kill, judge_interruption, place, preempt
+from spotproof.smoke.user.command import (
     RunResult,
     Stage,
     command_env,
@@ -37,6 +31,12 @@ from spotproof.smoke.user_command import (
     restoring,
     resuming,
     started,
+)
+from spotproof.smoke.user.restore_kill import (
+    hold_reads,
+    judge_restore,
+    kill_in_restore,
+    restore_kill_after,
 )
 
 START_SECONDS = 300.0

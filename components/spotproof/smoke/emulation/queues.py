@@ -29,7 +29,7 @@ from pathlib import Path
 
 from spotproof.runtime.batch.queue_backends import NAMED
 from spotproof.runtime.storage.backends import load
-from spotproof.smoke.emulators import (
+from spotproof.smoke.emulation.object_stores import (
     Bucket,
     EmulatorError,
     azurite_command,

@@ -1,7 +1,7 @@
 """One trainer lineage writing to one checkpoint prefix: each process started after the one
 before it is gone (or, on a Job's overlapped restart, while it is still saving), as a Job
-restarts its pod. The reference trainer's (``smoke.harness``) and a user's command's
-(``smoke.user_solo``) alike."""
+restarts its pod. The reference trainer's (``smoke.runs.solo``) and a user's command's
+(``smoke.user.solo``) alike."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from pathlib import Path
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.metrics import Registry, TrainerMetrics, names
 from spotproof.runtime.storage import ObjectStore, open_store
-from spotproof.smoke.aim import ManifestGate
-from spotproof.smoke.emulators import Bucket
-from spotproof.smoke.process import Event, TrainerProcess
-from spotproof.smoke.records import (
+from spotproof.smoke.emulation.object_stores import Bucket
+from spotproof.smoke.processes.aimed_kill import ManifestGate
+from spotproof.smoke.processes.trainer_process import Event, TrainerProcess
+from spotproof.smoke.processes.warm import Zygote
+from spotproof.smoke.reports.records import (
     Attempt,
     Progress,
     SmokeConfig,
@@ -24,7 +25,6 @@ from spotproof.smoke.records import (
     last_words,
     trainer_env,
 )
-from spotproof.smoke.warm import Zygote
 
 
 class Lineage:
@@ -58,7 +58,8 @@ class Lineage:
         if gate is not None:
             self.env = gate.route(self.env)
         self.zygote = zygote
-        """Where the trainers are forked from (``smoke.warm``); None starts each afresh."""
+        """Where the trainers are forked from (``smoke.processes.warm``); None starts each
+        afresh."""
         self.metrics = metrics
         self.argv = argv
         self.events_dir = events_dir

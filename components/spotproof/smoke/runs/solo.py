@@ -21,12 +21,12 @@ bucket:
    ``podFailurePolicy`` and ``backoffLimit``, every pod failure is also judged as the Job
    controller would, and the run fails if the Job would have given up;
 4. the graceful preemptions, read as the timeline a cluster would have shown, must also
-   pass the judge of ``spotproof drill`` (``smoke.judged``): one judgment for rehearsals
-   and real drills.
+   pass the judge of ``spotproof drill`` (``smoke.reports.drill_verdict``): one judgment for
+   rehearsals and real drills.
 
-Trainers are forked warm from a zygote (``smoke.warm``), and the aimed kill holds a commit
-back at a relay in front of the emulator (``smoke.aim``): neither depends on how busy the
-machine is.
+Trainers are forked warm from a zygote (``smoke.processes.warm``), and the aimed kill holds a
+commit back at a relay in front of the emulator (``smoke.processes.aimed_kill``): neither
+depends on how busy the machine is.
 
 Given a metrics registry, the interrupted run's trainers' events are recorded as the
 trainer's own metrics (``runtime.metrics``), one recorder per process as each pod has its
@@ -43,13 +43,14 @@ import time
 from spotproof.runtime import exit_codes
 from spotproof.runtime.checkpointer.layout import manifest_key, step_prefix
 from spotproof.runtime.metrics import Registry
-from spotproof.smoke.aim import ManifestGate, freeze_inside_an_upload, gated
-from spotproof.smoke.emulators import Bucket, emulated
-from spotproof.smoke.job import DISRUPTION_TARGET, JobController
-from spotproof.smoke.judged import drill_verdict
-from spotproof.smoke.lineage import Lineage
-from spotproof.smoke.process import Event, TrainerProcess, container_exit_code
-from spotproof.smoke.records import (
+from spotproof.smoke.emulation.job_controller import DISRUPTION_TARGET, JobController
+from spotproof.smoke.emulation.object_stores import Bucket, emulated
+from spotproof.smoke.processes.aimed_kill import ManifestGate, freeze_inside_an_upload, gated
+from spotproof.smoke.processes.lineage import Lineage
+from spotproof.smoke.processes.trainer_process import Event, TrainerProcess, container_exit_code
+from spotproof.smoke.processes.warm import Zygote, warm_trainers
+from spotproof.smoke.reports.drill_verdict import drill_verdict
+from spotproof.smoke.reports.records import (
     Interruption,
     Progress,
     SmokeConfig,
@@ -58,7 +59,6 @@ from spotproof.smoke.records import (
     judge_recovery,
     last_words,
 )
-from spotproof.smoke.warm import Zygote, warm_trainers
 
 
 def completed(process: TrainerProcess, report: SmokeReport) -> Event | None:
@@ -129,7 +129,7 @@ def hard_kill(
 ) -> TrainerProcess:
     """SIGKILL, like a node that vanishes. With ``aim``, the kill lands while an upload's
     payload is in the bucket and its manifest is not: the moment between payload writes
-    and the commit (``smoke.aim``)."""
+    and the commit (``smoke.processes.aimed_kill``)."""
     aimed = _aim(run, process) if aim else None
     process.send(signal.SIGKILL)
     record.exit_code = process.finish()

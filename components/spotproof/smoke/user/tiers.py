@@ -1,17 +1,17 @@
 """``spotproof smoke --command --nodes N --tiers``: the user's trainer as a gang whose ranks
 are replaced one at a time, as ``TrainingJob(recovery=GangRecovery.REPLACE_RANK)`` runs it.
 
-Each pod is what ``smoke.elastic_gang`` starts: the launch script, torchrun's elastic agent,
-and the user's words as the agent's worker, with a directory of its own standing for the
-pod's memory-backed ``emptyDir`` (``MEMORY_TIER_DIR``), so ``training()`` keeps its periodic
-saves there and replicates them to a peer. The interruptions are ``smoke.tiered``'s, judged
-the same way: a worker's node lost, a worker reclaimed, a worker and its replica's holder
-lost (4 pods or more), the leader's node lost. Before each, the last pod's worker is held at
-the step it is placed at, its agent running on, so a script of millisecond steps is
-interrupted where the rehearsal says.
+Each pod is what ``smoke.processes.elastic_gang`` starts: the launch script, torchrun's
+elastic agent, and the user's words as the agent's worker, with a directory of its own
+standing for the pod's memory-backed ``emptyDir`` (``MEMORY_TIER_DIR``), so ``training()``
+keeps its periodic saves there and replicates them to a peer. The interruptions are
+``smoke.runs.tiered``'s, judged the same way: a worker's node lost, a worker reclaimed, a
+worker and its replica's holder lost (4 pods or more), the leader's node lost. Before each,
+the last pod's worker is held at the step it is placed at, its agent running on, so a script
+of millisecond steps is interrupted where the rehearsal says.
 
 The reference run is the user's gang started as a JobSet without replace-rank starts it
-(``smoke.user_gang``): the interrupted run must end with its digest, whatever tier each
+(``smoke.user.gang``): the interrupted run must end with its digest, whatever tier each
 rank restored from.
 """
 
@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
-from spotproof.smoke.elastic_gang import ElasticGang, Nodes
-from spotproof.smoke.tiered import played, too_short
-from spotproof.smoke.user_command import RunResult, Stage, command_env, started
+from spotproof.smoke.processes.elastic_gang import ElasticGang, Nodes
+from spotproof.smoke.runs.tiered import played, too_short
+from spotproof.smoke.user.command import RunResult, Stage, command_env, started
 
 
 def tiered_room(stage: Stage) -> str | None:
@@ -34,7 +34,7 @@ def tiered_room(stage: Stage) -> str | None:
 
 
 def tiered_interrupted(stage: Stage) -> RunResult:
-    """The gang through :func:`smoke.tiered.scenarios`, to its ``done``."""
+    """The gang through :func:`smoke.runs.tiered.scenarios`, to its ``done``."""
     url = stage.bucket.prefix("interrupted")
     with stage.bucket.apply():
         observer = CheckpointStore(url)

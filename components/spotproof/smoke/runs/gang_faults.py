@@ -1,7 +1,7 @@
 """What happens to a gang's ranks, and what the harness makes of it: one rank or every
 rank reclaimed along the configured path, one rank killed, the others torn down as a
 JobSet deletes their pods, and the exit codes and losses each must show
-(``smoke.multinode`` plays them against the reference trainer, ``smoke.user_gang`` against
+(``smoke.runs.gang`` plays them against the reference trainer, ``smoke.user.gang`` against
 a user's command)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import time
 
 from spotproof.runtime import exit_codes
 from spotproof.runtime.launcher import Launcher
-from spotproof.smoke.gang_ranks import GangProcesses, finish_all
-from spotproof.smoke.process import TrainerProcess
-from spotproof.smoke.records import Interruption, SmokeConfig, SmokeReport, judge_recovery
+from spotproof.smoke.processes.gang_ranks import GangProcesses, finish_all
+from spotproof.smoke.processes.trainer_process import TrainerProcess
+from spotproof.smoke.reports.records import Interruption, SmokeConfig, SmokeReport, judge_recovery
 
 LEAVE_SECONDS = 30.0
 """How long ranks get to notice a dead peer and stop before they are killed."""

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from spotproof.drill.judge import Expectation, Verdict, judge
 from spotproof.drill.timeline import Mark, Timeline
-from spotproof.smoke.process import container_exit_code
-from spotproof.smoke.records import Interruption, SmokeReport
+from spotproof.smoke.processes.trainer_process import container_exit_code
+from spotproof.smoke.reports.records import Interruption, SmokeReport
 
 COUNTED_ACTIONS = (": Count", ": FailJob")
-"""A Job verdict (``smoke.job.JobController.verdicts``) that spent or ended the Job."""
+"""A Job verdict (``smoke.emulation.job_controller.JobController.verdicts``) that spent or
+ended the Job."""
 
 
 def _pod(index: int) -> str:

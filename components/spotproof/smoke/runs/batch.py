@@ -1,7 +1,7 @@
 """``spotproof smoke --batch``: queue-fed workers preempted and killed on purpose.
 
 Against a real queue emulator (moto server's SQS, the Cloud SDK's Pub/Sub emulator,
-Azurite's queue service; ``queue_emulators``), the harness publishes ``items`` work
+Azurite's queue service; ``smoke.emulation.queues``), the harness publishes ``items`` work
 items (twice: the second publication must add nothing), computes the expected results with
 a plain loop, and runs ``workers`` worker processes (``python -m spotproof.runtime.batch``,
 a stack's default worker, serving the reference work of ``batch_work``) the way a
@@ -37,10 +37,10 @@ from spotproof.runtime.batch.table import open_table
 from spotproof.runtime.metrics import Registry, WorkerMetrics
 from spotproof.runtime.storage import open_store
 from spotproof.smoke.batch_work import WORKER_COMMAND, result_of
-from spotproof.smoke.databases import result_table
-from spotproof.smoke.process import TrainerProcess, container_exit_code
-from spotproof.smoke.queue_emulators import emulated_queue
-from spotproof.smoke.records import Progress, last_words
+from spotproof.smoke.emulation.databases import result_table
+from spotproof.smoke.emulation.queues import emulated_queue
+from spotproof.smoke.processes.trainer_process import TrainerProcess, container_exit_code
+from spotproof.smoke.reports.records import Progress, last_words
 
 QUEUE_NAME = "spotproof-batch"
 MAX_RECEIVES = 5

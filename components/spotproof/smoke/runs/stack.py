@@ -40,13 +40,13 @@ from spotproof.plan.simulation.preemption import pod_grace
 from spotproof.runtime import settings
 from spotproof.runtime.storage.backends import SCHEMES
 from spotproof.scheduling.run_profile import RunProfile
-from spotproof.smoke.job import JobPolicy
-from spotproof.smoke.records import SmokeConfig
+from spotproof.smoke.emulation.job_controller import JobPolicy
+from spotproof.smoke.reports.records import SmokeConfig
 
 JOB = "kubernetes:batch/v1:Job"
 EMULATED_STORE = {scheme: backend.name for scheme, backend in SCHEMES.items()}
-"""The emulator (:data:`spotproof.smoke.emulators.STORES`) for each checkpoint URL scheme
-the runtime opens (``spotproof.runtime.storage.backends.SCHEMES``)."""
+"""The emulator (:data:`spotproof.smoke.emulation.object_stores.STORES`) for each checkpoint
+URL scheme the runtime opens (``spotproof.runtime.storage.backends.SCHEMES``)."""
 
 
 class RehearsalError(ValueError):

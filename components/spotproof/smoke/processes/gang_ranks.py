@@ -1,7 +1,7 @@
 """A gang's ranks as processes: one start of ``nodes`` trainer processes meeting on a fresh
 port, each given what a JobSet's pod gives it (its rank, or torchrun and the launch
-script), and their ends awaited together. ``smoke.multinode`` starts the reference trainer
-as a gang, ``smoke.user_gang`` a user's command, and ``smoke.gang_faults`` plays what
+script), and their ends awaited together. ``smoke.runs.gang`` starts the reference trainer
+as a gang, ``smoke.user.gang`` a user's command, and ``smoke.runs.gang_faults`` plays what
 happens to the ranks."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 
 from spotproof.runtime import launcher, settings
 from spotproof.runtime.launcher import Launcher
-from spotproof.smoke.emulators import free_port
-from spotproof.smoke.process import Event, TrainerProcess
-from spotproof.smoke.records import SmokeReport, last_words
+from spotproof.smoke.emulation.object_stores import free_port
+from spotproof.smoke.processes.trainer_process import Event, TrainerProcess
+from spotproof.smoke.reports.records import SmokeReport, last_words
 
 
 class GangProcesses:

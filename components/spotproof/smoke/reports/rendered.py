@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from spotproof.drill.report import save_progress_picture
-from spotproof.smoke.records import RESTORE_KILL, SmokeReport, describe
-from spotproof.smoke.user_command import CommandReport
+from spotproof.smoke.reports.records import RESTORE_KILL, SmokeReport, describe
+from spotproof.smoke.user.command import CommandReport
 
 
 def to_json(report: SmokeReport) -> dict[str, Any]:

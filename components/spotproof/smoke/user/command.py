@@ -23,10 +23,10 @@ from typing import Any
 
 from spotproof.runtime import exit_codes, settings
 from spotproof.runtime.launcher import Launcher
-from spotproof.smoke.aim import ManifestGate
-from spotproof.smoke.emulators import Bucket
-from spotproof.smoke.process import Event, TrainerProcess
-from spotproof.smoke.records import Progress, SmokeConfig, SmokeReport
+from spotproof.smoke.emulation.object_stores import Bucket
+from spotproof.smoke.processes.aimed_kill import ManifestGate
+from spotproof.smoke.processes.trainer_process import Event, TrainerProcess
+from spotproof.smoke.reports.records import Progress, SmokeConfig, SmokeReport
 
 DEFAULT_INTERVAL = 10
 """``CHECKPOINT_INTERVAL`` of a user's trainer rehearsed without ``--interval`` or a stack:
@@ -227,7 +227,7 @@ class CommandReport(SmokeReport):
     diagnosis: list[str] = field(default_factory=list)
     """Which part of the state differs, from which save on, and what that means."""
     time_spent: dict[str, float] = field(default_factory=dict)
-    """Where the rehearsal's time went, in seconds (``smoke.user_rehearsal.TIME_SPENT``)."""
+    """Where the rehearsal's time went, in seconds (``smoke.user.rehearsal.TIME_SPENT``)."""
 
 
 @dataclass
@@ -247,7 +247,7 @@ class Stage:
     started_by: Launcher = Launcher.TORCHRUN
     tiers: bool = False
     """The gang's ranks replaced one at a time, their saves held in memory and replicated
-    (``smoke.user_tiers``); False: the whole gang restarted after each interruption."""
+    (``smoke.user.tiers``); False: the whole gang restarted after each interruption."""
     runs: list[list[TrainerProcess]] = field(default_factory=list)
     """The processes of every run, as they are started: whatever a failure leaves running
     is killed before the rehearsal ends (:meth:`kill_leftovers`)."""

@@ -4,12 +4,12 @@ static rendezvous on loopback, then the user's words as torchrun's worker), run 
 uninterrupted and once through the stack's reclaims, the whole gang restarted after each
 as a JobSet's failure policy restarts it.
 
-Preemptions alternate between one rank (``multinode``'s "preempt one rank": the others
+Preemptions alternate between one rank (``smoke.runs.gang``'s "preempt one rank": the others
 stop with it and wait to be torn down) and every rank (a pool reclaimed); a hard kill is
-``multinode``'s "kill one rank", landed, where the bucket has a relay, in the middle of
+``smoke.runs.gang``'s "kill one rank", landed, where the bucket has a relay, in the middle of
 the last rank's save (its payload uploaded, its shard's record held back, so the step
 cannot commit); and after the first hard kill (else the last preemption) the restarted
-gang is killed while it restores (``smoke.restore_kill``), every rank at once. The gang
+gang is killed while it restores (``smoke.user.restore_kill``), every rank at once. The gang
 steps together (``training()`` agrees after every step whether to stop), so holding the
 last rank at a step holds all.
 """
@@ -25,20 +25,14 @@ from typing import Any
 
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.checkpointer.layout import STEP_NAME, STEPS, manifest_key, step_prefix
-from spotproof.smoke.fault_proxy import Fault
-from spotproof.smoke.gang_faults import interrupt, judge_scenario
-from spotproof.smoke.gang_ranks import GangProcesses, finish_all
-from spotproof.smoke.harness import place
-from spotproof.smoke.multinode import agreed
-from spotproof.smoke.process import Event
-from spotproof.smoke.records import RESTORE_KILL, Interruption, describe
-from spotproof.smoke.restore_kill import (
-    hold_reads,
-    judge_restore,
-    kill_in_restore,
-    restore_kill_after,
-)
-from spotproof.smoke.user_command import (
+from spotproof.smoke.emulation.fault_proxy import Fault
+from spotproof.smoke.processes.gang_ranks import GangProcesses, finish_all
+from spotproof.smoke.processes.trainer_process import Event
+from spotproof.smoke.reports.records import RESTORE_KILL, Interruption, describe
+from spotproof.smoke.runs.gang import agreed
+from spotproof.smoke.runs.gang_faults import interrupt, judge_scenario
+from spotproof.smoke.runs.solo import place
+from spotproof.smoke.user.command import (
     RunResult,
     Stage,
     command_env,
@@ -49,7 +43,13 @@ from spotproof.smoke.user_command import (
     resuming,
     started,
 )
-from spotproof.smoke.user_solo import START_SECONDS
+from spotproof.smoke.user.restore_kill import (
+    hold_reads,
+    judge_restore,
+    kill_in_restore,
+    restore_kill_after,
+)
+from spotproof.smoke.user.solo import START_SECONDS
 
 
 def _starter(stage: Stage, name: str, *, gated: bool) -> tuple[Callable[..., GangProcesses], str]:

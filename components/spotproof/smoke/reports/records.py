@@ -1,5 +1,5 @@
 """What a rehearsal is given and what it records, shared by the single-trainer harness
-(``spotproof.smoke.harness``) and the gang harness (``spotproof.smoke.multinode``): the
+(``spotproof.smoke.runs.solo``) and the gang harness (``spotproof.smoke.runs.gang``): the
 configuration, one record per interruption and per trainer process, the report, and the
 judgment both make of a recovery."""
 
@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from spotproof.runtime import settings
-from spotproof.smoke.emulators import Bucket
-from spotproof.smoke.job import JobPolicy
-from spotproof.smoke.process import TrainerProcess
+from spotproof.smoke.emulation.job_controller import JobPolicy
+from spotproof.smoke.emulation.object_stores import Bucket
+from spotproof.smoke.processes.trainer_process import TrainerProcess
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ class SmokeReport:
     """The Job controller's action on each failed pod (``preemption (exit 143): Ignore``)."""
     drill_failures: list[str] | None = None
     """What ``spotproof drill``'s judge found wrong with the graceful preemptions, read as a
-    drill's timeline (``smoke.judged``); None when none was played."""
+    drill's timeline (``smoke.reports.drill_verdict``); None when none was played."""
 
     @property
     def passed(self) -> bool:

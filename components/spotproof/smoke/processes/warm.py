@@ -83,7 +83,7 @@ class Zygote:
         # A file, not a pipe: a pipe nobody reads could fill and block the zygote.
         self._said = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "spotproof.smoke.warm", str(theirs.fileno())],
+            [sys.executable, "-m", "spotproof.smoke.processes.warm", str(theirs.fileno())],
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

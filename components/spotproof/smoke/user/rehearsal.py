@@ -7,17 +7,17 @@ runs it in their own project.
 2. The **interrupted** run, along the preemption path (the stack's, with ``--stack``):
    preemptions with the path's notice and grace, SIGKILL at the grace's end; hard kills
    aimed between a save's payload and its commit; a replacement killed while it restores.
-   One process (``smoke.user_solo``), or a gang of ranks each started as a pod starts it,
-   through the launch script and the real torchrun (``smoke.user_gang``); with ``tiers``,
+   One process (``smoke.user.solo``), or a gang of ranks each started as a pod starts it,
+   through the launch script and the real torchrun (``smoke.user.gang``); with ``tiers``,
    a gang whose ranks are replaced one at a time, each a torchrun elastic agent, its saves
-   held in its pod's memory and replicated to a peer (``smoke.user_tiers``), through a
+   held in its pod's memory and replicated to a peer (``smoke.user.tiers``), through a
    node lost, a node reclaimed and the leader's node lost.
 3. The **judgment**: every exit code as the contract has it (143 after SIGTERM, killed
    processes killed), the steps each interruption lost against what the path allows (a
    graceful preemption none, a kill at most two intervals), and the interrupted run's final
    digest equal to the reference's. Where it is not, a second uninterrupted run tells a
    trainer that is not deterministic from one that loses state on a resume, and the saves
-   of the runs name the part that differs and from which save on (``smoke.state_diff``).
+   of the runs name the part that differs and from which save on (``smoke.user.state_diff``).
 
 A small script of about a hundred steps should take about a minute on a laptop: the report
 says where the time went (:data:`TIME_SPENT`), and its JSON carries the numbers.
@@ -32,16 +32,10 @@ from pathlib import Path
 from spotproof.runtime.checkpointer.layout import MANIFESTS
 from spotproof.runtime.launcher import Launcher
 from spotproof.runtime.storage import open_store
-from spotproof.smoke.aim import gated
-from spotproof.smoke.emulators import Bucket, emulated
-from spotproof.smoke.records import Progress, SmokeConfig, attempt_of
-from spotproof.smoke.state_diff import (
-    explain,
-    lr_scheduler_unsaved,
-    not_deterministic,
-    saves_of,
-)
-from spotproof.smoke.user_command import (
+from spotproof.smoke.emulation.object_stores import Bucket, emulated
+from spotproof.smoke.processes.aimed_kill import gated
+from spotproof.smoke.reports.records import Progress, SmokeConfig, attempt_of
+from spotproof.smoke.user.command import (
     CommandError,
     CommandReport,
     RunResult,
@@ -50,9 +44,15 @@ from spotproof.smoke.user_command import (
     learned,
     room_for,
 )
-from spotproof.smoke.user_gang import gang_interrupted, gang_reference
-from spotproof.smoke.user_solo import solo_interrupted, solo_reference
-from spotproof.smoke.user_tiers import tiered_interrupted, tiered_room
+from spotproof.smoke.user.gang import gang_interrupted, gang_reference
+from spotproof.smoke.user.solo import solo_interrupted, solo_reference
+from spotproof.smoke.user.state_diff import (
+    explain,
+    lr_scheduler_unsaved,
+    not_deterministic,
+    saves_of,
+)
+from spotproof.smoke.user.tiers import tiered_interrupted, tiered_room
 
 TIME_SPENT = (
     "emulator",
@@ -180,7 +180,7 @@ def _record(report: CommandReport, run: RunResult, key: str) -> None:
 def _diagnosis(
     bucket: Bucket, reference: RunResult, interrupted: RunResult, second: RunResult
 ) -> list[str]:
-    """What differs, and why (see ``smoke.state_diff``)."""
+    """What differs, and why (see ``smoke.user.state_diff``)."""
     with bucket.apply():
         stores = {run.name: open_store(run.url) for run in (reference, interrupted, second)}
     saves = {name: saves_of(store) for name, store in stores.items()}

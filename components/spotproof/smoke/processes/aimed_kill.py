@@ -6,8 +6,8 @@ leaves nothing loadable, the rehearsal lands one there on purpose, and must do s
 loaded machine as surely as on an idle one:
 
 - **Object stores** (the S3, GCS and Azure emulators, HTTP on loopback): the trainer talks
-  to its bucket through a :class:`ManifestGate` (a ``smoke.fault_proxy`` relay) that passes
-  every request on until it is armed, then holds back the first write of a manifest (the
+  to its bucket through a :class:`ManifestGate` (a ``smoke.emulation.fault_proxy`` relay)
+  that passes every request on until it is armed, then holds back the first write of a manifest (the
   commit) at or after a given step and says so. The checkpoint protocol writes the
   manifest only once every payload part has been acknowledged, so at that moment the whole
   payload is in the bucket and its commit is not; the manifest never reaches the bucket,
@@ -35,9 +35,15 @@ from spotproof.runtime.checkpointer.layout import (
     step_prefix,
 )
 from spotproof.runtime.storage import ObjectStore
-from spotproof.smoke.emulators import Bucket
-from spotproof.smoke.fault_proxy import Fault, FaultProxy, emulator_port, fault_proxy, through
-from spotproof.smoke.process import TrainerProcess
+from spotproof.smoke.emulation.fault_proxy import (
+    Fault,
+    FaultProxy,
+    emulator_port,
+    fault_proxy,
+    through,
+)
+from spotproof.smoke.emulation.object_stores import Bucket
+from spotproof.smoke.processes.trainer_process import TrainerProcess
 
 _MANIFEST_WRITE = ("PUT|POST", rf"{MANIFESTS}(?:/|%2F)({STEP_NAME.pattern})\.json")
 """A manifest's write: its key is in the request's path (S3, Azure) or, URL-encoded or

@@ -6,10 +6,10 @@ next start must resume from the same step, losing nothing more. To land the kill
 the restore on any machine, not whenever the harness happens to look:
 
 - **Object stores** (the S3, GCS and Azure emulators): the relay in front of the emulator
-  (``smoke.aim.ManifestGate``'s) holds back the first request under ``steps/`` once the
-  replacement has started: the listing or download of the checkpoint's parts, which a
-  restore makes only after it has read the manifest. The replacement is killed while it
-  waits for that answer.
+  (``smoke.processes.aimed_kill.ManifestGate``'s) holds back the first request under
+  ``steps/`` once the replacement has started: the listing or download of the checkpoint's
+  parts, which a restore makes only after it has read the manifest. The replacement is killed
+  while it waits for that answer.
 - **The file store** has no wire: the replacement is held (SIGSTOP) as it says
   ``restoring``, and killed there, before it reads anything.
 
@@ -25,11 +25,11 @@ import time
 from collections.abc import Sequence
 
 from spotproof.runtime.checkpointer.layout import STEP_NAME, STEPS
-from spotproof.smoke.aim import ManifestGate
-from spotproof.smoke.fault_proxy import Fault
-from spotproof.smoke.process import TrainerProcess
-from spotproof.smoke.records import RESTORE_KILL, Interruption, SmokeReport, judge_recovery
-from spotproof.smoke.user_command import output_tail, restoring
+from spotproof.smoke.emulation.fault_proxy import Fault
+from spotproof.smoke.processes.aimed_kill import ManifestGate
+from spotproof.smoke.processes.trainer_process import TrainerProcess
+from spotproof.smoke.reports.records import RESTORE_KILL, Interruption, SmokeReport, judge_recovery
+from spotproof.smoke.user.command import output_tail, restoring
 
 READ_OF_A_STEP = ("GET|HEAD", rf"{STEPS}(?:/|%2F)({STEP_NAME.pattern})")
 """A request for anything under ``steps/<step>``, its key in the path (S3, Azure, a GCS

@@ -47,10 +47,9 @@ from typing import Any
 from spotproof.runtime import exit_codes, settings
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.launcher import Launcher
-from spotproof.smoke.emulators import Bucket, emulated
-from spotproof.smoke.gang_faults import interrupt, judge_scenario
-from spotproof.smoke.gang_ranks import GangProcesses
-from spotproof.smoke.records import (
+from spotproof.smoke.emulation.object_stores import Bucket, emulated
+from spotproof.smoke.processes.gang_ranks import GangProcesses
+from spotproof.smoke.reports.records import (
     Interruption,
     Progress,
     SmokeConfig,
@@ -59,6 +58,7 @@ from spotproof.smoke.records import (
     last_words,
     trainer_env,
 )
+from spotproof.smoke.runs.gang_faults import interrupt, judge_scenario
 
 SCENARIOS = ("preempt one rank", "kill one rank", "preempt every rank")
 

@@ -3,7 +3,7 @@ periodic saves are held in memory and replicated to a peer (``runtime.checkpoint
 and whose nodes vanish or are reclaimed.
 
 Each rank is a pod as ``TrainingJob(recovery=GangRecovery.REPLACE_RANK)`` starts one
-(``smoke.elastic_gang``): the launch script, torchrun's elastic agent (the ``c10d``
+(``smoke.processes.elastic_gang``): the launch script, torchrun's elastic agent (the ``c10d``
 rendezvous for exactly N nodes, its store on pod 0, the *leader*), then the trainer as the
 agent's worker, with a directory standing for the pod's memory-backed ``emptyDir``
 (``MEMORY_TIER_DIR``) that goes with the pod. A replacement starts shortly after its
@@ -28,7 +28,7 @@ plays, in turn:
 The run passes only if each interruption replaces exactly the pods it should, every
 survivor resumes where the scenario says, no committed step is lost, and the gang ends with
 the digest of a gang of the same size and tiers that was never interrupted (a gang whose
-ranks start themselves, ``smoke.multinode``: the digest does not depend on the launcher).
+ranks start themselves, ``smoke.runs.gang``: the digest does not depend on the launcher).
 Each interruption's *stall*, from the interruption to the gang's next step, is reported.
 """
 
@@ -44,7 +44,8 @@ from pathlib import Path
 from spotproof.runtime import exit_codes, settings
 from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.checkpointer.tiers import BUCKET, MEMORY, PEER, replica_holders
-from spotproof.smoke.elastic_gang import (
+from spotproof.smoke.emulation.object_stores import emulated
+from spotproof.smoke.processes.elastic_gang import (
     PERSIST_EVERY,
     REPLACEMENT_SECONDS,
     Abandoned,
@@ -52,12 +53,9 @@ from spotproof.smoke.elastic_gang import (
     Nodes,
     agent_running,
 )
-from spotproof.smoke.emulators import emulated
-from spotproof.smoke.gang_faults import LEAVE_SECONDS, reclaim
-from spotproof.smoke.gang_ranks import finish_all
-from spotproof.smoke.multinode import judge_digest, run_reference
-from spotproof.smoke.process import Event, TrainerProcess
-from spotproof.smoke.records import (
+from spotproof.smoke.processes.gang_ranks import finish_all
+from spotproof.smoke.processes.trainer_process import Event, TrainerProcess
+from spotproof.smoke.reports.records import (
     Interruption,
     Progress,
     SmokeConfig,
@@ -67,6 +65,8 @@ from spotproof.smoke.records import (
     last_words,
     trainer_env,
 )
+from spotproof.smoke.runs.gang import judge_digest, run_reference
+from spotproof.smoke.runs.gang_faults import LEAVE_SECONDS, reclaim
 
 ONE_NODE, RECLAIMED, WITH_HOLDER, LEADER = (
     "one node lost",

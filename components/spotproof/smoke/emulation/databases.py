@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from spotproof.smoke.emulators import EmulatorError, free_port, running
+from spotproof.smoke.emulation.object_stores import EmulatorError, free_port, running
 
 TABLE_KINDS = ("sqlite", "postgres", "none")
 ROLE = "spotproof"

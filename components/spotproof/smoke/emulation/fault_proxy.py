@@ -4,7 +4,8 @@ It forwards every request unchanged, except those a :class:`Fault` matches, whic
 answers with an HTTP error, drops with a TCP reset before or *after* forwarding them
 (after: the emulator acted on the request, but the client never hears the answer: the
 ambiguous failure a real network produces), delays, or holds: never forwards and never
-answers, while the client waits (the rehearsal's aimed kill, ``smoke.aim``, lands there).
+answers, while the client waits (the rehearsal's aimed kill, ``smoke.processes.aimed_kill``,
+lands there).
 The storage tests inject their faults with it too.
 
 Each request is read whole from the client (answering ``Expect: 100-continue`` itself),
