@@ -17,8 +17,8 @@ from typing import NoReturn
 from spotproof.catalog import Cloud
 from spotproof.commands import EXIT_BAD_INPUT, EXIT_OK, REPORT_FORMATS, count_in, fraction, one_of
 from spotproof.smoke import DEFAULT_STEPS, GANG_SIZES
-from spotproof.smoke.emulators import STORES
-from spotproof.smoke.queue_emulators import QUEUES
+from spotproof.smoke.emulation.object_stores import STORES
+from spotproof.smoke.emulation.queues import QUEUES
 
 
 class _Parser(argparse.ArgumentParser):
