@@ -123,14 +123,15 @@ def test_one_s3_call_to_a_silent_endpoint_gives_up_after_its_attempts(
     # Each attempt waits READ_SECONDS of silence; shortened here, the number kept.
     monkeypatch.setattr(deadlines, "READ_SECONDS", 0.5)
     monkeypatch.setattr(deadlines, "CONNECT_SECONDS", 0.5)
-    from spotproof.runtime.storage import _filesystem  # noqa: PLC0415
+    from spotproof.runtime.storage.backends import NAMED  # noqa: PLC0415
+    from spotproof.runtime.storage.opening import _filesystem  # noqa: PLC0415
     from spotproof.runtime.storage.s3 import S3Store  # noqa: PLC0415
 
     with silent_endpoint() as port:
         url, env = _pointed_at("s3", port)
         for key, value in env.items():
             monkeypatch.setenv(key, value)
-        store = S3Store(url, _filesystem(url, "s3", {}), "silent/ckpt")
+        store = S3Store(url, _filesystem(url, NAMED["s3"], S3Store, {}), "silent/ckpt")
         started = time.monotonic()
         with pytest.raises(StorageError):
             store.exists("manifests/000000000001.json")

@@ -10,15 +10,22 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
 from spotproof.catalog import Cloud
-from spotproof.commands import EXIT_BAD_INPUT, EXIT_OK, REPORT_FORMATS, count_in, fraction, one_of
+from spotproof.commands import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    REPORT_FORMATS,
+    InstalledVersion,
+    count_in,
+    fraction,
+    one_of,
+)
+from spotproof.runtime.batch.queue_backends import NAMED as QUEUES
+from spotproof.runtime.storage.backends import NAMED as STORES
 from spotproof.smoke import DEFAULT_STEPS, GANG_SIZES
-from spotproof.smoke.emulation.object_stores import STORES
-from spotproof.smoke.emulation.queues import QUEUES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,7 +47,7 @@ EPILOG = (
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="spotproof", description=DESCRIPTION, epilog=EPILOG)
-    parser.add_argument("--version", action="version", version=f"spotproof {_version()}")
+    parser.add_argument("--version", action=InstalledVersion)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     plan = commands.add_parser(
         "plan",
@@ -154,7 +161,7 @@ def _smoke(commands: argparse._SubParsersAction) -> None:
     )
     smoke.add_argument(
         "--store",
-        choices=STORES,
+        choices=tuple(STORES),
         default=None,
         help="bucket to checkpoint into (default s3; with --stack, the emulator of the "
         "store its Job writes to)",
@@ -212,7 +219,7 @@ def _smoke(commands: argparse._SubParsersAction) -> None:
     )
     smoke.add_argument(
         "--queue",
-        choices=QUEUES,
+        choices=tuple(QUEUES),
         default="sqs",
         help="with --batch: moto's SQS, the Cloud SDK's Pub/Sub emulator or Azurite's queues",
     )
@@ -332,13 +339,6 @@ def _status(commands: argparse._SubParsersAction) -> None:
         "(default with --stack: asked of the pulumi CLI)",
     )
     status.add_argument("--format", choices=("text", "json"), default="text")
-
-
-def _version() -> str:
-    try:
-        return metadata.version("spotproof")
-    except metadata.PackageNotFoundError:
-        return "unknown (not installed)"
 
 
 def _project_dir(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 T = TypeVar("T")
 
@@ -75,3 +75,28 @@ def fraction(text: str) -> float:
     if not 0.05 <= value <= 1:
         raise argparse.ArgumentTypeError(f"{value:g} is out of range; allowed: 0.05..1")
     return value
+
+
+class InstalledVersion(argparse.Action):
+    """``--version``: the installed distribution's version, read only when asked, since
+    importing ``importlib.metadata`` would cost every other command a fifth of a second
+    (``docs/performance.md``, the plan's start-up)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **_: object) -> None:
+        super().__init__(
+            option_strings,
+            dest=argparse.SUPPRESS,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="show program's version number and exit",
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> NoReturn:
+        from importlib import metadata  # noqa: PLC0415
+
+        try:
+            version = metadata.version("spotproof")
+        except metadata.PackageNotFoundError:
+            version = "unknown (not installed)"
+        print(f"{parser.prog} {version}")
+        parser.exit()
