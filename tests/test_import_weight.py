@@ -32,7 +32,7 @@ CLI_NEVER_IMPORTS = {
     "spotproof.smoke.emulation.object_stores": (
         "the rehearsal's; --store choices come from the registry"
     ),
-    "spotproof.smoke.emulation.queues": ("the rehearsal's; --queue choices come from the registry"),
+    "spotproof.smoke.emulation.queues": "the rehearsal's; --queue choices come from the registry",
 }
 """Modules the CLI must not import to parse a command line, each with why."""
 
