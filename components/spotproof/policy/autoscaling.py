@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spotproof.catalog import keda, profile
-from spotproof.policy.base import PlannedResource, StackRule
+from spotproof.policy.base import PlannedResource, Problem, StackRule
 from spotproof.policy.kubernetes import cloud_of
 
 SCALED_OBJECT = f"kubernetes:{keda.API_VERSION}:{keda.SCALED_OBJECT}"
@@ -143,15 +143,21 @@ def _replicas_left_to_scaler(deployment: PlannedResource, name: str) -> Iterator
         if replicas is not None:
             yield (
                 deployment.name,
-                f"Deployment {name} sets replicas although a ScaledObject scales it: every "
-                "apply would reset the scaler's count; leave replicas out",
+                Problem(
+                    f"Deployment {name} sets replicas although a ScaledObject scales it: every "
+                    "apply would reset the scaler's count; leave replicas out",
+                    "spec.replicas",
+                ),
             )
         return
     if replicas != 0:
         yield (
             deployment.name,
-            f"Deployment {name} starts with {1 if replicas is None else replicas} pod(s) "
-            "before KEDA scales it; allowed: replicas 0",
+            Problem(
+                f"Deployment {name} starts with {1 if replicas is None else replicas} pod(s) "
+                "before KEDA scales it; allowed: replicas 0",
+                "spec.replicas",
+            ),
         )
     if keda.REPLICAS_OWNED_BY_SCALER not in deployment.ignore_changes:
         yield (

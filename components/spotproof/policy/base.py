@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
 from spotproof import scheduling
+from spotproof.scheduling import pod_templates
+from spotproof.scheduling.pod_templates import PodTemplate
 
 
 class Problem(str):
@@ -35,6 +37,35 @@ class Problem(str):
 def key_path_of(message: str) -> str | None:
     """The key path a rule gave its message (a :class:`Problem`); None for plain words."""
     return message.key_path if isinstance(message, Problem) else None
+
+
+def pod_key_path(
+    resource: PlannedResource,
+    template: PodTemplate,
+    key: str = "",
+    container: Mapping[str, Any] | None = None,
+) -> str:
+    """The key path in ``resource``'s inputs of ``key`` of ``template``'s pod spec, or of
+    ``container`` of it where given (:func:`container_key_path`); of the pod spec or the
+    container itself when ``key`` is empty."""
+    where = pod_templates.pod_spec_path(resource.inputs, template.part)
+    if container is not None:
+        return container_key_path(where, template.spec, container, key)
+    return f"{where}.{key}" if key else where
+
+
+def container_key_path(
+    pod_spec_path: str, pod_spec: Mapping[str, Any], container: Mapping[str, Any], key: str = ""
+) -> str:
+    """The key path of ``key`` of ``container`` (relative to it: ``resources.limits``; the
+    container itself when empty), one of the ``containers`` of ``pod_spec``, which the
+    resource keeps at ``pod_spec_path``; the pod spec's for a container not among them (an
+    init container, judged by what the whole pod runs)."""
+    containers = pod_spec.get("containers") or []
+    index = next((i for i, c in enumerate(containers) if c is container), None)
+    if index is None:
+        return pod_spec_path
+    return f"{pod_spec_path}.containers[{index}]" + (f".{key}" if key else "")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,14 @@ from typing import Any
 from spotproof import scheduling
 from spotproof.catalog import PROFILES, Cloud, profile, pulumi_kubernetes
 from spotproof.fleet import images
-from spotproof.policy.base import PlannedResource, ResourceRule, Scope, StackRule
+from spotproof.policy.base import (
+    PlannedResource,
+    Problem,
+    ResourceRule,
+    Scope,
+    StackRule,
+    pod_key_path,
+)
 from spotproof.scheduling import fit, node_shapes, pod_templates
 
 JOB = "kubernetes:batch/v1:Job"
@@ -20,11 +27,14 @@ def _pod_spec(job_inputs: Mapping[str, Any]) -> Mapping[str, Any]:
     return ((job_inputs.get("spec") or {}).get("template") or {}).get("spec") or {}
 
 
-def job_preemption_safe(inputs: Mapping[str, Any]) -> Iterator[str]:
+def job_preemption_safe(inputs: Mapping[str, Any]) -> Iterator[Problem]:
     spec = inputs.get("spec") or {}
     pod = _pod_spec(inputs)
     if pod.get("restartPolicy") != "Never":
-        yield "restartPolicy must be Never: a preempted pod is replaced, not restarted in place"
+        yield Problem(
+            "restartPolicy must be Never: a preempted pod is replaced, not restarted in place",
+            "spec.template.spec.restartPolicy",
+        )
     rules = (spec.get("podFailurePolicy") or {}).get("rules") or []
     ignores_disruption = any(
         r.get("action") == "Ignore"
@@ -32,12 +42,18 @@ def job_preemption_safe(inputs: Mapping[str, Any]) -> Iterator[str]:
         for r in rules
     )
     if not ignores_disruption:
-        yield "podFailurePolicy must Ignore DisruptionTarget so preemptions keep backoffLimit"
+        yield Problem(
+            "podFailurePolicy must Ignore DisruptionTarget so preemptions keep backoffLimit",
+            "spec.podFailurePolicy",
+        )
     if fit.tolerates(pod.get("tolerations") or [], scheduling.GPU_TAINT):
-        for container in pod.get("containers") or []:
+        for index, container in enumerate(pod.get("containers") or []):
             limits = (container.get("resources") or {}).get("limits") or {}
             if not limits.get(scheduling.GPU_RESOURCE):
-                yield f"container {container.get('name')} targets GPU nodes without a GPU limit"
+                yield Problem(
+                    f"container {container.get('name')} targets GPU nodes without a GPU limit",
+                    f"spec.template.spec.containers[{index}].resources.limits",
+                )
 
 
 def job_not_awaited(inputs: Mapping[str, Any]) -> Iterator[str]:
@@ -112,15 +128,22 @@ def job_fits_preemption_notice(resources: list[PlannedResource]) -> Iterator[tup
         if notice is not None and grace > notice:
             yield (
                 job.name,
-                (
+                Problem(
                     f"terminationGracePeriodSeconds {grace} exceeds the {notice} s a {cloud} spot "
-                    "reclaim of the pools it fits leaves it; the final save would be lost"
+                    "reclaim of the pools it fits leaves it; the final save would be lost",
+                    "spec.template.spec.terminationGracePeriodSeconds",
                 ),
             )
         if on_spot:
             value = priorities.get(pod.get("priorityClassName"))
             if value is None or value >= 0:
-                yield job.name, "work on spot capacity must use a negative-value PriorityClass"
+                yield (
+                    job.name,
+                    Problem(
+                        "work on spot capacity must use a negative-value PriorityClass",
+                        "spec.template.spec.priorityClassName",
+                    ),
+                )
 
 
 RESOURCE_RULES: tuple[ResourceRule, ...] = (
@@ -149,10 +172,15 @@ def images_pinned(resources: list[PlannedResource]) -> Iterator[tuple[str, str]]
             image = container.get("image")
             parsed = images.parse(image) if isinstance(image, str) else None
             if parsed is not None and parsed.mutable:
+                # Where check has always put a finding about a container: its resources.
+                at = pod_key_path(resource, template, "resources.limits", container)
                 yield (
                     resource.name,
-                    f"container {container.get('name')} pulls {image}: whatever 'latest' "
-                    f"is when each pod starts; allowed: {images.ALLOWED}",
+                    Problem(
+                        f"container {container.get('name')} pulls {image}: whatever 'latest' "
+                        f"is when each pod starts; allowed: {images.ALLOWED}",
+                        at,
+                    ),
                 )
 
 

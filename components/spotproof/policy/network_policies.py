@@ -35,7 +35,7 @@ from typing import Any
 from spotproof.catalog import jobset, kubernetes_job
 from spotproof.catalog.labels import GANG_NETWORK_LABEL
 from spotproof.catalog.node_endpoints import IDENTITY_ENDPOINTS
-from spotproof.policy.base import PlannedResource, Scope, StackRule
+from spotproof.policy.base import PlannedResource, Problem, Scope, StackRule, pod_key_path
 from spotproof.policy.disruption import selects
 from spotproof.policy.ingress import (
     Pods,
@@ -185,11 +185,11 @@ def namespaces_isolated(resources: list[PlannedResource]) -> Iterator[tuple[str,
         policies = _selecting(resources, namespace, template.metadata.get("labels") or {})
         kinds = {kind for p in policies for kind in p.get("policyTypes") or []}
         if not {"Ingress", "Egress"} <= kinds:
-            yield (
-                resource.name,
+            message = (
                 f"pods in namespace {namespace} accept and open any connection; allowed: a "
-                "default-deny NetworkPolicy there (kube.network_policy.isolate_namespace)",
+                "default-deny NetworkPolicy there (kube.network_policy.isolate_namespace)"
             )
+            yield resource.name, Problem(message, pod_key_path(resource, template))
 
 
 def workloads_reach_what_they_need(
@@ -202,11 +202,11 @@ def workloads_reach_what_they_need(
         policies = _selecting(resources, namespace, labels)
         for destination in needed_destinations(cloud, namespace_labels, labels):
             if not egress_allowed(policies, destination, namespace_labels):
-                yield (
-                    resource.name,
+                message = (
                     f"the NetworkPolicies of namespace {namespace} block {destination.what} "
-                    f"({destination.protocol} {destination.port}), which its pods need",
+                    f"({destination.protocol} {destination.port}), which its pods need"
                 )
+                yield resource.name, Problem(message, pod_key_path(resource, template))
 
 
 # --- who reaches a gang's pods (policy.ingress) --------------------------------------------
@@ -248,13 +248,13 @@ def replica_ports_confined(resources: list[PlannedResource]) -> Iterator[tuple[s
             env = {str(v.get("name")): v for v in container.get("env") or []}
             if tier not in env:
                 continue
+            at = pod_key_path(resource, template, "resources.limits", container)
             raw = (env.get(port_name) or {}).get("value", str(settings.REPLICA_PORT.default))
             port = int(raw) if str(raw).isdigit() else 0
             selecting = _selecting_pods(resources, namespace, pods)
             if port and not gang_admitted(selecting, port, pods, named):
                 ranged = gang_admitted(selecting, port, pods, named, whole_range=True)
-                yield (
-                    resource.name,
+                message = (
                     f"{kind} {namespace}/{name}: container {container.get('name')} serves its "
                     f"memory tier's replicas on TCP {port} ({port_name}), and no NetworkPolicy "
                     f"of namespace {namespace} admits the gang's own pods there"
@@ -267,13 +267,13 @@ def replica_ports_confined(resources: list[PlannedResource]) -> Iterator[tuple[s
                     + ": its peers cannot send it replicas; fix: a NetworkPolicy that selects "
                     "the gang's pods "
                     f"and admits TCP {port} from pods labelled {gang[0]}={name} "
-                    "(TrainingJob(recovery=GangRecovery.REPLACE_RANK) renders one)",
+                    "(TrainingJob(recovery=GangRecovery.REPLACE_RANK) renders one)"
                 )
+                yield resource.name, Problem(message, at)
             admitted = outsiders_admitted(selecting, port, gang, namespace, named)
             if admitted:
                 where = f"TCP {port}" if port else "a port of its choosing (REPLICA_PORT=0)"
-                yield (
-                    resource.name,
+                message = (
                     f"{kind} {namespace}/{name}: container {container.get('name')} serves its "
                     f"memory tier's replicas on {where} ({port_name}), and the NetworkPolicies "
                     f"of namespace {namespace} admit {'; '.join(admitted)} there: only the "
@@ -281,8 +281,9 @@ def replica_ports_confined(resources: list[PlannedResource]) -> Iterator[tuple[s
                     "so a narrower one cannot take back what another admits; fix: run the gang "
                     f"where every NetworkPolicy that selects its pods admits that port only from "
                     f"pods labelled {gang[0]}={name} (spotproof's workload namespace leaves "
-                    f"pods labelled {GANG_NETWORK_LABEL} to such a policy of their gang's)",
+                    f"pods labelled {GANG_NETWORK_LABEL} to such a policy of their gang's)"
                 )
+                yield resource.name, Problem(message, at)
 
 
 def _gangs(
@@ -339,14 +340,14 @@ def gangs_reach_each_other(resources: list[PlannedResource]) -> Iterator[tuple[s
                     if ports is None:
                         continue
                     listed = f"only on {', '.join(ports)}" if ports else "on no port"
-                    yield (
-                        resource.name,
+                    message = (
                         f"{where}: the NetworkPolicies of namespace {namespace} {what} {listed}, "
                         "but a gang's ranks exchange gradients (NCCL, gloo) on ports they pick "
                         "themselves, so it would hang at its first collective; allowed: a "
                         f"NetworkPolicy that selects the gang's pods and {fix} pods labelled "
-                        f"{gang_label}={name}",
+                        f"{gang_label}={name}"
                     )
+                    yield resource.name, Problem(message, pod_key_path(resource, template))
 
 
 def _left_out(resources: list[PlannedResource], namespace: str, pods: Pods) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from spotproof.policy import aws_iam
-from spotproof.policy.base import PlannedResource, Scope, StackRule
+from spotproof.policy.base import PlannedResource, Problem, Scope, StackRule, pod_key_path
 from spotproof.runtime import settings
 from spotproof.runtime.storage.s3 import iam_requests
 from spotproof.scheduling import pod_templates
@@ -71,8 +71,11 @@ def checkpoint_access(resources: list[PlannedResource]) -> Iterator[tuple[str, s
             if role is None:
                 yield (
                     resource.name,
-                    f"{url}: service account {namespace}/{account} has no Pod Identity "
-                    "association, so the pod has no AWS credentials",
+                    Problem(
+                        f"{url}: service account {namespace}/{account} has no Pod Identity "
+                        "association, so the pod has no AWS credentials",
+                        pod_key_path(resource, template),
+                    ),
                 )
                 continue
             parsed = urlparse(url)
@@ -83,8 +86,11 @@ def checkpoint_access(resources: list[PlannedResource]) -> Iterator[tuple[str, s
                 if verdict != "allowed":
                     yield (
                         resource.name,
-                        f"role {role} of {namespace}/{account} is {verdict} {request}, "
-                        f"which the checkpoint store at {url} needs",
+                        Problem(
+                            f"role {role} of {namespace}/{account} is {verdict} {request}, "
+                            f"which the checkpoint store at {url} needs",
+                            pod_key_path(resource, template),
+                        ),
                     )
 
 
