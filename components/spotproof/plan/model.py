@@ -11,6 +11,7 @@ what judges them, is the simulations' (``nodes``, ``workloads``, ``preemption``,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -20,6 +21,7 @@ from spotproof import scheduling
 from spotproof.catalog import labels as platform_labels
 from spotproof.catalog.versions import Introduced
 from spotproof.fleet.pools import PoolClass
+from spotproof.policy.base import container_key_path
 from spotproof.runtime import launcher
 from spotproof.scheduling import fit
 
@@ -127,6 +129,45 @@ class Workload:
     cluster: str = ""
     """The cluster it runs in, where the program declares several
     (``plan.recording.clusters``): two clusters may run one Job of one name."""
+    pod_spec_path: str | None = None
+    """Where its object keeps ``pod_spec`` (``spec.template.spec``,
+    ``scheduling.pod_templates.pod_spec_path``); None for the pods a chart or an add-on
+    runs, which no object of the plan spells out."""
+
+    def key_path(self, key: str = "") -> str | None:
+        """The key path of ``key`` (relative to the pod spec: ``tolerations``,
+        ``containers[0].command``; the pod spec itself when empty) in the workload's
+        object, for a finding about that key; None where no object spells the pod out."""
+        if self.pod_spec_path is None:
+            return None
+        return f"{self.pod_spec_path}.{key}" if key else self.pod_spec_path
+
+    def job_key_path(self, key: str) -> str | None:
+        """The key path of ``key`` of the Job spec whose template holds the pod spec (a
+        Job's own, a CronJob's or a JobSet's replicated Job's): ``spec.podFailurePolicy``."""
+        key_path = self.key_path()
+        return f"{key_path.removesuffix('.template.spec')}.{key}" if key_path else None
+
+    def object_key_path(self, key: str) -> str | None:
+        """The key path of ``key`` of the workload's object itself (``metadata.labels``,
+        ``spec.failurePolicy``); None where no object spells the workload out."""
+        return key if self.pod_spec_path is not None else None
+
+    def first_key_path(self, *keys: str) -> str | None:
+        """The key path of the first of ``keys`` (top-level keys of the pod spec, in the
+        order a check weighs them) that the pod spec sets, else of the pod spec: where a
+        finding judged on several keys is about."""
+        return self.key_path(next((key for key in keys if key in self.pod_spec), ""))
+
+    def container_key_path(self, container: Mapping[str, Any], *keys: str) -> str | None:
+        """The key path of the first of ``keys`` (relative to ``container``, one of
+        ``pod_spec["containers"]``: ``command``, ``resources.limits``) whose first step the
+        container sets, else of the container itself; of the pod spec for a container
+        not among its ``containers`` (an init container)."""
+        if self.pod_spec_path is None:
+            return None
+        key = next((k for k in keys if re.split(r"[.\[]", k)[0] in container), "")
+        return container_key_path(self.pod_spec_path, self.pod_spec, container, key)
 
     @property
     def pod_labels(self) -> Mapping[str, str]:

@@ -55,6 +55,31 @@ def describe(obj: dict[str, Any]) -> str:
     return f"{obj.get('kind')}/{namespace}{metadata.get('name')}"
 
 
+def schema_violation(resource: str, obj: dict[str, Any], error: str) -> Violation:
+    """A schema finding about ``obj``: ``error`` as every validator here words one,
+    ``path: what`` (``spec.template.spec.containers.0: 'imagePullPolicyy' was
+    unexpected``), about the key at that path, or the unexpected key it names."""
+    return Violation(SCHEMA_POLICY, resource, f"{describe(obj)}: {error}", _error_key_path(error))
+
+
+_UNEXPECTED = re.compile(r"'([^']+)' was unexpected")
+"""How the schema validator names a key the schema does not have."""
+_INDEX = re.compile(r"\.(\d+)(?=\.|$)")
+"""A list index as a schema path writes it (``containers.0``)."""
+
+
+def _error_key_path(error: str) -> str | None:
+    """The key path ``error`` names (``containers[0].imagePullPolicyy``); None where it
+    names none, or the object's root (``(root)``)."""
+    path, separator, what = error.partition(": ")
+    if not separator:
+        return None
+    unexpected = _UNEXPECTED.search(what)
+    path = f"{path}.{unexpected.group(1)}" if unexpected else path
+    path = path.removeprefix("(root).")
+    return None if path == "(root)" else _INDEX.sub(r"[\1]", path)
+
+
 # The order ``kubectl apply -f DIR`` should see them in: what others refer to comes first.
 _INSTALL_ORDER = (
     "Namespace",
@@ -142,10 +167,7 @@ def validate(recording: Recording, kubernetes_version: str) -> tuple[list[Violat
             else:
                 errors = schema_errors(obj, kubernetes_version)
             errors += api_server.errors(obj) if not errors else []
-            violations += [
-                Violation(SCHEMA_POLICY, resource.name, f"{describe(obj)}: {error}")
-                for error in errors
-            ]
+            violations += [schema_violation(resource.name, obj, error) for error in errors]
         except kubernetes_validate.SchemaNotFoundError:
             violations.append(
                 Violation(
@@ -287,7 +309,7 @@ def _validate_karpenter(
         schema = [[] for _ in pairs]
         skipped.append(f"Karpenter schema check ({len(pairs)} objects): {reason}")
     violations = [
-        Violation(SCHEMA_POLICY, resource.name, f"{describe(obj)}: {error}")
+        schema_violation(resource.name, obj, error)
         for (resource, obj), errors in zip(pairs, schema, strict=True)
         for error in [*errors, *karpenter.cel_errors(obj)]
     ]

@@ -209,20 +209,18 @@ def check(recording: Recording, pools: Sequence[Pool]) -> list[Violation]:
                         f"pool it did not create only with the class's {' and '.join(missing)}",
                     )
                 )
-    for resource, pod_spec in _pods(recording):
-        chosen = selected(pod_spec)
-        refused = sorted(set(pod_spec.get("nodeSelector") or {}) & set(REFUSED_BESIDE_CLASS))
+    for workload in workloads(recording):
+        chosen = selected(workload.pod_spec)
+        selector = workload.pod_spec.get("nodeSelector") or {}
+        refused = sorted(set(selector) & set(REFUSED_BESIDE_CLASS))
         if chosen and refused:
             violations.append(
                 Violation(
                     POLICY,
-                    resource,
+                    workload.resource,
                     f"selects ComputeClass {chosen} and also {', '.join(refused)}, which GKE "
                     "refuses: the class chooses spot and machines",
+                    workload.key_path(),
                 )
             )
     return violations
-
-
-def _pods(recording: Recording) -> list[tuple[str, Mapping[str, Any]]]:
-    return [(w.resource, w.pod_spec) for w in workloads(recording)]

@@ -24,6 +24,7 @@ from spotproof.plan.cloud import plan_of
 from spotproof.plan.model import Release
 from spotproof.plan.recording.recorder import Recording
 from spotproof.policy import Violation
+from spotproof.scheduling import pod_templates
 
 POLICY = "controller-version"
 
@@ -79,6 +80,10 @@ def check(spec: FleetSpec, recording: Recording) -> list[Violation]:
                         "whose CRD prunes it (or refuses the object under strict field "
                         f"validation); allowed: {release.controller} {field.since} or later, "
                         "or leave it out",
+                        # Where check has put it: a workload's (first) pod spec.
+                        pod_templates.pod_spec_path(obj)
+                        if pod_templates.is_workload(obj)
+                        else None,
                     )
                 )
     return violations

@@ -67,15 +67,25 @@ MIB = 1 << 20
 
 
 def check(workload: Workload) -> list[Violation]:
-    """Every problem of ``workload``'s memory tiers, one violation each."""
+    """Every problem of ``workload``'s memory tiers, one violation each, at the container's
+    resources (its memory is what a tier holds); a tier's room, judged on its volume, at
+    the pod spec that holds the volumes."""
     return [
-        Violation(policy, workload.resource, f"{workload.label}: {problem}")
-        for policy, problem in problems(workload)
+        Violation(
+            policy,
+            workload.resource,
+            f"{workload.label}: {problem}",
+            workload.key_path()
+            if policy == ROOM_POLICY
+            else workload.container_key_path(container, "resources.limits"),
+        )
+        for policy, container, problem in problems(workload)
     ]
 
 
-def problems(workload: Workload) -> Iterator[tuple[str, str]]:
-    """``(policy, problem)`` for each container of ``workload`` that keeps a memory tier."""
+def problems(workload: Workload) -> Iterator[tuple[str, Mapping[str, Any], str]]:
+    """``(policy, container, problem)`` for each container of ``workload`` that keeps a
+    memory tier."""
     for container in workload.pod_spec.get("containers") or []:
         env = {str(v.get("name")): v for v in container.get("env") or []}
         tier = env.get(settings.MEMORY_TIER_DIR.name)
@@ -95,12 +105,12 @@ def problems(workload: Workload) -> Iterator[tuple[str, str]]:
                 f"never reached the bucket; fix: unset {settings.MEMORY_TIER_DIR.name} "
                 f"({jobset.IN_PLACE_RESTART_REFUSED})"
             )
-            yield RESTART_POLICY, lost
+            yield RESTART_POLICY, container, lost
         if workload.kind == jobset.KIND or workload.pods > 1:
-            yield from ((PEERS_POLICY, problem) for problem in _peers(name, env))
+            yield from ((PEERS_POLICY, container, problem) for problem in _peers(name, env))
         secret = _secret(workload.pod_spec, container, env.get(settings.REPLICA_SECRET_FILE.name))
         if secret is not None:
-            yield SECRET_POLICY, f"container {name} {secret}"
+            yield SECRET_POLICY, container, f"container {name} {secret}"
         directory = tier.get("value")
         if not isinstance(directory, str):
             continue  # set through valueFrom: no path the plan can follow
@@ -111,13 +121,13 @@ def problems(workload: Workload) -> Iterator[tuple[str, str]]:
                 "container's own filesystem is lost whenever it restarts; fix: mount an "
                 "emptyDir with medium Memory there"
             )
-            yield RESTART_POLICY, nowhere
+            yield RESTART_POLICY, container, nowhere
             continue
         empty_dir = volume.get("emptyDir")
         if isinstance(empty_dir, Mapping) and empty_dir.get("medium") == "Memory":
             state = RunProfile.of(workload.pod_annotations, container.get("env") or []).state_mib
             for problem in _room(name, volume, empty_dir, container, state):
-                yield ROOM_POLICY, problem
+                yield ROOM_POLICY, container, problem
 
 
 def _restart_strategy(workload: Workload) -> str | None:

@@ -155,6 +155,7 @@ def check(found: list[Outcome]) -> list[Violation]:
                         workload.resource,
                         f"{workload.label} fits pools {where}but none would get a node for "
                         f"it: {reasons}",
+                        workload.first_key_path("priorityClassName", "nodeSelector", "affinity"),
                     )
                 )
         violations += _gang_capacity(outcome, targets)
@@ -166,11 +167,17 @@ def check(found: list[Outcome]) -> list[Violation]:
                     workload.resource,
                     f"{workload.label} is submitted to {outcome.route.describe()}, which would "
                     f"never admit it: {'; '.join(outcome.route.problems)}",
+                    workload.object_key_path("metadata.labels"),
                 )
             )
         for path in outcome.paths:
             violations += [
-                Violation(preemption.POLICY, workload.resource, f"{workload.label} {problem}")
+                Violation(
+                    preemption.POLICY,
+                    workload.resource,
+                    f"{workload.label} {problem}",
+                    workload.key_path("terminationGracePeriodSeconds"),
+                )
                 for problem in path.problems
             ]
     return violations
@@ -203,5 +210,6 @@ def _gang_capacity(outcome: Outcome, targets: list[PoolClass | None]) -> list[Vi
             f"{workload.label} needs {workload.pods} pods of {gpus} GPU(s) at once, but the "
             f"pools it gets nodes from hold at most {total} ({held}); fix: run at most "
             f"{total} pods, or raise those pools' maximum nodes or GPU limits",
+            workload.key_path("containers"),
         )
     ]

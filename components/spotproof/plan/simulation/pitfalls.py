@@ -43,7 +43,7 @@ from spotproof.plan.model import Pool
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.simulation.outcomes import Outcome
 from spotproof.plan.simulation.scale_up import BUILTIN_PRIORITIES, PRIORITY_CLASS
-from spotproof.policy import Violation
+from spotproof.policy import Problem, Violation
 from spotproof.policy.kubernetes import cloud_of
 from spotproof.runtime import launcher
 from spotproof.scheduling import fit, pod_templates
@@ -84,15 +84,26 @@ def check(
                     workload.resource,
                     f"{workload.label}: PriorityClass {wanted} does not exist, so its pods are "
                     f"refused at admission (existing: {existing})",
+                    workload.key_path("priorityClassName"),
                 )
             )
         violations += [
-            Violation(GPU_LIMIT_POLICY, workload.resource, f"{workload.label}: {problem}")
-            for problem in _gpu_limits(workload.pod_spec)
+            Violation(
+                GPU_LIMIT_POLICY,
+                workload.resource,
+                f"{workload.label}: {problem}",
+                workload.container_key_path(container, "resources.limits"),
+            )
+            for container, problem in _gpu_limits(workload.pod_spec)
         ]
         violations += [
-            Violation(RENDEZVOUS_POLICY, workload.resource, f"{workload.label}: {problem}")
-            for problem in _rendezvous(workload.pod_spec)
+            Violation(
+                RENDEZVOUS_POLICY,
+                workload.resource,
+                f"{workload.label}: {problem}",
+                workload.container_key_path(container, "command", "args"),
+            )
+            for container, problem in _rendezvous(workload.pod_spec)
         ]
         if outcome.system:
             continue
@@ -105,8 +116,9 @@ def check(
                     f"{workload.label}: {problem}, lost with the node when "
                     f"{', '.join(lost_with)} is reclaimed or expires; write checkpoints to "
                     "the bucket (CHECKPOINT_URL gs://, s3://, az://)",
+                    workload.container_key_path(container, where),
                 )
-                for problem in _ephemeral_checkpoints(workload.pod_spec)
+                for container, where, problem in _ephemeral_checkpoints(workload.pod_spec)
             ]
             obj = objects.get(workload.resource) or {}
             # Only a Job's or a JobSet's pods run one computation together; a Deployment's
@@ -124,10 +136,16 @@ def check(
                         f"{workload.label}: no PodDisruptionBudget keeps all {workload.pods} "
                         "pods of the gang, so a voluntary eviction of one restarts them all; "
                         f"add one with minAvailable: {workload.pods} over its pods' labels",
+                        workload.object_key_path("metadata.name"),
                     )
                 )
             violations += [
-                Violation(GANG_RESTART_POLICY, workload.resource, f"{workload.label}: {problem}")
+                Violation(
+                    GANG_RESTART_POLICY,
+                    workload.resource,
+                    f"{workload.label}: {problem}",
+                    workload.object_key_path(problem.key_path),
+                )
                 for problem in _gang_restart(obj, workload.kind, workload.pod_spec, workload.pods)
             ]
     return violations
@@ -146,70 +164,91 @@ def _meant_for(outcome: Outcome, pools: Sequence[Pool]) -> Sequence[Pool]:
     ]
 
 
-def _gpu_limits(pod_spec: Mapping[str, Any]) -> Iterator[str]:
+def _gpu_limits(pod_spec: Mapping[str, Any]) -> Iterator[tuple[Mapping[str, Any], str]]:
+    """(container, problem) for each container whose GPU limit the API server refuses."""
     for container in pod_templates.containers(pod_spec):
         resources = container.get("resources") or {}
         requested = (resources.get("requests") or {}).get(scheduling.GPU_RESOURCE)
         limited = (resources.get("limits") or {}).get(scheduling.GPU_RESOURCE)
         if requested is not None and str(requested) != str(limited):
             yield (
-                f"container {container.get('name')} requests {requested} "
-                f"{scheduling.GPU_RESOURCE} but limits {limited or 'none'}; the API server "
-                "refuses the pod (extended resources need limits equal to requests)"
+                container,
+                (
+                    f"container {container.get('name')} requests {requested} "
+                    f"{scheduling.GPU_RESOURCE} but limits {limited or 'none'}; the API server "
+                    "refuses the pod (extended resources need limits equal to requests)"
+                ),
             )
 
 
-def _rendezvous(pod_spec: Mapping[str, Any]) -> Iterator[str]:
+def _rendezvous(pod_spec: Mapping[str, Any]) -> Iterator[tuple[Mapping[str, Any], str]]:
+    """(container, problem) for each container whose command races its rendezvous."""
     for container in pod_templates.containers(pod_spec):
         command = [*(container.get("command") or []), *(container.get("args") or [])]
         host = launcher.racing_rendezvous_host(command)
         if host:
             yield (
-                f"container {container.get('name')} meets at torchrun's c10d rendezvous on "
-                f"{host}, which rank 0 takes for itself only once cluster DNS resolves it "
-                "(torch _matches_machine_hostname; pytorch/elastic#165): while the record is "
-                "late no rank hosts the store and every rank exits 1; fix: the static "
-                "rendezvous (--node-rank from the completion index and --master-addr, as "
-                "TrainingJob renders it), the service's full name, or --rdzv-conf is_host=..."
+                container,
+                (
+                    f"container {container.get('name')} meets at torchrun's c10d rendezvous on "
+                    f"{host}, which rank 0 takes for itself only once cluster DNS resolves it "
+                    "(torch _matches_machine_hostname; pytorch/elastic#165): while the record is "
+                    "late no rank hosts the store and every rank exits 1; fix: the static "
+                    "rendezvous (--node-rank from the completion index and --master-addr, as "
+                    "TrainingJob renders it), the service's full name, or --rdzv-conf is_host=..."
+                ),
             )
 
 
-def _checkpoint_paths(container: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(where it was named, local path) of each checkpoint location of ``container``."""
+def _checkpoint_paths(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(where it was named, that key relative to the container, local path) of each
+    checkpoint location of ``container``."""
     found = []
-    for variable in container.get("env") or []:
+    for index, variable in enumerate(container.get("env") or []):
         name, value = str(variable.get("name", "")), str(variable.get("value") or "")
         if any(word in name.upper() for word in _CHECKPOINT_WORDS):
             path = value.removeprefix("file://")
             if path.startswith("/"):
-                found.append((f"env {name}", path))
+                found.append((f"env {name}", f"env[{index}]", path))
     for mount in container.get("volumeMounts") or []:
         path = str(mount.get("mountPath", ""))
         if any(word.lower() in path.lower() for word in ("checkpoint", "ckpt")):
-            found.append((f"volumeMount {mount.get('name')}", path))
+            found.append((f"volumeMount {mount.get('name')}", "volumeMounts", path))
     return found
 
 
-def _ephemeral_checkpoints(pod_spec: Mapping[str, Any]) -> Iterator[str]:
+def _ephemeral_checkpoints(
+    pod_spec: Mapping[str, Any],
+) -> Iterator[tuple[Mapping[str, Any], str, str]]:
+    """(container, where it names the path, relative to it, problem) for each checkpoint
+    location of a container on a filesystem that goes with the node."""
     volumes = {str(v.get("name")): v for v in pod_spec.get("volumes") or []}
     for container in pod_spec.get("containers") or []:
         mounts = sorted(
             container.get("volumeMounts") or [], key=lambda m: -len(str(m.get("mountPath", "")))
         )
-        for named, path in _checkpoint_paths(container):
+        for named, where, path in _checkpoint_paths(container):
             mount = next((m for m in mounts if _under(path, str(m.get("mountPath", "")))), None)
             if mount is None:
                 yield (
-                    f"container {container.get('name')} checkpoints to {path} ({named}) on "
-                    "its own filesystem"
+                    container,
+                    where,
+                    (
+                        f"container {container.get('name')} checkpoints to {path} ({named}) on "
+                        "its own filesystem"
+                    ),
                 )
                 continue
             volume = volumes.get(str(mount.get("name"))) or {}
             source = next((s for s in _EPHEMERAL_SOURCES if s in volume), None)
             if source:
                 yield (
-                    f"container {container.get('name')} checkpoints to {path} ({named}) on "
-                    f"{source} volume {mount.get('name')}"
+                    container,
+                    where,
+                    (
+                        f"container {container.get('name')} checkpoints to {path} ({named}) on "
+                        f"{source} volume {mount.get('name')}"
+                    ),
                 )
 
 
@@ -220,14 +259,15 @@ def _under(path: str, mount: str) -> bool:
 
 def _gang_restart(
     obj: Mapping[str, Any], kind: str, pod_spec: Mapping[str, Any], pods: int
-) -> Iterator[str]:
+) -> Iterator[Problem]:
     if pods < 2 or not fit.gpu_request(pod_spec):
         return
     if kind == "Job":
-        yield (
+        yield Problem(
             f"{pods} GPU pods of one Job: a reclaimed pod is replaced alone while its peers "
             "wait in their collective; run them as a JobSet whose failurePolicy restarts the "
-            "gang (spotproof's TrainingJob(nodes=N) does)"
+            "gang (spotproof's TrainingJob(nodes=N) does)",
+            "spec.parallelism",
         )
     elif kind == jobset.KIND:
         policy = (obj.get("spec") or {}).get("failurePolicy") or {}
@@ -237,12 +277,14 @@ def _gang_restart(
         )
         restarts = int(policy.get("maxRestarts") or 0)
         if not free and not restarts:
-            yield (
+            yield Problem(
                 "no failurePolicy restarts the gang, so the first reclaim fails the JobSet; "
-                "add a rule RestartJobSetAndIgnoreMaxRestarts on PodFailurePolicy"
+                "add a rule RestartJobSetAndIgnoreMaxRestarts on PodFailurePolicy",
+                "spec.failurePolicy",
             )
         elif not free:
-            yield (
+            yield Problem(
                 f"every reclaim spends one of its {restarts} maxRestarts; add a rule "
-                "RestartJobSetAndIgnoreMaxRestarts on PodFailurePolicy"
+                "RestartJobSetAndIgnoreMaxRestarts on PodFailurePolicy",
+                "spec.failurePolicy",
             )

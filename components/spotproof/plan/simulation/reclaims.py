@@ -208,8 +208,20 @@ def check(recording: Recording, found: list[Outcome]) -> list[Violation]:
                 POLICY,
                 workload.resource,
                 f"{workload.label} {problem}; fix: {_fix(workload.pod_spec)}",
+                _key_path(obj, workload),
             )
             for problem in problems
             if problem
         ]
     return violations
+
+
+def _key_path(obj: Mapping[str, Any], workload: Workload) -> str | None:
+    """Where a reclaim's finding is about: the podFailurePolicy of the Job that runs the
+    pod, which decides how a reclaim counts, where that Job sets one; else the pod spec."""
+    spec = obj.get("spec") or {}
+    part = workload.name.split("/", 1)[1] if "/" in workload.name else None
+    job = spec if workload.kind == "Job" else _child_job(spec, part)
+    if "podFailurePolicy" in job:
+        return workload.job_key_path("podFailurePolicy")
+    return workload.key_path()

@@ -51,38 +51,45 @@ def check(recording: Recording, found: list[Outcome]) -> list[Violation]:
                     f"{workload.label} runs bare on reclaimable pool(s) "
                     f"{', '.join(reclaimable)}: nothing recreates a Pod whose node is "
                     "reclaimed; run it from a Job",
+                    workload.key_path(),
                 )
             )
         if workload.kind in JOB_KINDS:
             violations += [
-                Violation(SIGTERM_POLICY, workload.resource, f"{workload.label}: {problem}")
-                for problem in _sigterm_answers(workload.pod_spec)
+                Violation(
+                    SIGTERM_POLICY,
+                    workload.resource,
+                    f"{workload.label}: {problem}",
+                    workload.container_key_path(container, "command", "args"),
+                )
+                for container in workload.pod_spec.get("containers") or []
+                for problem in _sigterm_answers(container)
             ]
     return violations
 
 
-def _sigterm_answers(pod_spec: Mapping[str, Any]) -> Iterator[str]:
-    for container in pod_spec.get("containers") or []:
-        words = [str(w) for w in (container.get("command") or []) + (container.get("args") or [])]
-        name = container.get("name")
-        for action in _term_traps(words):
-            if action == "":
-                yield (
-                    f"container {name} ignores SIGTERM (trap '' TERM): a reclaim cannot make it "
-                    "save, and it is killed when the grace runs out; save, then exit 143"
-                )
-            elif _ends_in_success(action):
-                yield (
-                    f"container {name} exits 0 on SIGTERM (trap {action!r} TERM): a reclaimed "
-                    "pod ends Succeeded and the Job counts the cut-short run as complete; "
-                    "save, then exit 143"
-                )
-        if any(_PYTHON_EXIT_ZERO.search(word) for word in words):
+def _sigterm_answers(container: Mapping[str, Any]) -> Iterator[str]:
+    """Each way ``container``'s command answers SIGTERM wrongly."""
+    words = [str(w) for w in (container.get("command") or []) + (container.get("args") or [])]
+    name = container.get("name")
+    for action in _term_traps(words):
+        if action == "":
             yield (
-                f"container {name} exits 0 on SIGTERM (a SIGTERM handler calls exit(0)): a "
-                "reclaimed pod ends Succeeded and the Job counts the cut-short run as "
-                "complete; save, then exit 143"
+                f"container {name} ignores SIGTERM (trap '' TERM): a reclaim cannot make it "
+                "save, and it is killed when the grace runs out; save, then exit 143"
             )
+        elif _ends_in_success(action):
+            yield (
+                f"container {name} exits 0 on SIGTERM (trap {action!r} TERM): a reclaimed "
+                "pod ends Succeeded and the Job counts the cut-short run as complete; "
+                "save, then exit 143"
+            )
+    if any(_PYTHON_EXIT_ZERO.search(word) for word in words):
+        yield (
+            f"container {name} exits 0 on SIGTERM (a SIGTERM handler calls exit(0)): a "
+            "reclaimed pod ends Succeeded and the Job counts the cut-short run as "
+            "complete; save, then exit 143"
+        )
 
 
 def _term_traps(words: list[str]) -> Iterator[str]:

@@ -28,7 +28,7 @@ from spotproof.plan.cloud import every_plan
 from spotproof.plan.model import Workload
 from spotproof.plan.recording.recorder import Recording
 from spotproof.plan.simulation.nodes import EXISTING_SYSTEM_POOL
-from spotproof.policy import Violation
+from spotproof.policy import Problem, Violation
 from spotproof.policy.kubernetes import cloud_of
 from spotproof.scheduling import fit, pod_templates
 
@@ -64,6 +64,7 @@ def workloads(recording: Recording) -> list[Workload]:
                     template.pods,
                     metadata.get("labels") or {},
                     resource.inputs.get("spec") or {},
+                    pod_spec_path=pod_templates.pod_spec_path(resource.inputs, template.part),
                 )
             )
     found += _installed_workloads(recording)
@@ -155,6 +156,7 @@ def check_workload(
                     workload.resource,
                     f"system workload {workload.label} can land on reclaimable pool(s) "
                     f"{', '.join(reclaimable)}",
+                    workload.first_key_path("tolerations", "nodeSelector", "affinity"),
                 )
             )
         if not any(_class_of(n) == PoolClass.SYSTEM for n in fits):
@@ -165,6 +167,7 @@ def check_workload(
                     workload.resource,
                     f"system workload {workload.label} fits no system pool"
                     + (f" ({_why_not(workload.pod_spec, system_pools)})" if system_pools else ""),
+                    _refused_key_path(workload, system_pools, strays=0),
                 )
             )
         return violations
@@ -180,13 +183,40 @@ def check_workload(
         detail = (
             _why_not(workload.pod_spec, candidates) if candidates else f"the plan has no {wanted}"
         )
-        detail += "".join(
-            f"; {stray}" for stray in _stray_tolerations(workload.pod_spec, candidates)
-        )
+        strays = _stray_tolerations(workload.pod_spec, candidates)
+        detail += "".join(f"; {stray}" for stray in strays)
         violations.append(
-            Violation(FIT_POLICY, workload.resource, f"{workload.label} fits no {wanted}: {detail}")
+            Violation(
+                FIT_POLICY,
+                workload.resource,
+                f"{workload.label} fits no {wanted}: {detail}",
+                _refused_key_path(workload, candidates, len(strays)),
+            )
         )
     return violations
+
+
+_REFUSING_WORDS = (
+    ("nodeSelector ", "nodeSelector"),
+    ("taint ", "tolerations"),
+    ("affinity", "affinity"),
+    ("needs ", "containers"),
+)
+"""A word of ``fit.misfits``' reasons -> the pod spec's key the reason refuses it on (a
+CPU or memory request that does not fit is no one key of the pod)."""
+
+
+def _refused_key_path(workload: Workload, nodes: list[fit.NodeShape], strays: int) -> str | None:
+    """Where a finding that ``workload`` fits none of ``nodes`` is about: the key those
+    pools refused it on most often (its tolerations also for each of ``strays``, a
+    toleration that matches no taint), of those its pod spec sets; ties in the order of
+    :data:`_REFUSING_WORDS`."""
+    refused = [r for n in nodes for r in fit.misfits(workload.pod_spec, n)]
+    counts = {
+        key: sum(r.count(word) for r in refused) + (strays if key == "tolerations" else 0)
+        for word, key in _REFUSING_WORDS
+    }
+    return workload.first_key_path(*sorted(counts, key=lambda key: -counts[key]))
 
 
 def check(recording: Recording, nodes: list[fit.NodeShape]) -> list[Violation]:
@@ -196,7 +226,12 @@ def check(recording: Recording, nodes: list[fit.NodeShape]) -> list[Violation]:
         system = fit.is_system_workload(workload.namespace, workload.pod_spec)
         violations += check_workload(workload, nodes, system=system)
         violations += [
-            Violation(KEYS_POLICY, workload.resource, f"{workload.label}: {problem}")
+            Violation(
+                KEYS_POLICY,
+                workload.resource,
+                f"{workload.label}: {problem}",
+                workload.key_path(problem.key_path),
+            )
             for problem in misspelt_keys(workload.pod_spec, nodes)
         ]
     violations += check_workload(reference_add_on(recording, nodes), nodes, system=True)
@@ -227,7 +262,7 @@ misspelling (https://kubernetes.io/docs/reference/labels-annotations-taints/; GK
 Karpenter's well-known node labels)."""
 
 
-def misspelt_keys(pod_spec: Mapping[str, Any], nodes: list[fit.NodeShape]) -> list[str]:
+def misspelt_keys(pod_spec: Mapping[str, Any], nodes: list[fit.NodeShape]) -> list[Problem]:
     """Keys a pod tolerates or selects on that no pool has, where a pool has one very like
     it: a misspelling, which would otherwise surface only as "fits no pool". A key like
     none of the fleet's (``kubernetes.io/hostname``) is left alone."""
@@ -235,24 +270,27 @@ def misspelt_keys(pod_spec: Mapping[str, Any], nodes: list[fit.NodeShape]) -> li
     label_keys = {key for node in nodes for key in (*node.labels, *node.choices)}
     label_keys |= WELL_KNOWN_NODE_LABELS
     asked = [
-        ("toleration key", str(t.get("key")), taint_keys)
+        ("toleration key", "tolerations", str(t.get("key")), taint_keys)
         for t in pod_spec.get("tolerations") or []
         if t.get("key")
     ]
-    asked += [("nodeSelector key", str(k), label_keys) for k in pod_spec.get("nodeSelector") or {}]
+    asked += [
+        ("nodeSelector key", "nodeSelector", str(k), label_keys)
+        for k in pod_spec.get("nodeSelector") or {}
+    ]
     affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
     required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
     asked += [
-        ("node affinity key", str(expression.get("key")), label_keys)
+        ("node affinity key", "affinity", str(expression.get("key")), label_keys)
         for term in required.get("nodeSelectorTerms") or []
         for expression in term.get("matchExpressions") or []
     ]
     problems = []
-    for what, key, known in asked:
+    for what, where, key, known in asked:
         close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=MISSPELT)
         if key not in known and close and close[0] not in WELL_KNOWN_NODE_LABELS:
             place = "taint of any pool" if what == "toleration key" else "label of any pool's nodes"
-            problems.append(f"{what} {key} is no {place}; did you mean {close[0]}?")
+            problems.append(Problem(f"{what} {key} is no {place}; did you mean {close[0]}?", where))
     return list(dict.fromkeys(problems))
 
 
