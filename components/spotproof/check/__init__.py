@@ -29,7 +29,7 @@ from spotproof.plan.recording import manifests
 from spotproof.plan.recording.manifests import SCHEMA_POLICY
 from spotproof.plan.recording.recorder import Recording, Resource
 from spotproof.plan.schemas import api_server
-from spotproof.policy import Violation, evaluate, scope_of
+from spotproof.policy import evaluate, scope_of
 from spotproof.scheduling import pod_templates
 
 __all__ = ["CheckInputError", "CheckResult", "Finding", "check", "load_all"]
@@ -145,10 +145,8 @@ def check(documents: list[Document], planned: PlanResult | None) -> CheckResult:
         judged.append(judgeable)
         if judgeable is not resource:  # what the API also refuses in the rest of it
             violations += [
-                Violation(
-                    SCHEMA_POLICY, resource.name, f"{manifests.describe(resource.inputs)}: {e}"
-                )
-                for e in api_server.errors(judgeable.inputs)
+                manifests.schema_violation(resource.name, resource.inputs, error)
+                for error in api_server.errors(judgeable.inputs)
             ]
     if planned is not None:
         stack = planned.recording
