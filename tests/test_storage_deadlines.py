@@ -114,7 +114,10 @@ def test_opening_a_store_that_never_answers_fails_within_the_startup_deadline(
         with pytest.raises(StorageError, match="reaching the bucket: no answer within 2 s"):
             open_store(url)
     [waited] = waits
-    assert 2 <= waited < 3
+    # The slack is for the caller getting the interpreter back after the deadline: the
+    # abandoned SDK thread may hold the GIL through a C call, and on a busy machine that
+    # took 2 s once (CI, gcs). Without the deadline one attempt alone waits READ_SECONDS (20).
+    assert 2 <= waited < 6
 
 
 def test_one_s3_call_to_a_silent_endpoint_gives_up_after_its_attempts(

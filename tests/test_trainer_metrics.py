@@ -128,9 +128,11 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
     # No periodic save for a long while: its scrape shows what it resumed from.
     second = start_trainer(url, interval=100_000)
     second.wait_for_scrape_to_show(names.STEP.name, 1)
-    # Counts made before the first scrape show from the scrape after it (GMP drops a
-    # series' first sample: runtime.metrics.served).
-    resumed = scrape(second.port)
+    # Counts made before the first scrape show from a scrape after it (GMP drops a series'
+    # first sample: runtime.metrics.recorders.Registry). The trainer releases them once
+    # it has sent the first scrape in full, which may be just after this client read it;
+    # the bytes are the resume's last count (recorders.TrainerMetrics._on_resumed).
+    resumed = second.wait_for_scrape_to_show(names.RESTORE_BYTES.name, 1)
     second.popen.send_signal(signal.SIGTERM)
     second.wait_for_scrape_to_show(names.STOP_SIGNALS.name, 1)
     second.popen.wait(30)
