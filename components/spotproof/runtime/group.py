@@ -17,7 +17,9 @@ a thread the main one watches). Either way the model's own collectives (a data-p
 gradient average, say) are the trainer's, on the default group.
 
 A collective that fails means another rank is gone: :class:`PeerLost`, after which the
-group cannot be left in order.
+group cannot be left in order. So does the gang's watch (``runtime.liveness``) once it
+finds a rank unheard for ``PEER_SILENCE_SECONDS``: the next agreement raises it, and a
+rank blocked in the trainer's own collective hears of it from the watch thread.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from spotproof.runtime import settings
+from spotproof.runtime import liveness, settings
 from spotproof.runtime.checkpointer.async_save import AsyncCheckpointer
 from spotproof.runtime.checkpointer.checkpoint import Checkpoint, CheckpointStore, Restore
 from spotproof.runtime.checkpointer.gang import GangCheckpointStore, new_gang_id
@@ -186,7 +188,23 @@ def join(env: Mapping[str, str], guard: PreemptionGuard) -> Solo:
     else:
         _rendezvous(rank, size, seconds, guard, where)
         group = None
-    return Gang(rank, size, tier, group)
+    gang = Gang(rank, size, tier, group)
+    gang.watch = _watch(env, gang)
+    return gang
+
+
+def _watch(env: Mapping[str, str], gang: Gang) -> liveness.PeerWatch | None:
+    """The gang's watch over its own store; None where the store cannot be reached from a
+    second client (the trainer's group was formed some other way): collectives alone then
+    tell of a lost rank."""
+    silence = settings.PEER_SILENCE_SECONDS.read(env)
+    try:
+        store = liveness.connect(settings.MASTER_ADDR.read(env), settings.MASTER_PORT.read(env))
+    except Exception:  # torch raises its own errors for a store it cannot reach
+        return None
+    return liveness.PeerWatch(
+        store, gang=gang.gang_id, rank=gang.rank, world_size=gang.world_size, silence=silence
+    )
 
 
 _RENDEZVOUS_THREAD = "spotproof-rendezvous"
@@ -235,6 +253,7 @@ class Solo:
 
     rank, world_size = 0, 1
     lost = False
+    watch: liveness.PeerWatch | None = None
 
     def store(self, url: str, **options: Any) -> CheckpointStore:
         return CheckpointStore(url, **options)
@@ -264,6 +283,11 @@ class Solo:
 
     def close(self) -> None:
         return None
+
+    def stop_watching(self) -> None:
+        """Leaving on purpose: the rank watching this one must not take it for lost."""
+        if self.watch is not None:
+            self.watch.leave()
 
 
 class Gang(Solo):
@@ -316,12 +340,16 @@ class Gang(Solo):
 
     def close(self) -> None:
         """Leave together: a rank tearing gloo down while a peer still talks to it aborts."""
+        self.stop_watching()
         if dist.is_initialized() and not self.lost:
             with contextlib.suppress(PeerLost):
                 self._collective(dist.barrier)
                 dist.destroy_process_group()
 
     def _collective(self, operation: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        if self.watch is not None and self.watch.lost is not None:
+            self.lost = True
+            raise PeerLost(f"rank {self.rank}: {self.watch.lost}")
         if self.group is not None:
             kwargs["group"] = self.group
         try:

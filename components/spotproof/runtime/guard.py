@@ -19,6 +19,14 @@ once ("Synchronization primitives such as threading.Lock should not be used with
 handlers", https://docs.python.org/3/library/signal.html). It sets a flag and writes a
 byte to a pipe (a write is async-signal-safe); :meth:`PreemptionGuard.wait` sleeps in
 ``select`` on the pipe's other end.
+
+The same pipe is the interpreter's wake-up fd (``signal.set_wakeup_fd``), where CPython's
+C-level handler writes the signal's number the moment it arrives, whatever the main thread
+is doing. A main thread blocked in C++ (a collective whose peer is gone,
+``runtime.liveness``) never gets to run a Python handler, so without it no other thread
+could learn that the pod is being torn down. :meth:`wait` reads those numbers too. A
+program that already uses the wake-up fd (an asyncio loop in the main thread) keeps it,
+and the guard then sees signals through its handler alone.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import contextlib
 import os
 import select
 import signal
+import threading
 import time
 from collections.abc import Iterable
 from types import FrameType, TracebackType
@@ -34,6 +43,9 @@ from typing import Any
 
 DEFAULT_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
+
+_LOOK_AGAIN = 0.25
+"""Seconds a waiter sleeps at most before it looks at the flag again."""
 
 FINAL_SAVE_MARGIN = 0.5
 """Seconds of the grace period kept back from the final save: to report and exit before
@@ -55,11 +67,18 @@ class PreemptionGuard:
         self._signalled = False
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_write, False)
+        os.set_blocking(self._wake_read, False)  # several threads may drain it
         self._previous: dict[signal.Signals, Any] = {}
+        self._woken_by_interpreter = False
 
     def __enter__(self) -> PreemptionGuard:
         for signum in self.signals:
             self._previous[signum] = signal.signal(signum, self._handle)
+        if threading.current_thread() is threading.main_thread():
+            theirs = signal.set_wakeup_fd(self._wake_write, warn_on_full_buffer=False)
+            if theirs != -1:  # the program's own: keep it
+                signal.set_wakeup_fd(theirs)
+            self._woken_by_interpreter = theirs == -1
         return self
 
     def __exit__(
@@ -71,6 +90,9 @@ class PreemptionGuard:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous.clear()
+        if self._woken_by_interpreter:
+            signal.set_wakeup_fd(-1)
+            self._woken_by_interpreter = False
 
     def __del__(self) -> None:
         for descriptor in (self._wake_read, self._wake_write):
@@ -78,12 +100,15 @@ class PreemptionGuard:
                 os.close(descriptor)
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        self._note(signum)
+        with contextlib.suppress(OSError):  # full: a wake-up byte is already waiting
+            os.write(self._wake_write, b"\0")
+
+    def _note(self, signum: int) -> None:
         if self.received_at is None:  # the first signal starts the clock; repeats change nothing
             self.received_at = time.monotonic()
             self.signal_received = signal.Signals(signum)
         self._signalled = True
-        with contextlib.suppress(OSError):  # full: a wake-up byte is already waiting
-            os.write(self._wake_write, b"\0")
 
     @property
     def preempted(self) -> bool:
@@ -94,11 +119,25 @@ class PreemptionGuard:
         has, False when ``timeout`` passed first. Any thread may wait."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._signalled:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
+            left = _LOOK_AGAIN if deadline is None else deadline - time.monotonic()
+            if left <= 0:
                 return False
-            select.select([self._wake_read], [], [], left)
+            # Bounded: another waiter may drain the byte this one was woken for.
+            readable, _, _ = select.select([self._wake_read], [], [], min(left, _LOOK_AGAIN))
+            if readable:
+                self._drain()
         return True
+
+    def _drain(self) -> None:
+        """Read the pipe: the interpreter's bytes are signal numbers, the handler's zeros."""
+        try:
+            numbers = os.read(self._wake_read, 512)
+        except BlockingIOError:  # another waiter drained it first
+            return
+        for signum in self.signals:
+            if signum in numbers:
+                self._note(signum)
+                return
 
     def remaining(self) -> float:
         """Seconds of the grace period left; the full budget before any signal."""

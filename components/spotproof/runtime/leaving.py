@@ -20,6 +20,12 @@ before it leaves, so that the reclaimed rank's Job fails first (``runtime.checkp
 it exits 3. A preempted process also waits, within its grace, for one last scrape of its
 metrics (``runtime.metrics.endpoint``).
 
+A rank blocked in a collective whose peer is gone (``runtime.liveness``) cannot take any
+of these ways itself: its gang's watch thread finds the peer lost and, once the main thread
+has had :data:`HANDOFF_SECONDS` to take a way out at its next agreement and has not, takes
+the peer-lost way for it, from the watch thread. One thread leaves, whichever asks first;
+the other waits for the exit.
+
 One process leaves by ``SystemExit``, so the trainer's own code can clean up; a gang's rank
 leaves with ``os._exit`` once everything it wrote is flushed: gloo's destructors abort the
 process about one time in three with a pair to a vanished peer open, and the abort (134)
@@ -31,6 +37,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any, NoReturn, Protocol
 
@@ -45,6 +53,10 @@ from spotproof.runtime.guard import FINAL_SAVE_MARGIN, PreemptionGuard
 from spotproof.runtime.messages import redacted
 from spotproof.runtime.run_settings import RunSettings
 from spotproof.runtime.storage import StorageError
+
+HANDOFF_SECONDS = 3.0
+"""How long the watch thread leaves a lost peer to the main thread, which hears of it at
+its next agreement, at most a step away, before it takes the way out itself."""
 
 
 class LeavingRun(Protocol):
@@ -72,6 +84,36 @@ class Leaving:
     def __init__(self, run: LeavingRun) -> None:
         self.run = run
         self.served: metrics.Served | None = None
+        self._lock = threading.Lock()
+        self._leaver: int | None = None
+        """The thread taking the way out (its ident); None until one has."""
+
+    def _leave_from_here(self) -> None:
+        """Claim the way out for this thread; a thread that comes second waits for the
+        first one's exit, which ends the process."""
+        me = threading.get_ident()
+        with self._lock:
+            if self._leaver is None:
+                self._leaver = me
+            first = self._leaver == me
+        if not first:
+            threading.Event().wait()
+
+    def lost_while_blocked(self, reason: str) -> None:
+        """Called from the gang's watch thread once a rank is known lost: leaves as a rank
+        stopped by a peer, unless the main thread takes a way out within
+        :data:`HANDOFF_SECONDS`."""
+        deadline = time.monotonic() + HANDOFF_SECONDS
+        while self._leaver is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self._leaver is not None:
+            return
+        self.run.gang.lost = True
+        self._leave_from_here()
+        self.run.events.emit(
+            "peer_lost", reason=redacted(reason), blocked="the main thread, in a collective"
+        )
+        self._stopped_by_peer(exit_codes.PEER_LOST)
 
     def events(self) -> Events:
         """The run's events, recorded as metrics where ``METRICS_PORT`` serves them."""
@@ -114,16 +156,19 @@ class Leaving:
 
     def preempted_before_training(self) -> NoReturn:
         """SIGTERM while the gang assembled: nothing trained, nothing to save."""
+        self._leave_from_here()
         self._said_preempted(0)
         self.exit(exit_codes.PREEMPTED)
 
     def peer_lost(self, error: BaseException | None) -> NoReturn:
+        self._leave_from_here()
         self.run.gang.lost = True
         self.run.events.emit("peer_lost", reason=redacted(str(error)))
         self._stopped_by_peer(exit_codes.PEER_LOST)
 
     def preempted(self) -> NoReturn:
         """The final save of the step every rank stopped at, then 143."""
+        self._leave_from_here()
         run = self.run
         step = run.step
         self._said_preempted(step)
@@ -170,18 +215,23 @@ class Leaving:
         self._stopped_by_peer(exit_codes.PREEMPTED)
 
     def completed(self) -> None:
+        self._leave_from_here()
+        self.run.gang.stop_watching()
         self.run.events.emit("exit", code=exit_codes.COMPLETED)
         self.run.events.close()
 
     def exit(self, code: int, reason: str = "") -> NoReturn:
         """Leave with ``code``; ``reason`` (one line) says why where it is not the code's
         own meaning."""
+        self._leave_from_here()
+        self.run.gang.stop_watching()
         fields: dict[str, Any] = {"code": code}
         if reason:
             fields["reason"] = redacted(reason)
         self.run.events.emit("exit", **fields)
         self.run.events.close()
-        self.run.guard.__exit__(None, None, None)
+        if threading.current_thread() is threading.main_thread():  # only it may
+            self.run.guard.__exit__(None, None, None)
         if self.run.gang.world_size > 1 or group.rendezvous_pending():
             sys.stdout.flush()
             sys.stderr.flush()

@@ -133,6 +133,8 @@ class Training:
         try:
             self.events = leaving.events()
             self.gang = group.join(self.env, self.guard)
+            if self.gang.watch is not None:
+                self.gang.watch.start(leaving.lost_while_blocked)
             started = time.perf_counter()
             self.events.emit("restoring", rank=self.gang.rank)
             self._store = self.gang.store(

@@ -102,6 +102,11 @@ PEER_WAIT_SECONDS = Number("PEER_WAIT_SECONDS", 0, MAX_SECONDS, default=600.0)
 """How long a rank stopped by a peer waits to be torn down before it exits ``PEER_LOST``,
 0 to 86,400; default 600, the checkpointer's (``checkpointer.gang.PEER_WAIT_SECONDS``
 says why)."""
+PEER_SILENCE_SECONDS = Number("PEER_SILENCE_SECONDS", 3, MAX_SECONDS, default=15.0)
+"""How long a gang's rank may go unheard on the gang's store before the others take it for
+lost and stop as ranks stopped by a peer, even while blocked in a collective that would
+wait out the process group's timeout (``runtime.liveness``), 3 to 86,400; default 15.
+Longer than any stretch in which a live trainer's threads get no CPU at all."""
 RENDEZVOUS_SECONDS = Number("RENDEZVOUS_SECONDS", 10, MAX_SECONDS, default=600.0)
 """How long a gang's ranks wait for each other at start-up before they exit ``PEER_LOST``
 (a SIGTERM ends the wait at once), 10 to 86,400; default 600. torch's own default is 30
