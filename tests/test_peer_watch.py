@@ -227,7 +227,7 @@ def test_a_rank_blocked_in_its_own_collective_with_a_silent_peer_waits_to_be_tor
         assert waiting is not None, ranks[0].stderr[-5:]
         [lost] = ranks[0].of("peer_lost")
         assert "rank 1 has not been heard from for 3 s" in lost["reason"]
-        assert lost["blocked"] == "the main thread, in a collective"
+        assert lost["by"] == "watch"  # the main thread never left the all_reduce
         torn_down = ranks[0].now()
         ranks[0].send(signal.SIGTERM)  # the JobSet deletes the survivor's pod
         assert ranks[0].finish(timeout=30) == exit_codes.PEER_LOST  # torn down, not killed

@@ -110,9 +110,9 @@ class Leaving:
             return
         self.run.gang.lost = True
         self._leave_from_here()
-        self.run.events.emit(
-            "peer_lost", reason=redacted(reason), blocked="the main thread, in a collective"
-        )
+        # "watch": the main thread had not left within the handoff, blocked in a
+        # collective whose peer is gone (or in a step longer than the handoff).
+        self.run.events.emit("peer_lost", reason=redacted(reason), by="watch")
         self._stopped_by_peer(exit_codes.PEER_LOST)
 
     def events(self) -> Events:

@@ -22,6 +22,13 @@ The protocol, over a ``SOCK_SEQPACKET`` socket pair (one message a datagram):
   ``c`` as :attr:`subprocess.Popen.returncode` gives it (``-N`` for signal N);
 - the zygote leaves when the socket closes, and its children are killed with it.
 
+Why a protocol of its own and not multiprocessing's forkserver, which a pod's
+``spotproof-torchrun`` uses (``runtime.warm_torchrun``): a rehearsal's trainer stands for a
+pod's process, so the harness needs it as it would a ``subprocess.Popen``: its own stdout
+and stderr, exactly the pod's environment, a PID to signal and hold, and its end as a
+return code. A forkserver's child shares the server's stdio and starts from the server's
+environment, and under torchrun the agent supplies the rest; here nothing would.
+
 The zygote runs no thread of its own and does no tensor work before it forks: a child of a
 process with threads, or with torch's thread pools started, could inherit a lock held
 forever.
