@@ -87,13 +87,35 @@ def test_every_rank_learns_of_a_loss_within_a_beat_of_its_watcher() -> None:
     assert first.lost == "another rank of the gang found a peer lost"
 
 
-def test_a_rank_that_left_on_purpose_is_not_lost() -> None:
+def test_a_rank_that_left_with_its_gang_is_not_lost() -> None:
     store, clock = Store(), Clock()
     first, second, third = gang(store, clock)
     rounds([first, second, third], clock, 3)
-    third.leave()
+    third.stop(announce=True)
     rounds([first, second], clock, 60)
     assert [first.lost, second.lost] == [None, None]
+
+
+def test_a_rank_that_left_alone_is_lost_like_a_vanished_one() -> None:
+    """A store failing on that rank only, say: its gang must stop, not wait in a collective."""
+    store, clock = Store(), Clock()
+    first, second, third = gang(store, clock)
+    rounds([first, second, third], clock, 3)
+    third.stop(announce=False)
+    rounds([first, second], clock, 11)
+    assert second.lost == "rank 2 has not been heard from for 10 s"
+
+
+def test_a_rank_leaving_does_not_wait_out_a_store_that_stopped_answering() -> None:
+    class Stuck(Store):
+        def add(self, key: str, value: int) -> int:
+            time.sleep(30)  # a store whose host vanished without a reset
+            return 0
+
+    watch = PeerWatch(Stuck(), gang="g1", rank=0, world_size=2, silence=10)
+    started = time.monotonic()
+    watch.stop(announce=True)
+    assert time.monotonic() - started < 2
 
 
 def test_a_store_that_stops_answering_is_a_loss_after_the_silence() -> None:
@@ -159,6 +181,24 @@ def test_the_guard_leaves_a_programs_own_wakeup_fd_alone() -> None:
     finally:
         os.close(read)
         os.close(write)
+
+
+def test_a_forked_child_does_not_wake_its_parents_guard() -> None:
+    """A data loader's or a pool's worker, forked from inside the guard, stopped with
+    SIGTERM: its interpreter must not write that signal into the parent's pipe."""
+    guard = PreemptionGuard(30)
+    with guard:
+        child = os.fork()
+        if child == 0:  # the child: no guard of its own, Python's default SIGTERM
+            signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+            time.sleep(30)
+            os._exit(1)
+        time.sleep(0.5)  # the child's at-fork handler has run
+        os.kill(child, signal.SIGTERM)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert not guard.wait(0.5)
+        assert not guard.preempted
 
 
 def test_another_signal_on_the_wakeup_fd_is_not_a_preemption() -> None:

@@ -394,6 +394,15 @@ def test_train_threads_may_use_every_cpu_the_process_may_run_on(url: str) -> Non
         ),
         ({"WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "0"}, "MASTER_PORT='0'"),
         ({"WORLD_SIZE": "3"}, "WORLD_SIZE=3: must divide the batch of 16 rows"),
+        (
+            {
+                "WORLD_SIZE": "2",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": "29999",
+                "PEER_SILENCE_SECONDS": "1",
+            },
+            "PEER_SILENCE_SECONDS='1': allowed 3 to 86400",
+        ),
     ],
 )
 def test_a_gang_that_cannot_assemble_is_refused_at_once_in_one_line(

@@ -183,21 +183,24 @@ def join(env: Mapping[str, str], guard: PreemptionGuard) -> Solo:
         return Solo()
     where = f"{settings.MASTER_ADDR.read(env)}:{settings.MASTER_PORT.read(env)}"
     seconds = settings.RENDEZVOUS_SECONDS.read(env)
+    silence = settings.PEER_SILENCE_SECONDS.read(env)  # refused before the gang forms
     if dist.is_initialized():
         group = None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
     else:
         _rendezvous(rank, size, seconds, guard, where)
         group = None
     gang = Gang(rank, size, tier, group)
-    gang.watch = _watch(env, gang)
+    watch = _watch(env, gang, silence)
+    # Every rank watches or none does: a rank that cannot would never beat, and would be
+    # taken for lost by the rank watching it.
+    gang.watch = watch if all(gang.exchange(watch is not None)) else None
     return gang
 
 
-def _watch(env: Mapping[str, str], gang: Gang) -> liveness.PeerWatch | None:
+def _watch(env: Mapping[str, str], gang: Gang, silence: float) -> liveness.PeerWatch | None:
     """The gang's watch over its own store; None where the store cannot be reached from a
     second client (the trainer's group was formed some other way): collectives alone then
     tell of a lost rank."""
-    silence = settings.PEER_SILENCE_SECONDS.read(env)
     try:
         store = liveness.connect(settings.MASTER_ADDR.read(env), settings.MASTER_PORT.read(env))
     except Exception:  # torch raises its own errors for a store it cannot reach
@@ -284,10 +287,11 @@ class Solo:
     def close(self) -> None:
         return None
 
-    def stop_watching(self) -> None:
-        """Leaving on purpose: the rank watching this one must not take it for lost."""
+    def stop_watching(self, *, announce: bool) -> None:
+        """Stop the watch; ``announce``: leaving with the gang, so that the rank watching
+        this one does not take it for lost (``liveness.PeerWatch.stop``)."""
         if self.watch is not None:
-            self.watch.leave()
+            self.watch.stop(announce=announce)
 
 
 class Gang(Solo):
@@ -340,7 +344,7 @@ class Gang(Solo):
 
     def close(self) -> None:
         """Leave together: a rank tearing gloo down while a peer still talks to it aborts."""
-        self.stop_watching()
+        self.stop_watching(announce=True)
         if dist.is_initialized() and not self.lost:
             with contextlib.suppress(PeerLost):
                 self._collective(dist.barrier)

@@ -52,6 +52,25 @@ FINAL_SAVE_MARGIN = 0.5
 SIGKILL."""
 
 
+_OURS: set[int] = set()
+"""The write ends of the guards' pipes that are the wake-up fd now."""
+
+
+def _not_in_a_child() -> None:
+    """A forked child (a data loader's worker, a pool's) keeps the wake-up fd, so a SIGTERM
+    sent to the child would land in the parent's pipe and read there as the parent's own
+    preemption: the child starts without it."""
+    if _OURS:
+        with contextlib.suppress(ValueError):  # forked from a thread that is not main
+            theirs = signal.set_wakeup_fd(-1)
+            if theirs not in _OURS:
+                signal.set_wakeup_fd(theirs)
+        _OURS.clear()
+
+
+os.register_at_fork(after_in_child=_not_in_a_child)
+
+
 class PreemptionGuard:
     """Context manager that traps preemption signals for the duration of a training loop.
 
@@ -76,9 +95,11 @@ class PreemptionGuard:
             self._previous[signum] = signal.signal(signum, self._handle)
         if threading.current_thread() is threading.main_thread():
             theirs = signal.set_wakeup_fd(self._wake_write, warn_on_full_buffer=False)
-            if theirs != -1:  # the program's own: keep it
+            if theirs != -1:  # the program's own (or an outer guard's): keep it
                 signal.set_wakeup_fd(theirs)
             self._woken_by_interpreter = theirs == -1
+            if self._woken_by_interpreter:
+                _OURS.add(self._wake_write)
         return self
 
     def __exit__(
@@ -92,6 +113,7 @@ class PreemptionGuard:
         self._previous.clear()
         if self._woken_by_interpreter:
             signal.set_wakeup_fd(-1)
+            _OURS.discard(self._wake_write)
             self._woken_by_interpreter = False
 
     def __del__(self) -> None:

@@ -99,6 +99,12 @@ class Leaving:
         if not first:
             threading.Event().wait()
 
+    def yield_to_another_leaver(self) -> None:
+        """Wait for the exit if another thread has taken the way out (the watch thread,
+        for a main thread that was blocked and has since raised what it raised)."""
+        if self._leaver is not None:
+            self._leave_from_here()
+
     def lost_while_blocked(self, reason: str) -> None:
         """Called from the gang's watch thread once a rank is known lost: leaves as a rank
         stopped by a peer, unless the main thread takes a way out within
@@ -106,8 +112,9 @@ class Leaving:
         deadline = time.monotonic() + HANDOFF_SECONDS
         while self._leaver is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        if self._leaver is not None:
-            return
+        watch = self.run.gang.watch
+        if self._leaver is not None or (watch is not None and watch.stopped):
+            return  # the main thread is on its way out, or done with the gang
         self.run.gang.lost = True
         self._leave_from_here()
         # "watch": the main thread had not left within the handoff, blocked in a
@@ -216,7 +223,6 @@ class Leaving:
 
     def completed(self) -> None:
         self._leave_from_here()
-        self.run.gang.stop_watching()
         self.run.events.emit("exit", code=exit_codes.COMPLETED)
         self.run.events.close()
 
@@ -224,7 +230,9 @@ class Leaving:
         """Leave with ``code``; ``reason`` (one line) says why where it is not the code's
         own meaning."""
         self._leave_from_here()
-        self.run.gang.stop_watching()
+        # Not announced: a rank leaving alone is one its gang must find silent; one leaving
+        # with its gang said so as the gang closed.
+        self.run.gang.stop_watching(announce=False)
         fields: dict[str, Any] = {"code": code}
         if reason:
             fields["reason"] = redacted(reason)

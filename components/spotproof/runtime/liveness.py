@@ -25,12 +25,14 @@ Every rank beats on the gang's own store (the TCPStore at ``MASTER_ADDR:MASTER_P
 that torchrun or rank 0 serves, through a client of its own with a short timeout) every
 :data:`BEAT_SECONDS`, and watches one neighbour: rank ``r`` watches ``r + 1`` (the last
 watches rank 0), so each rank's loss is seen by exactly one other and the store answers
-three requests a second per rank, whatever the size of the gang. A neighbour whose beat
+three requests a second per rank, whatever the size of the gang, and holds a counter per
+rank and one verdict. A neighbour whose beat
 has not moved for ``PEER_SILENCE_SECONDS``, or a store that has not answered for as long
 (its host is gone), is a lost peer: the watcher records it under the gang's ``lost`` key,
 which every rank reads each beat, so the whole gang learns of it within a beat. A rank
-that leaves on purpose (done, preempted, stopped by a peer) says so first, and is not
-mistaken for a lost one.
+that leaves with its gang (done, or stopped together) says so first, and is not mistaken
+for a lost one; a rank that leaves alone (a store failing on it only, say) is silent, as a
+lost one is. Every rank of the gang watches, or none does: ranks agree on it as they join.
 
 What a rank does with it is ``runtime.leaving``'s: the main thread, at its next
 collective, leaves as a rank stopped by a peer; a main thread still blocked a few seconds
@@ -53,6 +55,12 @@ BEAT_SECONDS = 1.0
 """How often a rank beats and looks at its neighbour's beat and the gang's verdict."""
 STORE_TIMEOUT_SECONDS = 5.0
 """How long one request to the store may take before it counts as unanswered."""
+ANNOUNCE_SECONDS = 1.0
+"""How long a rank leaving with its gang waits to have said so; a leaving rank never waits
+out a store that has stopped answering."""
+LEFT = 1 << 40
+"""Added to a rank's beat when it leaves with its gang: a beat this high is a rank gone
+on purpose (one counter per rank says both)."""
 
 
 class BeatStore(Protocol):
@@ -121,7 +129,6 @@ class PeerWatch:
                 self.lost = "another rank of the gang found a peer lost"
                 return self.lost
             beat = self.store.add(self._key("beat", self.neighbour), 0)
-            left = self.store.add(self._key("left", self.neighbour), 0) > 0
         except Exception as error:  # torch raises its own errors for a store gone quiet
             if now - self._answered >= self.silence:
                 self.lost = (
@@ -130,7 +137,7 @@ class PeerWatch:
                 )
             return self.lost
         self._answered = now
-        if left:
+        if beat >= LEFT:
             return None
         last, moved_at = self._seen
         if beat != last:
@@ -140,22 +147,39 @@ class PeerWatch:
             _quietly(lambda: self.store.add(self._key("lost"), 1))
         return self.lost
 
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
     def start(self, on_lost: Callable[[str], None]) -> None:
         def watch() -> None:
             while not self._stop.wait(self.beat):
                 reason = self.look()
-                if reason is not None:
+                if reason is not None and not self._stop.is_set():
                     on_lost(reason)
                     return
 
         self._thread = threading.Thread(target=watch, name="spotproof-peer-watch", daemon=True)
         self._thread.start()
 
-    def leave(self) -> None:
-        """Stop watching and tell the neighbour watching this rank that it left on purpose."""
+    def stop(self, *, announce: bool) -> None:
+        """Stop watching; ``announce``: this rank leaves with the gang's agreement (done, or
+        stopped together), so the rank watching it must not take it for lost. A rank
+        leaving alone (a store or a setting failing on it only) does not announce: its
+        silence is how the others learn of it. The announcement is bounded by
+        :data:`ANNOUNCE_SECONDS`, queued as it may be behind a watch request to a store
+        that has stopped answering."""
         self._stop.set()
-        if self.lost is None:
-            _quietly(lambda: self.store.add(self._key("left", self.rank), 1))
+        if not announce or self.lost is not None:
+            return
+        telling = threading.Thread(
+            target=_quietly,
+            args=(lambda: self.store.add(self._key("beat", self.rank), LEFT),),
+            name="spotproof-peer-left",
+            daemon=True,
+        )
+        telling.start()
+        telling.join(ANNOUNCE_SECONDS)
 
 
 def _quietly(call: Callable[[], Any]) -> None:

@@ -354,6 +354,7 @@ class Training:
         trace: TracebackType | None,
     ) -> None:
         try:
+            self._leaving.yield_to_another_leaver()
             if kind is not None and self._leaving.is_peer_lost(error):
                 self._leaving.peer_lost(error)
             if self._saver is not None and kind is None:
