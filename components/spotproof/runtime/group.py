@@ -181,7 +181,8 @@ def join(env: Mapping[str, str], guard: PreemptionGuard) -> Solo:
                 "keeps its copy on a peer's node; allowed: a gang, or leave it unset"
             )
         return Solo()
-    where = f"{settings.MASTER_ADDR.read(env)}:{settings.MASTER_PORT.read(env)}"
+    host, port = settings.MASTER_ADDR.read(env), settings.MASTER_PORT.read(env)
+    where = f"{host}:{port}"
     seconds = settings.RENDEZVOUS_SECONDS.read(env)
     silence = settings.PEER_SILENCE_SECONDS.read(env)  # refused before the gang forms
     if dist.is_initialized():
@@ -190,19 +191,19 @@ def join(env: Mapping[str, str], guard: PreemptionGuard) -> Solo:
         _rendezvous(rank, size, seconds, guard, where)
         group = None
     gang = Gang(rank, size, tier, group)
-    watch = _watch(env, gang, silence)
+    watch = _watch(host, port, gang, silence)
     # Every rank watches or none does: a rank that cannot would never beat, and would be
     # taken for lost by the rank watching it.
     gang.watch = watch if all(gang.exchange(watch is not None)) else None
     return gang
 
 
-def _watch(env: Mapping[str, str], gang: Gang, silence: float) -> liveness.PeerWatch | None:
-    """The gang's watch over its own store; None where the store cannot be reached from a
-    second client (the trainer's group was formed some other way): collectives alone then
-    tell of a lost rank."""
+def _watch(host: str, port: int, gang: Gang, silence: float) -> liveness.PeerWatch | None:
+    """The gang's watch over its own store at ``host:port``; None where the store cannot be
+    reached from a second client (the trainer's group was formed some other way):
+    collectives alone then tell of a lost rank."""
     try:
-        store = liveness.connect(settings.MASTER_ADDR.read(env), settings.MASTER_PORT.read(env))
+        store = liveness.connect(host, port)
     except Exception:  # torch raises its own errors for a store it cannot reach
         return None
     return liveness.PeerWatch(

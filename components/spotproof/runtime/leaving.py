@@ -38,7 +38,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any, NoReturn, Protocol
 
@@ -87,6 +86,8 @@ class Leaving:
         self._lock = threading.Lock()
         self._leaver: int | None = None
         """The thread taking the way out (its ident); None until one has."""
+        self._taken = threading.Event()
+        """Set once a thread has taken the way out."""
 
     def _leave_from_here(self) -> None:
         """Claim the way out for this thread; a thread that comes second waits for the
@@ -95,6 +96,7 @@ class Leaving:
         with self._lock:
             if self._leaver is None:
                 self._leaver = me
+                self._taken.set()
             first = self._leaver == me
         if not first:
             threading.Event().wait()
@@ -102,18 +104,15 @@ class Leaving:
     def yield_to_another_leaver(self) -> None:
         """Wait for the exit if another thread has taken the way out (the watch thread,
         for a main thread that was blocked and has since raised what it raised)."""
-        if self._leaver is not None:
+        if self._taken.is_set():
             self._leave_from_here()
 
     def lost_while_blocked(self, reason: str) -> None:
         """Called from the gang's watch thread once a rank is known lost: leaves as a rank
         stopped by a peer, unless the main thread takes a way out within
         :data:`HANDOFF_SECONDS`."""
-        deadline = time.monotonic() + HANDOFF_SECONDS
-        while self._leaver is None and time.monotonic() < deadline:
-            time.sleep(0.05)
         watch = self.run.gang.watch
-        if self._leaver is not None or (watch is not None and watch.stopped):
+        if self._taken.wait(HANDOFF_SECONDS) or (watch is not None and watch.stopped):
             return  # the main thread is on its way out, or done with the gang
         self.run.gang.lost = True
         self._leave_from_here()
