@@ -22,6 +22,9 @@ from typing import Any
 
 from spotproof.runtime.metrics.names import METRICS_PATH
 
+SERIAL_WAIT_SECONDS = 1.0
+"""How long a scrape waits for the one before it to finish (milliseconds, normally)."""
+
 
 def _nothing() -> None:
     return None
@@ -43,6 +46,7 @@ class Endpoint:
 
         self._released = scraped
         self._scraped = threading.Condition()
+        self._serving = threading.Lock()
         self.last_scrape = 0.0
         """``time.monotonic()`` when the last scrape served in full began; 0: never."""
         endpoint = self
@@ -52,15 +56,24 @@ class Endpoint:
                 if self.path.split("?", 1)[0] != METRICS_PATH:
                     self.send_error(404, f"only {METRICS_PATH} is served")
                     return
-                began = time.monotonic()
-                body = generate_latest(registry)
-                self.send_response(200)
-                self.send_header("Content-Type", CONTENT_TYPE_LATEST)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-                self.wfile.flush()
-                endpoint._note_scrape(began)
+                # One scrape at a time, from reading the registry to noting it served: a
+                # client that has read a scrape in full may ask again before this thread
+                # has released what that scrape made visible, and must still see it.
+                # Bounded, so that a client that does not read holds no one else up.
+                serving = endpoint._serving.acquire(timeout=SERIAL_WAIT_SECONDS)
+                try:
+                    began = time.monotonic()
+                    body = generate_latest(registry)
+                    self.send_response(200)
+                    self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    self.wfile.flush()
+                    endpoint._note_scrape(began)
+                finally:
+                    if serving:
+                        endpoint._serving.release()
 
             def log_message(self, format: str, *args: Any) -> None:
                 return  # a scrape every few seconds is no news for the pod's log
