@@ -16,6 +16,7 @@ from spotproof.runtime import launcher, settings
 from spotproof.runtime.launcher import Launcher
 from spotproof.smoke.emulation.object_stores import free_port
 from spotproof.smoke.processes.trainer_process import Event, TrainerProcess
+from spotproof.smoke.processes.warm import Zygote
 from spotproof.smoke.reports.records import SmokeReport, last_words
 
 
@@ -34,12 +35,14 @@ class GangProcesses:
         command: Sequence[str] | None = None,
         events_dir: Path | None = None,
         pause_on: Callable[[Event], bool] | None = None,
+        zygote: Zygote | None = None,
     ) -> None:
         """``node_env(rank)``: what the node rank ``rank`` lands on adds (its memory).
         ``command``: what each rank runs instead of the reference trainer (a user's), its
         events then written to a file of each rank's own under ``events_dir``; the last
         rank is held at the first event matching ``pause_on`` (the gang steps together, so
-        holding one holds them all)."""
+        holding one holds them all). ``zygote``: where the reference trainer's ranks are
+        forked from when they start themselves (``Launcher.NONE``), warm."""
         port, grace = free_port(), settings.GRACE_SECONDS.read(env)
         self.ranks = [
             TrainerProcess(
@@ -53,6 +56,7 @@ class GangProcesses:
                 argv=_rank_argv(started_by, nodes, rank, port, command),
                 events_file=events_dir / f"gang{index}-rank{rank}.jsonl" if events_dir else None,
                 pause_on=pause_on if rank == nodes - 1 else None,
+                zygote=zygote,
             )
             for rank in range(nodes)
         ]

@@ -35,6 +35,14 @@ The run passes only if the restarted gang ends with the digest of a gang of the 
 that was never interrupted, no preemption loses a step, every restart resumes from the
 newest committed step, and a kill loses at most a checkpoint interval plus the upload in
 flight.
+
+The never-interrupted gang's ranks meet directly (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``),
+forked warm from a zygote (``smoke.processes.warm``), however the interrupted gang is
+started: its only use is its digest, which depends on the ranks' number and the run's
+settings, not on who started them (torchrun gives the trainer nothing else it reads). On
+2 cores a torchrun pod cost 8 CPU-seconds before its first step (the agent's imports, then
+the worker's); the reference gang spent them for nothing the run judges. Ranks that start
+themselves in the interrupted gang too (``--launcher none``) are forked from the same zygote.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from spotproof.runtime.checkpointer.checkpoint import CheckpointStore
 from spotproof.runtime.launcher import Launcher
 from spotproof.smoke.emulation.object_stores import Bucket, emulated
 from spotproof.smoke.processes.gang_ranks import GangProcesses
+from spotproof.smoke.processes.warm import Zygote, warm_trainers
 from spotproof.smoke.reports.records import (
     Interruption,
     Progress,
@@ -77,29 +86,48 @@ def run_gang_smoke(
     if unknown := [s for s in scenarios if s not in SCENARIOS]:
         raise ValueError(f"unknown scenarios {unknown}; allowed: {', '.join(SCENARIOS)}")
     report = SmokeReport(config)
-    with emulated(config.store) as bucket:
+    with emulated(config.store) as bucket, warm_trainers() as zygote:
         how = "torchrun, through the launch script" if started_by is Launcher.TORCHRUN else "itself"
         progress(
             f"store: {config.store} ({bucket.url}); gang of {nodes} ranks over gloo, "
             f"each started by {how}"
         )
         env = trainer_env(config, bucket, "reference")
-        run_reference(env, nodes, report, progress, started_by=started_by)
+        run_reference(env, nodes, report, progress, zygote=zygote)
         _interrupted(
-            config, bucket, nodes, report, progress, started_by=started_by, scenarios=scenarios
+            config,
+            bucket,
+            nodes,
+            report,
+            progress,
+            started_by=started_by,
+            scenarios=scenarios,
+            zygote=zygote,
         )
     judge_digest(report)
     return report
 
 
 def run_reference(
-    env: dict[str, str], nodes: int, report: SmokeReport, progress: Progress, **options: Any
+    env: dict[str, str],
+    nodes: int,
+    report: SmokeReport,
+    progress: Progress,
+    *,
+    zygote: Zygote | None = None,
+    **options: Any,
 ) -> None:
-    """The gang never interrupted (``options`` as :class:`GangProcesses` takes them): its
-    digest is what every restarted gang must end with."""
+    """The gang never interrupted, its ranks forked warm and meeting directly (module
+    docstring; from ``zygote``, or a zygote of their own; ``options`` as
+    :class:`GangProcesses` takes them): its digest is what every restarted gang must end
+    with."""
+    if zygote is None:
+        with warm_trainers() as own:
+            run_reference(env, nodes, report, progress, zygote=own, **options)
+        return
     progress("reference gang (never interrupted)")
     started = time.monotonic()
-    reference = GangProcesses(env, nodes, started, 0, **options)
+    reference = GangProcesses(env, nodes, started, 0, zygote=zygote, **options)
     reference.resumed()
     report.reference_digest = complete(reference, report)
     report.reference_seconds = time.monotonic() - started
@@ -124,6 +152,7 @@ def _interrupted(
     *,
     started_by: Launcher,
     scenarios: Sequence[str],
+    zygote: Zygote,
 ) -> None:
     progress(f"interrupted gang: {' -> '.join(scenarios)}")
     env = trainer_env(config, bucket, "interrupted")
@@ -131,7 +160,7 @@ def _interrupted(
         observer = CheckpointStore(env[settings.CHECKPOINT_URL.name])
     schedule = random.Random(config.schedule_seed)
     origin = time.monotonic()
-    gang = GangProcesses(env, nodes, origin, 0, started_by=started_by)
+    gang = GangProcesses(env, nodes, origin, 0, started_by=started_by, zygote=zygote)
     gangs = [gang]
     resumed = agreed(gang, report)
     for scenario in scenarios:
@@ -143,7 +172,9 @@ def _interrupted(
         codes = interrupt(gang, scenario, config, record)
         newest = observer.committed_steps()
         record.newest_committed = newest[-1] if newest else None
-        gang = GangProcesses(env, nodes, origin, gang.index + 1, started_by=started_by)
+        gang = GangProcesses(
+            env, nodes, origin, gang.index + 1, started_by=started_by, zygote=zygote
+        )
         gangs.append(gang)
         resumed = agreed(gang, report)
         record.resumed_from = resumed
