@@ -515,6 +515,7 @@ def predicted(kind: str, args: argparse.Namespace, final_save: float, whole: boo
         reclaims=Reclaims(3600 / EVERY_SECONDS, 1.0 if notice else 0.0),
         node_seconds=args.pod_start,
         persist_every=PERSIST_EVERY,
+        pod_seconds=args.pod_start,
     )
     interval = args.interval * args.step_seconds
     if whole:
@@ -622,6 +623,7 @@ def plan_goodput(args: argparse.Namespace, final_save: float, whole: bool) -> fl
         reclaims=Reclaims(3600 / EVERY_SECONDS, args.notice_share),
         node_seconds=args.pod_start,
         persist_every=PERSIST_EVERY,
+        pod_seconds=args.pod_start,
     )
     interval = args.interval * args.step_seconds
     found = recovery.whole_gang_paths(gang, interval) if whole else recovery.paths(gang, interval)

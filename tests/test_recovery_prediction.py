@@ -15,6 +15,7 @@ from spotproof.catalog import (
     POD_START_SECONDS,
     PRELOAD_SECONDS,
     RESTORE_MIB_PER_SECOND,
+    TEARDOWN_SECONDS,
     TRAINER_START_SECONDS,
     WARM_TRAINER_START_SECONDS,
 )
@@ -72,6 +73,31 @@ def test_the_leaders_node_restarts_every_pod_and_loses_back_to_the_persisted_sav
     leader = _path(recovery.paths(_gang(graceful=0.0, pods=4), INTERVAL), "the leader's node")
     assert (leader.share, leader.restarted) == (0.25, "every pod")
     assert leader.redone_seconds == pytest.approx(4 * INTERVAL / 2 + COSTS.commit - COSTS.stall)
+
+
+def test_the_leaders_node_waits_for_the_survivors_to_leave_their_nodes_when_a_spare_is_ready() -> (
+    None
+):
+    gang = _gang(per_node_hour=1e-6, graceful=0.0)  # the spare is always free
+    leader = _path(recovery.paths(gang, INTERVAL, spares=1), "the leader's node")
+    assert leader.stall_seconds == pytest.approx(
+        TEARDOWN_SECONDS + POD_START_SECONDS + STARTS + STATE_MIB / RESTORE_MIB_PER_SECOND
+    )
+
+
+def test_the_leaders_node_without_a_spare_waits_for_the_node_not_the_teardown() -> None:
+    leader = _path(recovery.paths(_gang(graceful=0.0), INTERVAL), "the leader's node")
+    assert leader.stall_seconds == pytest.approx(
+        NODE_SECONDS + STARTS + STATE_MIB / RESTORE_MIB_PER_SECOND
+    )
+
+
+def test_a_whole_gang_restart_on_nodes_already_there_waits_for_the_teardown() -> None:
+    gang = recovery.Gang(8, STATE_MIB, COSTS, goodput.Reclaims(0.4, 0.0), 1.0, 4, pod_seconds=1.0)
+    [_, unannounced] = recovery.whole_gang_paths(gang, INTERVAL)
+    assert unannounced.stall_seconds == pytest.approx(
+        TEARDOWN_SECONDS + 1.0 + COLD_STARTS + STATE_MIB / RESTORE_MIB_PER_SECOND
+    )
 
 
 def test_the_paths_shares_add_up_to_every_reclaim() -> None:

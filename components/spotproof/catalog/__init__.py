@@ -104,6 +104,15 @@ PRELOAD_SECONDS = 5.0
 """``spotproof-torchrun``'s forkserver importing torch, its compiler stack and spotproof's
 loop (``runtime.warm_torchrun``): the imports of :data:`TRAINER_START_SECONDS`, paid once
 per pod, while its agent starts (on a node of more than one core)."""
+TEARDOWN_SECONDS = 2.3
+"""A pod of a gang restarted whole, from its deletion to its node being free for the pod that
+replaces it: the kubelet's SIGTERM to the launch script, torchrun stopping its worker (a
+rank stopped by a peer waits to be torn down, so it leaves at once) and the agent's exit.
+Until then the terminating pod still holds its GPUs, so its successor cannot be bound to the
+node (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination: a
+terminating pod runs until its containers stop, up to its grace period). 2.0 to 2.6 s on the
+development VM, 2 pods, quiet (``benchmarks/gang_goodput.py --ranks 2``, its teardown column,
+2026-11-30); the kubelet's own status updates come on top on a cluster."""
 WARM_TRAINER_START_SECONDS = 2.0
 """A worker forked warm by ``spotproof-torchrun``, from the fork to its restore: the trainer's
 ``main`` and the bucket's client (1.8 s opening S3, as in :data:`TRAINER_START_SECONDS`);

@@ -13,7 +13,10 @@ takes one of three paths, by which node goes and whether a notice comes first:
   training since the newest save held in memory is redone;
 - **the leader's node**: the whole gang restarts, as every reclaim does without
   replace-rank, from the bucket (the final save where a notice came; otherwise the newest
-  persisted save, every ``PERSIST_EVERY``-th).
+  persisted save, every ``PERSIST_EVERY``-th). The survivors' pods are deleted first, and
+  each successor waits for its predecessor to leave its node (``catalog.TEARDOWN_SECONDS``)
+  and then starts there (:attr:`Gang.pod_seconds`), while the leader's replacement waits
+  for a spare or a node, whichever of the two is longer.
 
 Each path's *stall*, from the reclaim (or notice) to the gang's next step, adds up what it
 waits for: the final save, a node and the image (or, on a warm spare, a pod start), the
@@ -48,6 +51,7 @@ from spotproof.catalog import (
     POD_START_SECONDS,
     PRELOAD_SECONDS,
     RESTORE_MIB_PER_SECOND,
+    TEARDOWN_SECONDS,
     TRAINER_START_SECONDS,
     WARM_TRAINER_START_SECONDS,
 )
@@ -91,6 +95,9 @@ class Gang:
     """A new node, then the image on it: what a replacement waits for without a spare."""
     persist_every: int
     """Every this-many-th periodic save also goes to the bucket."""
+    pod_seconds: float = POD_START_SECONDS
+    """A pod start on a node that is already there, the image on it: a free spare, or a
+    restarted gang's own nodes."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +117,14 @@ def replacement_seconds(gang: Gang, spares: int) -> float:
     """Expected wait for a replacement pod to run: a pod start on a free spare, else a node
     and the image; the agent and the workers starting again come on top."""
     busy = erlang_b(spares, _rebuild_load(gang)) if spares else 1.0
-    return busy * gang.node_seconds + (1 - busy) * POD_START_SECONDS
+    return busy * gang.node_seconds + (1 - busy) * gang.pod_seconds
+
+
+def restart_seconds(gang: Gang, replacement: float) -> float:
+    """Expected wait for every pod of a gang restarted whole to run again: the survivors'
+    successors once their predecessors have left their nodes, the reclaimed pod's after
+    ``replacement``, whichever comes later."""
+    return max(replacement, TEARDOWN_SECONDS + gang.pod_seconds)
 
 
 def paths(gang: Gang, interval: float, spares: int = 0) -> tuple[Path, ...]:
@@ -119,10 +133,11 @@ def paths(gang: Gang, interval: float, spares: int = 0) -> tuple[Path, ...]:
     worker = (gang.pods - 1) / gang.pods
     costs = gang.costs
     lag = costs.commit - costs.stall  # the newest save begun is not yet committed
-    start = replacement_seconds(gang, spares) + WARM_STARTS
+    replacement = replacement_seconds(gang, spares)
+    start = replacement + WARM_STARTS
     from_bucket = gang.state_mib / RESTORE_MIB_PER_SECOND
     from_peer = gang.state_mib / PEER_RESTORE_MIB_PER_SECOND
-    leader_start = start + from_bucket
+    leader_start = restart_seconds(gang, replacement) + WARM_STARTS + from_bucket
     persisted = gang.persist_every * interval
     return (
         Path(
@@ -158,7 +173,7 @@ def whole_gang_paths(gang: Gang, interval: float) -> tuple[Path, ...]:
     q = gang.reclaims.graceful_share
     costs = gang.costs
     restart = (
-        gang.node_seconds
+        restart_seconds(gang, gang.node_seconds)
         + AGENT_START_SECONDS
         + TRAINER_START_SECONDS
         + gang.state_mib / RESTORE_MIB_PER_SECOND
