@@ -98,6 +98,16 @@ def test_losing_the_leaders_node_restarts_the_gang_from_the_buckets_newest_step(
     assert leader["steps_lost"] <= (PERSIST_EVERY + 1) * interval
 
 
+def test_a_reclaims_stall_runs_from_its_notice_through_its_final_save(tiered: TieredRun) -> None:
+    [reclaimed] = [r for r in tiered.report["interruptions"] if r["kind"] == "preemption"]
+    [replacement] = [
+        a for a in tiered.report["attempts"] if a["started"] > reclaimed["at"] and a["steps"]
+    ][:1]
+    first_step = replacement["steps"][0][0]
+    assert reclaimed["stall_seconds"] > reclaimed["final_save_seconds"]
+    assert reclaimed["at"] + reclaimed["stall_seconds"] >= first_step - 0.01
+
+
 def test_every_interruption_reports_the_stall_to_the_gangs_next_step(tiered: TieredRun) -> None:
     stalls = [record["stall_seconds"] for record in tiered.report["interruptions"]]
     assert len(stalls) == 3

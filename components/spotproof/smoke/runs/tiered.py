@@ -199,8 +199,8 @@ def play(
         record = Interruption(kind, gang.started, round(last.now(), 3), target)
         lives = gang.lives()
         kept = [pod for k, pod in enumerate(gang.pods) if k not in lost]
+        interrupted_at = last.now()  # the notice or the loss: a reclaim's stall includes its save
         _strike(gang, lost, config, record)
-        interrupted_at = last.now()
         record.at_step = gang.step
         for pod in kept:
             pod.release()
