@@ -61,11 +61,15 @@ def test_a_workers_loss_without_notice_waits_for_a_node_then_restores_from_a_pee
     assert lost.redone_seconds == pytest.approx(INTERVAL / 2 + COSTS.commit - COSTS.stall)
 
 
-def test_a_workers_reclaim_with_notice_saves_then_restores_from_the_bucket() -> None:
+def test_a_workers_reclaim_with_notice_saves_leaves_then_restores_from_the_bucket() -> None:
     noticed = _path(recovery.paths(_gang(), INTERVAL), "a worker's node, with notice")
     assert noticed.redone_seconds == 0
     assert noticed.stall_seconds == pytest.approx(
-        COSTS.final_save + NODE_SECONDS + STARTS + STATE_MIB / RESTORE_MIB_PER_SECOND
+        COSTS.final_save
+        + TEARDOWN_SECONDS
+        + NODE_SECONDS
+        + STARTS
+        + STATE_MIB / RESTORE_MIB_PER_SECOND
     )
 
 

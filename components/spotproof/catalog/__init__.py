@@ -105,12 +105,15 @@ PRELOAD_SECONDS = 5.0
 loop (``runtime.warm_torchrun``): the imports of :data:`TRAINER_START_SECONDS`, paid once
 per pod, while its agent starts (on a node of more than one core)."""
 TEARDOWN_SECONDS = 2.3
-"""A pod of a gang restarted whole, from its deletion to its node being free for the pod that
-replaces it: the kubelet's SIGTERM to the launch script, torchrun stopping its worker (a
-rank stopped by a peer waits to be torn down, so it leaves at once) and the agent's exit.
-Until then the terminating pod still holds its GPUs, so its successor cannot be bound to the
-node (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination: a
-terminating pod runs until its containers stop, up to its grace period). 2.0 to 2.6 s on the
+"""A gang's pod leaving after its SIGTERM, to its being gone: the launch script, torchrun
+stopping its worker (a reclaimed rank's once its final save is in; a rank stopped by a peer
+waits to be torn down, so at once) and the agent's exit. Its successor waits for it: the Job
+creates a reclaimed pod's replacement only once the pod is terminal (with a
+``podFailurePolicy``, ``podReplacementPolicy`` is ``Failed``:
+https://kubernetes.io/docs/concepts/workloads/controllers/job/#pod-replacement-policy), and a
+gang restarted whole cannot bind a survivor's successor to its node while the terminating
+pod still holds the GPUs (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination:
+a terminating pod runs until its containers stop, up to its grace period). 2.0 to 2.6 s on the
 development VM, 2 pods, quiet (``benchmarks/gang_goodput.py --ranks 2``, its teardown column,
 2026-11-30); the kubelet's own status updates come on top on a cluster."""
 WARM_TRAINER_START_SECONDS = 2.0

@@ -7,7 +7,8 @@ replaced alone (``plan.simulation.memory_tiers.replaces_reclaimed_pods_alone``).
 takes one of three paths, by which node goes and whether a notice comes first:
 
 - **a worker's node, with notice**: the gang saves its final step to the bucket, the pod
-  exits, its replacement starts and every rank restores that step from the bucket;
+  leaves (``catalog.TEARDOWN_SECONDS``: the Job creates its replacement only once it is
+  terminal), its replacement starts and every rank restores that step from the bucket;
 - **a worker's node, without notice**: the survivors wait in their pods; the replacement
   starts and restores from its holder's replica, the survivors from their own memory; the
   training since the newest save held in memory is redone;
@@ -145,7 +146,7 @@ def paths(gang: Gang, interval: float, spares: int = 0) -> tuple[Path, ...]:
             worker * q,
             "its pod alone",
             "the bucket (the final save)",
-            costs.final_save + start + from_bucket,
+            costs.final_save + TEARDOWN_SECONDS + start + from_bucket,
             0.0,
         ),
         Path(
@@ -161,7 +162,7 @@ def paths(gang: Gang, interval: float, spares: int = 0) -> tuple[Path, ...]:
             1 / gang.pods,
             "every pod",
             "the bucket",
-            q * costs.final_save + leader_start,
+            q * (costs.final_save + TEARDOWN_SECONDS) + leader_start,
             (1 - q) * (persisted / 2 + lag),
         ),
     )
@@ -179,7 +180,14 @@ def whole_gang_paths(gang: Gang, interval: float) -> tuple[Path, ...]:
         + gang.state_mib / RESTORE_MIB_PER_SECOND
     )
     return (
-        Path("any node, with notice", q, "every pod", "the bucket", costs.final_save + restart, 0),
+        Path(
+            "any node, with notice",
+            q,
+            "every pod",
+            "the bucket",
+            costs.final_save + TEARDOWN_SECONDS + restart,
+            0,
+        ),
         Path(
             "any node, without notice",
             1 - q,
