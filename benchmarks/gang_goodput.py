@@ -504,19 +504,25 @@ def _keep_step_gaps(arm: Arm, pod: TrainerProcess, since: float, until: float) -
 # --- the plan's prediction --------------------------------------------------------------
 
 
-def predicted(kind: str, args: argparse.Namespace, final_save: float, whole: bool) -> float:
-    """The plan's stall for one kind of reclaim of this gang: ``--pod-start`` for the node,
-    the restore at its tier's catalogue rate."""
-    notice = kind.endswith("notice")
-    gang = recovery.Gang(
+def plan_gang(args: argparse.Namespace, final_save: float, notice_share: float) -> recovery.Gang:
+    """This benchmark's gang as the plan models it: ``--pod-start`` both for a node and for
+    a pod on a node already there, every reclaim's final save ``final_save``."""
+    return recovery.Gang(
         pods=args.ranks,
         state_mib=args.model_mb,
-        costs=SaveCosts(0.0, 0.0, 0.0, final_save if notice else 0.0),
-        reclaims=Reclaims(3600 / EVERY_SECONDS, 1.0 if notice else 0.0),
+        costs=SaveCosts(0.0, 0.0, 0.0, final_save),
+        reclaims=Reclaims(3600 / EVERY_SECONDS, notice_share),
         node_seconds=args.pod_start,
         persist_every=PERSIST_EVERY,
         pod_seconds=args.pod_start,
     )
+
+
+def predicted(kind: str, args: argparse.Namespace, final_save: float, whole: bool) -> float:
+    """The plan's stall for one kind of reclaim of this gang: ``--pod-start`` for the node,
+    the restore at its tier's catalogue rate."""
+    notice = kind.endswith("notice")
+    gang = plan_gang(args, final_save if notice else 0.0, 1.0 if notice else 0.0)
     interval = args.interval * args.step_seconds
     if whole:
         paths = recovery.whole_gang_paths(gang, interval)
@@ -616,15 +622,7 @@ def tables(arms: dict[str, Arm], args: argparse.Namespace, trace: list[Reclaim])
 
 
 def plan_goodput(args: argparse.Namespace, final_save: float, whole: bool) -> float:
-    gang = recovery.Gang(
-        pods=args.ranks,
-        state_mib=args.model_mb,
-        costs=SaveCosts(0.0, 0.0, 0.0, final_save),
-        reclaims=Reclaims(3600 / EVERY_SECONDS, args.notice_share),
-        node_seconds=args.pod_start,
-        persist_every=PERSIST_EVERY,
-        pod_seconds=args.pod_start,
-    )
+    gang = plan_gang(args, final_save, args.notice_share)
     interval = args.interval * args.step_seconds
     found = recovery.whole_gang_paths(gang, interval) if whole else recovery.paths(gang, interval)
     return recovery.goodput(found, gang, interval)

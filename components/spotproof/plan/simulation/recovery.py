@@ -121,6 +121,13 @@ def replacement_seconds(gang: Gang, spares: int) -> float:
     return busy * gang.node_seconds + (1 - busy) * gang.pod_seconds
 
 
+def leaving_seconds(gang: Gang) -> float:
+    """A reclaimed pod, from its notice to its being gone: its final save, then its exit
+    (``catalog.TEARDOWN_SECONDS``). Nothing replaces it before: the Job creates its
+    replacement, and a JobSet restarts its gang, only once it is terminal."""
+    return gang.costs.final_save + TEARDOWN_SECONDS
+
+
 def restart_seconds(gang: Gang, replacement: float) -> float:
     """Expected wait for every pod of a gang restarted whole to run again: the survivors'
     successors once their predecessors have left their nodes, the reclaimed pod's after
@@ -146,7 +153,7 @@ def paths(gang: Gang, interval: float, spares: int = 0) -> tuple[Path, ...]:
             worker * q,
             "its pod alone",
             "the bucket (the final save)",
-            costs.final_save + TEARDOWN_SECONDS + start + from_bucket,
+            leaving_seconds(gang) + start + from_bucket,
             0.0,
         ),
         Path(
@@ -162,7 +169,7 @@ def paths(gang: Gang, interval: float, spares: int = 0) -> tuple[Path, ...]:
             1 / gang.pods,
             "every pod",
             "the bucket",
-            q * (costs.final_save + TEARDOWN_SECONDS) + leader_start,
+            q * leaving_seconds(gang) + leader_start,
             (1 - q) * (persisted / 2 + lag),
         ),
     )
@@ -185,7 +192,7 @@ def whole_gang_paths(gang: Gang, interval: float) -> tuple[Path, ...]:
             q,
             "every pod",
             "the bucket",
-            costs.final_save + TEARDOWN_SECONDS + restart,
+            leaving_seconds(gang) + restart,
             0,
         ),
         Path(

@@ -196,10 +196,10 @@ def play(
             scenario, [0]
         )
         kind = "preemption" if scenario == RECLAIMED else "hard-kill"
-        record = Interruption(kind, gang.started, round(last.now(), 3), target)
+        interrupted_at = last.now()  # the notice or the loss: a reclaim's stall includes its save
+        record = Interruption(kind, gang.started, round(interrupted_at, 3), target)
         lives = gang.lives()
         kept = [pod for k, pod in enumerate(gang.pods) if k not in lost]
-        interrupted_at = last.now()  # the notice or the loss: a reclaim's stall includes its save
         _strike(gang, lost, config, record)
         record.at_step = gang.step
         for pod in kept:
