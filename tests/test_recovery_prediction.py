@@ -16,7 +16,6 @@ from spotproof.catalog import (
     PRELOAD_SECONDS,
     RESTORE_MIB_PER_SECOND,
     TEARDOWN_SECONDS,
-    TRAINER_START_SECONDS,
     WARM_TRAINER_START_SECONDS,
 )
 from spotproof.plan import run_plan
@@ -26,11 +25,10 @@ from tests.support import stack_config
 from tests.test_training_job import GANG_PROGRAM
 
 STATE_MIB = 2048.0
-STARTS = max(AGENT_START_SECONDS, PRELOAD_SECONDS) + WARM_TRAINER_START_SECONDS
-"""The replacement's agent beside its forkserver's imports, then every worker forked warm
-(spotproof-torchrun)."""
-COLD_STARTS = AGENT_START_SECONDS + TRAINER_START_SECONDS
-"""The whole-gang restart's: plain torchrun, whose workers import the trainer after it."""
+STARTS = AGENT_START_SECONDS + PRELOAD_SECONDS + WARM_TRAINER_START_SECONDS
+"""A new pod's agent, then its forkserver's imports (forked from the agent), then every
+worker forked warm (spotproof-torchrun): a replacement's, and every pod's of a gang
+restarted whole."""
 COSTS = goodput.SaveCosts(stall=1.0, commit=15.0, restart=0.0, final_save=14.0)
 NODE_SECONDS = 300.0
 INTERVAL = 600.0
@@ -100,7 +98,7 @@ def test_a_whole_gang_restart_on_nodes_already_there_waits_for_the_teardown() ->
     gang = recovery.Gang(8, STATE_MIB, COSTS, goodput.Reclaims(0.4, 0.0), 1.0, 4, pod_seconds=1.0)
     [_, unannounced] = recovery.whole_gang_paths(gang, INTERVAL)
     assert unannounced.stall_seconds == pytest.approx(
-        TEARDOWN_SECONDS + 1.0 + COLD_STARTS + STATE_MIB / RESTORE_MIB_PER_SECOND
+        TEARDOWN_SECONDS + 1.0 + STARTS + STATE_MIB / RESTORE_MIB_PER_SECOND
     )
 
 
@@ -131,7 +129,7 @@ def test_the_first_order_baseline_agrees_with_the_exact_model_at_realistic_rates
     the same restart: within a tenth of a percentage point at 0.05 reclaims/node-hour."""
     gang = _gang()
     first_order = recovery.goodput(recovery.whole_gang_paths(gang, INTERVAL), gang, INTERVAL)
-    restart = NODE_SECONDS + COLD_STARTS + STATE_MIB / RESTORE_MIB_PER_SECOND
+    restart = NODE_SECONDS + STARTS + STATE_MIB / RESTORE_MIB_PER_SECOND
     exact = goodput.goodput(
         INTERVAL,
         goodput.SaveCosts(COSTS.stall, COSTS.commit, restart, COSTS.final_save),

@@ -289,8 +289,9 @@ def test_torchrun_meets_on_rank_zeros_pod_with_a_fixed_gang_and_no_restarts_of_i
     # Through the launch script, so a rank stopped by SIGTERM exits 143, not torchrun's 1.
     assert command[:4] == ["/bin/sh", "-c", LAUNCH_SCRIPT, "spotproof-launch"]
     # The static rendezvous: rank 0's pod hosts it; no guess from its names against DNS.
+    # spotproof's torchrun: torchrun's agent, whose worker is forked warm (one torch import).
     assert command[4:12] == [
-        "torchrun",
+        "spotproof-torchrun",
         "--nnodes=4",
         "--nproc-per-node=1",
         "--node-rank=$(NODE_RANK)",

@@ -10,12 +10,13 @@ import signal
 import subprocess
 import sys
 import time
+from multiprocessing import forkserver
 from pathlib import Path
 
 import pytest
 
 from spotproof.runtime import exit_codes, launcher, settings
-from spotproof.runtime.warm_torchrun import PythonWorker, python_worker
+from spotproof.runtime.warm_torchrun import PythonWorker, _forkable, python_worker
 
 WORKER = """\
 import atexit, json, os, signal, sys, threading, time
@@ -25,9 +26,11 @@ rank = os.environ["RANK"]
 def record(**fields):
     with open(os.environ["RECORDS"], "a") as out:
         out.write(json.dumps({"rank": rank, "restart": restart, **fields}) + "\\n")
+with open(f"/proc/{os.getppid()}/cmdline", "rb") as server:
+    forked_by = server.read().decode().split("\\0")
 record(
     preloaded=preloaded, argv=sys.argv, path0=sys.path[0], name=__name__,
-    unbuffered=os.environ.get("PYTHONUNBUFFERED"),
+    unbuffered=os.environ.get("PYTHONUNBUFFERED"), forked_by=forked_by,
 )
 if os.environ.get("WAIT_FOR_SIGTERM"):
     def stop(*_):
@@ -116,13 +119,20 @@ def test_spotproofs_torchrun_reads_as_torchrun_to_the_plan() -> None:
     assert launcher.exit_after_sigterm(command) == launcher.TORCHRUN_EXIT_AFTER_SIGTERM
 
 
-@pytest.mark.processes
-def test_every_start_and_restart_runs_the_script_as_python_would_with_torch_preloaded(
-    tmp_path: Path,
-) -> None:
+@pytest.fixture(scope="module")
+def restarted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict]]:
+    """An agent of 2 workers whose first attempt fails (exit 3), restarted once."""
+    tmp_path = tmp_path_factory.mktemp("restarted")
     agent = _agent(tmp_path, "--max-restarts=1")
     assert agent.wait(timeout=300) == 0
-    records = _records(tmp_path / "records.jsonl")
+    return tmp_path, _records(tmp_path / "records.jsonl")
+
+
+@pytest.mark.processes
+def test_every_start_and_restart_runs_the_script_as_python_would_with_torch_preloaded(
+    restarted: tuple[Path, list[dict]],
+) -> None:
+    tmp_path, records = restarted
     starts = [r for r in records if "preloaded" in r]
     assert sorted((r["rank"], r["restart"]) for r in starts) == [
         ("0", 0),
@@ -141,6 +151,31 @@ def test_every_start_and_restart_runs_the_script_as_python_would_with_torch_prel
     assert sorted(ends) == [("0", "atexit"), ("0", "thread"), ("1", "atexit"), ("1", "thread")]
     for rank in ("0", "1"):
         assert ends.index((rank, "thread")) < ends.index((rank, "atexit"))
+
+
+@pytest.mark.processes
+def test_the_forkserver_is_forked_from_the_agent_not_started_as_a_second_interpreter(
+    restarted: tuple[Path, list[dict]],
+) -> None:
+    """A second interpreter would import torch again: ``python -c 'from
+    multiprocessing.forkserver import main; ...'``. Forked, it is the agent's command."""
+    for start in (r for r in restarted[1] if "forked_by" in r):
+        assert launcher.WARM_TORCHRUN_MODULE in start["forked_by"], start["forked_by"]
+
+
+def test_an_agent_alone_in_its_process_forks_its_forkserver() -> None:
+    assert _forkable(forkserver.ForkServer(), threads=1) == (sys.version_info < (3, 14))
+
+
+def test_an_agent_running_another_thread_spawns_its_forkserver() -> None:
+    """Forking a process while another of its threads runs could copy a lock held forever."""
+    assert not _forkable(forkserver.ForkServer(), threads=2)
+
+
+def test_a_forkserver_already_running_is_not_started_again() -> None:
+    running = forkserver.ForkServer()
+    running._forkserver_pid = os.getpid()  # type: ignore[attr-defined]
+    assert not _forkable(running, threads=1)
 
 
 @pytest.mark.processes

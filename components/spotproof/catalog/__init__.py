@@ -99,11 +99,14 @@ TRAINER_START_SECONDS = 7.0
 optimizer loads (4.4 to 5.7 CPU-seconds on the development VM, ``python -c`` building an
 AdamW), then the bucket's client (1.8 s opening S3 in a profile of the rehearsal's trainer,
 2026-11-29). A GPU trainer adds CUDA's initialisation, so a floor. What a plain torchrun
-pod's worker, and the whole-gang restart's, pays at each start."""
-PRELOAD_SECONDS = 5.0
-"""``spotproof-torchrun``'s forkserver importing torch, its compiler stack and spotproof's
-loop (``runtime.warm_torchrun``): the imports of :data:`TRAINER_START_SECONDS`, paid once
-per pod, while its agent starts (on a node of more than one core)."""
+pod's worker pays at each start; spotproof's pods pay it as :data:`AGENT_START_SECONDS`,
+:data:`PRELOAD_SECONDS` and :data:`WARM_TRAINER_START_SECONDS`."""
+PRELOAD_SECONDS = 2.5
+"""``spotproof-torchrun``'s forkserver importing what its agent's import of torch did not
+bring: the compiler stack and spotproof's loop (``runtime.warm_torchrun``: it is forked
+from the agent once the agent has imported torch). Paid once per pod, after
+:data:`AGENT_START_SECONDS`, while the agent joins the rendezvous; 2.5 to 3.3 CPU-seconds
+on the development VM, the other core busy (2026-11-30)."""
 TEARDOWN_SECONDS = 2.3
 """A gang's pod leaving after its SIGTERM, to its being gone: the launch script, torchrun
 stopping its worker (a reclaimed rank's once its final save is in; a rank stopped by a peer

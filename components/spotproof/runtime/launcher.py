@@ -144,11 +144,14 @@ def torchrun(
     node_rank: str,
     master_addr: str,
     master_port: int = RENDEZVOUS_PORT,
-    executable: Sequence[str] = ("torchrun",),
+    executable: Sequence[str] = (WARM_TORCHRUN,),
 ) -> list[str]:
     """torchrun with the static rendezvous on node rank 0 and no restarts of its own: a
     lost node cannot come back inside a pod, so every restart is the JobSet's, of the whole
-    gang. The trainer's command follows, run as an executable (``--no-python``)."""
+    gang. The trainer's command follows, run as an executable (``--no-python``). By
+    default spotproof's torchrun (:data:`WARM_TORCHRUN`): the same agent, whose Python
+    worker starts forked from a process that has imported torch, so a pod imports torch
+    once instead of twice (its agent's, then its worker's)."""
     return [
         *executable,
         f"--nnodes={nodes}",

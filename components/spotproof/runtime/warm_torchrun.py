@@ -9,8 +9,9 @@ Measured, that start is most of a replaced rank's stall (docs/performance.md, is
 
 **What.** This is torchrun, with one change: a worker that is a Python program is started
 by multiprocessing's *forkserver*, preloaded with those imports. The forkserver is one
-process per agent, started with the agent, importing while the agent imports torch and waits
-in the rendezvous; every worker forks from it, so a start costs a fork and the trainer's
+process per agent, forked from the agent once the agent has imported torch (so a pod
+imports torch once: :func:`start_forkserver`), importing the rest while the agent waits in
+the rendezvous; every worker forks from it, so a start costs a fork and the trainer's
 ``main``: a survivor's restart, and a replacement pod's first start too once its forkserver
 is ready. Everything else is torchrun's own
 code, unchanged: the parser (every flag and its ``PET_`` variable), ``LaunchConfig``, the
@@ -47,12 +48,13 @@ import multiprocessing
 import os
 import runpy
 import shutil
+import socket
 import sys
 import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from multiprocessing import forkserver
+from multiprocessing import connection, forkserver, resource_tracker
 
 from spotproof.runtime import exit_codes, settings
 
@@ -72,11 +74,14 @@ class PythonWorker:
     args: tuple[str, ...]
 
 
-def python_worker(command: str, args: Sequence[str]) -> PythonWorker | None:
+def python_worker(
+    command: str, args: Sequence[str], path: str | None = None
+) -> PythonWorker | None:
     """The Python program ``command args`` runs, when ``command`` is this interpreter (the
-    same file in the same environment's folder) and ``args`` give it no flag but ``-u``;
-    None when the command must run as it is."""
-    found = shutil.which(command)
+    same file in the same environment's folder, found on ``path``, by default this
+    process's ``PATH``) and ``args`` give it no flag but ``-u``; None when the command
+    must run as it is."""
+    found = shutil.which(command, path=path)
     if found is None or not _same_interpreter(found, sys.executable):
         return None
     words = list(args)
@@ -122,11 +127,81 @@ def run_worker(target: str, module: bool, *args: str) -> None:
         atexit._run_exitfuncs()
 
 
+def follow_thread_settings() -> None:
+    """Apply ``OMP_NUM_THREADS`` from this process's environment to torch, as a fresh
+    interpreter's import of torch would have read it. A process forked from one that
+    imported torch earlier keeps the thread count OpenMP read at that import: torchrun sets
+    the variable (to 1 with more than one worker a node, ``distributed/run.py``
+    ``config_from_args``) after its agent imported torch, and a rehearsal's worker gets
+    its pod's environment only at its fork. Setting the count starts no thread."""
+    torch = sys.modules.get("torch")
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    if torch is not None and value.isdigit() and int(value) > 0:
+        torch.set_num_threads(int(value))
+
+
 def preload(extra: Sequence[str]) -> list[str]:
     """The modules the forkserver imports: :data:`PRELOAD` and the user's, each once. One
     that fails to import is left to the worker, which imports it itself (cold, and with its
     own error), as multiprocessing's forkserver does."""
     return list(dict.fromkeys([*PRELOAD, *extra]))
+
+
+def start_forkserver(modules: Sequence[str]) -> None:
+    """Start multiprocessing's forkserver for this agent, preloading ``modules``: forked
+    from the agent, which has imported torch already, where that is safe; else spawned.
+
+    A spawned forkserver is a new interpreter that imports torch again (2.9 CPU-seconds
+    on the development VM, 2026-11-30) before the compiler stack and the loop. Forked, it
+    starts from the agent's imports and adds only what torch's import did not bring. The
+    agent is then still single-threaded in Python (its rendezvous and monitor threads
+    come later); the one native thread torch's import leaves, OpenBLAS's idle thread
+    server, resets itself in a forked child (its ``pthread_atfork`` handlers), as it does
+    for any forked numpy program. What the forkserver does once started is CPython's own
+    (``multiprocessing/forkserver.py`` ``main``, 3.11 to 3.13): the socket it listens on
+    and its "alive" pipe are set up here as its ``ensure_running`` would set them up, with
+    the socket in a private directory of mode 0700 and itself of mode 0600. Spawned,
+    as before, where any of that does not hold: another thread running, a Python whose
+    forkserver has a handshake (3.14) or differs, a platform without ``fork``."""
+    server = forkserver._forkserver  # type: ignore[attr-defined]
+    if not _forkable(server, threading.active_count()):
+        multiprocessing.set_forkserver_preload(list(modules))
+        forkserver.ensure_running()
+        return
+    resource_tracker.ensure_running()
+    address = connection.arbitrary_address("AF_UNIX")  # type: ignore[attr-defined]
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(address)
+        os.chmod(address, 0o600)
+        listener.listen()
+        alive_read, alive_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the forkserver: it serves until every agent-side holder is gone
+            code = 1
+            try:
+                os.close(alive_write)
+                follow_thread_settings()
+                forkserver.main(listener.fileno(), alive_read, list(modules))
+            except SystemExit:
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(alive_read)
+    server._forkserver_address = address
+    server._forkserver_alive_fd = alive_write
+    server._forkserver_pid = pid
+
+
+def _forkable(server: object, threads: int) -> bool:
+    """Whether an agent running ``threads`` Python threads may fork its forkserver
+    (:func:`start_forkserver`)."""
+    return (
+        hasattr(os, "fork")
+        and sys.version_info < (3, 14)
+        and threads == 1
+        and getattr(server, "_forkserver_pid", 0) is None
+        and all(hasattr(server, name) for name in ("_forkserver_address", "_forkserver_alive_fd"))
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -157,10 +232,9 @@ def _launch(argv: list[str]) -> None:
         print(f"spotproof: {error}", file=sys.stderr)
         sys.exit(exit_codes.BAD_CONFIG)
     os.environ[UNBUFFERED] = "1"  # the forkserver's, so every worker's: python -u
-    multiprocessing.set_forkserver_preload(modules)
     # Now, not at the first worker's start: a replacement pod's forkserver imports while its
-    # agent imports torch and waits in the rendezvous, so even its first worker starts warm.
-    forkserver.ensure_running()
+    # agent waits in the rendezvous, so even its first worker starts warm.
+    start_forkserver(modules)
     config.start_method = "forkserver"
     elastic_launch(config, run_worker)(worker.target, worker.module, *worker.args)
 

@@ -21,12 +21,13 @@ takes one of three paths, by which node goes and whether a notice comes first:
 
 Each path's *stall*, from the reclaim (or notice) to the gang's next step, adds up what it
 waits for: the final save, a node and the image (or, on a warm spare, a pod start), the
-replacement's agent starting and joining (``catalog.AGENT_START_SECONDS``) while its
-``spotproof-torchrun`` forkserver imports the trainer (``catalog.PRELOAD_SECONDS``),
-whichever is longer, then every worker forked warm (``catalog.WARM_TRAINER_START_SECONDS``:
-the survivors' too, whose agents restart them), and the restore at its tier's rate
-(``catalog``). The whole-gang restart's pods run plain torchrun, whose workers each import
-the trainer after the agent (``catalog.TRAINER_START_SECONDS``).
+replacement's agent importing torch (``catalog.AGENT_START_SECONDS``), then its
+``spotproof-torchrun`` forkserver, forked from the agent, importing the rest of the trainer
+(``catalog.PRELOAD_SECONDS``) while the agent joins, then every worker forked warm
+(``catalog.WARM_TRAINER_START_SECONDS``: the survivors' too, whose agents restart them),
+and the restore at its tier's rate
+(``catalog``). The whole-gang restart's pods start the same way: every pod a new one, its
+worker forked from its own forkserver.
 
 Goodput then follows from a renewal argument: each reclaim costs its stall plus the
 training it redoes, so with ``λ`` reclaims per second of the gang's wall time the share
@@ -53,14 +54,13 @@ from spotproof.catalog import (
     PRELOAD_SECONDS,
     RESTORE_MIB_PER_SECOND,
     TEARDOWN_SECONDS,
-    TRAINER_START_SECONDS,
     WARM_TRAINER_START_SECONDS,
 )
 from spotproof.plan.simulation.goodput import Reclaims, SaveCosts
 
-WARM_STARTS = max(AGENT_START_SECONDS, PRELOAD_SECONDS) + WARM_TRAINER_START_SECONDS
-"""A replace-rank pod's start to its worker's restore: the agent, and beside it the
-forkserver's imports, then a warm worker."""
+WARM_STARTS = AGENT_START_SECONDS + PRELOAD_SECONDS + WARM_TRAINER_START_SECONDS
+"""A replace-rank pod's start to its worker's restore: the agent's import of torch, then
+the forkserver's imports (it is forked from the agent), then a warm worker."""
 MAX_SPARES = 4
 """The most spares the plan weighs: past a few, each one more saves almost nothing."""
 
@@ -182,8 +182,7 @@ def whole_gang_paths(gang: Gang, interval: float) -> tuple[Path, ...]:
     costs = gang.costs
     restart = (
         restart_seconds(gang, gang.node_seconds)
-        + AGENT_START_SECONDS
-        + TRAINER_START_SECONDS
+        + WARM_STARTS
         + gang.state_mib / RESTORE_MIB_PER_SECOND
     )
     return (

@@ -109,8 +109,9 @@ def _rank_argv(
     started_by: Launcher, nodes: int, rank: int, port: int, command: Sequence[str] | None = None
 ) -> list[str] | None:
     """The command of rank ``rank``'s pod, as TrainingJob renders it (``kube.jobset``), with
-    the rendezvous on loopback and this interpreter's torchrun, then ``command`` (the words
-    torchrun runs as an executable: ``--no-python``), by default this interpreter's trainer."""
+    the rendezvous on loopback and this interpreter's ``spotproof-torchrun``, then
+    ``command`` (the words torchrun runs as an executable: ``--no-python``), by default this
+    interpreter's trainer."""
     if started_by is Launcher.NONE:
         return list(command) if command else None
     torchrun = launcher.torchrun(
@@ -119,7 +120,7 @@ def _rank_argv(
         node_rank=str(rank),
         master_addr="127.0.0.1",
         master_port=port,
-        executable=(sys.executable, "-m", "torch.distributed.run"),
+        executable=(sys.executable, "-m", launcher.WARM_TORCHRUN_MODULE),
     )
     trainer = command or [sys.executable, "-m", "spotproof.smoke.train"]
     return launcher.wrapped([*torchrun, *trainer])
