@@ -3,6 +3,7 @@ the same digest, the same exit codes and signals, and none outlives the zygote."
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -14,7 +15,7 @@ import pytest
 
 from spotproof.runtime import exit_codes
 from spotproof.smoke.processes.trainer_process import TrainerProcess
-from spotproof.smoke.processes.warm import Zygote, warm_trainers
+from spotproof.smoke.processes.warm import ForkedTrainer, Zygote, warm_trainers
 
 pytestmark = pytest.mark.processes
 
@@ -106,3 +107,95 @@ def test_a_zygote_that_cannot_start_says_why_in_one_line(monkeypatch: pytest.Mon
     monkeypatch.setattr(sys, "executable", "/bin/false")
     with pytest.raises(RuntimeError, match=r"^the trainer's zygote did not start: [^\n]+$"):
         Zygote(timeout=10)
+
+
+# --- a user's own `python train.py`, forked -----------------------------------------------
+
+SCRIPT = """\
+import atexit, json, os, sys, threading, time
+import torch
+record = {
+    "argv": sys.argv, "name": __name__, "path0": sys.path[0], "cwd": os.getcwd(),
+    "threads": torch.get_num_threads(), "mine": os.environ.get("MINE"),
+}
+print(json.dumps({"event": "started", **record}))
+atexit.register(lambda: print(json.dumps({"event": "atexit"}), flush=True))
+threading.Thread(target=lambda: (time.sleep(0.2), print(json.dumps({"event": "thread"})))).start()
+if os.environ.get("HANG"):
+    print("said before hanging")  # not flushed: PYTHONUNBUFFERED must carry it
+    time.sleep(600)
+sys.exit(int(os.environ.get("EXIT", "0")))
+"""
+
+
+def _script(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "train.py").write_text(SCRIPT)
+    return root
+
+
+def _program(zygote: Zygote, tmp_path: Path, **env: str) -> TrainerProcess:
+    """``python train.py a b`` in ``tmp_path``'s project, as ``spotproof smoke --command``
+    starts it: its events are its stdout, merged with its stderr."""
+    return TrainerProcess(
+        {"PATH": os.environ["PATH"], **env},
+        time.monotonic(),
+        argv=[sys.executable, "train.py", "a", "b"],
+        zygote=zygote,
+        events_file=tmp_path / "events.jsonl",
+    )
+
+
+def test_a_users_script_is_forked_warm_and_runs_as_python_runs_it(
+    zygote: Zygote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = _script(tmp_path / "acme")
+    monkeypatch.chdir(project)
+    events = tmp_path / "events.jsonl"
+    process = _program(zygote, tmp_path, MINE="yes", OMP_NUM_THREADS="1", EXIT="3")
+
+    assert isinstance(process.popen, ForkedTrainer)
+    assert process.finish(timeout=60) == 3
+    said = [json.loads(line) for line in process.stderr if line.startswith("{")]
+    assert not events.read_text()  # the events file is the trainer's; this one prints
+    [started] = [e for e in said if e["event"] == "started"]
+    assert started["argv"] == ["train.py", "a", "b"] and started["name"] == "__main__"
+    assert (started["path0"], started["cwd"]) == (str(project), str(project))
+    assert (started["mine"], started["threads"]) == ("yes", 1)
+    # Ended as an interpreter ends: its non-daemon threads joined, then atexit.
+    assert [e["event"] for e in said][1:] == ["thread", "atexit"]
+
+
+def test_a_users_unflushed_line_arrives_at_once_when_pythonunbuffered_is_set(
+    zygote: Zygote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(_script(tmp_path / "acme"))
+    process = _program(zygote, tmp_path, HANG="1", PYTHONUNBUFFERED="1")
+    deadline = time.monotonic() + 60
+    while "said before hanging" not in process.stderr and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send(signal.SIGKILL)
+
+    assert "said before hanging" in process.stderr
+    assert process.finish(timeout=30) == -signal.SIGKILL
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["/bin/sh", "-c", "python train.py"],
+        [sys.executable, "-X", "dev", "train.py"],
+        [sys.executable, "missing.py"],  # fails as python fails it: exit 2, its own words
+    ],
+)
+def test_any_other_command_starts_afresh(
+    zygote: Zygote, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(_script(tmp_path / "acme"))
+    process = TrainerProcess(
+        {"PATH": os.environ["PATH"]}, time.monotonic(), argv=argv, zygote=zygote
+    )
+    process.send(signal.SIGKILL)
+    process.finish(timeout=30)
+
+    assert not isinstance(process.popen, ForkedTrainer)

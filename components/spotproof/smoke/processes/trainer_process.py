@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from spotproof.runtime import settings
+from spotproof.runtime.warm_torchrun import PythonWorker, python_worker
 from spotproof.smoke.processes.warm import ForkedTrainer, Zygote
 
 Event = dict[str, Any]
@@ -73,8 +74,9 @@ class TrainerProcess:
     on_end: Callable[[], None] | None = None
     """Called once its output has ended: the process is gone (its metrics with it)."""
     zygote: Zygote | None = None
-    """Where the trainer is forked from, warm (``smoke.processes.warm``); None starts it afresh, as
-    does an ``argv``."""
+    """Where the trainer is forked from, warm (``smoke.processes.warm``): the reference
+    trainer, or an ``argv`` that is this interpreter running a script or a module (a user's
+    ``python train.py``); None starts it afresh, as does any other ``argv``."""
     events_file: Path | None = None
     """Where the process appends its events (``SPOTPROOF_EVENTS`` is set to it); None: its
     stdout. With a file, :attr:`stderr` holds its stdout and stderr together: its output."""
@@ -98,8 +100,13 @@ class TrainerProcess:
             self._events_in = self.events_file.open("rb")
             self._partial = b""
             env[settings.SPOTPROOF_EVENTS.name] = str(self.events_file)
+        program = self._warm_program(env)
         if self.zygote is not None and self.argv is None and self.module == TRAINER:
             self.popen = self.zygote.spawn({**os.environ, **env})
+        elif self.zygote is not None and program is not None:
+            self.popen = self.zygote.spawn(
+                {**os.environ, **env}, program, merge_output=self.events_file is not None
+            )
         else:
             self.popen = subprocess.Popen(
                 list(self.argv) if self.argv else [sys.executable, "-m", self.module],
@@ -122,6 +129,19 @@ class TrainerProcess:
 
     def now(self) -> float:
         return time.monotonic() - self.origin
+
+    def _warm_program(self, env: Mapping[str, str]) -> PythonWorker | None:
+        """The Python program :attr:`argv` runs, where the zygote can run it as a fresh
+        ``python`` would: this interpreter running a script that exists, or a module
+        (``runtime.warm_torchrun.python_worker``); None when it must start as it is (a
+        missing script then fails as ``python`` fails it)."""
+        if self.zygote is None or not self.argv:
+            return None
+        path = env.get("PATH", os.environ.get("PATH"))
+        program = python_worker(self.argv[0], self.argv[1:], path=path)
+        if program is None or not (program.module or os.path.isfile(program.target)):
+            return None
+        return program
 
     def _read_events(self) -> None:
         assert self.popen.stdout is not None

@@ -18,6 +18,11 @@ The protocol, over a ``SOCK_SEQPACKET`` socket pair (one message a datagram):
   environment, runs the trainer's ``main`` and leaves with its exit code, without the
   interpreter's teardown (the zygote's own atexit handlers are not the trainer's); the
   zygote answers ``{"forked": pid}``;
+- a request that also names a ``"program"`` (a user's ``python train.py``, or ``-m``'s
+  module: ``runtime.warm_torchrun.PythonWorker``, with its working directory) runs that
+  instead, as ``spotproof-torchrun`` runs a worker: in that directory, with ``sys.stdout``
+  and ``sys.stderr`` opened afresh on its fds (unbuffered where ``PYTHONUNBUFFERED`` says),
+  ``OMP_NUM_THREADS`` applied, and at its end its threads joined and ``atexit`` run;
 - each child that ends is reaped at once and reported, ``{"exited": pid, "code": c}``,
   ``c`` as :attr:`subprocess.Popen.returncode` gives it (``-N`` for signal N);
 - the zygote leaves when the socket closes, and its children are killed with it.
@@ -37,6 +42,7 @@ forever.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import select
@@ -47,7 +53,11 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping
+from dataclasses import asdict
 from typing import IO, Any
+
+from spotproof.runtime import warm_torchrun
+from spotproof.runtime.warm_torchrun import PythonWorker
 
 _MESSAGE = 1 << 20
 """Largest message: an environment, with room to spare."""
@@ -82,7 +92,8 @@ class ForkedTrainer:
 
 
 class Zygote:
-    """A process that has imported ``spotproof.smoke.train`` and forks trainers from it."""
+    """A process that has imported ``spotproof.smoke.train`` (torch, its compiler stack and
+    spotproof's loop with it) and forks trainers from it."""
 
     def __init__(self, timeout: float = 120) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -114,15 +125,28 @@ class Zygote:
         ours.settimeout(None)
         threading.Thread(target=self._read, daemon=True, name="zygote-reader").start()
 
-    def spawn(self, env: Mapping[str, str]) -> ForkedTrainer:
-        """A trainer with exactly ``env``, forked."""
+    def spawn(
+        self,
+        env: Mapping[str, str],
+        program: PythonWorker | None = None,
+        *,
+        cwd: str | None = None,
+        merge_output: bool = False,
+    ) -> ForkedTrainer:
+        """A trainer with exactly ``env``, forked: the reference trainer, or ``program`` (a
+        user's ``python train.py``) run in ``cwd`` as ``python`` would run it. With
+        ``merge_output``, its stderr goes where its stdout goes, and ``stderr`` is empty."""
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         try:
             with self._spawning, self._changed:
                 before = len(self._forked)
-                message = json.dumps({"env": dict(env)}).encode()
-                socket.send_fds(self._socket, [message], [out_write, err_write])
+                request: dict[str, Any] = {"env": dict(env)}
+                if program is not None:
+                    request["program"] = {**asdict(program), "cwd": cwd or os.getcwd()}
+                message = json.dumps(request).encode()
+                fds = [out_write, out_write if merge_output else err_write]
+                socket.send_fds(self._socket, [message], fds)
                 if not self._changed.wait_for(lambda: len(self._forked) > before, timeout=60):
                     raise RuntimeError("the trainer's zygote did not fork within 60 s")
                 pid = self._forked[before]
@@ -220,7 +244,7 @@ def _serve(channel: socket.socket) -> None:
                     return
                 pid = os.fork()
                 if pid == 0:
-                    _child(train, json.loads(message)["env"], fds, channel, wake_read, wake_write)
+                    _child(train, json.loads(message), fds, channel, wake_read, wake_write)
                 for fd in fds:
                     os.close(fd)
                 children.add(pid)
@@ -248,9 +272,10 @@ def _reap(channel: socket.socket, children: set[int]) -> None:
 
 
 def _child(
-    train: Any, env: dict[str, str], fds: list[int], *inherited: socket.socket | int
+    train: Any, request: dict[str, Any], fds: list[int], *inherited: socket.socket | int
 ) -> None:
-    """In the forked child: become a trainer started with ``env``, and never return."""
+    """In the forked child: become a trainer started with the request's environment (the
+    reference trainer, or the user's program), and never return."""
     code = 1
     try:
         signal.set_wakeup_fd(-1)
@@ -262,12 +287,21 @@ def _child(
                 os.close(thing)
         os.dup2(fds[0], 1)
         os.dup2(fds[1], 2)
-        for fd in fds:
+        for fd in set(fds):
             os.close(fd)
         os.environ.clear()
-        os.environ.update(env)
-        sys.argv = [train.__file__]
-        code = train.main()
+        os.environ.update(request["env"])
+        warm_torchrun.follow_thread_settings()
+        program = request.get("program")
+        if program is None:
+            sys.argv = [train.__file__]
+            code = train.main()
+        else:
+            os.chdir(program.pop("cwd"))
+            _python_streams(unbuffered=bool(os.environ.get("PYTHONUNBUFFERED")))
+            worker = PythonWorker(**{**program, "args": tuple(program["args"])})
+            warm_torchrun.run_worker(worker.target, worker.module, *worker.args)
+            code = 0
     except SystemExit as leaving:  # as the interpreter reads it: None is success
         code = 0 if leaving.code is None else leaving.code if isinstance(leaving.code, int) else 1
     except BaseException:
@@ -278,6 +312,23 @@ def _child(
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _python_streams(*, unbuffered: bool) -> None:
+    """``sys.stdout`` and ``sys.stderr`` as a fresh ``python`` (``-u`` where
+    ``PYTHONUNBUFFERED`` is set) opens them on the child's own fds 1 and 2: the zygote's were
+    opened on ``/dev/null`` and buffered as such."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        raw = io.FileIO(fd, "w", closefd=False)
+        stream = io.TextIOWrapper(
+            raw if unbuffered else io.BufferedWriter(raw),  # type: ignore[arg-type]
+            encoding=getattr(sys, name).encoding,
+            errors="backslashreplace" if name == "stderr" else getattr(sys, name).errors,
+            line_buffering=name == "stderr" and not unbuffered,
+            write_through=unbuffered,
+        )
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
 
 
 if __name__ == "__main__":

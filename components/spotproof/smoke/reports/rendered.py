@@ -100,6 +100,11 @@ def time_spent_lines(report: CommandReport) -> list[str]:
     lines = [
         f"time spent: {spent.get('total', 0):.1f} s in all",
         f"  store emulator started   {spent.get('emulator', 0):6.1f} s",
+        *(
+            [f"  warm start (imports)     {spent['warm_start']:6.1f} s"]
+            if "warm_start" in spent
+            else []
+        ),
         f"  reference run            {spent.get('reference_run', 0):6.1f} s",
         f"  interrupted run          {spent.get('interrupted_run', 0):6.1f} s",
     ]

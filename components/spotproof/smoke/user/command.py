@@ -26,6 +26,7 @@ from spotproof.runtime.launcher import Launcher
 from spotproof.smoke.emulation.object_stores import Bucket
 from spotproof.smoke.processes.aimed_kill import ManifestGate
 from spotproof.smoke.processes.trainer_process import Event, TrainerProcess
+from spotproof.smoke.processes.warm import Zygote
 from spotproof.smoke.reports.records import Progress, SmokeConfig, SmokeReport
 
 DEFAULT_INTERVAL = 10
@@ -248,6 +249,9 @@ class Stage:
     tiers: bool = False
     """The gang's ranks replaced one at a time, their saves held in memory and replicated
     (``smoke.user.tiers``); False: the whole gang restarted after each interruption."""
+    zygote: Zygote | None = None
+    """Where a single process's ``python train.py`` is forked from, warm
+    (``smoke.processes.warm``); None starts every process afresh."""
     runs: list[list[TrainerProcess]] = field(default_factory=list)
     """The processes of every run, as they are started: whatever a failure leaves running
     is killed before the rehearsal ends (:meth:`kill_leftovers`)."""

@@ -25,15 +25,19 @@ says where the time went (:data:`TIME_SPENT`), and its JSON carries the numbers.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from spotproof.runtime.checkpointer.layout import MANIFESTS
 from spotproof.runtime.launcher import Launcher
 from spotproof.runtime.storage import open_store
+from spotproof.runtime.warm_torchrun import python_worker
 from spotproof.smoke.emulation.object_stores import Bucket, emulated
 from spotproof.smoke.processes.aimed_kill import gated
+from spotproof.smoke.processes.warm import Zygote
 from spotproof.smoke.reports.records import Progress, SmokeConfig, attempt_of
 from spotproof.smoke.user.command import (
     CommandError,
@@ -56,6 +60,7 @@ from spotproof.smoke.user.tiers import tiered_interrupted, tiered_room
 
 TIME_SPENT = (
     "emulator",
+    "warm_start",
     "reference_run",
     "interrupted_run",
     "second_reference_run",
@@ -64,7 +69,9 @@ TIME_SPENT = (
     "waiting_out_graces",
     "total",
 )
-"""Where a rehearsal's seconds went: starting the store's emulator, each run from its first
+"""Where a rehearsal's seconds went: starting the store's emulator, starting the process a
+single process's ``python`` command is forked from (where it is: :func:`_forked_from`), each
+run from its first
 process's start to its last one's end, and within those runs every process's start to its
 ``restoring`` event (``processes`` says how many: not seconds), and each interruption's
 time from its notice to its processes gone (the notice, then the final save, or the whole
@@ -93,10 +100,14 @@ def rehearse_command(
         progress(f"store: {config.store} ({bucket.url})")
         stage = Stage(config, command, bucket, Path(events), report, progress, gate)
         stage.nodes, stage.started_by, stage.tiers = nodes, started_by, tiers
-        try:
-            runs = _runs(stage)
-        finally:
-            stage.kill_leftovers()
+        warming = time.monotonic()
+        with _forked_from(command, nodes) as stage.zygote:
+            if stage.zygote is not None:
+                report.time_spent["warm_start"] = round(time.monotonic() - warming, 2)
+            try:
+                runs = _runs(stage)
+            finally:
+                stage.kill_leftovers()
     spent = report.time_spent
     startups = [s for run in runs for s in run.startups()]
     spent["process_startups"] = round(sum(startups), 2)
@@ -106,6 +117,28 @@ def rehearse_command(
     )
     spent["total"] = round(time.monotonic() - began, 2)
     return report
+
+
+@contextlib.contextmanager
+def _forked_from(command: UserCommand, nodes: int) -> Iterator[Zygote | None]:
+    """Where a single process's command is forked from, warm, when it is this interpreter
+    running a script or a module (``smoke.processes.warm``): each process then skips the
+    imports of torch and its compiler stack, about 5 CPU-seconds, most of a small script's
+    start. None otherwise, each process started afresh: any other command, a gang (each
+    rank starts as its pod starts, through torchrun), or a zygote that could not start
+    (the command then fails, if it does, with its own words)."""
+    if nodes != 1 or python_worker(command.words[0], command.words[1:]) is None:
+        yield None
+        return
+    try:
+        zygote = Zygote()
+    except RuntimeError:
+        yield None
+        return
+    try:
+        yield zygote
+    finally:
+        zygote.close()
 
 
 def _runs(stage: Stage) -> list[RunResult]:

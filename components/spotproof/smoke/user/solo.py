@@ -50,6 +50,7 @@ def _lineage(stage: Stage, name: str, *, gated: bool = False) -> Lineage:
         name,
         stage.progress,
         gate=stage.gate if gated else None,
+        zygote=stage.zygote,
         argv=stage.command.words,
         env=command_env(stage.config, stage.bucket, name),
         events_dir=stage.events_dir,
