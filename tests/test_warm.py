@@ -113,18 +113,28 @@ def test_a_zygote_that_cannot_start_says_why_in_one_line(monkeypatch: pytest.Mon
 
 SCRIPT = """\
 import atexit, json, os, sys, threading, time
-import torch
+import numpy, torch
 record = {
     "argv": sys.argv, "name": __name__, "path0": sys.path[0], "cwd": os.getcwd(),
     "threads": torch.get_num_threads(), "mine": os.environ.get("MINE"),
+    "draw": int(numpy.random.randint(1 << 30)),
 }
 print(json.dumps({"event": "started", **record}))
-atexit.register(lambda: print(json.dumps({"event": "atexit"}), flush=True))
+class Mine:  # what an atexit handler or a thread may pickle, as __main__.Mine
+    pass
+def at_exit():
+    print(json.dumps({"event": "atexit", "main_kept": sys.modules["__main__"].Mine is Mine}))
+atexit.register(at_exit)
 threading.Thread(target=lambda: (time.sleep(0.2), print(json.dumps({"event": "thread"})))).start()
 if os.environ.get("HANG"):
     print("said before hanging")  # not flushed: PYTHONUNBUFFERED must carry it
     time.sleep(600)
-sys.exit(int(os.environ.get("EXIT", "0")))
+if os.environ.get("RAISE") == "error":
+    raise ValueError("the script failed")
+if os.environ.get("RAISE") == "interrupt":
+    raise KeyboardInterrupt
+exit_with = os.environ.get("EXIT", "0")
+sys.exit(int(exit_with) if exit_with.isdigit() else exit_with)
 """
 
 
@@ -146,24 +156,71 @@ def _program(zygote: Zygote, tmp_path: Path, **env: str) -> TrainerProcess:
     )
 
 
+def _said(process: TrainerProcess) -> list[dict]:
+    return [json.loads(line) for line in process.stderr if line.startswith("{")]
+
+
 def test_a_users_script_is_forked_warm_and_runs_as_python_runs_it(
     zygote: Zygote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project = _script(tmp_path / "acme")
     monkeypatch.chdir(project)
     events = tmp_path / "events.jsonl"
-    process = _program(zygote, tmp_path, MINE="yes", OMP_NUM_THREADS="1", EXIT="3")
+    process = _program(zygote, tmp_path, MINE="yes", OMP_NUM_THREADS="5", EXIT="3")
 
     assert isinstance(process.popen, ForkedTrainer)
     assert process.finish(timeout=60) == 3
-    said = [json.loads(line) for line in process.stderr if line.startswith("{")]
+    said = _said(process)
     assert not events.read_text()  # the events file is the trainer's; this one prints
     [started] = [e for e in said if e["event"] == "started"]
     assert started["argv"] == ["train.py", "a", "b"] and started["name"] == "__main__"
     assert (started["path0"], started["cwd"]) == (str(project), str(project))
-    assert (started["mine"], started["threads"]) == ("yes", 1)
-    # Ended as an interpreter ends: its non-daemon threads joined, then atexit.
+    assert (started["mine"], started["threads"]) == ("yes", 5)
+    # Ended as an interpreter ends: its non-daemon threads joined, then atexit, with its
+    # own module still __main__.
     assert [e["event"] for e in said][1:] == ["thread", "atexit"]
+    assert said[-1]["main_kept"]
+
+
+def test_two_forked_scripts_draw_different_unseeded_numbers(
+    zygote: Zygote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """numpy's global generator, which torch's compiler stack imports into the zygote, is
+    seeded afresh in each child, as each fresh interpreter seeds its own."""
+    monkeypatch.chdir(_script(tmp_path / "acme"))
+    draws = []
+    for run in ("one", "two"):
+        (tmp_path / run).mkdir()
+        process = _program(zygote, tmp_path / run)
+        assert process.finish(timeout=60) == 0
+        draws += [e["draw"] for e in _said(process) if e["event"] == "started"]
+    assert len(set(draws)) == 2, draws
+
+
+@pytest.mark.parametrize(
+    "env, code, said",
+    [
+        ({"EXIT": "bye"}, 1, "bye"),  # SystemExit with a message: printed, exit 1
+        ({"RAISE": "error"}, 1, "ValueError: the script failed"),
+        ({"RAISE": "interrupt"}, -signal.SIGINT, "KeyboardInterrupt"),
+    ],
+)
+def test_a_forked_script_ends_with_the_code_and_words_python_would_leave(  # noqa: PLR0917
+    zygote: Zygote,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
+    code: int,
+    said: str,
+) -> None:
+    monkeypatch.chdir(_script(tmp_path / "acme"))
+    process = _program(zygote, tmp_path, **env)
+
+    assert process.finish(timeout=60) == code
+    lines = [line for line in process.stderr if line.strip()]
+    assert said in lines, lines
+    # The traceback comes before the threads are joined and atexit runs, as Python's does.
+    assert lines.index(said) < next(i for i, line in enumerate(lines) if '"atexit"' in line)
 
 
 def test_a_users_unflushed_line_arrives_at_once_when_pythonunbuffered_is_set(

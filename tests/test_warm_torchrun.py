@@ -21,6 +21,7 @@ from spotproof.runtime.warm_torchrun import PythonWorker, _forkable, python_work
 WORKER = """\
 import atexit, json, os, signal, sys, threading, time
 preloaded = "torch" in sys.modules
+import numpy
 restart = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
 rank = os.environ["RANK"]
 def record(**fields):
@@ -31,6 +32,7 @@ with open(f"/proc/{os.getppid()}/cmdline", "rb") as server:
 record(
     preloaded=preloaded, argv=sys.argv, path0=sys.path[0], name=__name__,
     unbuffered=os.environ.get("PYTHONUNBUFFERED"), forked_by=forked_by,
+    stdout=type(sys.stdout.buffer).__name__, draw=int(numpy.random.randint(1 << 30)),
 )
 if os.environ.get("WAIT_FOR_SIGTERM"):
     def stop(*_):
@@ -41,7 +43,9 @@ if os.environ.get("WAIT_FOR_SIGTERM"):
     time.sleep(600)
 if restart == 0:
     sys.exit(3)
-atexit.register(record, event="atexit")
+def at_exit():  # __main__ is still this script's module, as in python's own teardown
+    record(event="atexit", main_kept=sys.modules["__main__"].__dict__.get("at_exit") is at_exit)
+atexit.register(at_exit)
 threading.Thread(target=lambda: (time.sleep(0.3), record(event="thread"))).start()
 """
 
@@ -59,7 +63,9 @@ def _agent(tmp_path: Path, *flags: str, **env: str) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", launcher.WARM_TORCHRUN_MODULE, "--standalone"]
     command += ["--nproc-per-node=2", "--monitor-interval=0.1", *flags]
     command += ["--no-python", sys.executable, "-u", str(script), "a", "b"]
-    variables = {**os.environ, "RECORDS": str(tmp_path / "records.jsonl"), **env}
+    # Not unbuffered itself: its workers' output must be unbuffered by the warm start.
+    variables = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    variables |= {"RECORDS": str(tmp_path / "records.jsonl"), **env}
     return subprocess.Popen(command, env=variables, cwd=tmp_path, stdout=subprocess.DEVNULL)
 
 
@@ -146,7 +152,11 @@ def test_every_start_and_restart_runs_the_script_as_python_would_with_torch_prel
         assert start["argv"] == [script, "a", "b"]
         assert start["path0"] == str(tmp_path / "scripts")
         assert (start["name"], start["unbuffered"]) == ("__main__", "1")
+        assert start["stdout"] == "FileIO"  # python -u's: no buffer between print and fd 1
+    # numpy's unseeded generator, imported into the forkserver, is each worker's own.
+    assert len({start["draw"] for start in starts}) == len(starts)
     # Ended as an interpreter ends: its non-daemon threads joined, then atexit.
+    assert all(r["main_kept"] for r in records if r.get("event") == "atexit")
     ends = [(r["rank"], r["event"]) for r in records if r.get("event")]
     assert sorted(ends) == [("0", "atexit"), ("0", "thread"), ("1", "atexit"), ("1", "thread")]
     for rank in ("0", "1"):
@@ -159,7 +169,9 @@ def test_the_forkserver_is_forked_from_the_agent_not_started_as_a_second_interpr
 ) -> None:
     """A second interpreter would import torch again: ``python -c 'from
     multiprocessing.forkserver import main; ...'``. Forked, it is the agent's command."""
-    for start in (r for r in restarted[1] if "forked_by" in r):
+    starts = [r for r in restarted[1] if "forked_by" in r]
+    assert starts
+    for start in starts:
         assert launcher.WARM_TORCHRUN_MODULE in start["forked_by"], start["forked_by"]
 
 

@@ -94,19 +94,14 @@ images (kubernetes/community ``sig-scalability/slos/pod_startup_latency.md``).""
 AGENT_START_SECONDS = 3.0
 """torchrun's elastic agent starting in a replacement pod, to its joining the rendezvous:
 it imports torch, 2.4 to 3.1 CPU-seconds on the 2-core development VM (2026-11-29)."""
-TRAINER_START_SECONDS = 7.0
-"""A trainer process from its start to its restore: torch and the compiler stack its first
-optimizer loads (4.4 to 5.7 CPU-seconds on the development VM, ``python -c`` building an
-AdamW), then the bucket's client (1.8 s opening S3 in a profile of the rehearsal's trainer,
-2026-11-29). A GPU trainer adds CUDA's initialisation, so a floor. What a plain torchrun
-pod's worker pays at each start; spotproof's pods pay it as :data:`AGENT_START_SECONDS`,
-:data:`PRELOAD_SECONDS` and :data:`WARM_TRAINER_START_SECONDS`."""
 PRELOAD_SECONDS = 2.5
 """``spotproof-torchrun``'s forkserver importing what its agent's import of torch did not
 bring: the compiler stack and spotproof's loop (``runtime.warm_torchrun``: it is forked
 from the agent once the agent has imported torch). Paid once per pod, after
 :data:`AGENT_START_SECONDS`, while the agent joins the rendezvous; 2.5 to 3.3 CPU-seconds
-on the development VM, the other core busy (2026-11-30)."""
+on the development VM, the other core busy (2026-11-30). A cold worker, as plain torchrun
+starts one, pays the agent's import again on top: 4.4 to 5.7 CPU-seconds in all (``python
+-c`` building an AdamW, 2026-11-29)."""
 TEARDOWN_SECONDS = 2.3
 """A gang's pod leaving after its SIGTERM, to its being gone: the launch script, torchrun
 stopping its worker (a reclaimed rank's once its final save is in; a rank stopped by a peer
@@ -121,5 +116,6 @@ development VM, 2 pods, quiet (``benchmarks/gang_goodput.py --ranks 2``, its tea
 2026-11-30); the kubelet's own status updates come on top on a cluster."""
 WARM_TRAINER_START_SECONDS = 2.0
 """A worker forked warm by ``spotproof-torchrun``, from the fork to its restore: the trainer's
-``main`` and the bucket's client (1.8 s opening S3, as in :data:`TRAINER_START_SECONDS`);
-measured, the fork itself is 0.02 s under load. A GPU trainer adds CUDA's initialisation."""
+``main`` and the bucket's client (1.8 s opening S3 in a profile of the rehearsal's trainer,
+2026-11-29); measured, the fork itself is 0.02 s under load. A GPU trainer adds CUDA's
+initialisation, so a floor."""

@@ -22,16 +22,19 @@ entrypoints torchrun itself starts by ``--start-method``; ``distributed/launcher
 torchrun's own ``--run-path`` starts no worker warm when torchrun runs as ``python -m``: its
 forkserver preloads only ``__main__`` by path, which ``-m`` does not give.
 
-**What a warm worker sees**, as a worker started ``python -u script.py args`` would:
-``sys.argv``; the script run as ``__main__`` (or ``-m``'s module); the script's folder (for
-``-m``, the working directory) first on ``sys.path`` in place of the agent's; unbuffered
-output; the agent's environment with torchrun's variables for the worker (set by torchrun's
-``_wrap``); at its end, the interpreter's own teardown (non-daemon threads joined, then
-``atexit``). What differs, and is documented for users: a preloaded module was imported
-once, with the agent's environment, before the worker's own variables (``RANK`` and the
-rest) were set; a worker's parent is the forkserver; a KeyboardInterrupt ends it with 0
-(torch ``multiprocessing/spawn.py`` ``_wrap``); an exception's traceback reaches the
-agent's log as torchrun's error record rather than the worker's stderr. CUDA is never
+**What a warm worker sees**, as a worker started ``python -u script.py args`` would
+(``runtime.python_program``): ``sys.argv``; the script run as ``__main__`` (or ``-m``'s
+module), which stays ``__main__`` to its end; the script's folder (for ``-m``, the working
+directory) first on ``sys.path`` in place of the agent's; unbuffered output (the forked
+forkserver opens its stdout and stderr afresh, unbuffered); the agent's environment with
+torchrun's variables for the worker (set by torchrun's ``_wrap``), ``OMP_NUM_THREADS``
+applied; numpy's global generator seeded afresh; at its end, the interpreter's own teardown
+(non-daemon threads joined, then ``atexit``). What differs, and is documented for users: a
+preloaded module was imported once, with the agent's environment, before the worker's own
+variables (``RANK`` and the rest) were set; the workers share the agent's hash seed; a
+worker's parent is the forkserver; a KeyboardInterrupt ends it with 0 (torch
+``multiprocessing/spawn.py`` ``_wrap``); an exception's traceback reaches the agent's log
+as torchrun's error record rather than the worker's stderr. CUDA is never
 initialized by the preload (a child of a process that has it cannot use it): the forkserver
 refuses to run a worker forked from a preload that did.
 
@@ -43,20 +46,17 @@ preload; a value that is not module names stops the agent with exit 2, in one li
 
 from __future__ import annotations
 
-import atexit
 import multiprocessing
 import os
-import runpy
-import shutil
 import socket
 import sys
 import threading
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from multiprocessing import connection, forkserver, resource_tracker
 
-from spotproof.runtime import exit_codes, settings
+from spotproof.runtime import exit_codes, python_program, settings
+from spotproof.runtime.python_program import PythonWorker, python_worker
 
 PRELOAD = ("torch", "torch._dynamo", "spotproof.runtime.loop")
 """What every worker imports before its first step: torch, the compiler stack torch's
@@ -64,47 +64,10 @@ optimizers load at their first construction, and spotproof's training loop."""
 UNBUFFERED = "PYTHONUNBUFFERED"
 
 
-@dataclass(frozen=True)
-class PythonWorker:
-    """A worker command this interpreter can run from a fork: a script or a module."""
-
-    target: str
-    """The script's path, or the module's name."""
-    module: bool
-    args: tuple[str, ...]
-
-
-def python_worker(
-    command: str, args: Sequence[str], path: str | None = None
-) -> PythonWorker | None:
-    """The Python program ``command args`` runs, when ``command`` is this interpreter (the
-    same file in the same environment's folder, found on ``path``, by default this
-    process's ``PATH``) and ``args`` give it no flag but ``-u``; None when the command
-    must run as it is."""
-    found = shutil.which(command, path=path)
-    if found is None or not _same_interpreter(found, sys.executable):
-        return None
-    words = list(args)
-    while words and words[0] == "-u":
-        words.pop(0)
-    if words[:1] == ["-m"] and len(words) > 1:
-        return PythonWorker(words[1], True, tuple(words[2:]))
-    if not words or words[0].startswith("-"):
-        return None
-    return PythonWorker(words[0], False, tuple(words[1:]))
-
-
-def _same_interpreter(found: str, executable: str) -> bool:
-    """Same binary and same folder: a venv's ``python`` links to the system's, whose own
-    ``site-packages`` differ from the venv's."""
-    return os.path.realpath(found) == os.path.realpath(executable) and os.path.dirname(
-        os.path.abspath(found)
-    ) == os.path.dirname(os.path.abspath(executable))
-
-
 def run_worker(target: str, module: bool, *args: str) -> None:
-    """A worker's body, in a child of the forkserver: the program as ``python -u`` runs it,
-    ended as the interpreter ends (its threads joined, then ``atexit``)."""
+    """A worker's body, in a child of the forkserver: the program as ``python -u`` runs it
+    (``runtime.python_program``), ended as the interpreter ends (its threads joined, then
+    ``atexit``); what it raises reaches torchrun, which records it as a worker's failure."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda._is_in_bad_fork():
         print(
@@ -113,31 +76,11 @@ def run_worker(target: str, module: bool, *args: str) -> None:
             file=sys.stderr,
         )
         sys.exit(exit_codes.BAD_CONFIG)
+    python_program.after_fork()
     try:
-        if module:
-            sys.argv = ["-m", *args]
-            sys.path[0] = os.getcwd()
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
-        else:
-            sys.argv = [target, *args]
-            sys.path[0] = os.path.dirname(os.path.realpath(target))
-            runpy.run_path(target, run_name="__main__")
+        python_program.run_as_main(PythonWorker(target, module, args))
     finally:
-        threading._shutdown()  # type: ignore[attr-defined]  # as Py_FinalizeEx does
-        atexit._run_exitfuncs()
-
-
-def follow_thread_settings() -> None:
-    """Apply ``OMP_NUM_THREADS`` from this process's environment to torch, as a fresh
-    interpreter's import of torch would have read it. A process forked from one that
-    imported torch earlier keeps the thread count OpenMP read at that import: torchrun sets
-    the variable (to 1 with more than one worker a node, ``distributed/run.py``
-    ``config_from_args``) after its agent imported torch, and a rehearsal's worker gets
-    its pod's environment only at its fork. Setting the count starts no thread."""
-    torch = sys.modules.get("torch")
-    value = os.environ.get("OMP_NUM_THREADS", "")
-    if torch is not None and value.isdigit() and int(value) > 0:
-        torch.set_num_threads(int(value))
+        python_program.finish()
 
 
 def preload(extra: Sequence[str]) -> list[str]:
@@ -164,8 +107,10 @@ def start_forkserver(modules: Sequence[str]) -> None:
     as before, where any of that does not hold: another thread running, a Python whose
     forkserver has a handshake (3.14) or differs, a platform without ``fork``."""
     server = forkserver._forkserver  # type: ignore[attr-defined]
+    # Both ways: should the forkserver die, the agent's next worker start spawns a new one
+    # (``connect_to_new_process``), which then preloads the same.
+    multiprocessing.set_forkserver_preload(list(modules))
     if not _forkable(server, threading.active_count()):
-        multiprocessing.set_forkserver_preload(list(modules))
         forkserver.ensure_running()
         return
     resource_tracker.ensure_running()
@@ -175,21 +120,42 @@ def start_forkserver(modules: Sequence[str]) -> None:
         os.chmod(address, 0o600)
         listener.listen()
         alive_read, alive_write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the forkserver: it serves until every agent-side holder is gone
-            code = 1
-            try:
-                os.close(alive_write)
-                follow_thread_settings()
-                forkserver.main(listener.fileno(), alive_read, list(modules))
-            except SystemExit:
-                code = 0
-            finally:
-                os._exit(code)
+        sys.stdout.flush()  # or the child would write what the agent had buffered again
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(alive_read)
+            os.close(alive_write)
+            raise
+        if pid == 0:
+            _serve(listener, alive_read, alive_write, modules)
         os.close(alive_read)
     server._forkserver_address = address
     server._forkserver_alive_fd = alive_write
     server._forkserver_pid = pid
+
+
+def _serve(
+    listener: socket.socket, alive_read: int, alive_write: int, modules: Sequence[str]
+) -> None:
+    """The forked forkserver: CPython's, until every agent-side holder of the "alive" pipe
+    is gone; never returns. Its stdout and stderr are opened afresh, unbuffered, as the
+    ``python -u`` a spawned one would be (``PYTHONUNBUFFERED`` is set for it), so every
+    worker forked from it writes at once: a worker's last lines are not lost with it."""
+    code = 1
+    try:
+        os.close(alive_write)
+        python_program.python_streams(unbuffered=True)
+        python_program.follow_thread_settings()
+        forkserver.main(listener.fileno(), alive_read, list(modules))
+    except SystemExit:
+        code = 0
+    except BaseException:
+        sys.excepthook(*sys.exc_info())  # type: ignore[arg-type]
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _forkable(server: object, threads: int) -> bool:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from spotproof.runtime import settings
-from spotproof.runtime.warm_torchrun import PythonWorker, python_worker
+from spotproof.runtime.python_program import PythonWorker, python_worker
 from spotproof.smoke.processes.warm import ForkedTrainer, Zygote
 
 Event = dict[str, Any]
@@ -133,7 +133,7 @@ class TrainerProcess:
     def _warm_program(self, env: Mapping[str, str]) -> PythonWorker | None:
         """The Python program :attr:`argv` runs, where the zygote can run it as a fresh
         ``python`` would: this interpreter running a script that exists, or a module
-        (``runtime.warm_torchrun.python_worker``); None when it must start as it is (a
+        (``runtime.python_program.python_worker``); None when it must start as it is (a
         missing script then fails as ``python`` fails it)."""
         if self.zygote is None or not self.argv:
             return None

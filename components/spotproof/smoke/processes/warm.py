@@ -19,10 +19,10 @@ The protocol, over a ``SOCK_SEQPACKET`` socket pair (one message a datagram):
   interpreter's teardown (the zygote's own atexit handlers are not the trainer's); the
   zygote answers ``{"forked": pid}``;
 - a request that also names a ``"program"`` (a user's ``python train.py``, or ``-m``'s
-  module: ``runtime.warm_torchrun.PythonWorker``, with its working directory) runs that
-  instead, as ``spotproof-torchrun`` runs a worker: in that directory, with ``sys.stdout``
-  and ``sys.stderr`` opened afresh on its fds (unbuffered where ``PYTHONUNBUFFERED`` says),
-  ``OMP_NUM_THREADS`` applied, and at its end its threads joined and ``atexit`` run;
+  module: ``runtime.python_program.PythonWorker``, with its working directory) runs that
+  instead, in that directory, with ``sys.stdout`` and ``sys.stderr`` opened afresh on its
+  fds (unbuffered where ``PYTHONUNBUFFERED`` says), as ``python`` runs it and to the exit
+  code ``python`` would leave (``runtime.python_program.run_as_python``);
 - each child that ends is reaped at once and reported, ``{"exited": pid, "code": c}``,
   ``c`` as :attr:`subprocess.Popen.returncode` gives it (``-N`` for signal N);
 - the zygote leaves when the socket closes, and its children are killed with it.
@@ -42,7 +42,6 @@ forever.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import select
@@ -56,8 +55,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict
 from typing import IO, Any
 
-from spotproof.runtime import warm_torchrun
-from spotproof.runtime.warm_torchrun import PythonWorker
+from spotproof.runtime import python_program
+from spotproof.runtime.python_program import PythonWorker
 
 _MESSAGE = 1 << 20
 """Largest message: an environment, with room to spare."""
@@ -291,17 +290,17 @@ def _child(
             os.close(fd)
         os.environ.clear()
         os.environ.update(request["env"])
-        warm_torchrun.follow_thread_settings()
         program = request.get("program")
         if program is None:
+            python_program.after_fork()
             sys.argv = [train.__file__]
             code = train.main()
         else:
             os.chdir(program.pop("cwd"))
-            _python_streams(unbuffered=bool(os.environ.get("PYTHONUNBUFFERED")))
-            worker = PythonWorker(**{**program, "args": tuple(program["args"])})
-            warm_torchrun.run_worker(worker.target, worker.module, *worker.args)
-            code = 0
+            python_program.python_streams(unbuffered=bool(os.environ.get("PYTHONUNBUFFERED")))
+            code = python_program.run_as_python(
+                PythonWorker(**{**program, "args": tuple(program["args"])})
+            )
     except SystemExit as leaving:  # as the interpreter reads it: None is success
         code = 0 if leaving.code is None else leaving.code if isinstance(leaving.code, int) else 1
     except BaseException:
@@ -312,23 +311,6 @@ def _child(
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-
-
-def _python_streams(*, unbuffered: bool) -> None:
-    """``sys.stdout`` and ``sys.stderr`` as a fresh ``python`` (``-u`` where
-    ``PYTHONUNBUFFERED`` is set) opens them on the child's own fds 1 and 2: the zygote's were
-    opened on ``/dev/null`` and buffered as such."""
-    for fd, name in ((1, "stdout"), (2, "stderr")):
-        raw = io.FileIO(fd, "w", closefd=False)
-        stream = io.TextIOWrapper(
-            raw if unbuffered else io.BufferedWriter(raw),  # type: ignore[arg-type]
-            encoding=getattr(sys, name).encoding,
-            errors="backslashreplace" if name == "stderr" else getattr(sys, name).errors,
-            line_buffering=name == "stderr" and not unbuffered,
-            write_through=unbuffered,
-        )
-        setattr(sys, name, stream)
-        setattr(sys, f"__{name}__", stream)
 
 
 if __name__ == "__main__":

@@ -33,8 +33,8 @@ from pathlib import Path
 
 from spotproof.runtime.checkpointer.layout import MANIFESTS
 from spotproof.runtime.launcher import Launcher
+from spotproof.runtime.python_program import python_worker
 from spotproof.runtime.storage import open_store
-from spotproof.runtime.warm_torchrun import python_worker
 from spotproof.smoke.emulation.object_stores import Bucket, emulated
 from spotproof.smoke.processes.aimed_kill import gated
 from spotproof.smoke.processes.warm import Zygote
