@@ -25,6 +25,7 @@ from spotproof import __version__, policy
 from spotproof.ci import lock
 from spotproof.plan.recording.manifests import manifest
 from spotproof.plan.schemas import karpenter
+from spotproof.runtime import launcher
 from spotproof.runtime.events import parse
 from tests import venvs
 from tests.support import INSTALLED_SIZES, REPO, plan_of, run_cli
@@ -248,6 +249,27 @@ def test_a_users_own_loop_runs_on_the_installed_runtime_and_resumes(
     assert first.out.splitlines()[0] == "resumed 0" and "step 12" in first.out
     assert again.out.splitlines()[0] == "resumed 12"
     assert again.out.splitlines()[-1] == first.out.splitlines()[-1]  # the same weights
+
+
+def test_a_users_loop_runs_as_a_gang_under_the_installed_spotproof_torchrun(
+    runtime_venv: Venv, tmp_path: Path
+) -> None:
+    """Every gang pod's launcher, from the wheel: its console script, the user's script as
+    each worker, forked from a forkserver that has imported torch already."""
+    runtime_venv.install("train,s3", "trainer image: spotproof[train,s3]")
+    script = tmp_path / "train.py"
+    script.write_text("import sys\nprint('preloaded', 'torch' in sys.modules, flush=True)\n")
+    script.write_text(script.read_text() + USER_LOOP)
+    env = clean_env(CHECKPOINT_URL=f"file://{tmp_path}/ckpt", CHECKPOINT_INTERVAL="5", TOTAL="12")
+    torchrun = runtime_venv.root / "bin" / launcher.WARM_TORCHRUN
+    done = runtime_venv.run(
+        str(torchrun), "--standalone", "--nproc-per-node=2", str(script), cwd=tmp_path, env=env
+    )
+    assert done.code == 0, done.err
+    lines = done.out.splitlines()
+    assert lines.count("preloaded True") == lines.count("resumed 0") == 2, done.out
+    done_lines = [line for line in lines if line.startswith("done ")]
+    assert len(done_lines) == 2 and len(set(done_lines)) == 1  # both ranks, one model
 
 
 # --- Pulumi programs, in a user's own project ------------------------------------------
