@@ -258,18 +258,23 @@ def test_a_users_loop_runs_as_a_gang_under_the_installed_spotproof_torchrun(
     each worker, forked from a forkserver that has imported torch already."""
     runtime_venv.install("train,s3", "trainer image: spotproof[train,s3]")
     script = tmp_path / "train.py"
-    script.write_text("import sys\nprint('preloaded', 'torch' in sys.modules, flush=True)\n")
-    script.write_text(script.read_text() + USER_LOOP)
+    # Each rank's lines in a file of its own: two ranks' unbuffered prints interleave.
+    own_output = (
+        "import os, sys\n"
+        "sys.stdout = open(f\"rank-{os.environ['RANK']}.out\", 'w', buffering=1)\n"
+        "print('preloaded', 'torch' in sys.modules)\n"
+    )
+    script.write_text(own_output + USER_LOOP)
     env = clean_env(CHECKPOINT_URL=f"file://{tmp_path}/ckpt", CHECKPOINT_INTERVAL="5", TOTAL="12")
     torchrun = runtime_venv.root / "bin" / launcher.WARM_TORCHRUN
     done = runtime_venv.run(
         str(torchrun), "--standalone", "--nproc-per-node=2", str(script), cwd=tmp_path, env=env
     )
     assert done.code == 0, done.err
-    lines = done.out.splitlines()
-    assert lines.count("preloaded True") == lines.count("resumed 0") == 2, done.out
-    done_lines = [line for line in lines if line.startswith("done ")]
-    assert len(done_lines) == 2 and len(set(done_lines)) == 1  # both ranks, one model
+    ranks = [(tmp_path / f"rank-{rank}.out").read_text().splitlines() for rank in (0, 1)]
+    for lines in ranks:
+        assert lines[:2] == ["preloaded True", "resumed 0"] and "step 12" in lines, lines
+    assert ranks[0][-1].startswith("done ") and ranks[0][-1] == ranks[1][-1]  # one model
 
 
 # --- Pulumi programs, in a user's own project ------------------------------------------
