@@ -25,9 +25,8 @@ replacement's agent importing torch (``catalog.AGENT_START_SECONDS``), then its
 ``spotproof-torchrun`` forkserver, forked from the agent, importing the rest of the trainer
 (``catalog.PRELOAD_SECONDS``) while the agent joins, then every worker forked warm
 (``catalog.WARM_TRAINER_START_SECONDS``: the survivors' too, whose agents restart them),
-and the restore at its tier's rate
-(``catalog``). The whole-gang restart's pods start the same way: every pod a new one, its
-worker forked from its own forkserver.
+and the restore at its tier's rate (``catalog``). The whole-gang restart's pods start the
+same way: every pod a new one, its worker forked from its own forkserver.
 
 Goodput then follows from a renewal argument: each reclaim costs its stall plus the
 training it redoes, so with ``λ`` reclaims per second of the gang's wall time the share
@@ -59,8 +58,9 @@ from spotproof.catalog import (
 from spotproof.plan.simulation.goodput import Reclaims, SaveCosts
 
 WARM_STARTS = AGENT_START_SECONDS + PRELOAD_SECONDS + WARM_TRAINER_START_SECONDS
-"""A replace-rank pod's start to its worker's restore: the agent's import of torch, then
-the forkserver's imports (it is forked from the agent), then a warm worker."""
+"""A new pod's start to its worker's restore, a replacement's or a whole-gang restart's:
+the agent's import of torch, then the forkserver's imports (it is forked from the agent),
+then a warm worker."""
 MAX_SPARES = 4
 """The most spares the plan weighs: past a few, each one more saves almost nothing."""
 
